@@ -1,0 +1,3 @@
+from pocketmcp.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,191 @@
+"""Settings: the only module that reads os.environ.
+
+Every setting has one entry in SETTINGS, which gives its environment variable, its CLI flag,
+its type, default and help. The CLI, `.env.example` and the README are made from this table.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+class Setting(msgspec.Struct, frozen=True):
+    field: str
+    env: str
+    flag: str
+    kind: str  # "path" | "str" | "int" | "list" | "choice"
+    default: Any
+    help: str
+    minimum: int | None = None
+    maximum: int | None = None
+    choices: tuple[str, ...] = ()
+    optional: bool = False
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("sqlite_path", "SQLITE_PATH", "--db", "path", "./data/index.db",
+            "SQLite file holding the index (created with its folder if missing)."),
+    Setting("watch_dir", "WATCH_DIR", "--data-folder", "path", "./kb",
+            "Folder of documents to index and watch."),
+    Setting("model_id", "MODEL_ID", "--model-id", "str", DEFAULT_MODEL_ID,
+            "fastembed model name. The default runs offline on the bundled int8 ONNX file; "
+            "other catalogue models download on first use when a network is there."),
+    Setting("model_path", "MODEL_PATH", "--model-path", "path", None,
+            "A local fastembed-format model directory (model.onnx, tokenizer.json, "
+            "tokenizer_config.json) used instead of downloading MODEL_ID.", optional=True),
+    Setting("cache_dir", "POCKETMCP_CACHE", "--cache-dir", "path", None,
+            "Where models are unpacked or downloaded (default: the user cache folder, "
+            "e.g. ~/.cache/pocketmcp).", optional=True),
+    Setting("chunk_size", "CHUNK_SIZE", "--chunk-size", "int", 1000,
+            "Target chunk length in characters (chunks never exceed the model's token window).",
+            minimum=100, maximum=20000),
+    Setting("chunk_overlap", "CHUNK_OVERLAP", "--chunk-overlap", "int", 120,
+            "Characters shared by neighbouring chunks.", minimum=0, maximum=10000),
+    Setting("include", "INCLUDE_GLOBS", "--include", "list", "**/*.md,**/*.txt",
+            "Comma-separated gitignore-style globs of files to index."),
+    Setting("ignore", "IGNORE_PATTERNS", "--ignore", "list", "",
+            "Comma-separated gitignore-style patterns to skip, on top of temp/editor files, "
+            "dot files and the folder's .gitignore."),
+    Setting("max_file_mb", "MAX_FILE_MB", "--max-file-mb", "int", 20,
+            "Files larger than this many MiB are skipped and logged.", minimum=1,
+            maximum=4096),
+    Setting("debounce_ms", "DEBOUNCE_MS", "--debounce-ms", "int", 600,
+            "Quiet time before a burst of file events is processed.", minimum=0,
+            maximum=60000),
+    Setting("read_concurrency", "READ_CONCURRENCY", "--read-concurrency", "int", 3,
+            "Files read and hashed at once.", minimum=1, maximum=64),
+    Setting("embed_batch_size", "EMBED_BATCH_SIZE", "--embed-batch-size", "int", 32,
+            "Most chunks embedded in one model call.", minimum=1, maximum=1024),
+    Setting("embed_batch_tokens", "EMBED_BATCH_TOKENS", "--embed-batch-tokens", "int", 8192,
+            "Most tokens (padded) in one model call; bounds the model's memory.",
+            minimum=256, maximum=1_000_000),
+    Setting("embed_threads", "EMBED_THREADS", "--embed-threads", "int", 0,
+            "onnxruntime threads (0: one per core).", minimum=0, maximum=256),
+    Setting("queue_size", "QUEUE_SIZE", "--queue-size", "int", 8,
+            "Capacity of each stream between pipeline stages.", minimum=0, maximum=16),
+    Setting("write_batch_files", "WRITE_BATCH_FILES", "--write-batch-files", "int", 32,
+            "Most files committed in one transaction.", minimum=1, maximum=10000),
+    Setting("log_level", "LOG_LEVEL", "--log-level", "choice", "info",
+            "Log verbosity (logs go to stderr as JSON lines).",
+            choices=("debug", "info", "warning", "error")),
+)
+
+_BY_FIELD = {s.field: s for s in SETTINGS}
+
+
+class Config(msgspec.Struct, frozen=True, kw_only=True):
+    sqlite_path: Path
+    watch_dir: Path
+    model_id: str
+    model_path: Path | None
+    cache_dir: Path
+    chunk_size: int
+    chunk_overlap: int
+    include: tuple[str, ...]
+    ignore: tuple[str, ...]
+    max_file_mb: int
+    debounce_ms: int
+    read_concurrency: int
+    embed_batch_size: int
+    embed_batch_tokens: int
+    embed_threads: int
+    queue_size: int
+    write_batch_files: int
+    log_level: str
+
+    @property
+    def max_file_bytes(self) -> int:
+        return self.max_file_mb * 1024 * 1024
+
+    def replace(self, **changes: Any) -> Config:
+        return msgspec.structs.replace(self, **changes)
+
+
+def _parse(setting: Setting, raw: object, source: str) -> Any:
+    from pocketmcp.errors import ConfigError
+
+    if raw is None or (isinstance(raw, str) and raw.strip() == "" and setting.optional):
+        if setting.optional:
+            return None
+        raw = setting.default
+    if setting.kind == "path":
+        text = str(raw).strip()
+        if not text:
+            raise ConfigError(source, raw, "a file system path")
+        return Path(os.path.expanduser(text))
+    if setting.kind == "str":
+        text = str(raw).strip()
+        if not text:
+            raise ConfigError(source, raw, "a non-empty string")
+        return text
+    if setting.kind == "list":
+        items = raw if isinstance(raw, list | tuple) else str(raw).split(",")
+        return tuple(item.strip() for item in items if str(item).strip())
+    if setting.kind == "choice":
+        text = str(raw).strip().lower()
+        if text not in setting.choices:
+            raise ConfigError(source, raw, "one of " + ", ".join(setting.choices))
+        return text
+    accepts = f"a whole number from {setting.minimum} to {setting.maximum}"
+    try:
+        number = int(str(raw).strip().replace("_", ""))
+    except ValueError:
+        raise ConfigError(source, raw, accepts) from None
+    if (setting.minimum is not None and number < setting.minimum) or (
+        setting.maximum is not None and number > setting.maximum
+    ):
+        raise ConfigError(source, raw, accepts)
+    return number
+
+
+def load(
+    overrides: Mapping[str, object] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Config:
+    """Build the Config: defaults, then the environment, then `overrides` (CLI flags).
+
+    `overrides` is keyed by field name; None values are ignored.
+    """
+    from pocketmcp.errors import ConfigError
+
+    env = os.environ if environ is None else environ
+    overrides = overrides or {}
+    values: dict[str, Any] = {}
+    for setting in SETTINGS:
+        if overrides.get(setting.field) is not None:
+            values[setting.field] = _parse(setting, overrides[setting.field], setting.flag)
+        elif setting.env in env:
+            values[setting.field] = _parse(setting, env[setting.env], setting.env)
+        else:
+            values[setting.field] = _parse(setting, setting.default, setting.env)
+    if values["cache_dir"] is None:
+        base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        values["cache_dir"] = Path(base) / "pocketmcp"
+    if values["chunk_overlap"] >= values["chunk_size"]:
+        raise ConfigError("CHUNK_OVERLAP", values["chunk_overlap"],
+                          f"a number smaller than CHUNK_SIZE ({values['chunk_size']})")
+    if not values["include"]:
+        raise ConfigError("INCLUDE_GLOBS", "", "at least one glob such as **/*.md")
+    return Config(**values)
+
+
+def setting(field: str) -> Setting:
+    return _BY_FIELD[field]
+
+
+def env_example() -> str:
+    """The text of .env.example, made from SETTINGS."""
+    lines = ["# PocketMCP settings. Copy to .env or export them; CLI flags override these.", ""]
+    for s in SETTINGS:
+        lines.append(f"# {s.help} (flag {s.flag})")
+        default = "" if s.default is None else s.default
+        lines.append(f"{s.env}={default}")
+        lines.append("")
+    return "\n".join(lines)

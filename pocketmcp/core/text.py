@@ -1,0 +1,65 @@
+"""Turning file bytes into text, and small text facts. Pure functions."""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import re
+
+_BOMS = (
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+# Bytes that never occur in text files apart from tab, newline, form feed and carriage return.
+_CONTROL = bytes(b for b in range(32) if b not in (9, 10, 12, 13, 27))
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
+
+
+def sha256(data: bytes | str) -> str:
+    if isinstance(data, str):
+        data = data.encode("utf-8", "surrogatepass")
+    return hashlib.sha256(data).hexdigest()
+
+
+def looks_binary(data: bytes, sample: int = 8192) -> bool:
+    """True for content that is not text: NUL bytes or many control bytes near the start."""
+    head = data[:sample]
+    if not head:
+        return False
+    for bom, _ in _BOMS:
+        if head.startswith(bom):
+            return False
+    if b"\x00" in head:
+        return True
+    controls = sum(head.count(bytes([c])) for c in _CONTROL)
+    return controls / len(head) > 0.05
+
+
+def decode(data: bytes) -> tuple[str, bool]:
+    """Decode file bytes as text; (text, exact). Undecodable bytes become U+FFFD."""
+    for bom, codec in _BOMS:
+        if data.startswith(bom):
+            try:
+                return data.decode(codec), True
+            except UnicodeDecodeError:
+                return data.decode(codec, "replace"), False
+    try:
+        return data.decode("utf-8"), True
+    except UnicodeDecodeError:
+        return data.decode("utf-8", "replace"), False
+
+
+def clean(text: str) -> str:
+    """Normalise line endings and drop NULs, which SQLite text and tokenizers mishandle."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+
+
+def title_of(text: str, fallback: str) -> str:
+    """The first Markdown heading within the first lines, else `fallback`."""
+    match = _HEADING.search(text[:4000])
+    if match:
+        return match.group(1).strip()[:200]
+    return fallback

@@ -1,0 +1,84 @@
+"""Facts that flow between the pipeline's actors, oldest stage first."""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class FileSeen(msgspec.Struct, frozen=True):
+    """The watcher saw `rel` (a path relative to the watched folder) change or exist."""
+
+    rel: str
+
+
+class FileGone(msgspec.Struct, frozen=True):
+    """`rel` no longer exists (or no longer qualifies) and leaves the index."""
+
+    rel: str
+    seq: int = 0
+
+
+class FileHashed(msgspec.Struct, frozen=True):
+    """`rel` was read and its content differs from what the index holds."""
+
+    rel: str
+    seq: int
+    uri: str
+    title: str
+    text: str
+    sha256: str
+    size: int
+    mtime_ns: int
+
+
+class FileTouched(msgspec.Struct, frozen=True):
+    """`rel` has new size or mtime but the same content: only its stat is recorded."""
+
+    rel: str
+    size: int
+    mtime_ns: int
+
+
+class Chunk(msgspec.Struct, frozen=True):
+    idx: int
+    start: int
+    end: int
+    text: str
+    tokens: int
+    sha256: str
+
+
+class FileChunked(msgspec.Struct, frozen=True):
+    doc: FileHashed
+    chunks: tuple[Chunk, ...]
+
+
+class FileEmbedded(msgspec.Struct, frozen=True):
+    """Every chunk of `doc` has a vector; `reused` of them came from the index itself."""
+
+    doc: FileHashed
+    chunks: tuple[Chunk, ...]
+    vectors: bytes  # float32, len(chunks) x dim, row-major
+    reused: int
+    embed_ms: float
+
+
+class ScanDone(msgspec.Struct, frozen=True):
+    """In-band marker: everything the initial scan found has passed this point."""
+
+    files: int
+
+
+Event = FileSeen | FileGone | ScanDone
+Hashed = FileHashed | FileTouched | FileGone | ScanDone
+Chunked = FileChunked | FileTouched | FileGone | ScanDone
+Embedded = FileEmbedded | FileTouched | FileGone | ScanDone
+
+
+def external_id(rel: str) -> str:
+    """The index's id of the file at `rel` (POSIX, relative to the watched folder)."""
+    return "file:" + rel
+
+
+def rel_of(external: str) -> str:
+    return external.removeprefix("file:")

@@ -1,0 +1,166 @@
+"""Reads files, skips the unchanged, and turns the rest into FileHashed facts."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import anyio
+import msgspec
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from pocketmcp import logs
+from pocketmcp.core.text import clean, decode, looks_binary, sha256, title_of
+from pocketmcp.messages import (
+    Event,
+    FileGone,
+    FileHashed,
+    FileSeen,
+    FileTouched,
+    Hashed,
+    ScanDone,
+    external_id,
+)
+from pocketmcp.pipeline.state import GONE, IndexView, InFlight, Stats
+
+log = logs.get("pocketmcp.hasher")
+
+
+class _Read(msgspec.Struct, frozen=True):
+    size: int
+    mtime_ns: int
+    data: bytes | None  # None: the stat matched the index, content not read
+    problem: str | None = None
+
+
+def _read(path: Path, max_bytes: int, known: tuple[str, int | None, int | None] | None,
+          force: bool) -> _Read | None:
+    """Stat and read one file (blocking). None when it is not a regular file any more."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    if st.st_size > max_bytes:
+        return _Read(st.st_size, st.st_mtime_ns, None,
+                     f"larger than the limit of {max_bytes} bytes")
+    if not force and known is not None and known[1:] == (st.st_size, st.st_mtime_ns):
+        return _Read(st.st_size, st.st_mtime_ns, None)
+    with open(path, "rb") as handle:
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        return _Read(len(data), st.st_mtime_ns, None,
+                     f"larger than the limit of {max_bytes} bytes")
+    if looks_binary(data):
+        return _Read(len(data), st.st_mtime_ns, None, "binary content")
+    return _Read(len(data), st.st_mtime_ns, data)
+
+
+class Hasher:
+    def __init__(self, *, root: Path, view: IndexView, inflight: InFlight, stats: Stats,
+                 max_bytes: int, force: bool = False) -> None:
+        self.root = root
+        self.view = view
+        self.inflight = inflight
+        self.stats = stats
+        self.max_bytes = max_bytes
+        self.force = force
+        self._locks: dict[str, tuple[anyio.Lock, int]] = {}
+        self._busy = 0
+        self._idle = anyio.Event()
+
+    async def _known(self, rel: str) -> tuple[str, int | None, int | None] | None:
+        pending = self.inflight.get(rel)
+        if pending is not None:
+            return None if pending == GONE else (pending, None, None)
+        return await self.view.run(self.view.reader.doc_state, external_id(rel))
+
+    async def handle(self, event: FileSeen | FileGone) -> Hashed | None:
+        rel = event.rel
+        known = await self._known(rel)
+        read: _Read | None = None
+        if isinstance(event, FileSeen):
+            try:
+                read = await anyio.to_thread.run_sync(
+                    _read, self.root / rel, self.max_bytes, known, self.force
+                )
+            except OSError as exc:
+                self.stats.skipped += 1
+                log.warning("skipped", path=rel, reason=f"unreadable: {exc}")
+                return None
+        if read is None or read.problem is not None:
+            if read is not None:
+                self.stats.skipped += 1
+                log.warning("skipped", path=rel, reason=read.problem, size=read.size)
+            if known is None:
+                return None
+            return FileGone(rel, self.inflight.begin(rel, GONE))
+        if read.data is None:
+            self.stats.unchanged += 1
+            return None
+        digest = sha256(read.data)
+        if known is not None and known[0] == digest and not self.force:
+            self.stats.unchanged += 1
+            return FileTouched(rel, read.size, read.mtime_ns)
+        text, exact = decode(read.data)
+        if not exact:
+            log.warning("decoded_with_replacement", path=rel,
+                        reason="invalid UTF-8 bytes were replaced with U+FFFD")
+        text = clean(text)
+        return FileHashed(
+            rel=rel, seq=self.inflight.begin(rel, digest), uri=(self.root / rel).as_uri(),
+            title=title_of(text, Path(rel).stem), text=text, sha256=digest, size=read.size,
+            mtime_ns=read.mtime_ns,
+        )
+
+    async def work(self, inbox: MemoryObjectReceiveStream[Event],
+                   outbox: MemoryObjectSendStream[Hashed]) -> None:
+        async with inbox, outbox:
+            async for event in inbox:
+                if isinstance(event, ScanDone):
+                    # In band: wait until every file received before it has been sent on.
+                    while self._busy:
+                        await self._idle.wait()
+                    await outbox.send(event)
+                    continue
+                lock = self._lock(event.rel)
+                self._busy += 1
+                try:
+                    async with lock:
+                        out = await self.handle(event)
+                        if out is not None:
+                            await outbox.send(out)
+                finally:
+                    self._release(event.rel)
+                    self._busy -= 1
+                    if not self._busy:
+                        self._idle.set()
+                        self._idle = anyio.Event()
+
+    def _lock(self, rel: str) -> anyio.Lock:
+        """A per-path lock, so two events of one file are handled in arrival order."""
+        lock, users = self._locks.get(rel, (None, 0))
+        if lock is None:
+            lock = anyio.Lock()
+        self._locks[rel] = (lock, users + 1)
+        return lock
+
+    def _release(self, rel: str) -> None:
+        lock, users = self._locks[rel]
+        if users == 1:
+            del self._locks[rel]
+        else:
+            self._locks[rel] = (lock, users - 1)
+
+
+async def hash_files(
+    inbox: MemoryObjectReceiveStream[Event], outbox: MemoryObjectSendStream[Hashed], *,
+    hasher: Hasher, concurrency: int,
+) -> None:
+    """`concurrency` workers share the inbox; per-file order is kept by per-path locks."""
+    async with inbox, outbox, anyio.create_task_group() as tg:
+        for i in range(concurrency):
+            tg.start_soon(hasher.work, inbox.clone(), outbox.clone(),
+                          name=f"pocketmcp.hasher.{i}")

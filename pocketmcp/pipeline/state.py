@@ -1,0 +1,87 @@
+"""State shared by the actors of one pipeline: in-flight files, counters, the index view."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import msgspec
+
+from pocketmcp.store.queries import IndexReader
+
+T = TypeVar("T")
+
+GONE = "<gone>"
+
+
+class InFlight:
+    """Files sent down the pipeline and not yet committed, with the content they carry.
+
+    The hasher consults this before the index, so a file that changes A -> B -> A while B is
+    still on its way is not mistaken for unchanged. Entries live only while in flight, so the
+    map is bounded by the pipeline's buffers.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[int, str]] = {}
+        self._seq = itertools.count(1)
+
+    def begin(self, rel: str, sha: str) -> int:
+        seq = next(self._seq)
+        self._entries[rel] = (seq, sha)
+        return seq
+
+    def get(self, rel: str) -> str | None:
+        entry = self._entries.get(rel)
+        return None if entry is None else entry[1]
+
+    def done(self, rel: str, seq: int) -> None:
+        entry = self._entries.get(rel)
+        if entry is not None and entry[0] == seq:
+            del self._entries[rel]
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+class Stats(msgspec.Struct, kw_only=True):
+    """Counters of one pipeline run. Mutated only on the event loop."""
+
+    seen: int = 0
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    touched: int = 0
+    removed: int = 0
+    skipped: int = 0
+    chunks_embedded: int = 0
+    chunks_reused: int = 0
+    chunks_written: int = 0
+    embed_ms: float = 0.0
+    scan_done: bool = False
+    last_error: str | None = None
+
+    @property
+    def processed(self) -> int:
+        return self.added + self.updated + self.unchanged + self.touched + self.skipped
+
+
+class IndexView:
+    """Async read-only access to the index for the actors, one query at a time."""
+
+    def __init__(self, db_path: Path) -> None:
+        self._reader = IndexReader(db_path)
+        self._limiter = anyio.CapacityLimiter(1)
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        return await anyio.to_thread.run_sync(fn, *args, limiter=self._limiter)
+
+    @property
+    def reader(self) -> IndexReader:
+        return self._reader
+
+    def close(self) -> None:
+        self._reader.close()

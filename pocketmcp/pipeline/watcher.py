@@ -1,0 +1,167 @@
+"""The source: an initial scan of the folder, reconciliation with the index, then watching."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import anyio
+import watchfiles
+from anyio.streams.memory import MemoryObjectSendStream
+
+from pocketmcp import logs
+from pocketmcp.core.paths import PathFilter
+from pocketmcp.messages import Event, FileGone, FileSeen, ScanDone, external_id, rel_of
+from pocketmcp.pipeline.state import IndexView, Stats
+
+log = logs.get("pocketmcp.watcher")
+
+
+class Folder:
+    """The watched folder: relative paths, symlink checks and listing. Blocking methods."""
+
+    def __init__(self, root: Path, paths: PathFilter) -> None:
+        self.root = root
+        self.real = Path(os.path.realpath(root))
+        self.paths = paths
+
+    def rel(self, path: str | Path) -> str | None:
+        """The POSIX path of `path` inside the folder, or None when it leads outside."""
+        path = Path(path)
+        try:
+            rel = path.relative_to(self.root)
+        except ValueError:
+            try:
+                rel = path.relative_to(self.real)
+            except ValueError:
+                return None
+        if rel.parts in ((), (".",)) or ".." in rel.parts:
+            return None
+        # Every folder on the way must be a real folder inside the root, not a link out.
+        parent = os.path.realpath(self.real / rel.parent)
+        if parent != str(self.real / rel.parent):
+            return None
+        return rel.as_posix()
+
+    def inside(self, rel: str) -> bool:
+        """True when `rel` (a file or a link to one) resolves inside the folder."""
+        target = os.path.realpath(self.real / rel)
+        return target == str(self.real) or target.startswith(str(self.real) + os.sep)
+
+    def list_dir(self, rel_dir: str) -> tuple[list[str], list[str]]:
+        """(wanted files, folders to descend) directly under `rel_dir`, sorted."""
+        base = self.real / rel_dir if rel_dir else self.real
+        files: list[str] = []
+        dirs: list[str] = []
+        try:
+            with os.scandir(base) as entries:
+                for entry in entries:
+                    rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            if self.paths.wants_dir(rel):
+                                dirs.append(rel)
+                        elif entry.is_file() and self.paths.wants_file(rel) and (
+                            not entry.is_symlink() or self.inside(rel)
+                        ):
+                            files.append(rel)
+                    except OSError:
+                        continue
+        except OSError as exc:
+            log.warning("folder_unreadable", path=str(base), error=str(exc))
+        return sorted(files), sorted(dirs)
+
+    def is_wanted_file(self, rel: str) -> bool:
+        if not self.paths.wants_file(rel):
+            return False
+        try:
+            st = os.stat(self.real / rel)
+        except OSError:
+            return False
+        return stat.S_ISREG(st.st_mode) and self.inside(rel)
+
+
+async def _walk(folder: Folder, outbox: MemoryObjectSendStream[Event], start: str,
+                stats: Stats | None, stop: anyio.Event) -> int:
+    count = 0
+    stack = [start]
+    while stack and not stop.is_set():
+        rel_dir = stack.pop()
+        files, dirs = await anyio.to_thread.run_sync(folder.list_dir, rel_dir)
+        stack.extend(reversed(dirs))
+        for rel in files:
+            await outbox.send(FileSeen(rel))
+            count += 1
+            if stats is not None:
+                stats.seen += 1
+    return count
+
+
+async def _reconcile(folder: Folder, outbox: MemoryObjectSendStream[Event], view: IndexView,
+                     prefix: str, stop: anyio.Event) -> None:
+    """FileGone for each indexed file under `prefix` that is no longer a wanted file."""
+    after = ""
+    while not stop.is_set():
+        page = await view.run(view.reader.external_ids, external_id(prefix), after)
+        if not page:
+            return
+        after = page[-1]
+        for ext in page:
+            rel = rel_of(ext)
+            if not await anyio.to_thread.run_sync(folder.is_wanted_file, rel):
+                await outbox.send(FileGone(rel))
+
+
+async def scan_folder(
+    outbox: MemoryObjectSendStream[Event], *, folder: Folder, view: IndexView, stats: Stats,
+    stop: anyio.Event,
+) -> None:
+    """One pass: every wanted file, then every indexed file that went away, then ScanDone."""
+    async with outbox:
+        files = await _walk(folder, outbox, "", stats, stop)
+        await _reconcile(folder, outbox, view, "", stop)
+        await outbox.send(ScanDone(files))
+
+
+async def watch_folder(
+    outbox: MemoryObjectSendStream[Event], *, folder: Folder, view: IndexView, stats: Stats,
+    stop: anyio.Event, debounce_ms: int,
+) -> None:
+    """Scan, then follow changes until `stop` is set. Watching starts before the scan."""
+    async with outbox, anyio.create_task_group() as tg:
+        tg.start_soon(_follow, outbox.clone(), folder, view, stop, debounce_ms,
+                      name="pocketmcp.watcher.follow")
+        await scan_folder(outbox.clone(), folder=folder, view=view, stats=stats, stop=stop)
+
+
+async def _follow(outbox: MemoryObjectSendStream[Event], folder: Folder, view: IndexView,
+                  stop: anyio.Event, debounce_ms: int) -> None:
+    async with outbox:
+        async for changes in watchfiles.awatch(
+            folder.real, debounce=max(debounce_ms, 1), step=50, stop_event=stop,
+            recursive=True, watch_filter=None, ignore_permission_denied=True,
+        ):
+            # Events come as an unordered set: what counts is each path's state now.
+            wanted: set[str] = set()
+            folders: set[str] = set()
+            for _change, path in changes:
+                rel = folder.rel(path)
+                if rel is None:
+                    continue
+                full = folder.real / rel
+                if full.is_dir() and not full.is_symlink():
+                    if folder.paths.wants_dir(rel):
+                        folders.add(rel)
+                elif folder.paths.wants_file(rel):
+                    wanted.add(rel)
+                else:
+                    # Possibly a folder that was removed or moved away: its indexed files.
+                    folders.add(rel)
+            for rel in sorted(wanted):
+                await outbox.send(FileSeen(rel))
+            for rel in sorted(folders):
+                if (folder.real / rel).is_dir():
+                    # A new or changed folder: files created in it may have no events.
+                    await _walk(folder, outbox, rel, None, stop)
+                await _reconcile(folder, outbox, view, rel + "/", stop)

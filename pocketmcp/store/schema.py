@@ -1,0 +1,116 @@
+"""Schema, versioned by migrations. Only the writer connection runs these."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pocketmcp.errors import ModelMismatchError, SchemaTooNewError
+
+# Each migration is a list of statements; `{dim}` is the embedding dimension.
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        """CREATE TABLE meta(
+               key TEXT PRIMARY KEY,
+               value TEXT NOT NULL)""",
+        """CREATE TABLE documents(
+               doc_id INTEGER PRIMARY KEY,
+               external_id TEXT NOT NULL UNIQUE,
+               source TEXT NOT NULL CHECK (source IN ('file', 'url', 'raw')),
+               uri TEXT,
+               title TEXT NOT NULL DEFAULT '',
+               library TEXT NOT NULL DEFAULT 'default',
+               metadata TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(metadata)),
+               content TEXT NOT NULL,
+               content_sha256 TEXT NOT NULL,
+               size_bytes INTEGER,
+               mtime_ns INTEGER,
+               chunk_count INTEGER NOT NULL DEFAULT 0,
+               created_at TEXT NOT NULL,
+               updated_at TEXT NOT NULL)""",
+        "CREATE INDEX documents_source ON documents(source, external_id)",
+        "CREATE INDEX documents_library ON documents(library)",
+        """CREATE TABLE chunks(
+               chunk_id INTEGER PRIMARY KEY,
+               doc_id INTEGER NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
+               idx INTEGER NOT NULL,
+               start_off INTEGER NOT NULL,
+               end_off INTEGER NOT NULL,
+               tokens INTEGER NOT NULL,
+               text_sha256 TEXT NOT NULL)""",
+        "CREATE UNIQUE INDEX chunks_doc ON chunks(doc_id, idx)",
+        "CREATE INDEX chunks_text ON chunks(text_sha256)",
+        """CREATE VIRTUAL TABLE vec_chunks USING vec0(
+               chunk_id INTEGER PRIMARY KEY,
+               embedding float[{dim}] distance_metric=cosine,
+               doc_id INTEGER,
+               +idx INTEGER,
+               +start_off INTEGER,
+               +end_off INTEGER,
+               +text TEXT)""",
+    ),
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def _one(conn: Any, sql: str, args: tuple[Any, ...] = ()) -> Any:
+    return conn.execute(sql, args).fetchone()
+
+
+def stored_model(conn: Any) -> tuple[str, int] | None:
+    """(model_id, dim) recorded in the index, or None for an empty file."""
+    if not _one(conn, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"):
+        return None
+    model = _one(conn, "SELECT value FROM meta WHERE key = 'model_id'")
+    dim = _one(conn, "SELECT value FROM meta WHERE key = 'dim'")
+    return None if model is None or dim is None else (str(model[0]), int(dim[0]))
+
+
+def check_model(conn: Any, db_path: Path, model_id: str, dim: int) -> None:
+    stored = stored_model(conn)
+    if stored is not None and stored != (model_id, dim):
+        raise ModelMismatchError(db_path, stored[0], stored[1], model_id, dim)
+
+
+def schema_version(conn: Any) -> int:
+    return int(_one(conn, "PRAGMA user_version")[0])
+
+
+def migrate(conn: Any, db_path: Path, model_id: str, dim: int) -> int:
+    """Bring the schema to SCHEMA_VERSION in one transaction; returns the version found."""
+    found = schema_version(conn)
+    if found > SCHEMA_VERSION:
+        raise SchemaTooNewError(db_path, found, SCHEMA_VERSION)
+    check_model(conn, db_path, model_id, dim)
+    if found == SCHEMA_VERSION:
+        return found
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for version in range(found, SCHEMA_VERSION):
+            for statement in MIGRATIONS[version]:
+                conn.execute(statement.replace("{dim}", str(dim)))
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('model_id', ?)", (model_id,))
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('dim', ?)", (str(dim),))
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return found
+
+
+def drop_all(conn: Any) -> None:
+    """Empty the file for a rebuild (the writer's own connection only)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for kind in ("sql LIKE 'CREATE VIRTUAL%'", "name NOT LIKE 'sqlite_%'"):
+            names = [row[0] for row in conn.execute(
+                f"SELECT name FROM sqlite_master WHERE type = 'table' AND {kind}")]
+            for name in names:
+                conn.execute(f'DROP TABLE IF EXISTS "{name}"')
+        conn.execute("PRAGMA user_version = 0")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise

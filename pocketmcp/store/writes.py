@@ -1,0 +1,185 @@
+"""The one connection that writes: documents, chunks and vectors, in transactions.
+
+Every method runs synchronously and is meant to be called from one worker thread at a time
+(the writer actor serialises calls with a CapacityLimiter of one). A whole batch of files is
+one transaction, so a cancelled caller can never leave a transaction half done.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+from filelock import FileLock, Timeout
+
+from pocketmcp.errors import StoreError, WriterBusyError
+from pocketmcp.messages import Chunk
+from pocketmcp.store import schema
+from pocketmcp.store.connect import open_sync_writer, sqlite_errors
+
+
+class DocRecord(msgspec.Struct, frozen=True, kw_only=True):
+    external_id: str
+    source: Literal["file", "url", "raw"]
+    uri: str | None
+    title: str
+    content: str
+    sha256: str
+    library: str = "default"
+    metadata: dict[str, Any] = {}
+    size_bytes: int | None = None
+    mtime_ns: int | None = None
+
+
+class Written(msgspec.Struct, frozen=True):
+    doc_id: int
+    status: Literal["inserted", "updated", "unchanged"]
+    chunks: int
+    chunks_removed: int
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def lock_path(db_path: Path) -> Path:
+    return db_path.with_name(db_path.name + ".writer.lock")
+
+
+class IndexWriter:
+    """Holds the writer lock of one index file and its only writing connection."""
+
+    def __init__(self, db_path: Path, *, model_id: str, dim: int, rebuild: bool = False) -> None:
+        self.db_path = db_path
+        self.dim = dim
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = FileLock(str(lock_path(db_path)), blocking=False)
+        try:
+            self._lock.acquire()
+        except Timeout:
+            raise WriterBusyError(db_path) from None
+        try:
+            self._conn = open_sync_writer(db_path)
+            if rebuild:
+                schema.drop_all(self._conn)
+            schema.migrate(self._conn, db_path, model_id, dim)
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def close(self) -> None:
+        try:
+            self._conn.execute("PRAGMA optimize")
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except sqlite_errors():
+            pass
+        finally:
+            self._conn.close()
+            self._lock.release()
+
+    # -- transactions -------------------------------------------------------------------------
+
+    def begin(self) -> None:
+        self._sql("BEGIN IMMEDIATE")
+
+    def commit(self) -> None:
+        self._sql("COMMIT")
+
+    def rollback(self) -> None:
+        if self._conn.in_transaction:
+            self._conn.execute("ROLLBACK")
+
+    def _sql(self, sql: str, args: Sequence[Any] = ()) -> Any:
+        try:
+            return self._conn.execute(sql, args)
+        except sqlite_errors() as exc:
+            raise StoreError(f"{self.db_path}: {exc}") from exc
+
+    def _many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        try:
+            self._conn.executemany(sql, rows)
+        except sqlite_errors() as exc:
+            raise StoreError(f"{self.db_path}: {exc}") from exc
+
+    # -- writes (call between begin() and commit()) --------------------------------------------
+
+    def upsert(self, doc: DocRecord, chunks: Sequence[Chunk], vectors: bytes) -> Written:
+        """Insert or replace one document and all its chunks."""
+        if len(vectors) != len(chunks) * self.dim * 4:
+            raise StoreError(f"{doc.external_id}: {len(chunks)} chunks but "
+                             f"{len(vectors)} bytes of vectors (dim {self.dim})")
+        row = self._sql("SELECT doc_id, content_sha256, title, library, metadata "
+                        "FROM documents WHERE external_id = ?", (doc.external_id,)).fetchone()
+        now = _now()
+        metadata = json.dumps(doc.metadata, ensure_ascii=False, sort_keys=True)
+        if row is not None and (row[1], row[2], row[3], row[4]) == (
+            doc.sha256, doc.title, doc.library, metadata
+        ):
+            self._sql("UPDATE documents SET size_bytes = ?, mtime_ns = ? WHERE doc_id = ?",
+                      (doc.size_bytes, doc.mtime_ns, row[0]))
+            return Written(row[0], "unchanged", len(chunks), 0)
+        removed = 0
+        if row is None:
+            doc_id = self._sql(
+                "INSERT INTO documents(external_id, source, uri, title, library, metadata, "
+                "content, content_sha256, size_bytes, mtime_ns, chunk_count, created_at, "
+                "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING doc_id",
+                (doc.external_id, doc.source, doc.uri, doc.title, doc.library, metadata,
+                 doc.content, doc.sha256, doc.size_bytes, doc.mtime_ns, len(chunks), now, now),
+            ).fetchone()[0]
+        else:
+            doc_id = row[0]
+            removed = self._delete_chunks(doc_id)
+            self._sql(
+                "UPDATE documents SET source = ?, uri = ?, title = ?, library = ?, metadata = ?, "
+                "content = ?, content_sha256 = ?, size_bytes = ?, mtime_ns = ?, chunk_count = ?, "
+                "updated_at = ? WHERE doc_id = ?",
+                (doc.source, doc.uri, doc.title, doc.library, metadata, doc.content, doc.sha256,
+                 doc.size_bytes, doc.mtime_ns, len(chunks), now, doc_id),
+            )
+        self._insert_chunks(doc_id, chunks, vectors)
+        return Written(doc_id, "inserted" if row is None else "updated", len(chunks), removed)
+
+    def _insert_chunks(self, doc_id: int, chunks: Sequence[Chunk], vectors: bytes) -> None:
+        if not chunks:
+            return
+        self._many(
+            "INSERT INTO chunks(doc_id, idx, start_off, end_off, tokens, text_sha256) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            [(doc_id, c.idx, c.start, c.end, c.tokens, c.sha256) for c in chunks],
+        )
+        ids = dict(self._sql("SELECT idx, chunk_id FROM chunks WHERE doc_id = ?",
+                             (doc_id,)).fetchall())
+        width = self.dim * 4
+        self._many(
+            "INSERT INTO vec_chunks(chunk_id, embedding, doc_id, idx, start_off, end_off, text) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(ids[c.idx], vectors[i * width:(i + 1) * width], doc_id, c.idx, c.start, c.end,
+              c.text) for i, c in enumerate(chunks)],
+        )
+
+    def _delete_chunks(self, doc_id: int) -> int:
+        ids = [r[0] for r in self._sql("SELECT chunk_id FROM chunks WHERE doc_id = ?",
+                                       (doc_id,)).fetchall()]
+        if ids:
+            self._many("DELETE FROM vec_chunks WHERE chunk_id = ?", [(i,) for i in ids])
+            self._sql("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
+        return len(ids)
+
+    def touch(self, external_id: str, size: int, mtime_ns: int) -> None:
+        self._sql("UPDATE documents SET size_bytes = ?, mtime_ns = ? WHERE external_id = ?",
+                  (size, mtime_ns, external_id))
+
+    def delete(self, external_id: str) -> tuple[int, int] | None:
+        """Remove a document by external id; (doc_id, chunks removed), or None if absent."""
+        row = self._sql("SELECT doc_id FROM documents WHERE external_id = ?",
+                        (external_id,)).fetchone()
+        if row is None:
+            return None
+        removed = self._delete_chunks(row[0])
+        self._sql("DELETE FROM documents WHERE doc_id = ?", (row[0],))
+        return row[0], removed
