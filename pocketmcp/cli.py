@@ -106,15 +106,18 @@ async def _stop_on_signals(stop: Any, scope: anyio.CancelScope) -> None:
 
 
 async def _index(config: Config, args: argparse.Namespace) -> int:
-    from pocketmcp.engine import Engine
+    from pocketmcp.engine import Engine, open_writer
+    from pocketmcp.model import ModelSpec
     from pocketmcp.pipeline.supervisor import Pipeline
 
     if not config.watch_dir.is_dir():
         raise PocketError(f"WATCH_DIR={config.watch_dir} is not a folder")
     started = time.perf_counter()
-    engine = await Engine.load(config)
-    writer = await anyio.to_thread.run_sync(lambda: engine.open_writer(rebuild=args.rebuild))
+    spec = await anyio.to_thread.run_sync(ModelSpec, config)
+    writer = await anyio.to_thread.run_sync(
+        lambda: open_writer(config, spec, rebuild=args.rebuild))
     try:
+        engine = await Engine.load(config, spec)
         pipeline = Pipeline(config, writer=writer, embed=engine.embedder.embed,
                             dim=engine.spec.dim, chunker=engine.chunker, follow=False,
                             force=args.force, embed_limiter=engine.model_limiter)
@@ -172,20 +175,22 @@ async def _progress(pipeline: Any) -> None:
 
 
 async def _watch(config: Config) -> int:
-    from pocketmcp.engine import Engine
+    from pocketmcp.engine import Engine, open_writer
+    from pocketmcp.model import ModelSpec
     from pocketmcp.pipeline.supervisor import Pipeline
 
     if not config.watch_dir.is_dir():
         raise PocketError(f"WATCH_DIR={config.watch_dir} is not a folder")
     log = logs.get("pocketmcp.watch")
-    engine = await Engine.load(config)
-    writer = await anyio.to_thread.run_sync(engine.open_writer)
+    spec = await anyio.to_thread.run_sync(ModelSpec, config)
+    writer = await anyio.to_thread.run_sync(open_writer, config, spec)
 
     def on_event(event: dict[str, Any]) -> None:
         kind = event.pop("event")
         log.info(kind, **event)
 
     try:
+        engine = await Engine.load(config, spec)
         pipeline = Pipeline(config, writer=writer, embed=engine.embedder.embed,
                             dim=engine.spec.dim, chunker=engine.chunker, follow=True,
                             on_event=on_event, embed_limiter=engine.model_limiter)

@@ -24,13 +24,17 @@ class Engine:
         self.model_limiter = anyio.CapacityLimiter(1)
 
     @classmethod
-    async def load(cls, config: Config) -> Engine:
-        spec = await anyio.to_thread.run_sync(ModelSpec, config)
+    async def load(cls, config: Config, spec: ModelSpec | None = None) -> Engine:
+        if spec is None:
+            spec = await anyio.to_thread.run_sync(ModelSpec, config)
         embedder = await anyio.to_thread.run_sync(Embedder, spec)
         chunker = Chunker(embedder.tokenizer, size=config.chunk_size,
                           overlap=config.chunk_overlap, max_tokens=embedder.max_tokens)
         return cls(config, spec, embedder, chunker)
 
-    def open_writer(self, *, rebuild: bool = False, db_path: Path | None = None) -> IndexWriter:
-        return IndexWriter(db_path or self.config.sqlite_path, model_id=self.spec.model_id,
-                           dim=self.spec.dim, rebuild=rebuild)
+
+def open_writer(config: Config, spec: ModelSpec, *, rebuild: bool = False,
+                db_path: Path | None = None) -> IndexWriter:
+    """The index's writer; checks the model before anything slow is loaded."""
+    return IndexWriter(db_path or config.sqlite_path, model_id=spec.model_id, dim=spec.dim,
+                       rebuild=rebuild)

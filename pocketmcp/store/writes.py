@@ -57,6 +57,7 @@ class IndexWriter:
         self.db_path = db_path
         self.dim = dim
         db_path.parent.mkdir(parents=True, exist_ok=True)
+        self._closed = False
         self._lock = FileLock(str(lock_path(db_path)), blocking=False)
         try:
             self._lock.acquire()
@@ -72,6 +73,10 @@ class IndexWriter:
             raise
 
     def close(self) -> None:
+        """Checkpoint, close and release the lock. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
         try:
             self._conn.execute("PRAGMA optimize")
             self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")

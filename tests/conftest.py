@@ -1,0 +1,192 @@
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import numpy as np
+import pytest
+
+from pocketmcp.config import Config, load
+from pocketmcp.core.chunking import Chunker
+from pocketmcp.model import Embedder, ModelSpec
+from pocketmcp.pipeline.supervisor import Pipeline
+from pocketmcp.store.writes import IndexWriter
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def make_config(tmp_path: Path, **changes: Any) -> Config:
+    kb = tmp_path / "kb"
+    kb.mkdir(exist_ok=True)
+    env = {"SQLITE_PATH": str(tmp_path / "data" / "index.db"), "WATCH_DIR": str(kb),
+           "DEBOUNCE_MS": "50", "POCKETMCP_CACHE": os.environ.get(
+               "POCKETMCP_TEST_CACHE", str(Path.home() / ".cache" / "pocketmcp"))}
+    return load(changes, environ=env)
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Config:
+    return make_config(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def embedder() -> Embedder:
+    """The real bundled model, loaded once per test session."""
+    return Embedder(ModelSpec(load({}, environ={})))
+
+
+@pytest.fixture(scope="session")
+def real_chunker(embedder: Embedder) -> Chunker:
+    return Chunker(embedder.tokenizer, size=1000, overlap=120, max_tokens=embedder.max_tokens)
+
+
+class Index:
+    """A test's index: the real writer and model, with helpers to run the pipeline."""
+
+    def __init__(self, config: Config, embedder: Embedder, chunker: Chunker) -> None:
+        self.config = config
+        self.embedder = embedder
+        self.chunker = chunker
+        self.embedded: list[str] = []
+        self.events: list[dict[str, Any]] = []
+
+    @property
+    def kb(self) -> Path:
+        return self.config.watch_dir
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.embedded.extend(texts)
+        return self.embedder.embed(texts)
+
+    def writer(self) -> IndexWriter:
+        return IndexWriter(self.config.sqlite_path, model_id=self.embedder.spec.model_id,
+                           dim=self.embedder.dim)
+
+    def pipeline(self, writer: IndexWriter, *, follow: bool, **kw: Any) -> Pipeline:
+        return Pipeline(self.config, writer=writer, embed=self.embed, dim=self.embedder.dim,
+                        chunker=self.chunker, follow=follow, on_event=self.events.append, **kw)
+
+    async def index_once(self, **kw: Any) -> Pipeline:
+        """One scan of the folder, like `pocketmcp index`."""
+        self.embedded.clear()
+        self.events.clear()
+        writer = self.writer()
+        try:
+            pipeline = self.pipeline(writer, follow=False, **kw)
+            with anyio.fail_after(120):
+                await pipeline.run()
+        finally:
+            writer.close()
+        return pipeline
+
+    def text_of(self, rel: str) -> str:
+        """The chunk texts stored for a file, joined."""
+        from pocketmcp.store.connect import open_sync_reader
+
+        conn = open_sync_reader(self.config.sqlite_path)
+        try:
+            rows = conn.execute(
+                "SELECT v.text FROM vec_chunks v JOIN documents d ON d.doc_id = v.doc_id "
+                "WHERE d.external_id = ? ORDER BY v.idx", ("file:" + rel,)).fetchall()
+        finally:
+            conn.close()
+        return "\n".join(r[0] for r in rows)
+
+    def search(self, query: str, k: int = 5) -> list[str]:
+        from pocketmcp.store.queries import IndexReader
+
+        reader = IndexReader(self.config.sqlite_path)
+        try:
+            vector = self.embedder.embed_query(query)
+            hits = reader.search_vector(vector.tobytes(), k)
+        finally:
+            reader.close()
+        paths: list[str] = []
+        for hit in hits:
+            path = hit.external_id.removeprefix("file:")
+            if path not in paths:
+                paths.append(path)
+        return paths
+
+
+@pytest.fixture
+def index(config: Config, embedder: Embedder, real_chunker: Chunker) -> Index:
+    return Index(config, embedder, real_chunker)
+
+
+@pytest.fixture
+def write(config: Config) -> Callable[[str, str], Path]:
+    def _write(rel: str, text: str) -> Path:
+        path = config.watch_dir / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    return _write
+
+
+class Watching:
+    """A live pipeline in a task group; tests wait on its events, never on the clock."""
+
+    def __init__(self, index: Index, pipeline: Pipeline, writer: IndexWriter) -> None:
+        self.index = index
+        self.writer = writer
+        self.pipeline = pipeline
+        self._seen = 0
+        self._changed = anyio.Event()
+        self.done = anyio.Event()
+
+    async def run(self) -> None:
+        try:
+            await self.pipeline.run()
+        finally:
+            self.done.set()
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        self.index.events.append(event)
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def wait_for(self, predicate: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        with anyio.fail_after(20):
+            while True:
+                for event in self.index.events[self._seen:]:
+                    self._seen += 1
+                    if predicate(event):
+                        return event
+                await self._changed.wait()
+
+
+@pytest.fixture
+async def watching(index: Index) -> AsyncIterator[Watching]:
+    writer = index.writer()
+    pipeline = index.pipeline(writer, follow=True)
+    watch = Watching(index, pipeline, writer)
+    pipeline.on_event = watch.on_event
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch.run, name="test.pipeline")
+            with anyio.fail_after(60):
+                await pipeline.scan_done.wait()
+            yield watch
+            pipeline.stop()
+    finally:
+        writer.close()
+
+
+@pytest.fixture
+def chdir_tmp(tmp_path: Path) -> Iterator[Path]:
+    old = Path.cwd()
+    os.chdir(tmp_path)
+    try:
+        yield tmp_path
+    finally:
+        os.chdir(old)

@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from pocketmcp.core.chunking import Chunker
+
+
+def _check_offsets(text: str, chunks) -> None:
+    for chunk in chunks:
+        assert text[chunk.start:chunk.end] == chunk.text
+    assert [c.idx for c in chunks] == list(range(len(chunks)))
+
+
+def test_chunks_are_exact_slices_of_the_text(real_chunker: Chunker) -> None:
+    text = ("Mitochondria are the powerhouse of the cell. " * 40 + "\n\n") * 5
+    chunks = real_chunker.split(text)
+    assert len(chunks) > 5
+    _check_offsets(text, chunks)
+    assert all(len(c.text) <= 1000 for c in chunks)
+
+
+def test_neighbouring_chunks_overlap(real_chunker: Chunker) -> None:
+    text = " ".join(f"Sentence number {i} says something different." for i in range(300))
+    chunks = real_chunker.split(text)
+    overlaps = [a.end - b.start for a, b in itertools.pairwise(chunks)]
+    assert any(o > 0 for o in overlaps)
+    assert all(o <= 120 for o in overlaps)
+
+
+def test_chunks_end_at_sentence_boundaries(real_chunker: Chunker) -> None:
+    text = " ".join(f"This is sentence {i} of a long paragraph about rivers." for i in range(200))
+    chunks = real_chunker.split(text)
+    assert all(c.text.endswith(".") for c in chunks[:-1])
+
+
+def test_japanese_is_split_on_ideographic_full_stops(embedder) -> None:
+    chunker = Chunker(embedder.tokenizer, size=100, overlap=0, max_tokens=embedder.max_tokens)
+    text = "今日は晴れです。明日は雨が降るでしょう！本当ですか？" * 10
+    chunks = chunker.split(text)
+    _check_offsets(text, chunks)
+    assert len(chunks) > 1
+    assert all(c.text[-1] in "。！？" for c in chunks)
+
+
+def test_no_chunk_exceeds_the_model_window(embedder, real_chunker: Chunker) -> None:
+    # Dense numbers and symbols take many tokens per character.
+    text = " ".join(f"{i * 7919:x}-{i % 97}/{i * 31 % 1000}" for i in range(3000))
+    chunks = real_chunker.split(text)
+    _check_offsets(text, chunks)
+    counts = real_chunker.count([c.text for c in chunks])
+    assert max(counts) <= embedder.max_tokens
+    assert counts == [c.tokens for c in chunks]
+    # Without the token bound the character target alone would have broken the window.
+    assert any(len(c.text) < 900 for c in chunks)
+
+
+def test_text_without_spaces_is_cut_by_tokens(embedder, real_chunker: Chunker) -> None:
+    text = "x9Q" * 2000
+    chunks = real_chunker.split(text)
+    _check_offsets(text, chunks)
+    assert max(real_chunker.count([c.text for c in chunks])) <= embedder.max_tokens
+    # Every character is in some chunk.
+    assert chunks[0].start == 0 and chunks[-1].end == len(text)
+    assert all(b.start <= a.end for a, b in itertools.pairwise(chunks))
+
+
+def test_empty_text_has_no_chunks(real_chunker: Chunker) -> None:
+    assert real_chunker.split("") == ()
+    assert real_chunker.split("  \n\n ") == ()
+
+
+def test_overlap_must_be_smaller_than_size(embedder) -> None:
+    with pytest.raises(ValueError, match="overlap"):
+        Chunker(embedder.tokenizer, size=100, overlap=100, max_tokens=256)
