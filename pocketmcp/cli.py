@@ -127,7 +127,9 @@ async def _index(config: Config, args: argparse.Namespace) -> int:
                           name="pocketmcp.signals")
             if show:
                 tg.start_soon(_progress, pipeline, name="pocketmcp.progress")
+            run_started = time.perf_counter()
             await pipeline.run()
+            run_s = time.perf_counter() - run_started
             tg.cancel_scope.cancel()
     finally:
         await anyio.to_thread.run_sync(writer.close)
@@ -138,6 +140,7 @@ async def _index(config: Config, args: argparse.Namespace) -> int:
         "unchanged": s.unchanged, "removed": s.removed, "skipped": s.skipped,
         "chunks_embedded": s.chunks_embedded, "chunks_reused": s.chunks_reused,
         "elapsed_s": round(time.perf_counter() - started, 2),
+        "pipeline_s": round(run_s, 3), "embed_s": round(s.embed_ms / 1000, 3),
     }
     if args.json:
         print(json.dumps(summary))  # noqa: T201

@@ -61,9 +61,11 @@ SETTINGS: tuple[Setting, ...] = (
             maximum=60000),
     Setting("read_concurrency", "READ_CONCURRENCY", "--read-concurrency", "int", 3,
             "Files read and hashed at once.", minimum=1, maximum=64),
-    Setting("embed_batch_size", "EMBED_BATCH_SIZE", "--embed-batch-size", "int", 32,
-            "Most chunks embedded in one model call.", minimum=1, maximum=1024),
-    Setting("embed_batch_tokens", "EMBED_BATCH_TOKENS", "--embed-batch-tokens", "int", 8192,
+    Setting("embed_batch_size", "EMBED_BATCH_SIZE", "--embed-batch-size", "int", 1,
+            "Most chunks embedded in one model call. On CPUs one at a time is fastest "
+            "(bench/ingest.py); larger batches pay off on many-core machines.",
+            minimum=1, maximum=1024),
+    Setting("embed_batch_tokens", "EMBED_BATCH_TOKENS", "--embed-batch-tokens", "int", 4096,
             "Most tokens (padded) in one model call; bounds the model's memory.",
             minimum=256, maximum=1_000_000),
     Setting("embed_threads", "EMBED_THREADS", "--embed-threads", "int", 0,
@@ -180,9 +182,23 @@ def setting(field: str) -> Setting:
     return _BY_FIELD[field]
 
 
+def settings_table() -> str:
+    """The README's table of settings, made from SETTINGS."""
+    rows = ["| Variable | Flag | Default | Meaning |", "| --- | --- | --- | --- |"]
+    for s in SETTINGS:
+        default = "" if s.default is None else f"`{s.default}`"
+        if s.minimum is not None:
+            default += f" ({s.minimum}-{s.maximum})"
+        if s.choices:
+            default += " (" + ", ".join(s.choices) + ")"
+        rows.append(f"| `{s.env}` | `{s.flag}` | {default} | {s.help} |")
+    return "\n".join(rows)
+
+
 def env_example() -> str:
     """The text of .env.example, made from SETTINGS."""
-    lines = ["# PocketMCP settings. Copy to .env or export them; CLI flags override these.", ""]
+    lines = ["# PocketMCP settings. Export them, or put them in your MCP client's \"env\" block.",
+             "# Command-line flags override them. Empty means the default.", ""]
     for s in SETTINGS:
         lines.append(f"# {s.help} (flag {s.flag})")
         default = "" if s.default is None else s.default

@@ -9,6 +9,7 @@ class FileSeen(msgspec.Struct, frozen=True):
     """The watcher saw `rel` (a path relative to the watched folder) change or exist."""
 
     rel: str
+    force: bool = False  # read and re-embed even if size, mtime and content are unchanged
 
 
 class FileGone(msgspec.Struct, frozen=True):
@@ -64,9 +65,13 @@ class FileEmbedded(msgspec.Struct, frozen=True):
 
 
 class ScanDone(msgspec.Struct, frozen=True):
-    """In-band marker: everything the initial scan found has passed this point."""
+    """In-band marker: everything a scan found has passed this point.
+
+    Token 0 is the initial scan; a rescan asked for later carries its own token.
+    """
 
     files: int
+    token: int = 0
 
 
 Event = FileSeen | FileGone | ScanDone

@@ -140,7 +140,7 @@ class Watching:
         self.index = index
         self.writer = writer
         self.pipeline = pipeline
-        self._seen = 0
+        self._returned: set[int] = set()
         self._changed = anyio.Event()
         self.done = anyio.Event()
 
@@ -156,11 +156,12 @@ class Watching:
         self._changed = anyio.Event()
 
     async def wait_for(self, predicate: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        """The first event not returned before that matches, waiting for it if need be."""
         with anyio.fail_after(20):
             while True:
-                for event in self.index.events[self._seen:]:
-                    self._seen += 1
-                    if predicate(event):
+                for i, event in enumerate(self.index.events):
+                    if i not in self._returned and predicate(event):
+                        self._returned.add(i)
                         return event
                 await self._changed.wait()
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from pocketmcp.config import SETTINGS, env_example, load
+from pocketmcp.config import SETTINGS, env_example, load, settings_table
 from pocketmcp.errors import ConfigError
 
 
@@ -55,6 +55,8 @@ def test_env_example_lists_every_setting() -> None:
         assert f"\n{setting.env}=" in text
 
 
-def test_the_committed_env_example_is_current() -> None:
-    committed = (Path(__file__).resolve().parents[1] / ".env.example").read_text()
-    assert committed == env_example()
+def test_the_committed_env_example_and_readme_table_are_current() -> None:
+    root = Path(__file__).resolve().parents[1]
+    assert (root / ".env.example").read_text() == env_example(), "run scripts/gen_docs.py"
+    readme = (root / "README.md").read_text()
+    assert settings_table() in readme, "run scripts/gen_docs.py"

@@ -84,7 +84,7 @@ class Hasher:
         if isinstance(event, FileSeen):
             try:
                 read = await anyio.to_thread.run_sync(
-                    _read, self.root / rel, self.max_bytes, known, self.force
+                    _read, self.root / rel, self.max_bytes, known, self.force or event.force
                 )
             except OSError as exc:
                 self.stats.skipped += 1
@@ -101,7 +101,8 @@ class Hasher:
             self.stats.unchanged += 1
             return None
         digest = sha256(read.data)
-        if known is not None and known[0] == digest and not self.force:
+        force = self.force or (isinstance(event, FileSeen) and event.force)
+        if known is not None and known[0] == digest and not force:
             self.stats.unchanged += 1
             return FileTouched(rel, read.size, read.mtime_ns)
         text, exact = decode(read.data)

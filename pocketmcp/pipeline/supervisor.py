@@ -2,25 +2,36 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 import anyio
+import msgspec
 from anyio.streams.memory import MemoryObjectSendStream
 
 from pocketmcp.config import Config
 from pocketmcp.core.chunking import Chunker
 from pocketmcp.core.paths import PathFilter
-from pocketmcp.messages import Chunked, Embedded, Event, Hashed
+from pocketmcp.errors import PocketError
+from pocketmcp.messages import Chunked, Embedded, Event, Hashed, ScanDone
 from pocketmcp.pipeline.chunker import chunk_files
 from pocketmcp.pipeline.embedder import Batcher, EmbedFn, embed_chunks
 from pocketmcp.pipeline.hasher import Hasher, hash_files
 from pocketmcp.pipeline.state import IndexView, InFlight, Stats
-from pocketmcp.pipeline.watcher import Folder, scan_folder, watch_folder
+from pocketmcp.pipeline.watcher import Folder, Only, scan_folder, watch_folder
 from pocketmcp.pipeline.writer import EventHook, write_index
 from pocketmcp.store.writes import IndexWriter
 
 Source = Callable[[MemoryObjectSendStream[Event]], Coroutine[Any, Any, None]]
+
+
+class PipelineBusy(PocketError):
+    """A rescan is already running."""
+
+
+class PipelineStopped(PocketError):
+    """The pipeline is not running (not started yet, or shutting down)."""
 
 
 def read_gitignore(config: Config) -> list[str]:
@@ -39,6 +50,7 @@ class Pipeline:
         chunker: Chunker, follow: bool, force: bool = False,
         on_event: EventHook | None = None, source: Source | None = None,
         embed_limiter: anyio.CapacityLimiter | None = None,
+        write_limiter: anyio.CapacityLimiter | None = None,
     ) -> None:
         self.config = config
         self.writer = writer
@@ -50,11 +62,17 @@ class Pipeline:
         self.on_event = on_event
         self.source = source
         self.embed_limiter = embed_limiter or anyio.CapacityLimiter(1)
+        self.write_limiter = write_limiter or anyio.CapacityLimiter(1)
         self.stats = Stats()
         self.inflight = InFlight()
         self.scan_done = anyio.Event()
         self._stop = anyio.Event()
         self._sends: dict[str, MemoryObjectSendStream[Any]] = {}
+        self._scans: dict[int, anyio.Event] = {}
+        self._tokens = itertools.count(1)
+        self._running = False
+        self._folder: Folder | None = None
+        self._view: IndexView | None = None
 
     def stop(self) -> None:
         """Stop watching; what is in flight drains and commits, then run() returns."""
@@ -68,6 +86,43 @@ class Pipeline:
                          "waiting_senders": st.tasks_waiting_send}
         return out
 
+    def _scan_finished(self, marker: ScanDone) -> None:
+        if marker.token == 0:
+            self.stats.scan_done = True
+            self.scan_done.set()
+        else:
+            done = self._scans.pop(marker.token, None)
+            if done is not None:
+                done.set()
+
+    async def rescan(self, *, force: bool = False, only: Only | None = None) -> Stats:
+        """Scan the folder again inside the running pipeline; returns what it changed."""
+        if not self._running or self._stop.is_set() or self._folder is None:
+            raise PipelineStopped("the indexing pipeline is not running")
+        if self._scans:
+            raise PipelineBusy("a reindex is already running; try again when it has finished")
+        token = next(self._tokens)
+        done = self._scans[token] = anyio.Event()
+        before = msgspec.structs.replace(self.stats)
+        assert self._view is not None
+        try:
+            outbox = self._sends["events"].clone()
+        except anyio.ClosedResourceError:
+            self._scans.pop(token, None)
+            raise PipelineStopped("the indexing pipeline is shutting down") from None
+        try:
+            await scan_folder(outbox, folder=self._folder, view=self._view, stats=self.stats,
+                              stop=self._stop, force=force, only=only, token=token)
+            await done.wait()
+        finally:
+            self._scans.pop(token, None)
+        changed = Stats()
+        for field in Stats.__struct_fields__:
+            now, then = getattr(self.stats, field), getattr(before, field)
+            if isinstance(now, int | float) and not isinstance(now, bool):
+                setattr(changed, field, now - then)
+        return changed
+
     async def run(self) -> Stats:
         size = self.config.queue_size
         events_tx, events_rx = anyio.create_memory_object_stream[Event](size)
@@ -76,8 +131,8 @@ class Pipeline:
         embedded_tx, embedded_rx = anyio.create_memory_object_stream[Embedded](size)
         self._sends = {"events": events_tx, "hashed": hashed_tx, "chunked": chunked_tx,
                        "embedded": embedded_tx}
-        view = IndexView(self.config.sqlite_path)
-        folder = Folder(self.config.watch_dir, PathFilter(
+        view = self._view = IndexView(self.config.sqlite_path)
+        folder = self._folder = Folder(self.config.watch_dir, PathFilter(
             self.config.include, self.config.ignore, read_gitignore(self.config)))
         hasher = Hasher(root=folder.real, view=view, inflight=self.inflight, stats=self.stats,
                         max_bytes=self.config.max_file_bytes, force=self.force)
@@ -85,6 +140,7 @@ class Pipeline:
                           batch_size=self.config.embed_batch_size,
                           batch_tokens=self.config.embed_batch_tokens,
                           limiter=self.embed_limiter)
+        self._running = True
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._write, embedded_rx, name="pocketmcp.writer")
@@ -100,13 +156,17 @@ class Pipeline:
                 else:
                     tg.start_soon(self._scan, events_tx, folder, view, name="pocketmcp.watcher")
         finally:
+            self._running = False
+            for done in self._scans.values():
+                done.set()
             view.close()
         return self.stats
 
     async def _write(self, inbox: Any) -> None:
         await write_index(inbox, writer=self.writer, inflight=self.inflight, stats=self.stats,
-                          batch_files=self.config.write_batch_files, on_event=self.on_event,
-                          scan_done=self.scan_done)
+                          batch_files=self.config.write_batch_files,
+                          limiter=self.write_limiter, on_event=self.on_event,
+                          on_scan_done=self._scan_finished)
 
     async def _watch(self, outbox: MemoryObjectSendStream[Event], folder: Folder,
                      view: IndexView) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -82,8 +83,12 @@ class Folder:
         return stat.S_ISREG(st.st_mode) and self.inside(rel)
 
 
+Only = Callable[[str], bool]
+
+
 async def _walk(folder: Folder, outbox: MemoryObjectSendStream[Event], start: str,
-                stats: Stats | None, stop: anyio.Event) -> int:
+                stats: Stats | None, stop: anyio.Event, *, force: bool = False,
+                only: Only | None = None) -> int:
     count = 0
     stack = [start]
     while stack and not stop.is_set():
@@ -91,7 +96,9 @@ async def _walk(folder: Folder, outbox: MemoryObjectSendStream[Event], start: st
         files, dirs = await anyio.to_thread.run_sync(folder.list_dir, rel_dir)
         stack.extend(reversed(dirs))
         for rel in files:
-            await outbox.send(FileSeen(rel))
+            if only is not None and not only(rel):
+                continue
+            await outbox.send(FileSeen(rel, force))
             count += 1
             if stats is not None:
                 stats.seen += 1
@@ -99,7 +106,7 @@ async def _walk(folder: Folder, outbox: MemoryObjectSendStream[Event], start: st
 
 
 async def _reconcile(folder: Folder, outbox: MemoryObjectSendStream[Event], view: IndexView,
-                     prefix: str, stop: anyio.Event) -> None:
+                     prefix: str, stop: anyio.Event, only: Only | None = None) -> None:
     """FileGone for each indexed file under `prefix` that is no longer a wanted file."""
     after = ""
     while not stop.is_set():
@@ -109,39 +116,54 @@ async def _reconcile(folder: Folder, outbox: MemoryObjectSendStream[Event], view
         after = page[-1]
         for ext in page:
             rel = rel_of(ext)
+            if only is not None and not only(rel):
+                continue
             if not await anyio.to_thread.run_sync(folder.is_wanted_file, rel):
                 await outbox.send(FileGone(rel))
 
 
 async def scan_folder(
     outbox: MemoryObjectSendStream[Event], *, folder: Folder, view: IndexView, stats: Stats,
-    stop: anyio.Event,
+    stop: anyio.Event, force: bool = False, only: Only | None = None, token: int = 0,
 ) -> None:
     """One pass: every wanted file, then every indexed file that went away, then ScanDone."""
     async with outbox:
-        files = await _walk(folder, outbox, "", stats, stop)
-        await _reconcile(folder, outbox, view, "", stop)
-        await outbox.send(ScanDone(files))
+        files = await _walk(folder, outbox, "", stats, stop, force=force, only=only)
+        await _reconcile(folder, outbox, view, "", stop, only)
+        await outbox.send(ScanDone(files, token))
 
 
 async def watch_folder(
     outbox: MemoryObjectSendStream[Event], *, folder: Folder, view: IndexView, stats: Stats,
     stop: anyio.Event, debounce_ms: int,
 ) -> None:
-    """Scan, then follow changes until `stop` is set. Watching starts before the scan."""
+    """Follow changes until `stop` is set, scanning once the watch is in place.
+
+    The scan starts only after the OS watch exists, so no change can fall between the two:
+    a file changed during the scan is seen twice, which costs one stat.
+    """
     async with outbox, anyio.create_task_group() as tg:
-        tg.start_soon(_follow, outbox.clone(), folder, view, stop, debounce_ms,
+        watching = anyio.Event()
+        tg.start_soon(_follow, outbox.clone(), folder, view, stop, debounce_ms, watching,
                       name="pocketmcp.watcher.follow")
+        await watching.wait()
         await scan_folder(outbox.clone(), folder=folder, view=view, stats=stats, stop=stop)
 
 
+# How long the OS watcher waits before reporting "no change"; the first such report proves
+# the watch is in place.
+_WATCH_TIMEOUT_MS = 100
+
+
 async def _follow(outbox: MemoryObjectSendStream[Event], folder: Folder, view: IndexView,
-                  stop: anyio.Event, debounce_ms: int) -> None:
+                  stop: anyio.Event, debounce_ms: int, watching: anyio.Event) -> None:
     async with outbox:
         async for changes in watchfiles.awatch(
             folder.real, debounce=max(debounce_ms, 1), step=50, stop_event=stop,
             recursive=True, watch_filter=None, ignore_permission_denied=True,
+            rust_timeout=_WATCH_TIMEOUT_MS, yield_on_timeout=True,
         ):
+            watching.set()
             # Events come as an unordered set: what counts is each path's state now.
             wanted: set[str] = set()
             folders: set[str] = set()

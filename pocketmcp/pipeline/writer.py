@@ -64,10 +64,10 @@ def _apply(writer: IndexWriter, items: list[Embedded]) -> list[dict[str, Any]]:
 
 async def write_index(
     inbox: MemoryObjectReceiveStream[Embedded], *, writer: IndexWriter, inflight: InFlight,
-    stats: Stats, batch_files: int, on_event: EventHook | None = None,
-    scan_done: anyio.Event | None = None,
+    stats: Stats, batch_files: int, limiter: anyio.CapacityLimiter,
+    on_event: EventHook | None = None, on_scan_done: Callable[[ScanDone], None] | None = None,
 ) -> None:
-    limiter = anyio.CapacityLimiter(1)
+    """Commit what arrives; `limiter` is shared with every other user of `writer`."""
 
     async def flush(items: list[Embedded]) -> None:
         files: list[Embedded] = [i for i in items if not isinstance(i, ScanDone)]
@@ -95,10 +95,9 @@ async def write_index(
                 event["batch_files"] = len(files)
                 if on_event is not None:
                     on_event(event)
-        if any(isinstance(i, ScanDone) for i in items):
-            stats.scan_done = True
-            if scan_done is not None:
-                scan_done.set()
+        for marker in items:
+            if isinstance(marker, ScanDone) and on_scan_done is not None:
+                on_scan_done(marker)
 
     async with inbox:
         pending: list[Embedded] = []

@@ -1,0 +1,140 @@
+"""Indexing throughput and memory: the whole pipeline against the bare model.
+
+Part 1 (throughput): a folder of SciFact abstracts is indexed by `pocketmcp index` in a child
+process; the same chunks are then embedded by bare fastembed in this process with the same
+batch size. The ratio pipeline/bare says how much the pipeline adds to the model's own cost.
+
+Part 2 (memory): `pocketmcp index` on folders of short notes of growing size; the child's
+peak RSS shows whether memory grows with the folder.
+
+    .venv/bin/python bench/ingest.py                   # defaults: 400 abstracts; 1k and 10k notes
+    .venv/bin/python bench/ingest.py --files 1000 --memory-sizes 1000,10000,20000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DATASET = ROOT.parent / "shared" / "datasets" / "scifact-train"
+
+
+def _corpus() -> list[dict[str, str]]:
+    with open(DATASET / "corpus.jsonl", encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle]
+
+
+def write_abstracts(folder: Path, n: int) -> None:
+    docs = _corpus()
+    for i in range(n):
+        doc = docs[i % len(docs)]
+        suffix = "" if i < len(docs) else f"\n\n(copy {i // len(docs)})"
+        (folder / f"{doc['_id']}-{i}.md").write_text(
+            f"# {doc['title']}\n\n{doc['text']}{suffix}\n", encoding="utf-8")
+
+
+def write_notes(folder: Path, n: int) -> None:
+    docs = _corpus()
+    for i in range(n):
+        doc = docs[i % len(docs)]
+        sub = folder / f"d{i // 500:03}"
+        sub.mkdir(exist_ok=True)
+        (sub / f"n{i}.md").write_text(f"# Note {i}\n\n{doc['title']}\n", encoding="utf-8")
+
+
+def run_index(folder: Path, db: Path, env_extra: dict[str, str]) -> tuple[dict, float]:
+    """`pocketmcp index` in a child; (its JSON summary, its peak RSS in MiB)."""
+    env = {**os.environ, "WATCH_DIR": str(folder), "SQLITE_PATH": str(db), "LOG_LEVEL": "error",
+           **env_extra}
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        child = subprocess.Popen([sys.executable, "-m", "pocketmcp", "index", "--json",
+                                  "--progress", "off"], env=env, stdout=out, stderr=err)
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if child.returncode:
+            raise SystemExit(f"pocketmcp index failed:\n{err.read().decode()}")
+        summary = json.loads(out.read())
+    return summary, usage.ru_maxrss / 1024  # Linux reports KiB
+
+
+def bare_chunks_per_s(folder: Path, batch_size: int) -> tuple[int, float]:
+    """Chunk every file like the pipeline, then time bare fastembed on the chunks."""
+    from pocketmcp.config import load
+    from pocketmcp.core.chunking import Chunker
+    from pocketmcp.core.text import clean
+    from pocketmcp.model import Embedder, ModelSpec
+
+    config = load({}, environ={k: v for k, v in os.environ.items() if k.isupper()})
+    embedder = Embedder(ModelSpec(config))
+    chunker = Chunker(embedder.tokenizer, size=config.chunk_size, overlap=config.chunk_overlap,
+                      max_tokens=embedder.max_tokens)
+    texts = [c.text for path in sorted(folder.rglob("*.md"))
+             for c in chunker.split(clean(path.read_text(encoding="utf-8")))]
+    model = embedder._model
+    started = time.perf_counter()
+    for _ in model.embed(texts, batch_size=batch_size):
+        pass
+    elapsed = time.perf_counter() - started
+    return len(texts), len(texts) / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--files", type=int, default=400, help="abstracts for part 1")
+    parser.add_argument("--memory-sizes", default="1000,10000",
+                        help="comma-separated folder sizes (notes) for part 2")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "ingest.json")
+    args = parser.parse_args()
+    from pocketmcp.config import load
+
+    batch = load({}, environ={k: v for k, v in os.environ.items() if k.isupper()}).embed_batch_size
+    results: dict = {"batch_size": batch, "cpus": os.cpu_count()}
+
+    with tempfile.TemporaryDirectory(prefix="pocketmcp-bench-") as tmp:
+        base = Path(tmp)
+        folder = base / "abstracts"
+        folder.mkdir()
+        write_abstracts(folder, args.files)
+        summary, peak = run_index(folder, base / "a.db", {})
+        pipe_rate = summary["chunks_embedded"] / summary["pipeline_s"]
+        chunks, bare_rate = bare_chunks_per_s(folder, batch)
+        if chunks != summary["chunks_embedded"]:
+            print(f"note: bare run embedded {chunks} chunks, pipeline {summary['chunks_embedded']}")
+        results["throughput"] = {
+            "files": args.files, "chunks": summary["chunks_embedded"],
+            "pipeline_s": summary["pipeline_s"], "pipeline_chunks_per_s": round(pipe_rate, 2),
+            "bare_chunks_per_s": round(bare_rate, 2), "ratio": round(pipe_rate / bare_rate, 3),
+            "peak_rss_mib": round(peak, 1),
+        }
+        print(f"throughput: {args.files} files, {summary['chunks_embedded']} chunks; pipeline "
+              f"{pipe_rate:.1f} chunks/s, bare fastembed {bare_rate:.1f} chunks/s, ratio "
+              f"{pipe_rate / bare_rate:.3f}; peak RSS {peak:.0f} MiB")
+
+        results["memory"] = []
+        for n in (int(x) for x in args.memory_sizes.split(",") if x.strip()):
+            notes = base / f"notes-{n}"
+            notes.mkdir()
+            write_notes(notes, n)
+            summary, peak = run_index(notes, base / f"n{n}.db", {})
+            row = {"files": n, "chunks": summary["chunks_embedded"],
+                   "pipeline_s": summary["pipeline_s"], "peak_rss_mib": round(peak, 1),
+                   "files_per_s": round(n / summary["pipeline_s"], 1)}
+            results["memory"].append(row)
+            print(f"memory: {n} files -> peak RSS {peak:.0f} MiB "
+                  f"({row['files_per_s']} files/s)")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
