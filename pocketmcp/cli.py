@@ -52,6 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir", nargs="?", help="folder to watch (default: WATCH_DIR)")
     _add_settings(p)
 
+    p = sub.add_parser(
+        "serve", help="run the MCP server on stdio (the default when no command is given)")
+    _add_serve_flags(p)
+    _add_settings(p)
+
     p = sub.add_parser("search", help="search the index")
     p.add_argument("query")
     p.add_argument("-k", "--top-k", type=int, default=8, help="number of hits (1-50)")
@@ -60,19 +65,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_serve_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--exts", metavar="EXT,EXT",
+                        help="file extensions to index, e.g. md,txt (sets INCLUDE_GLOBS)")
+    parser.add_argument("--title", default="pocketmcp",
+                        help="the server's name as clients show it (default: pocketmcp)")
+    parser.add_argument("--inst", metavar="TEXT",
+                        help="instructions sent to the client (default: how to use the tools)")
+
+
 def _config(args: argparse.Namespace) -> Config:
     overrides = {s.field: getattr(args, s.field, None) for s in SETTINGS}
     if getattr(args, "dir", None):
         overrides["watch_dir"] = args.dir
+    if getattr(args, "exts", None):
+        exts = [e.strip().lstrip("*.").strip() for e in args.exts.split(",")]
+        overrides["include"] = ",".join(f"**/*.{e}" for e in exts if e)
     return load(overrides)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
+        argv.insert(0, "serve")  # what editors launch: `pocketmcp` with flags only
     args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help(sys.stderr)
-        return 2
     try:
         config = _config(args)
         logs.configure(config.log_level)
@@ -82,6 +99,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return anyio.run(_watch, config, backend="asyncio")
         if args.command == "search":
             return anyio.run(_search, config, args, backend="asyncio")
+        if args.command == "serve":
+            from pocketmcp.serve import serve
+
+            return anyio.run(serve, config, args.title, args.inst, backend="asyncio")
     except PocketError as exc:
         print(f"pocketmcp: {exc}", file=sys.stderr)  # noqa: T201
         return 1

@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+MAX_DOCS_PER_CALL = 64  # documents in one upsert_documents call
 
 
 class Setting(msgspec.Struct, frozen=True):
@@ -85,6 +86,7 @@ _BY_FIELD = {s.field: s for s in SETTINGS}
 class Config(msgspec.Struct, frozen=True, kw_only=True):
     sqlite_path: Path
     watch_dir: Path
+    watch_dir_given: bool = False  # set by the environment or a flag, not the default
     model_id: str
     model_path: Path | None
     cache_dir: Path
@@ -167,6 +169,8 @@ def load(
             values[setting.field] = _parse(setting, env[setting.env], setting.env)
         else:
             values[setting.field] = _parse(setting, setting.default, setting.env)
+    values["watch_dir_given"] = (overrides.get("watch_dir") is not None
+                                 or "WATCH_DIR" in env)
     if values["cache_dir"] is None:
         base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         values["cache_dir"] = Path(base) / "pocketmcp"

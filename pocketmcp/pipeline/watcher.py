@@ -13,6 +13,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from pocketmcp import logs
 from pocketmcp.core.paths import PathFilter
+from pocketmcp.core.safe import is_clean_name, safe_text
 from pocketmcp.messages import Event, FileGone, FileSeen, ScanDone, external_id, rel_of
 from pocketmcp.pipeline.state import IndexView, Stats
 
@@ -37,7 +38,7 @@ class Folder:
                 rel = path.relative_to(self.real)
             except ValueError:
                 return None
-        if rel.parts in ((), (".",)) or ".." in rel.parts:
+        if rel.parts in ((), (".",)) or ".." in rel.parts or not is_clean_name(str(rel)):
             return None
         # Every folder on the way must be a real folder inside the root, not a link out.
         parent = os.path.realpath(self.real / rel.parent)
@@ -59,6 +60,10 @@ class Folder:
             with os.scandir(base) as entries:
                 for entry in entries:
                     rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+                    if not is_clean_name(entry.name):
+                        log.warning("skipped", path=safe_text(rel),
+                                    reason="the name is not valid UTF-8; rename it to index it")
+                        continue
                     try:
                         if entry.is_dir(follow_symlinks=False):
                             if self.paths.wants_dir(rel):

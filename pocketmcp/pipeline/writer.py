@@ -32,34 +32,44 @@ def _apply(writer: IndexWriter, items: list[Embedded]) -> list[dict[str, Any]]:
     writer.begin()
     try:
         for item in items:
-            if isinstance(item, FileEmbedded):
-                doc = item.doc
-                record = DocRecord(
-                    external_id=external_id(doc.rel), source="file", uri=doc.uri,
-                    title=doc.title, content=doc.text, sha256=doc.sha256, size_bytes=doc.size,
-                    mtime_ns=doc.mtime_ns,
-                )
-                written = writer.upsert(record, item.chunks, item.vectors)
-                events.append({
-                    "event": "inserted" if written.status == "inserted" else "updated",
-                    "path": doc.rel, "doc_id": written.doc_id, "chunks": written.chunks,
-                    "chunks_embedded": len(item.chunks) - item.reused,
-                    "chunks_reused": item.reused, "chunks_removed": written.chunks_removed,
-                    "embed_ms": round(item.embed_ms, 1),
-                })
-            elif isinstance(item, FileGone):
-                gone = writer.delete(external_id(item.rel))
-                if gone is not None:
-                    events.append({"event": "deleted", "path": item.rel, "doc_id": gone[0],
-                                   "chunks_removed": gone[1]})
-            elif isinstance(item, FileTouched):
-                writer.touch(external_id(item.rel), item.size, item.mtime_ns)
-                events.append({"event": "skipped", "path": item.rel, "reason": "unchanged"})
+            try:
+                with writer.item():
+                    _apply_one(writer, item, events)
+            except (UnicodeError, ValueError) as exc:  # this document's own data
+                rel = item.doc.rel if isinstance(item, FileEmbedded) else getattr(item, "rel", "")
+                events.append({"event": "skipped", "path": rel,
+                               "reason": f"cannot be stored: {exc}"})
         writer.commit()
     except BaseException:
         writer.rollback()
         raise
     return events
+
+
+def _apply_one(writer: IndexWriter, item: Embedded, events: list[dict[str, Any]]) -> None:
+    if isinstance(item, FileEmbedded):
+        doc = item.doc
+        record = DocRecord(
+            external_id=external_id(doc.rel), source="file", uri=doc.uri,
+            title=doc.title, content=doc.text, sha256=doc.sha256, size_bytes=doc.size,
+            mtime_ns=doc.mtime_ns,
+        )
+        written = writer.upsert(record, item.chunks, item.vectors)
+        events.append({
+            "event": "inserted" if written.status == "inserted" else "updated",
+            "path": doc.rel, "doc_id": written.doc_id, "chunks": written.chunks,
+            "chunks_embedded": len(item.chunks) - item.reused,
+            "chunks_reused": item.reused, "chunks_removed": written.chunks_removed,
+            "embed_ms": round(item.embed_ms, 1),
+        })
+    elif isinstance(item, FileGone):
+        gone = writer.delete(external_id(item.rel))
+        if gone is not None:
+            events.append({"event": "deleted", "path": item.rel, "doc_id": gone[0],
+                           "chunks_removed": gone[1]})
+    elif isinstance(item, FileTouched):
+        writer.touch(external_id(item.rel), item.size, item.mtime_ns)
+        events.append({"event": "skipped", "path": item.rel, "reason": "unchanged"})
 
 
 async def write_index(

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -98,6 +99,18 @@ class IndexWriter:
         if self._conn.in_transaction:
             self._conn.execute("ROLLBACK")
 
+    @contextmanager
+    def item(self) -> Iterator[None]:
+        """A savepoint: an error inside undoes this item only, the batch goes on."""
+        self._sql("SAVEPOINT item")
+        try:
+            yield
+        except BaseException:
+            self._sql("ROLLBACK TO item")
+            self._sql("RELEASE item")
+            raise
+        self._sql("RELEASE item")
+
     def _sql(self, sql: str, args: Sequence[Any] = ()) -> Any:
         try:
             return self._conn.execute(sql, args)
@@ -183,8 +196,12 @@ class IndexWriter:
         """Remove a document by external id; (doc_id, chunks removed), or None if absent."""
         row = self._sql("SELECT doc_id FROM documents WHERE external_id = ?",
                         (external_id,)).fetchone()
-        if row is None:
+        return None if row is None else self.delete_doc(row[0])
+
+    def delete_doc(self, doc_id: int) -> tuple[int, int] | None:
+        """Remove a document by doc_id; (doc_id, chunks removed), or None if absent."""
+        if self._sql("SELECT 1 FROM documents WHERE doc_id = ?", (doc_id,)).fetchone() is None:
             return None
-        removed = self._delete_chunks(row[0])
-        self._sql("DELETE FROM documents WHERE doc_id = ?", (row[0],))
-        return row[0], removed
+        removed = self._delete_chunks(doc_id)
+        self._sql("DELETE FROM documents WHERE doc_id = ?", (doc_id,))
+        return doc_id, removed

@@ -1,0 +1,193 @@
+"""The wire itself: stdout carries JSON-RPC only, bad input cannot break it, exits are prompt."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import Process
+from mcp_harness import call, mcp_session, server_env, until
+
+
+class Wire:
+    """A hand-driven JSON-RPC peer on the server's stdin/stdout."""
+
+    def __init__(self, process: Process) -> None:
+        self.process = process
+        self.lines: list[str] = []
+        self._buffer = b""
+        self._next_id = 0
+
+    async def send(self, message: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        await self.process.stdin.send((json.dumps(message) + "\n").encode())
+
+    async def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        self._next_id += 1
+        ident = self._next_id
+        await self.send({"jsonrpc": "2.0", "id": ident, "method": method,
+                         "params": params or {}})
+        with anyio.fail_after(30):
+            while True:
+                message = await self._read()
+                if message.get("id") == ident:
+                    return message
+
+    async def _read(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        while b"\n" not in self._buffer:
+            self._buffer += await self.process.stdout.receive()
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        text = line.decode("utf-8")  # must be valid UTF-8
+        self.lines.append(text)
+        message = json.loads(text)  # every line is one JSON-RPC message
+        assert message.get("jsonrpc") == "2.0"
+        return message
+
+    async def drain(self) -> None:
+        assert self.process.stdout is not None
+        try:
+            while True:
+                self._buffer += await self.process.stdout.receive()
+        except anyio.EndOfStream:
+            pass
+        for line in self._buffer.decode("utf-8").splitlines():
+            if line.strip():
+                self.lines.append(line)
+                assert json.loads(line).get("jsonrpc") == "2.0"
+
+
+@asynccontextmanager
+async def _server(tmp_path: Path, **env: str) -> AsyncIterator[Process]:
+    (tmp_path / "kb").mkdir(exist_ok=True)
+    with open(tmp_path / "server.err", "wb") as errlog:
+        process = await anyio.open_process(
+            [sys.executable, "-m", "pocketmcp"], env=server_env(tmp_path, **env),
+            cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog)
+        async with process:
+            yield process
+
+
+async def _handshake(wire: Wire) -> None:
+    init = await wire.request("initialize", {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "wire-test", "version": "1"}})
+    assert init["result"]["serverInfo"]["name"] == "pocketmcp"
+    await wire.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+
+async def test_stdout_carries_only_json_rpc_whatever_the_input(tmp_path: Path) -> None:
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "weird.md").write_bytes(b"# Bad bytes\n\ncaf\xe9 \x1b[31mred\x1b[0m \x07bell text\n")
+    (kb / "blob.md").write_bytes(bytes(range(256)) * 8)
+    os.makedirs(kb / "dir", exist_ok=True)
+    (kb / os.fsdecode(b"caf\xe9-latin1-name.md")).write_text("A file whose name is Latin-1.")
+    async with _server(tmp_path) as process:
+        wire = Wire(process)
+        await _handshake(wire)
+        tools = await wire.request("tools/list")
+        assert len(tools["result"]["tools"]) >= 7
+        # A lone surrogate and control characters arrive from the client...
+        upsert = await wire.request("tools/call", {"name": "upsert_documents", "arguments": {
+            "docs": [{"text": "lone \ud800 surrogate and \x01 control about zebras",
+                      "title": "odd \udfff title", "external_id": "odd"}]}})
+        assert upsert["result"].get("isError") is not True, upsert
+        # ...and leave again as clean text, as do file contents and names.
+        for query in ("zebras", "bad bytes red bell", "latin"):
+            found = await wire.request("tools/call", {"name": "search", "arguments": {
+                "query": query, "top_k": 10}})
+            assert found["result"].get("isError") is not True, found
+        # Malformed requests: wrong types, unknown tool, arguments that are not an object.
+        for arguments in ({"query": 7}, {"top_k": "many"}):
+            bad = await wire.request("tools/call", {"name": "search", "arguments": arguments})
+            assert bad["result"]["isError"] is True
+        unknown = await wire.request("tools/call", {"name": "nope", "arguments": {}})
+        assert unknown["result"]["isError"] is True
+        not_object = await wire.request("tools/call", {"name": "search", "arguments": "x"})
+        assert "error" in not_object
+        await wire.send({"jsonrpc": "2.0", "id": 99, "method": "tools/call"})  # no params
+        bad_uri = await wire.request("resources/read", {"uri": "mcp+doc://abc#def"})
+        assert "error" in bad_uri
+        status = await wire.request("tools/call", {"name": "status", "arguments": {}})
+        assert status["result"]["structuredContent"]["documents"] >= 2
+        assert process.stdin is not None
+        await process.stdin.aclose()
+        with anyio.fail_after(10):
+            await wire.drain()
+            assert await process.wait() == 0
+    text = "\n".join(wire.lines)
+    assert "\\ud800" not in text and "\\udfff" not in text and "\\u0001" not in text
+    assert "\\u001b" not in text and "\\u0007" not in text
+    log = (tmp_path / "server.err").read_text(errors="replace")
+    assert "not valid UTF-8" in log  # the Latin-1 file name was skipped, and said so
+
+
+async def _exit_time(tmp_path: Path, how: str) -> float:
+    async with _server(tmp_path) as process:
+        wire = Wire(process)
+        await _handshake(wire)
+        await wire.request("tools/call", {"name": "status", "arguments": {}})
+        started = time.perf_counter()
+        if how == "eof":
+            assert process.stdin is not None
+            await process.stdin.aclose()
+        else:
+            process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(10):
+            code = await process.wait()
+        elapsed = time.perf_counter() - started
+    assert code == 0
+    assert '"event": "stopped"' in (tmp_path / "server.err").read_text()
+    return elapsed
+
+
+async def test_stdin_eof_stops_the_server_within_five_seconds(tmp_path: Path) -> None:
+    assert await _exit_time(tmp_path, "eof") < 5
+
+
+async def test_sigterm_stops_the_server_within_five_seconds(tmp_path: Path) -> None:
+    assert await _exit_time(tmp_path, "sigterm") < 5
+
+
+async def test_two_servers_share_one_index_and_the_reader_takes_over(tmp_path: Path) -> None:
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "a.md").write_text("# Otters\n\nSea otters hold hands while they sleep.\n")
+    async with mcp_session(tmp_path, stderr_name="one.err") as one:
+        await until(lambda: call(one, "status"), lambda s: s["initial_indexing_done"])
+        async with mcp_session(tmp_path, stderr_name="two.err") as two:
+            status = await until(lambda: call(two, "status"), lambda s: s["model_ready"])
+            assert status["role"] == "reader"
+            (kb / "b.md").write_text("# Owls\n\nOwls turn their heads very far around.\n")
+            # The reader sees the writer's commits.
+            found = await until(lambda: call(two, "search", {"query": "owl heads"}),
+                                lambda r: r["matches"][0]["path"] == "b.md")
+            assert found["matches"][0]["score"] > 0.3
+            message = (await two.call_tool("upsert_documents", {
+                "docs": [{"text": "x"}]})).content[0].text
+            assert "read-only" in message
+            await one.call_tool("status", {})
+            # Closing the first server hands the writer lock to the second.
+            one_exit = one
+        del one_exit
+        # `one` has exited here; the reader became the writer.
+    async with mcp_session(tmp_path, stderr_name="three.err") as three, mcp_session(
+        tmp_path, stderr_name="four.err"
+    ) as four:
+        roles = sorted([
+            (await until(lambda: call(three, "status"), lambda s: s["role"] != "pending"))[
+                "role"],
+            (await until(lambda: call(four, "status"), lambda s: s["role"] != "pending"))[
+                "role"],
+        ])
+        assert roles == ["reader", "writer"]
