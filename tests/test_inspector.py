@@ -1,0 +1,57 @@
+"""The official MCP Inspector (CLI mode) against the real server, when node is present."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PREFIX = ROOT / ".cache" / "inspector"
+BIN = PREFIX / "node_modules" / ".bin" / "mcp-inspector"
+VERSION = "2.12.0"
+
+pytestmark = pytest.mark.skipif(shutil.which("npm") is None, reason="node/npm not installed")
+
+
+@pytest.fixture(scope="module")
+def inspector() -> Path:
+    if not BIN.exists():
+        subprocess.run(["npm", "install", "--prefix", str(PREFIX), "--no-fund", "--no-audit",
+                        "--loglevel=error", f"@modelcontextprotocol/inspector@{VERSION}"],
+                       check=True, capture_output=True, timeout=600)
+    return BIN
+
+
+def _cli(inspector: Path, tmp_path: Path, *method: str) -> dict:
+    done = subprocess.run(
+        [str(inspector), "--cli", "-e", f"WATCH_DIR={tmp_path / 'kb'}",
+         "-e", f"SQLITE_PATH={tmp_path / 'index.db'}", "-e", f"HOME={Path.home()}",
+         sys.executable, "-m", "pocketmcp", *method],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
+def test_the_inspector_lists_calls_and_reads(inspector: Path, tmp_path: Path) -> None:
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "herbs.md").write_text("# Herbs\n\nBasil wilts in the cold; keep it above 10 °C.\n")
+    (kb / "bikes.md").write_text("# Bikes\n\nOil the chain after riding in the rain.\n")
+    tools = _cli(inspector, tmp_path, "--method", "tools/list")
+    assert {t["name"] for t in tools["tools"]} >= {"search", "status", "reindex"}
+    found = _cli(inspector, tmp_path, "--method", "tools/call", "--tool-name", "search",
+                 "--tool-arg", "query=caring for basil", "--tool-arg", "top_k=2")
+    top = found["structuredContent"]["matches"][0]
+    assert top["path"] == "herbs.md"
+    read = _cli(inspector, tmp_path, "--method", "resources/read", "--uri", top["resource"])
+    chunk = json.loads(read["contents"][0]["text"])
+    assert chunk["text"].startswith("# Herbs") and "Basil" in chunk["text"]
+    templates = _cli(inspector, tmp_path, "--method", "resources/templates/list")
+    assert {t["uriTemplate"] for t in templates["resourceTemplates"]} == {
+        "mcp+doc://{doc_id}", "mcp+doc://{doc_id}#{chunk_id}"}
