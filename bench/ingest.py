@@ -7,7 +7,7 @@ batch size. The ratio pipeline/bare says how much the pipeline adds to the model
 Part 2 (memory): `pocketmcp index` on folders of short notes of growing size; the child's
 peak RSS shows whether memory grows with the folder.
 
-    .venv/bin/python bench/ingest.py                   # defaults: 400 abstracts; 1k and 10k notes
+    .venv/bin/python bench/ingest.py                   # defaults: 600 abstracts; 1k and 10k notes
     .venv/bin/python bench/ingest.py --files 1000 --memory-sizes 1000,10000,20000
 """
 
@@ -89,7 +89,9 @@ def bare_chunks_per_s(folder: Path, batch_size: int) -> tuple[int, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--files", type=int, default=400, help="abstracts for part 1")
+    parser.add_argument("--files", type=int, default=600, help="abstracts for part 1")
+    parser.add_argument("--repeats", type=int, default=2,
+                        help="alternating runs of pipeline and bare model (best is kept)")
     parser.add_argument("--memory-sizes", default="1000,10000",
                         help="comma-separated folder sizes (notes) for part 2")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "ingest.json")
@@ -104,15 +106,25 @@ def main() -> None:
         folder = base / "abstracts"
         folder.mkdir()
         write_abstracts(folder, args.files)
-        summary, peak = run_index(folder, base / "a.db", {})
-        pipe_rate = summary["chunks_embedded"] / summary["pipeline_s"]
-        chunks, bare_rate = bare_chunks_per_s(folder, batch)
+        # Alternate the two, twice, and keep each one's best: noise on a shared machine only
+        # ever slows a run down.
+        pipe_rates, bare_rates, peaks = [], [], []
+        for attempt in range(args.repeats):
+            db = base / f"a{attempt}.db"
+            summary, peak = run_index(folder, db, {})
+            pipe_rates.append(summary["chunks_embedded"] / summary["pipeline_s"])
+            peaks.append(peak)
+            chunks, rate = bare_chunks_per_s(folder, batch)
+            bare_rates.append(rate)
+        pipe_rate, bare_rate, peak = max(pipe_rates), max(bare_rates), max(peaks)
         if chunks != summary["chunks_embedded"]:
             print(f"note: bare run embedded {chunks} chunks, pipeline {summary['chunks_embedded']}")
         results["throughput"] = {
             "files": args.files, "chunks": summary["chunks_embedded"],
             "pipeline_s": summary["pipeline_s"], "pipeline_chunks_per_s": round(pipe_rate, 2),
             "bare_chunks_per_s": round(bare_rate, 2), "ratio": round(pipe_rate / bare_rate, 3),
+            "pipeline_runs": [round(r, 2) for r in pipe_rates],
+            "bare_runs": [round(r, 2) for r in bare_rates],
             "peak_rss_mib": round(peak, 1),
         }
         print(f"throughput: {args.files} files, {summary['chunks_embedded']} chunks; pipeline "

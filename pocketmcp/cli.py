@@ -52,6 +52,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir", nargs="?", help="folder to watch (default: WATCH_DIR)")
     _add_settings(p)
 
+    p = sub.add_parser("eval", help="measure retrieval quality on a BEIR-format data set")
+    p.add_argument("dataset", help="folder with corpus.jsonl, queries.jsonl and qrels/*.tsv")
+    p.add_argument("--modes", default="hybrid,vector,keyword",
+                   help="comma-separated modes to measure (default: all three)")
+    p.add_argument("--split", help="qrels file to use, e.g. train (default: the first)")
+    p.add_argument("--index", help="keep the index in this file and reuse it next time "
+                                   "(default: a throwaway index)")
+    p.add_argument("--params", help="JSON overrides of the search tuning, e.g. "
+                                    "'{\"vector_weight\": 0.5}'")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    _add_settings(p)
+
     p = sub.add_parser(
         "serve", help="run the MCP server on stdio (the default when no command is given)")
     _add_serve_flags(p)
@@ -59,7 +71,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("search", help="search the index")
     p.add_argument("query")
-    p.add_argument("-k", "--top-k", type=int, default=8, help="number of hits (1-50)")
+    p.add_argument("-k", "--top-k", type=int, default=8, help="number of hits (1-100)")
+    p.add_argument("--mode", choices=("hybrid", "vector", "keyword"), default="hybrid",
+                   help="hybrid (default): meaning and keywords fused")
+    p.add_argument("--unique-docs", action="store_true", help="one hit per document")
     p.add_argument("--json", action="store_true", help="print hits as JSON")
     _add_settings(p)
     return parser
@@ -99,6 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return anyio.run(_watch, config, backend="asyncio")
         if args.command == "search":
             return anyio.run(_search, config, args, backend="asyncio")
+        if args.command == "eval":
+            return anyio.run(_eval, config, args, backend="asyncio")
         if args.command == "serve":
             from pocketmcp.serve import serve
 
@@ -231,34 +248,61 @@ async def _watch(config: Config) -> int:
     return 0
 
 
-async def _search(config: Config, args: argparse.Namespace) -> int:
-    from pocketmcp.model import Embedder, ModelSpec
-    from pocketmcp.store.queries import IndexReader
+async def _eval(config: Config, args: argparse.Namespace) -> int:
+    from pathlib import Path
 
-    if not 1 <= args.top_k <= 50:
-        raise PocketError(f"-k {args.top_k} is not valid: -k accepts 1 to 50")
-    spec = await anyio.to_thread.run_sync(ModelSpec, config)
-    reader = await anyio.to_thread.run_sync(IndexReader, config.sqlite_path)
+    from pocketmcp import eval as evaluation
+    from pocketmcp.search import MODES, Params
+
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown or not modes:
+        raise PocketError(f"--modes {args.modes!r} is not valid: it accepts "
+                          + ", ".join(MODES))
     try:
-        stored = reader.model()
-        if stored is not None and stored != (spec.model_id, spec.dim):
-            from pocketmcp.errors import ModelMismatchError
+        params = msgspec.convert(json.loads(args.params), Params) if args.params else Params()
+    except (ValueError, msgspec.ValidationError) as exc:
+        raise PocketError(f"--params is not valid: {exc}") from None
+    report = await evaluation.run(config, Path(args.dataset), modes=modes,
+                                  index=Path(args.index) if args.index else None,
+                                  split=args.split, params=params)
+    print(json.dumps(report, indent=2) if args.json else evaluation.table(report))  # noqa: T201
+    return 0
 
-            raise ModelMismatchError(config.sqlite_path, stored[0], stored[1], spec.model_id,
-                                     spec.dim)
-        embedder = await anyio.to_thread.run_sync(Embedder, spec)
-        query = await anyio.to_thread.run_sync(embedder.embed_query, args.query)
-        hits = await anyio.to_thread.run_sync(reader.search_vector, query.tobytes(), args.top_k)
+
+async def _search(config: Config, args: argparse.Namespace) -> int:
+    from pocketmcp.search import search
+    from pocketmcp.service import Service
+
+    if not 1 <= args.top_k <= 100:
+        raise PocketError(f"-k {args.top_k} is not valid: -k accepts 1 to 100")
+    if not config.sqlite_path.exists():
+        raise PocketError(f"no index at {config.sqlite_path}; run `pocketmcp index` first")
+    service = Service(config, watch=False)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(service.run, name="pocketmcp.service")
+            while not service.ready.is_set():
+                if service.status.phase == "failed":
+                    raise PocketError(service.status.last_error or "the index did not open")
+                with anyio.move_on_after(0.1):
+                    await service.ready.wait()
+            matches = await search(service, args.query, top_k=args.top_k, mode=args.mode,
+                                   unique_docs=args.unique_docs)
+            await service.shutdown()
+            tg.cancel_scope.cancel()
     finally:
-        reader.close()
-    rows = [{"rank": i + 1, "score": round(1 - h.distance, 4), "path": h.external_id
-             .removeprefix("file:"), "title": h.title, "chunk_id": h.chunk_id,
-             "preview": " ".join(h.text.split())[:200]} for i, h in enumerate(hits)]
+        service.close()
+    rows = [{"rank": i + 1, "score": m.score, "vector_score": m.vector_score,
+             "keyword_score": m.keyword_score, "path": m.path or m.title, "title": m.title,
+             "chunk_id": m.chunk_id, "resource": m.resource, "preview": m.preview}
+            for i, m in enumerate(matches)]
     if args.json:
-        print(json.dumps({"query": args.query, "hits": rows}, ensure_ascii=False))  # noqa: T201
+        print(json.dumps({"query": args.query, "mode": args.mode, "hits": rows},  # noqa: T201
+                         ensure_ascii=False))
     else:
         for r in rows:
             print(f"{r['rank']:>2}. {r['score']:.3f}  {r['path']}\n    {r['preview']}")  # noqa: T201
         if not rows:
-            print("no matches (is the index empty?)")  # noqa: T201
+            print("no matches")  # noqa: T201
     return 0

@@ -61,7 +61,7 @@ async def vectors_for(service: Service, chunks: Sequence[Chunk]) -> bytes:
     for start in range(0, len(missing), step):
         part = missing[start:start + step]
         rows = await anyio.to_thread.run_sync(engine.embedder.embed,
-                                              [chunks[i].text for i in part],
+                                              [chunks[i].embed_text for i in part],
                                               limiter=engine.model_limiter)
         out[part] = rows
     return out.tobytes()

@@ -45,8 +45,14 @@ class Chunk(msgspec.Struct, frozen=True):
     start: int
     end: int
     text: str
-    tokens: int
-    sha256: str
+    tokens: int  # of prefix + text, special tokens included
+    sha256: str  # of prefix + text: equal digests share a vector
+    section: str = ""  # heading path, "Title > Section"
+    prefix: str = ""  # put before the text when embedding
+
+    @property
+    def embed_text(self) -> str:
+        return self.prefix + self.text
 
 
 class FileChunked(msgspec.Struct, frozen=True):

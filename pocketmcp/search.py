@@ -1,14 +1,46 @@
-"""Search over the index: the code path shared by the MCP tool, the CLI and `eval`."""
+"""Search over the index: the one code path behind the MCP tool, the CLI and `eval`.
+
+Modes: `vector` (in-memory two-pass scan, exact rescoring from SQLite), `keyword` (FTS5
+BM25 over chunk text and document title) and `hybrid` (both, fused). Documents rank at their
+best chunk when `unique_docs` is set; `context` adds neighbouring chunks to each match.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Literal
+
+import anyio
 import msgspec
+import numpy as np
+import numpy.typing as npt
 import pathspec
 
+from pocketmcp.core import fusion
+from pocketmcp.core.fusion import RRF_K
+from pocketmcp.core.keywords import fts_query
 from pocketmcp.core.safe import preview
 from pocketmcp.messages import rel_of
 from pocketmcp.service import NotReady, Service
-from pocketmcp.store.queries import IndexReader, VectorHit
+from pocketmcp.store.queries import HitRow, IndexReader
+
+Mode = Literal["hybrid", "vector", "keyword"]
+MODES: tuple[Mode, ...] = ("hybrid", "vector", "keyword")
+
+
+class Params(msgspec.Struct, frozen=True, kw_only=True):
+    """Tuning of the search stages; defaults chosen by `pocketmcp eval` on SciFact."""
+
+    fusion: Literal["convex", "rrf"] = "convex"
+    vector_weight: float = 0.6  # convex: weight of the vector list; keyword gets the rest
+    rrf_k: int = RRF_K
+    depth: int = 100  # results taken from each list before fusion
+    candidates: int = 0  # rows kept by the 1-bit pass of the vector scan; 0: by index size
+    title_weight: float = 1.0  # BM25 weight of the document title against the chunk text
+    normalise: Literal["minmax", "zscore"] = "minmax"  # convex: how each list is scaled
+
+
+DEFAULT_PARAMS = Params()
 
 
 class Filter(msgspec.Struct, frozen=True, kw_only=True):
@@ -21,13 +53,17 @@ class Match(msgspec.Struct, frozen=True, kw_only=True):
     doc_id: int
     idx: int
     score: float
+    vector_score: float | None
+    keyword_score: float | None
     preview: str
     resource: str
     path: str | None
     title: str
     start_off: int
     end_off: int
-    text: str = msgspec.field(default="")
+    text: str
+    section: str = ""
+    context: str | None = None
 
 
 def path_of(external_id: str, source: str) -> str | None:
@@ -57,34 +93,148 @@ def _allowed(reader: IndexReader, flt: Filter | None) -> list[int] | None:
     return allowed
 
 
-def _match(hit: VectorHit, score: float) -> Match:
-    return Match(
-        chunk_id=hit.chunk_id, doc_id=hit.doc_id, idx=hit.idx, score=round(score, 6),
-        preview=preview(hit.text), resource=f"mcp+doc://{hit.doc_id}#{hit.chunk_id}",
-        path=path_of(hit.external_id, hit.source), title=hit.title, start_off=hit.start_off,
-        end_off=hit.end_off, text=hit.text,
-    )
+class _Stage(msgspec.Struct):
+    vector: dict[int, float]
+    keyword: dict[int, float]
+    doc_of: dict[int, int]
 
 
 async def search(service: Service, query: str, *, top_k: int = 8, flt: Filter | None = None,
-                 score_threshold: float | None = None) -> list[Match]:
-    """Best chunks first. Waits (bounded) for the model and the index."""
-    import anyio
-
+                 score_threshold: float | None = None, mode: Mode = "hybrid",
+                 unique_docs: bool = False, context: int = 0,
+                 params: Params = DEFAULT_PARAMS) -> list[Match]:
+    """Best matches first. Waits (bounded) for the model and the index."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}")
     indexed = await service.wait_indexed()
     assert service.engine is not None
-    embedder = service.engine.embedder
-    vector = await anyio.to_thread.run_sync(embedder.embed_query, query,
-                                            limiter=service.query_limiter)
+    vector: npt.NDArray[np.float32] | None = None
+    if mode != "keyword":
+        vector = await anyio.to_thread.run_sync(service.engine.embedder.embed_query, query,
+                                                limiter=service.query_limiter)
+    # Documents can hold many chunks: look deeper when only one per document is kept.
+    depth = max(params.depth, top_k * (4 if unique_docs else 1))
 
-    def run(reader: IndexReader) -> list[VectorHit]:
-        return reader.search_vector(vector.tobytes(), top_k, _allowed(reader, flt))
+    def run(reader: IndexReader) -> list[Match]:
+        stage = _stages(service, reader, query, vector, mode, depth, flt, params)
+        scores = _fuse_by_document(stage, params) if unique_docs and mode == "hybrid" else (
+            _fuse(stage, mode, params))
+        chosen: list[int] = []
+        seen_docs: set[int] = set()
+        for chunk_id in fusion.ranked(scores):
+            doc = stage.doc_of[chunk_id]
+            if unique_docs and doc in seen_docs:
+                continue
+            if score_threshold is not None and scores[chunk_id] < score_threshold:
+                break
+            seen_docs.add(doc)
+            chosen.append(chunk_id)
+            if len(chosen) == top_k:
+                break
+        hits = reader.hits(chosen)  # details only for what is returned
+        found = [_match(hits[c], scores[c], stage.vector.get(c), stage.keyword.get(c))
+                 for c in chosen if c in hits]
+        return _with_context(reader, found, context) if context and found else found
 
-    hits = await service.readers.run(run)
-    matches = [_match(h, 1.0 - h.distance) for h in hits]
-    if score_threshold is not None:
-        matches = [m for m in matches if m.score >= score_threshold]
+    matches = await service.readers.run(run)
     if not matches and not indexed:
         raise NotReady("index still loading: the first scan of the folder has not finished "
                        "and nothing matches yet; try again in a few seconds")
     return matches
+
+
+def _fuse_by_document(stage: _Stage, params: Params) -> dict[int, float]:
+    """Hybrid scores when one match per document is wanted: each document's best chunk for
+    meaning and best chunk for keywords are fused (they are often different chunks), and the
+    document is represented by its chunk that fuses best."""
+    per_doc = [_best_per_doc(stage.vector, stage.doc_of), _best_per_doc(stage.keyword,
+                                                                         stage.doc_of)]
+    weights = [params.vector_weight, 1 - params.vector_weight]
+    if params.fusion == "rrf":
+        doc_scores = fusion.rrf([fusion.ranked(d) for d in per_doc], weights, params.rrf_k)
+    else:
+        doc_scores = fusion.convex(per_doc, weights, params.normalise)
+    chunk_scores = _fuse(stage, "hybrid", params)
+    best: dict[int, int] = {}
+    for chunk_id in fusion.ranked(chunk_scores):
+        best.setdefault(stage.doc_of[chunk_id], chunk_id)
+    return {chunk_id: doc_scores[doc] for doc, chunk_id in best.items()}
+
+
+def _best_per_doc(scores: dict[int, float], doc_of: dict[int, int]) -> dict[int, float]:
+    out: dict[int, float] = {}
+    for chunk_id, score in scores.items():
+        doc = doc_of[chunk_id]
+        if score > out.get(doc, float("-inf")):
+            out[doc] = score
+    return out
+
+
+def _fuse(stage: _Stage, mode: Mode, params: Params) -> dict[int, float]:
+    if mode == "vector":
+        return stage.vector
+    if mode == "keyword":
+        return fusion.minmax(stage.keyword)
+    weights = [params.vector_weight, 1 - params.vector_weight]
+    if params.fusion == "rrf":
+        return fusion.rrf([fusion.ranked(stage.vector), fusion.ranked(stage.keyword)],
+                          weights, params.rrf_k)
+    return fusion.convex([stage.vector, stage.keyword], weights, params.normalise)
+
+
+def _stages(service: Service, reader: IndexReader, query: str,
+            vector: npt.NDArray[np.float32] | None, mode: Mode, depth: int,
+            flt: Filter | None, params: Params) -> _Stage:
+    """Both retrieval stages on one reader (blocking)."""
+    allowed = _allowed(reader, flt)
+    stage = _Stage({}, {}, {})
+    if vector is not None:
+        index = service.vectors
+        index.sync(reader)
+        docs = None if allowed is None else np.asarray(allowed, dtype=np.int64)
+        ids, scores, doc_ids = index.search(vector, depth, candidates_for(index.live, params),
+                                            docs)
+        stage.vector = dict(zip(ids.tolist(), scores.tolist(), strict=True))
+        stage.doc_of.update(zip(ids.tolist(), doc_ids.tolist(), strict=True))
+    if mode != "vector":
+        match = fts_query(query)
+        if match is not None:
+            for chunk_id, score, doc_id in reader.search_keyword(match, depth, allowed,
+                                                                 params.title_weight):
+                stage.keyword[chunk_id] = score
+                stage.doc_of[chunk_id] = doc_id
+    return stage
+
+
+def candidates_for(live: int, params: Params) -> int:
+    """Rows that survive the 1-bit pass: 2% of the index, at least 1000."""
+    return params.candidates or max(1000, live // 50)
+
+
+def _match(hit: HitRow, score: float, vector_score: float | None,
+           keyword_score: float | None) -> Match:
+    return Match(
+        chunk_id=hit.chunk_id, doc_id=hit.doc_id, idx=hit.idx, score=round(score, 6),
+        vector_score=None if vector_score is None else round(vector_score, 6),
+        keyword_score=None if keyword_score is None else round(keyword_score, 6),
+        preview=preview(hit.text), resource=f"mcp+doc://{hit.doc_id}#{hit.chunk_id}",
+        path=path_of(hit.external_id, hit.source), title=hit.title, start_off=hit.start_off,
+        end_off=hit.end_off, text=hit.text, section=hit.section,
+    )
+
+
+def _with_context(reader: IndexReader, matches: Sequence[Match], around: int) -> list[Match]:
+    """Each match with the text of up to `around` chunks before and after it, joined at their
+    offsets so overlaps are not repeated."""
+    out = []
+    for m in matches:
+        parts = reader.neighbours(m.doc_id, max(0, m.idx - around), m.idx + around)
+        text, end = "", -1
+        for _idx, start, stop, chunk in parts:
+            if end < 0:
+                text, end = chunk, stop
+            elif stop > end:
+                text += chunk[max(0, end - start):] if start < end else "\n\n" + chunk
+                end = stop
+        out.append(msgspec.structs.replace(m, context=text))
+    return out

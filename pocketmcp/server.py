@@ -48,13 +48,20 @@ class SearchMatch(BaseModel):
     chunk_id: int
     doc_id: int
     idx: int = Field(description="Position of the chunk in its document.")
-    score: float = Field(description="Similarity: 1 - cosine distance (higher is better).")
+    score: float = Field(description=(
+        "Higher is better. vector mode: 1 - cosine distance; keyword mode: BM25 scaled to "
+        "0-1 within the results; hybrid: the fused score, 0-1."))
+    vector_score: float | None = Field(description="Cosine similarity, when it was scored.")
+    keyword_score: float | None = Field(description="BM25 score, when it matched keywords.")
     preview: str
     resource: str = Field(description="URI of the exact chunk text: read it as a resource.")
     path: str | None = Field(description="Path in the watched folder (None for raw text).")
     title: str
+    section: str = Field(description="Heading path of the chunk, e.g. 'Guide > Install'.")
     start_off: int
     end_off: int
+    context: str | None = Field(
+        None, description="The chunk with its neighbours, when `context` was asked for.")
 
 
 class SearchResult(BaseModel):
@@ -189,15 +196,24 @@ def build_server(service: Service, *, name: str = "pocketmcp",
         filter: SearchFilter | None = None,
         score_threshold: Annotated[float | None, Field(
             ge=-1.0, le=1.0, description="Drop matches scoring below this.")] = None,
+        mode: Annotated[Literal["hybrid", "vector", "keyword"], Field(
+            description="hybrid: meaning and keywords fused (best overall); vector: meaning "
+                        "only; keyword: BM25 on words only.")] = "hybrid",
+        unique_docs: Annotated[bool, Field(
+            description="At most one match (the best chunk) per document.")] = False,
+        context: Annotated[int, Field(
+            ge=0, le=3, description="Also return this many neighbouring chunks on each side, "
+                                    "joined, in `context`.")] = 0,
     ) -> SearchResult:
         """Find the passages most relevant to a query, best first."""
-        async with _call("search", top_k=top_k) as counts:
+        async with _call("search", top_k=top_k, mode=mode) as counts:
             flt = None
             if filter is not None and (filter.doc_ids is not None or filter.path_glob):
                 flt = Filter(doc_ids=tuple(filter.doc_ids) if filter.doc_ids is not None
                              else None, path_glob=filter.path_glob)
             matches = await search(service, query, top_k=top_k, flt=flt,
-                                   score_threshold=score_threshold)
+                                   score_threshold=score_threshold, mode=mode,
+                                   unique_docs=unique_docs, context=context)
             counts["matches"] = len(matches)
             return SearchResult(matches=[SearchMatch(**safe({
                 f: getattr(m, f) for f in SearchMatch.model_fields})) for m in matches])

@@ -18,6 +18,7 @@ from pocketmcp import logs
 from pocketmcp.config import Config
 from pocketmcp.errors import PocketError, WriterBusyError
 from pocketmcp.store.queries import IndexReader
+from pocketmcp.vectors import VectorIndex
 
 T = TypeVar("T")
 log = logs.get("pocketmcp.service")
@@ -82,6 +83,7 @@ class Service:
         self.engine: Engine | None = None
         self.writer: IndexWriter | None = None
         self.pipeline: Pipeline | None = None
+        self.vectors = VectorIndex(384)  # replaced by one of the model's dimension
         self.write_limiter = anyio.CapacityLimiter(1)
         self.query_limiter = anyio.CapacityLimiter(2)
         self._stopping = anyio.Event()
@@ -120,9 +122,11 @@ class Service:
             log.info("read_only", index=str(self.config.sqlite_path),
                      reason="another process holds the writer lock")
         self.engine = await Engine.load(self.config, spec)
+        self.vectors = VectorIndex(spec.dim)
         self.status.model_ready = True
         if self.writer is None:
             await self._wait_for_index(spec.model_id, spec.dim)
+        await self.readers.run(self.vectors.sync)  # vectors into memory before the first search
         self.ready.set()
         self.status.phase = "indexing" if self.writer is not None and self.watch else "ready"
         log.info("ready", role=self.status.role, model=spec.model_id,

@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from pocketmcp.core.chunking import Chunker
+from pocketmcp.core.chunking import Chunker, _prefix
 
 
 def _check_offsets(text: str, chunks) -> None:
@@ -74,3 +74,36 @@ def test_empty_text_has_no_chunks(real_chunker: Chunker) -> None:
 def test_overlap_must_be_smaller_than_size(embedder) -> None:
     with pytest.raises(ValueError, match="overlap"):
         Chunker(embedder.tokenizer, size=100, overlap=100, max_tokens=256)
+
+
+def test_headings_give_chunks_their_section_path(embedder) -> None:
+    chunker = Chunker(embedder.tokenizer, size=200, overlap=0, max_tokens=embedder.max_tokens)
+    text = ("# Guide\n\nWhat this guide covers, in a few words.\n\n## Install\n\n"
+            + "Run the installer and follow the prompts. " * 12
+            + "\n\n```sh\n# a comment, not a heading\n```\n\n### On Linux\n\nUse the package.\n")
+    chunks = chunker.split(text)
+    _check_offsets(text, chunks)
+    assert chunks[0].section == "Guide" and chunks[0].prefix == ""
+    install = [c for c in chunks if c.section == "Guide > Install"]
+    assert install and all("# a comment" not in c.section for c in chunks)
+    # A chunk in the middle of a section is embedded with its path in front...
+    middle = [c for c in install if not c.text.startswith("#")]
+    assert middle and all(c.prefix == "Guide > Install\n\n" for c in middle)
+    assert middle[0].embed_text == "Guide > Install\n\n" + middle[0].text
+    # ...and one that starts with its heading only with the headings above it.
+    assert _prefix("### On Linux\n\nUse the package.", "Guide > Install > On Linux") == (
+        "Guide > Install\n\n")
+    assert _prefix("# Guide\n\nIntro.", "Guide") == ""
+
+
+def test_the_path_counts_against_the_token_window(embedder) -> None:
+    chunker = Chunker(embedder.tokenizer, size=1000, overlap=0,
+                      max_tokens=embedder.max_tokens)
+    heading = "# " + " ".join(f"Heading{i}" for i in range(20)) + "\n\n"
+    text = heading + " ".join(f"{i * 7919:x}" for i in range(2000))
+    chunks = chunker.split(text)
+    _check_offsets(text, chunks)
+    counts = chunker.count([c.embed_text for c in chunks])
+    assert counts == [c.tokens for c in chunks]
+    assert max(counts) <= embedder.max_tokens
+    assert any(c.prefix for c in chunks)

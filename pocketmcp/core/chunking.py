@@ -2,12 +2,20 @@
 
 Pieces of about `size` characters are cut at the largest semantic unit that fits (paragraphs,
 then sentences, including 。！？, then words, then characters), with up to `overlap`
-characters shared by neighbours. A piece longer than the model's token window is cut again
-by tokens, so no chunk has a tail the model would silently drop. Offsets are character
-offsets: `text[start:end] == chunk.text`.
+characters shared by neighbours. Offsets are character offsets: `text[start:end]` is the
+chunk.
+
+Markdown headings give each chunk a section path ("Title > Section > Subsection"). A chunk
+that does not begin with its own heading is embedded with that path in front, so a paragraph
+deep in a document still carries what it is about. Every chunk, path included, fits the
+model's token window, counted with the model's own tokenizer: nothing is silently cut off.
 """
 
 from __future__ import annotations
+
+import bisect
+import re
+from functools import cache
 
 from semantic_text_splitter import TextSplitter
 from tokenizers import Tokenizer
@@ -17,6 +25,28 @@ from pocketmcp.messages import Chunk
 
 # [CLS] and [SEP] take two places in the window.
 SPECIAL_TOKENS = 2
+# A section path longer than this many tokens is shortened from the left.
+MAX_PATH_TOKENS = 48
+_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$", re.MULTILINE)
+_FENCE = re.compile(r"^ {0,3}(```|~~~)", re.MULTILINE)
+
+
+def sections(text: str) -> tuple[list[int], list[str]]:
+    """(start offsets, section paths) of the Markdown headings, outside code fences."""
+    fences = [m.start() for m in _FENCE.finditer(text)]
+    starts: list[int] = []
+    paths: list[str] = []
+    stack: list[tuple[int, str]] = []
+    for match in _HEADING.finditer(text):
+        if bisect.bisect_right(fences, match.start()) % 2:
+            continue  # inside a code block
+        level = len(match.group(1))
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, " ".join(match.group(2).split())))
+        starts.append(match.start())
+        paths.append(" > ".join(title for _, title in stack))
+    return starts, paths
 
 
 class Chunker:
@@ -25,56 +55,84 @@ class Chunker:
             raise ValueError("overlap must be smaller than size")
         self._tokenizer = _counting_copy(tokenizer)
         self.max_tokens = max_tokens
+        self.overlap = overlap
         self._by_chars = TextSplitter(size, overlap=overlap)
-        budget = max_tokens - SPECIAL_TOKENS
-        self._by_tokens = TextSplitter.from_huggingface_tokenizer(
-            self._tokenizer, budget, overlap=min(budget // 4, max(overlap // 5, 0))
-        )
+
+    @cache  # noqa: B019 - a handful of budgets per chunker, which lives as long as the process
+    def _by_tokens(self, budget: int) -> TextSplitter:
+        return TextSplitter.from_huggingface_tokenizer(
+            self._tokenizer, budget, overlap=min(budget // 4, max(self.overlap // 5, 0)))
 
     def count(self, texts: list[str]) -> list[int]:
         """Tokens of each text as the model sees it, special tokens included."""
         return [len(e.ids) for e in self._tokenizer.encode_batch(texts, add_special_tokens=True)]
 
     def split(self, text: str) -> tuple[Chunk, ...]:
+        heading_starts, heading_paths = sections(text)
         pieces: list[tuple[int, str]] = self._by_chars.chunk_indices(text)
-        counts = self.count([piece for _, piece in pieces])
-        out: list[tuple[int, str, int]] = []
-        for (start, piece), tokens in zip(pieces, counts, strict=True):
-            if tokens <= self.max_tokens:
-                out.append((start, piece, tokens))
-                continue
-            subs: list[tuple[int, str]] = self._by_tokens.chunk_indices(piece)
-            for (sub_start, sub), sub_tokens in zip(subs, self.count([s for _, s in subs]),
-                                                    strict=True):
-                out.extend(self._hard_cut(start + sub_start, sub, sub_tokens))
+        out: list[tuple[int, str, str]] = []  # (start, text, section path)
+        for start, piece in pieces:
+            path = self._path_at(start, piece, heading_starts, heading_paths)
+            out.extend(self._fit(start, piece, path))
+        prefixes = [_prefix(piece, path) for _, piece, path in out]
+        counts = self.count([p + piece for p, (_, piece, _) in zip(prefixes, out, strict=True)])
         return tuple(
             Chunk(idx=i, start=start, end=start + len(piece), text=piece, tokens=tokens,
-                  sha256=sha256(piece))
-            for i, (start, piece, tokens) in enumerate(out)
+                  sha256=sha256(prefix + piece), section=path, prefix=prefix)
+            for i, ((start, piece, path), prefix, tokens) in enumerate(
+                zip(out, prefixes, counts, strict=True))
         )
 
-    def _hard_cut(self, start: int, piece: str, tokens: int) -> list[tuple[int, str, int]]:
+    def _path_at(self, start: int, piece: str, starts: list[int], paths: list[str]) -> str:
+        """The section a piece belongs to: the last heading at or before its first line."""
+        i = bisect.bisect_right(starts, start + (len(piece) - len(piece.lstrip()))) - 1
+        if i < 0:
+            return ""
+        path = paths[i]
+        if self.count([path])[0] - SPECIAL_TOKENS > MAX_PATH_TOKENS:
+            words = path.split(" > ")
+            while len(words) > 1 and self.count([" > ".join(words)])[0] > MAX_PATH_TOKENS:
+                words.pop(0)
+            path = " > ".join(words)[-400:]
+        return path
+
+    def _fit(self, start: int, piece: str, path: str) -> list[tuple[int, str, str]]:
+        """The piece, cut again by tokens if it and its path exceed the window."""
+        prefix = _prefix(piece, path)
+        if self.count([prefix + piece])[0] <= self.max_tokens:
+            return [(start, piece, path)]
+        budget = self.max_tokens - SPECIAL_TOKENS - (
+            self.count([prefix])[0] - SPECIAL_TOKENS if prefix else 0)
+        out: list[tuple[int, str, str]] = []
+        for sub_start, sub in self._by_tokens(max(16, budget)).chunk_indices(piece):
+            out.extend(self._hard_cut(start + sub_start, sub, path))
+        return out
+
+    def _hard_cut(self, start: int, piece: str, path: str) -> list[tuple[int, str, str]]:
         """Last resort for text the splitter could not bring under the window."""
-        out: list[tuple[int, str, int]] = []
-        while tokens > self.max_tokens:
+        out: list[tuple[int, str, str]] = []
+        while piece:
+            prefix = _prefix(piece, path)
+            if self.count([prefix + piece])[0] <= self.max_tokens:
+                out.append((start, piece, path))
+                break
+            room = self.max_tokens - SPECIAL_TOKENS - (
+                self.count([prefix])[0] - SPECIAL_TOKENS if prefix else 0)
             enc = self._tokenizer.encode(piece, add_special_tokens=False)
-            # Character offset where the token that no longer fits begins.
-            cut = enc.offsets[self.max_tokens - SPECIAL_TOKENS][0]
-            cut = _char_offset(piece, cut)
-            if cut <= 0:
+            cut = enc.offsets[max(1, room) - 1][1] if len(enc.offsets) >= room > 0 else 0
+            if cut <= 0 or cut >= len(piece):
                 cut = max(1, len(piece) // 2)
-            head = piece[:cut]
-            out.append((start, head, self.count([head])[0]))
+            out.append((start, piece[:cut], path))
             start, piece = start + cut, piece[cut:]
-            tokens = self.count([piece])[0]
-        if piece:
-            out.append((start, piece, tokens))
         return out
 
 
-def _char_offset(text: str, offset: int) -> int:
-    # tokenizers reports offsets in characters for Python strings.
-    return min(offset, len(text))
+def _prefix(piece: str, path: str) -> str:
+    """What goes before a chunk's text when it is embedded: its section path, unless the
+    chunk starts with its own heading: then only the headings above it."""
+    if piece.lstrip().startswith("#"):
+        path = path.rsplit(" > ", 1)[0] if " > " in path else ""
+    return path + "\n\n" if path else ""
 
 
 def _counting_copy(tokenizer: Tokenizer) -> Tokenizer:

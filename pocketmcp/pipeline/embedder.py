@@ -88,7 +88,7 @@ class Batcher:
         batch = self._take()
         if not batch:
             return
-        texts = [slot.item.chunks[i].text for slot, i in batch]
+        texts = [slot.item.chunks[i].embed_text for slot, i in batch]
         started = time.perf_counter()
         vectors = await anyio.to_thread.run_sync(self.embed, texts, limiter=self.limiter)
         elapsed = (time.perf_counter() - started) * 1000

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import msgspec
+import numpy as np
+import numpy.typing as npt
 
 from pocketmcp.errors import StoreError
 from pocketmcp.store import schema
@@ -25,6 +27,30 @@ class VectorHit(msgspec.Struct, frozen=True):
     uri: str | None
     title: str
     source: str
+
+
+def _vector_arrays(rows: list[Any], dim: int) -> tuple[
+    npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float32]
+]:
+    ids = np.asarray([r[0] for r in rows], dtype=np.int64)
+    docs = np.asarray([r[1] for r in rows], dtype=np.int64)
+    vectors = (np.frombuffer(b"".join(bytes(r[2]) for r in rows), dtype=np.float32)
+               .reshape(-1, dim) if rows else np.zeros((0, dim), np.float32))
+    return ids, docs, vectors
+
+
+class HitRow(msgspec.Struct, frozen=True):
+    chunk_id: int
+    doc_id: int
+    idx: int
+    start_off: int
+    end_off: int
+    text: str
+    external_id: str
+    uri: str | None
+    title: str
+    source: str
+    section: str
 
 
 class DocumentRow(msgspec.Struct, frozen=True):
@@ -129,6 +155,103 @@ class IndexReader:
             args,
         )
         return [VectorHit(*row) for row in rows]
+
+    def search_keyword(self, match: str, k: int, doc_ids: Sequence[int] | None = None,
+                       title_weight: float = 1.0) -> list[tuple[int, float, int]]:
+        """BM25 over chunk text and document title: (chunk_id, score, doc_id), best first."""
+        where, args = "", [title_weight, match]
+        if doc_ids is not None:
+            if not doc_ids:
+                return []
+            where = (" AND f.rowid IN (SELECT chunk_id FROM chunks WHERE doc_id IN "
+                     f"({','.join('?' * len(doc_ids))}))")
+            args.extend(doc_ids)
+        args.append(k)
+        rows = self._rows(
+            "WITH top AS (SELECT f.rowid AS chunk_id, -bm25(chunks_fts, ?, 1.0) AS score "
+            f"FROM chunks_fts f WHERE chunks_fts MATCH ?{where} ORDER BY score DESC LIMIT ?) "
+            "SELECT top.chunk_id, top.score, c.doc_id FROM top "
+            "JOIN chunks c ON c.chunk_id = top.chunk_id ORDER BY top.score DESC", args)
+        return [(int(r[0]), float(r[1]), int(r[2])) for r in rows]
+
+    def hits(self, chunk_ids: Sequence[int]) -> dict[int, HitRow]:
+        """Details of chunks by id (those that still exist)."""
+        found: dict[int, HitRow] = {}
+        for start in range(0, len(chunk_ids), 500):
+            part = list(chunk_ids[start:start + 500])
+            marks = ",".join("?" * len(part))
+            for row in self._rows(
+                "SELECT v.chunk_id, v.doc_id, v.idx, v.start_off, v.end_off, v.text, "
+                "d.external_id, d.uri, d.title, d.source, c.section FROM vec_chunks v "
+                "JOIN documents d ON d.doc_id = v.doc_id "
+                "JOIN chunks c ON c.chunk_id = v.chunk_id "
+                f"WHERE v.chunk_id IN ({marks})", part):
+                found[int(row[0])] = HitRow(*row)
+        return found
+
+    def neighbours(self, doc_id: int, first: int, last: int) -> list[tuple[int, int, int, str]]:
+        """(idx, start_off, end_off, text) of a document's chunks first..last, in order."""
+        return [(int(a), int(b), int(c), str(d)) for a, b, c, d in self._rows(
+            "SELECT c.idx, c.start_off, c.end_off, v.text FROM chunks c "
+            "JOIN vec_chunks v ON v.chunk_id = c.chunk_id "
+            "WHERE c.doc_id = ? AND c.idx BETWEEN ? AND ? ORDER BY c.idx",
+            (doc_id, first, last))]
+
+    # -- for in-memory vector indexes ------------------------------------------------------
+
+    def log_bounds(self) -> tuple[int, int]:
+        """(lowest, highest) sequence number in the chunk log, (0, 0) when empty."""
+        row = self._rows("SELECT coalesce(min(seq), 0), coalesce(max(seq), 0) FROM chunk_log")[0]
+        if row[1] == 0:
+            # An empty log may still have had entries: sqlite_sequence remembers the last.
+            seq = self._rows("SELECT seq FROM sqlite_sequence WHERE name = 'chunk_log'")
+            last = int(seq[0][0]) if seq else 0
+            return last + 1, last
+        return int(row[0]), int(row[1])
+
+    def changes_since(self, seq: int, limit: int) -> list[tuple[int, int, int]]:
+        return [(int(a), int(b), int(c)) for a, b, c in self._rows(
+            "SELECT seq, chunk_id, added FROM chunk_log WHERE seq > ? ORDER BY seq LIMIT ?",
+            (seq, limit))]
+
+    def vectors_by_ids(self, ids: Sequence[int], dim: int
+                       ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64],
+                                  npt.NDArray[np.float32]]:
+        """(chunk ids, doc ids, float32 vectors) of the chunks that still exist, by id."""
+        rows: list[Any] = []
+        for start in range(0, len(ids), 500):
+            part = list(ids[start:start + 500])
+            marks = ",".join("?" * len(part))
+            rows.extend(self._rows(
+                f"SELECT chunk_id, doc_id, embedding FROM vec_chunks WHERE chunk_id IN ({marks})",
+                part))
+        rows.sort(key=lambda r: r[0])
+        return _vector_arrays(rows, dim)
+
+    def all_vectors(self, dim: int, on_block: Callable[[npt.NDArray[np.int64],
+                                                        npt.NDArray[np.int64],
+                                                        npt.NDArray[np.float32]], None],
+                    block: int = 32768) -> int:
+        """Every chunk's (ids, doc ids, vectors) in blocks, as one snapshot; the log position
+        of that snapshot."""
+        try:
+            self._conn.execute("BEGIN")
+            try:
+                seq = self.log_bounds()[1]
+                cursor = self._conn.execute("SELECT chunk_id, doc_id, embedding FROM vec_chunks")
+                while rows := cursor.fetchmany(block):
+                    on_block(*_vector_arrays(rows, dim))
+            finally:
+                self._conn.execute("COMMIT")
+        except sqlite_errors() as exc:
+            raise StoreError(f"{self.db_path}: {exc}") from exc
+        return seq
+
+    def embeddings(self, ids: Sequence[int], dim: int) -> dict[int, npt.NDArray[np.float32]]:
+        found = self.vectors_by_ids(ids, dim)
+        return {int(i): found[2][r] for r, i in enumerate(found[0])}
+
+    # -- documents -------------------------------------------------------------------------
 
     def documents_page(self, after: int, limit: int) -> list[DocumentRow]:
         return [DocumentRow(*r) for r in self._rows(

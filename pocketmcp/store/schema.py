@@ -49,6 +49,40 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
                +end_off INTEGER,
                +text TEXT)""",
     ),
+    (
+        # Keyword search, and a log of chunk changes that in-memory vector indexes follow.
+        # chunk_id becomes AUTOINCREMENT: ids only grow, so they stay sorted in memory.
+        """CREATE TABLE chunks_new(
+               chunk_id INTEGER PRIMARY KEY AUTOINCREMENT,
+               doc_id INTEGER NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
+               idx INTEGER NOT NULL,
+               start_off INTEGER NOT NULL,
+               end_off INTEGER NOT NULL,
+               tokens INTEGER NOT NULL,
+               text_sha256 TEXT NOT NULL,
+               section TEXT NOT NULL DEFAULT '')""",
+        """INSERT INTO chunks_new(chunk_id, doc_id, idx, start_off, end_off, tokens, text_sha256)
+               SELECT chunk_id, doc_id, idx, start_off, end_off, tokens, text_sha256
+               FROM chunks""",
+        "DROP TABLE chunks",
+        "ALTER TABLE chunks_new RENAME TO chunks",
+        "CREATE UNIQUE INDEX chunks_doc ON chunks(doc_id, idx)",
+        "CREATE INDEX chunks_text ON chunks(text_sha256)",
+        """CREATE VIRTUAL TABLE chunks_fts USING fts5(
+               title, text, content='', contentless_delete=1,
+               tokenize='porter unicode61 remove_diacritics 2')""",
+        """INSERT INTO chunks_fts(rowid, title, text)
+               SELECT v.chunk_id, d.title, v.text FROM vec_chunks v
+               JOIN documents d ON d.doc_id = v.doc_id""",
+        """CREATE TABLE chunk_log(
+               seq INTEGER PRIMARY KEY AUTOINCREMENT,
+               chunk_id INTEGER NOT NULL,
+               added INTEGER NOT NULL)""",
+        """CREATE TRIGGER chunk_added AFTER INSERT ON chunks BEGIN
+               INSERT INTO chunk_log(chunk_id, added) VALUES (new.chunk_id, 1); END""",
+        """CREATE TRIGGER chunk_removed AFTER DELETE ON chunks BEGIN
+               INSERT INTO chunk_log(chunk_id, added) VALUES (old.chunk_id, 0); END""",
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -43,6 +43,9 @@ class Written(msgspec.Struct, frozen=True):
     chunks_removed: int
 
 
+LOG_KEEP = 200_000  # chunk changes kept for in-memory vector indexes to follow
+
+
 def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -59,6 +62,7 @@ class IndexWriter:
         self.dim = dim
         db_path.parent.mkdir(parents=True, exist_ok=True)
         self._closed = False
+        self._commits = 0
         self._lock = FileLock(str(lock_path(db_path)), blocking=False)
         try:
             self._lock.acquire()
@@ -93,6 +97,11 @@ class IndexWriter:
         self._sql("BEGIN IMMEDIATE")
 
     def commit(self) -> None:
+        self._commits += 1
+        if self._commits % 256 == 0:
+            # Readers further behind than this reload their vectors in full.
+            self._sql("DELETE FROM chunk_log WHERE seq <= "
+                      "(SELECT max(seq) FROM chunk_log) - ?", (LOG_KEEP,))
         self._sql("COMMIT")
 
     def rollback(self) -> None:
@@ -159,16 +168,17 @@ class IndexWriter:
                 (doc.source, doc.uri, doc.title, doc.library, metadata, doc.content, doc.sha256,
                  doc.size_bytes, doc.mtime_ns, len(chunks), now, doc_id),
             )
-        self._insert_chunks(doc_id, chunks, vectors)
+        self._insert_chunks(doc_id, doc.title, chunks, vectors)
         return Written(doc_id, "inserted" if row is None else "updated", len(chunks), removed)
 
-    def _insert_chunks(self, doc_id: int, chunks: Sequence[Chunk], vectors: bytes) -> None:
+    def _insert_chunks(self, doc_id: int, title: str, chunks: Sequence[Chunk],
+                       vectors: bytes) -> None:
         if not chunks:
             return
         self._many(
-            "INSERT INTO chunks(doc_id, idx, start_off, end_off, tokens, text_sha256) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            [(doc_id, c.idx, c.start, c.end, c.tokens, c.sha256) for c in chunks],
+            "INSERT INTO chunks(doc_id, idx, start_off, end_off, tokens, text_sha256, section) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(doc_id, c.idx, c.start, c.end, c.tokens, c.sha256, c.section) for c in chunks],
         )
         ids = dict(self._sql("SELECT idx, chunk_id FROM chunks WHERE doc_id = ?",
                              (doc_id,)).fetchall())
@@ -179,12 +189,15 @@ class IndexWriter:
             [(ids[c.idx], vectors[i * width:(i + 1) * width], doc_id, c.idx, c.start, c.end,
               c.text) for i, c in enumerate(chunks)],
         )
+        self._many("INSERT INTO chunks_fts(rowid, title, text) VALUES (?, ?, ?)",
+                   [(ids[c.idx], c.section or title, c.text) for c in chunks])
 
     def _delete_chunks(self, doc_id: int) -> int:
         ids = [r[0] for r in self._sql("SELECT chunk_id FROM chunks WHERE doc_id = ?",
                                        (doc_id,)).fetchall()]
         if ids:
             self._many("DELETE FROM vec_chunks WHERE chunk_id = ?", [(i,) for i in ids])
+            self._many("DELETE FROM chunks_fts WHERE rowid = ?", [(i,) for i in ids])
             self._sql("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
         return len(ids)
 
