@@ -137,7 +137,7 @@ async def measure(db: Path, vectors: np.ndarray, queries: np.ndarray, query_text
         async with anyio.create_task_group() as tg:
             tg.start_soon(service.run)
             started = time.perf_counter()
-            await service.ready.wait()
+            await service.started()
             out["load_s"] = round(time.perf_counter() - started, 2)
             index = service.vectors
             out["vector_index_mib"] = round(sum(a.nbytes for a in (

@@ -44,7 +44,7 @@ async def main() -> None:
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(service.run)
-            await service.ready.wait()
+            await service.started()
             for values in itertools.product(*grid.values()):
                 params = msgspec.convert(dict(zip(grid, values, strict=True)), Params)
                 metrics = (await evaluate(service, dataset, ["hybrid"], params))["hybrid"]

@@ -282,11 +282,7 @@ async def _search(config: Config, args: argparse.Namespace) -> int:
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(service.run, name="pocketmcp.service")
-            while not service.ready.is_set():
-                if service.status.phase == "failed":
-                    raise PocketError(service.status.last_error or "the index did not open")
-                with anyio.move_on_after(0.1):
-                    await service.ready.wait()
+            await service.started()
             matches = await search(service, args.query, top_k=args.top_k, mode=args.mode,
                                    unique_docs=args.unique_docs)
             await service.shutdown()

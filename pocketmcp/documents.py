@@ -102,14 +102,8 @@ async def upsert_documents(service: Service, docs: Sequence[NewDoc]) -> list[Ups
         prepared.append((record, chunks, await vectors_for(service, chunks)))
 
     def write(writer: IndexWriter) -> list[Written]:
-        writer.begin()
-        try:
-            out = [writer.upsert(rec, chunks, vectors) for rec, chunks, vectors in prepared]
-            writer.commit()
-        except BaseException:
-            writer.rollback()
-            raise
-        return out
+        with writer.transaction():
+            return [writer.upsert(rec, chunks, vectors) for rec, chunks, vectors in prepared]
 
     written = await service.write(write)
     return [Upserted(w.doc_id, rec.external_id, w.chunks, w.status)
@@ -134,14 +128,8 @@ async def delete_documents(service: Service, doc_ids: Sequence[int] | None,
     missing_ext = [e for e in wanted_ext if e not in by_ext]
 
     def delete(writer: IndexWriter) -> list[tuple[int, int] | None]:
-        writer.begin()
-        try:
-            out = [writer.delete_doc(d) for d in targets]
-            writer.commit()
-        except BaseException:
-            writer.rollback()
-            raise
-        return out
+        with writer.transaction():
+            return [writer.delete_doc(d) for d in targets]
 
     results = await service.write(delete)
     deleted = [r for r in results if r is not None]

@@ -179,11 +179,7 @@ async def run(config: Config, dataset_dir: Path, *, modes: Sequence[Mode] = MODE
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(service.run, name="pocketmcp.service")
-                while not service.ready.is_set():
-                    if service.status.phase == "failed":
-                        raise PocketError(service.status.last_error or "the index did not open")
-                    with anyio.move_on_after(0.1):
-                        await service.ready.wait()
+                await service.started()
                 counts = await service.readers.run(lambda r: r.counts())
                 metrics = await evaluate(service, dataset, modes, params or Params())
                 await service.shutdown()

@@ -216,6 +216,14 @@ class Service:
 
     # -- helpers for tools --------------------------------------------------------------------
 
+    async def started(self) -> None:
+        """Wait until ready for as long as it takes; raise if start-up failed."""
+        while not self.ready.is_set():
+            if self.status.phase == "failed":
+                raise PocketError(self.status.last_error or "the index could not be opened")
+            with anyio.move_on_after(0.1):
+                await self.ready.wait()
+
     async def wait_ready(self) -> None:
         if self.ready.is_set():
             return

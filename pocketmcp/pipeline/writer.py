@@ -29,8 +29,7 @@ EventHook = Callable[[dict[str, Any]], None]
 def _apply(writer: IndexWriter, items: list[Embedded]) -> list[dict[str, Any]]:
     """Write `items` in one transaction (blocking); one event dict per file."""
     events: list[dict[str, Any]] = []
-    writer.begin()
-    try:
+    with writer.transaction():
         for item in items:
             try:
                 with writer.item():
@@ -39,10 +38,6 @@ def _apply(writer: IndexWriter, items: list[Embedded]) -> list[dict[str, Any]]:
                 rel = item.doc.rel if isinstance(item, FileEmbedded) else getattr(item, "rel", "")
                 events.append({"event": "skipped", "path": rel,
                                "reason": f"cannot be stored: {exc}"})
-        writer.commit()
-    except BaseException:
-        writer.rollback()
-        raise
     return events
 
 

@@ -67,6 +67,9 @@ class DocumentRow(msgspec.Struct, frozen=True):
     updated_at: str
 
 
+# vec0 finds one rowid directly but scans every vector for `rowid IN (...)`.
+_VECTOR_BY_ID = "SELECT chunk_id, doc_id, embedding FROM vec_chunks WHERE chunk_id = ?"
+_CHUNK_TEXT = "substr(d.content, c.start_off + 1, c.end_off - c.start_off)"
 _DOC_COLUMNS = ("doc_id, external_id, source, uri, title, library, metadata, content_sha256, "
                 "chunk_count, created_at, updated_at")
 
@@ -113,16 +116,19 @@ class IndexReader:
     def vectors_for(self, text_shas: Iterable[str]) -> dict[str, bytes]:
         """Stored vectors of chunks whose text has one of these digests."""
         wanted = sorted(set(text_shas))
-        found: dict[str, bytes] = {}
+        owners: dict[str, int] = {}
         for start in range(0, len(wanted), 500):
             part = wanted[start:start + 500]
             marks = ",".join("?" * len(part))
-            for sha, vector in self._rows(
-                f"SELECT c.text_sha256, v.embedding FROM chunks c "
-                f"JOIN vec_chunks v ON v.chunk_id = c.chunk_id "
-                f"WHERE c.text_sha256 IN ({marks})", part,
+            for sha, chunk_id in self._rows(
+                f"SELECT text_sha256, chunk_id FROM chunks WHERE text_sha256 IN ({marks})", part,
             ):
-                found.setdefault(sha, bytes(vector))
+                owners.setdefault(sha, chunk_id)
+        found: dict[str, bytes] = {}
+        for sha, chunk_id in owners.items():
+            rows = self._rows(_VECTOR_BY_ID, (chunk_id,))
+            if rows:
+                found[sha] = bytes(rows[0][2])
         return found
 
     def external_ids(self, prefix: str, after: str = "", limit: int = 500) -> list[str]:
@@ -180,20 +186,21 @@ class IndexReader:
         for start in range(0, len(chunk_ids), 500):
             part = list(chunk_ids[start:start + 500])
             marks = ",".join("?" * len(part))
+            # The text is cut from the document (offsets are in characters, as substr's are):
+            # reading it from vec0 would scan the vectors.
             for row in self._rows(
-                "SELECT v.chunk_id, v.doc_id, v.idx, v.start_off, v.end_off, v.text, "
-                "d.external_id, d.uri, d.title, d.source, c.section FROM vec_chunks v "
-                "JOIN documents d ON d.doc_id = v.doc_id "
-                "JOIN chunks c ON c.chunk_id = v.chunk_id "
-                f"WHERE v.chunk_id IN ({marks})", part):
+                "SELECT c.chunk_id, c.doc_id, c.idx, c.start_off, c.end_off, "
+                f"{_CHUNK_TEXT}, d.external_id, d.uri, d.title, d.source, c.section "
+                "FROM chunks c JOIN documents d ON d.doc_id = c.doc_id "
+                f"WHERE c.chunk_id IN ({marks})", part):
                 found[int(row[0])] = HitRow(*row)
         return found
 
     def neighbours(self, doc_id: int, first: int, last: int) -> list[tuple[int, int, int, str]]:
         """(idx, start_off, end_off, text) of a document's chunks first..last, in order."""
         return [(int(a), int(b), int(c), str(d)) for a, b, c, d in self._rows(
-            "SELECT c.idx, c.start_off, c.end_off, v.text FROM chunks c "
-            "JOIN vec_chunks v ON v.chunk_id = c.chunk_id "
+            f"SELECT c.idx, c.start_off, c.end_off, {_CHUNK_TEXT} FROM chunks c "
+            "JOIN documents d ON d.doc_id = c.doc_id "
             "WHERE c.doc_id = ? AND c.idx BETWEEN ? AND ? ORDER BY c.idx",
             (doc_id, first, last))]
 
@@ -219,13 +226,8 @@ class IndexReader:
                                   npt.NDArray[np.float32]]:
         """(chunk ids, doc ids, float32 vectors) of the chunks that still exist, by id."""
         rows: list[Any] = []
-        for start in range(0, len(ids), 500):
-            part = list(ids[start:start + 500])
-            marks = ",".join("?" * len(part))
-            rows.extend(self._rows(
-                f"SELECT chunk_id, doc_id, embedding FROM vec_chunks WHERE chunk_id IN ({marks})",
-                part))
-        rows.sort(key=lambda r: r[0])
+        for chunk_id in sorted(set(ids)):
+            rows.extend(self._rows(_VECTOR_BY_ID, (chunk_id,)))
         return _vector_arrays(rows, dim)
 
     def all_vectors(self, dim: int, on_block: Callable[[npt.NDArray[np.int64],
@@ -281,7 +283,7 @@ class IndexReader:
 
     def chunk(self, chunk_id: int) -> ChunkRow | None:
         rows = self._rows(
-            "SELECT v.chunk_id, v.doc_id, v.idx, v.start_off, v.end_off, v.text, d.title, "
-            "d.external_id FROM vec_chunks v JOIN documents d ON d.doc_id = v.doc_id "
-            "WHERE v.chunk_id = ?", (chunk_id,))
+            f"SELECT c.chunk_id, c.doc_id, c.idx, c.start_off, c.end_off, {_CHUNK_TEXT}, "
+            "d.title, d.external_id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id "
+            "WHERE c.chunk_id = ?", (chunk_id,))
         return ChunkRow(*rows[0]) if rows else None

@@ -109,6 +109,17 @@ class IndexWriter:
             self._conn.execute("ROLLBACK")
 
     @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK when the block raises."""
+        self.begin()
+        try:
+            yield
+        except BaseException:
+            self.rollback()
+            raise
+        self.commit()
+
+    @contextmanager
     def item(self) -> Iterator[None]:
         """A savepoint: an error inside undoes this item only, the batch goes on."""
         self._sql("SAVEPOINT item")
