@@ -32,12 +32,12 @@ class Params(msgspec.Struct, frozen=True, kw_only=True):
     """Tuning of the search stages; defaults chosen by `pocketmcp eval` on SciFact."""
 
     fusion: Literal["convex", "rrf"] = "convex"
-    vector_weight: float = 0.6  # convex: weight of the vector list; keyword gets the rest
+    vector_weight: float = 0.5  # convex: weight of the vector list; keyword gets the rest
     rrf_k: int = RRF_K
     depth: int = 100  # results taken from each list before fusion
     candidates: int = 0  # rows kept by the 1-bit pass of the vector scan; 0: by index size
     title_weight: float = 1.0  # BM25 weight of the document title against the chunk text
-    normalise: Literal["minmax", "zscore"] = "minmax"  # convex: how each list is scaled
+    normalise: Literal["minmax", "zscore"] = "zscore"  # convex: how each list is scaled
 
 
 DEFAULT_PARAMS = Params()
