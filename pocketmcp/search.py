@@ -18,7 +18,7 @@ import pathspec
 
 from pocketmcp.core import fusion
 from pocketmcp.core.fusion import RRF_K
-from pocketmcp.core.keywords import fts_query
+from pocketmcp.core.keywords import fts_query, stems, terms
 from pocketmcp.core.safe import preview
 from pocketmcp.messages import rel_of
 from pocketmcp.service import NotReady, Service
@@ -108,35 +108,50 @@ async def search(service: Service, query: str, *, top_k: int = 8, flt: Filter | 
         raise ValueError(f"mode must be one of {', '.join(MODES)}")
     indexed = await service.wait_indexed()
     assert service.engine is not None
-    vector: npt.NDArray[np.float32] | None = None
-    if mode != "keyword":
-        vector = await anyio.to_thread.run_sync(service.engine.embedder.embed_query, query,
-                                                limiter=service.query_limiter)
+    embedder = service.engine.embedder
     # Documents can hold many chunks: look deeper when only one per document is kept.
     depth = max(params.depth, top_k * (4 if unique_docs else 1))
+    stage = _Stage({}, {}, {})
 
-    def run(reader: IndexReader) -> list[Match]:
-        stage = _stages(service, reader, query, vector, mode, depth, flt, params)
-        scores = _fuse_by_document(stage, params) if unique_docs and mode == "hybrid" else (
-            _fuse(stage, mode, params))
-        chosen: list[int] = []
-        seen_docs: set[int] = set()
-        for chunk_id in fusion.ranked(scores):
-            doc = stage.doc_of[chunk_id]
-            if unique_docs and doc in seen_docs:
-                continue
-            if score_threshold is not None and scores[chunk_id] < score_threshold:
-                break
-            seen_docs.add(doc)
-            chosen.append(chunk_id)
-            if len(chosen) == top_k:
-                break
+    async def by_meaning() -> None:
+        vector = await anyio.to_thread.run_sync(embedder.embed_query, query,
+                                                limiter=service.query_limiter)
+        await service.readers.run(
+            lambda reader: _vector_stage(service, reader, stage, vector, depth, flt, params))
+
+    async def by_words() -> None:
+        await service.readers.run(
+            lambda reader: _keyword_stage(reader, stage, query, depth, flt, params,
+                                          service.vectors.live))
+
+    # The two retrievers run side by side: embedding the query overlaps the BM25 query.
+    async with anyio.create_task_group() as tg:
+        if mode != "keyword":
+            tg.start_soon(by_meaning, name="pocketmcp.search.vector")
+        if mode != "vector":
+            tg.start_soon(by_words, name="pocketmcp.search.keyword")
+    scores = _fuse_by_document(stage, params) if unique_docs and mode == "hybrid" else (
+        _fuse(stage, mode, params))
+    chosen: list[int] = []
+    seen_docs: set[int] = set()
+    for chunk_id in fusion.ranked(scores):
+        doc = stage.doc_of[chunk_id]
+        if unique_docs and doc in seen_docs:
+            continue
+        if score_threshold is not None and scores[chunk_id] < score_threshold:
+            break
+        seen_docs.add(doc)
+        chosen.append(chunk_id)
+        if len(chosen) == top_k:
+            break
+
+    def details(reader: IndexReader) -> list[Match]:
         hits = reader.hits(chosen)  # details only for what is returned
         found = [_match(hits[c], scores[c], stage.vector.get(c), stage.keyword.get(c))
                  for c in chosen if c in hits]
         return _with_context(reader, found, context) if context and found else found
 
-    matches = await service.readers.run(run)
+    matches = await service.readers.run(details) if chosen else []
     if not matches and not indexed:
         raise NotReady("index still loading: the first scan of the folder has not finished "
                        "and nothing matches yet; try again in a few seconds")
@@ -182,33 +197,37 @@ def _fuse(stage: _Stage, mode: Mode, params: Params) -> dict[int, float]:
     return fusion.convex([stage.vector, stage.keyword], weights, params.normalise)
 
 
-def _stages(service: Service, reader: IndexReader, query: str,
-            vector: npt.NDArray[np.float32] | None, mode: Mode, depth: int,
-            flt: Filter | None, params: Params) -> _Stage:
-    """Both retrieval stages on one reader (blocking)."""
+def _vector_stage(service: Service, reader: IndexReader, stage: _Stage,
+                  vector: npt.NDArray[np.float32], depth: int, flt: Filter | None,
+                  params: Params) -> None:
+    """Nearest chunks by meaning into `stage` (blocking)."""
     allowed = _allowed(reader, flt)
-    stage = _Stage({}, {}, {})
-    if vector is not None:
-        index = service.vectors
-        index.sync(reader)
-        docs = None if allowed is None else np.asarray(allowed, dtype=np.int64)
-        ids, scores, doc_ids = index.search(vector, depth, candidates_for(index.live, params),
-                                            docs)
-        stage.vector = dict(zip(ids.tolist(), scores.tolist(), strict=True))
-        stage.doc_of.update(zip(ids.tolist(), doc_ids.tolist(), strict=True))
-    if mode != "vector":
-        match = fts_query(query)
-        if match is not None:
-            for chunk_id, score, doc_id in reader.search_keyword(match, depth, allowed,
-                                                                 params.title_weight):
-                stage.keyword[chunk_id] = score
-                stage.doc_of[chunk_id] = doc_id
-    return stage
+    index = service.vectors
+    index.sync(reader)
+    docs = None if allowed is None else np.asarray(allowed, dtype=np.int64)
+    ids, scores, doc_ids = index.search(vector, depth, candidates_for(index.live, params), docs)
+    stage.vector = dict(zip(ids.tolist(), scores.tolist(), strict=True))
+    stage.doc_of.update(zip(ids.tolist(), doc_ids.tolist(), strict=True))
+
+
+def _keyword_stage(reader: IndexReader, stage: _Stage, query: str, depth: int,
+                   flt: Filter | None, params: Params, total: int) -> None:
+    """Best chunks by BM25 into `stage` (blocking)."""
+    words = terms(query)
+    if not words:
+        return
+    match = fts_query(query, reader.term_docs(stems(words)), total)
+    if match is None:
+        return
+    for chunk_id, score, doc_id in reader.search_keyword(match, depth, _allowed(reader, flt),
+                                                         params.title_weight):
+        stage.keyword[chunk_id] = score
+        stage.doc_of[chunk_id] = doc_id
 
 
 def candidates_for(live: int, params: Params) -> int:
-    """Rows that survive the 1-bit pass: 2% of the index, at least 1000."""
-    return params.candidates or max(1000, live // 50)
+    """Rows that survive the 1-bit pass: 1% of the index, at least 2000."""
+    return params.candidates or max(2000, live // 100)
 
 
 def _match(hit: HitRow, score: float, vector_score: float | None,

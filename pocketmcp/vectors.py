@@ -12,6 +12,7 @@ transactions, so any process (writer or read-only) stays in step with what is co
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import numpy.typing as npt
@@ -23,6 +24,29 @@ I64 = npt.NDArray[np.int64]
 
 # Below this many vectors the float16 pass alone scans everything.
 EXACT_SCAN_LIMIT = 8192
+
+
+# Above this many rows the Hamming pass is split over two threads (numpy releases the GIL).
+PARALLEL_ROWS = 100_000
+_pool: ThreadPoolExecutor | None = None
+
+
+def _hamming(codes: npt.NDArray[np.uint64], query: npt.NDArray[np.uint64]
+             ) -> npt.NDArray[np.uint16]:
+    global _pool
+    if len(codes) < PARALLEL_ROWS:
+        return _hamming_part(codes, query)
+    if _pool is None:
+        _pool = ThreadPoolExecutor(2, thread_name_prefix="pocketmcp.hamming")
+    half = len(codes) // 2
+    parts = list(_pool.map(_hamming_part, (codes[:half], codes[half:]), (query, query)))
+    return np.concatenate(parts)
+
+
+def _hamming_part(codes: npt.NDArray[np.uint64], query: npt.NDArray[np.uint64]
+                  ) -> npt.NDArray[np.uint16]:
+    out: npt.NDArray[np.uint16] = np.bitwise_count(codes ^ query).sum(axis=1, dtype=np.uint16)
+    return out
 
 
 def _codes(vectors: F32, mean: F32) -> npt.NDArray[np.uint64]:
@@ -44,6 +68,7 @@ class VectorIndex:
         self._mean = np.zeros(dim, dtype=np.float32)
         self._mean_n = 0
         self._lock = threading.Lock()
+        self._seen_version: dict[int, int] = {}
         self._alloc(1024)
 
     def _alloc(self, capacity: int) -> None:
@@ -74,6 +99,10 @@ class VectorIndex:
     def sync(self, reader: IndexReader) -> None:
         """Apply what was committed since the last sync (blocking; call from a thread)."""
         with self._lock:
+            version = reader.data_version()
+            if self.loaded and version == self._seen_version.get(id(reader)):
+                return  # nothing committed since this reader last looked
+            self._seen_version[id(reader)] = version
             low, high = reader.log_bounds()
             if self.loaded and high == self.last_seq:
                 return
@@ -193,9 +222,12 @@ class VectorIndex:
                 pool = np.flatnonzero(alive)
             else:
                 qcode = _codes(query[None, :], self._mean)[0]
-                dist = np.bitwise_count(self.codes[:n] ^ qcode).sum(axis=1, dtype=np.uint16)
+                dist = _hamming(self.codes[:n], qcode)
                 dist[~alive] = np.iinfo(np.uint16).max
-                pool = np.argpartition(dist, candidates)[:candidates]
+                # The smallest distances by counting (distances are 0..dim), not by sorting.
+                counts = np.bincount(dist, minlength=self.dim + 1)[:self.dim + 1]
+                cut = int(np.searchsorted(np.cumsum(counts), candidates))
+                pool = np.flatnonzero(dist <= cut)
             scores = self.f16[pool].astype(np.float32) @ query
             take = min(k, len(pool))
             best = np.argpartition(-scores, take - 1)[:take] if take < len(pool) else np.arange(

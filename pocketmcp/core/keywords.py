@@ -1,8 +1,11 @@
-"""Turning a free-text query into an FTS5 query. Pure."""
+"""Turning a free-text query into an FTS5 query. Pure (the stemmer is a pure library)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from functools import cache
+from typing import Any
 
 # Common English words: they match most chunks, add little, and make OR-queries slow.
 _STOPWORD_TEXT = """
@@ -19,6 +22,8 @@ STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_TERMS = 32
+MAX_QUERY_TERMS = 12  # rarest words kept for the FTS5 query
+COMMON_SHARE = 0.1  # words in more than this share of the chunks are dropped
 
 
 def terms(query: str) -> list[str]:
@@ -33,9 +38,34 @@ def terms(query: str) -> list[str]:
     return out[:MAX_TERMS]
 
 
-def fts_query(query: str) -> str | None:
-    """An FTS5 MATCH expression: any of the query's content words. None when it has none."""
+def stems(words: list[str]) -> list[str]:
+    """Porter stems, as FTS5's porter tokenizer makes them (nearly always the same)."""
+    return [str(s) for s in _stemmer().stemWords(words)]
+
+
+@cache
+def _stemmer() -> Any:
+    import snowballstemmer
+
+    return snowballstemmer.stemmer("porter")
+
+
+def fts_query(query: str, df: Mapping[str, int] | None = None, total: int = 0,
+              common: float = COMMON_SHARE, most: int = MAX_QUERY_TERMS) -> str | None:
+    """An FTS5 MATCH expression: any of the query's content words. None when it has none.
+
+    With `df` (chunks holding each stem) and `total` (chunks in all), words in more than
+    `common` of the chunks are dropped while rarer ones remain, and only the `most` rarest
+    are kept: such words add almost nothing to BM25 but make an OR-query score most of the
+    index.
+    """
     words = terms(query)
     if not words:
         return None
+    if df is not None and total > 0:
+        counts = [df.get(stem, 0) for stem in stems(words)]
+        ranked = sorted(range(len(words)), key=lambda i: counts[i])
+        rare = [i for i in ranked if counts[i] <= common * total]
+        keep = (rare or ranked[:1])[:most]
+        words = [words[i] for i in sorted(keep)]
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)

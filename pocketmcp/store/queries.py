@@ -162,6 +162,18 @@ class IndexReader:
         )
         return [VectorHit(*row) for row in rows]
 
+    def data_version(self) -> int:
+        """Changes whenever another connection commits (SQLite's own counter)."""
+        return int(self._rows("PRAGMA data_version")[0][0])
+
+    def term_docs(self, terms: Sequence[str]) -> dict[str, int]:
+        """How many chunks hold each (stemmed) term."""
+        if not terms:
+            return {}
+        marks = ",".join("?" * len(terms))
+        return {str(t): int(d) for t, d in self._rows(
+            f"SELECT term, doc FROM chunks_vocab WHERE term IN ({marks})", list(terms))}
+
     def search_keyword(self, match: str, k: int, doc_ids: Sequence[int] | None = None,
                        title_weight: float = 1.0) -> list[tuple[int, float, int]]:
         """BM25 over chunk text and document title: (chunk_id, score, doc_id), best first."""
@@ -208,7 +220,10 @@ class IndexReader:
 
     def log_bounds(self) -> tuple[int, int]:
         """(lowest, highest) sequence number in the chunk log, (0, 0) when empty."""
-        row = self._rows("SELECT coalesce(min(seq), 0), coalesce(max(seq), 0) FROM chunk_log")[0]
+        # Two queries: min() and max() together would scan the table instead of seeking.
+        low = self._rows("SELECT coalesce(min(seq), 0) FROM chunk_log")[0][0]
+        high = self._rows("SELECT coalesce(max(seq), 0) FROM chunk_log")[0][0]
+        row = (low, high)
         if row[1] == 0:
             # An empty log may still have had entries: sqlite_sequence remembers the last.
             seq = self._rows("SELECT seq FROM sqlite_sequence WHERE name = 'chunk_log'")

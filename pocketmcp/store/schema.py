@@ -71,6 +71,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """CREATE VIRTUAL TABLE chunks_fts USING fts5(
                title, text, content='', contentless_delete=1,
                tokenize='porter unicode61 remove_diacritics 2')""",
+        "CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts, row)",
         """INSERT INTO chunks_fts(rowid, title, text)
                SELECT v.chunk_id, d.title, v.text FROM vec_chunks v
                JOIN documents d ON d.doc_id = v.doc_id""",
