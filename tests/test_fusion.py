@@ -84,3 +84,21 @@ def test_terms_keep_distinct_content_words(query, expected) -> None:
 def test_fts_query_quotes_every_term_and_ors_them() -> None:
     assert fts_query('p53 "mutant" NEAR') == '"p53" OR "mutant" OR "near"'
     assert fts_query("of the") is None
+
+
+def test_keyword_queries_keep_the_rarest_words_within_the_budgets() -> None:
+    from pocketmcp.core.keywords import stems
+
+    words = ["protein", "mitochondria", "cells", "expression"]
+    df = dict(zip(stems(words), [5_000, 40, 90_000, 20_000], strict=True))
+    # Rarest first; "cells" is in 9% of 1M chunks but would break the postings budget.
+    assert fts_query("protein mitochondria cells expression", df, total=1_000_000,
+                     budget=30_000) == '"protein" OR "mitochondria" OR "expression"'
+    assert fts_query("protein mitochondria cells expression", df, total=1_000_000,
+                     budget=10_000) == '"protein" OR "mitochondria"'
+    # A word in more than 10% of the chunks goes even when the budget would allow it.
+    assert fts_query("cells", df, total=1_000_000) == '"cells"'  # ...unless it is the only one
+    assert fts_query("cells mitochondria", df, total=100_000,
+                     budget=10**9) == '"mitochondria"'
+    # Unknown stems count as rare.
+    assert fts_query("zyxwv cells", {}, total=1000) == '"zyxwv" OR "cells"'

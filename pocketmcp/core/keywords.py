@@ -24,6 +24,7 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_TERMS = 32
 MAX_QUERY_TERMS = 12  # rarest words kept for the FTS5 query
 COMMON_SHARE = 0.1  # words in more than this share of the chunks are dropped
+POSTINGS_BUDGET = 30_000  # chunks an OR-query may have to score, summed over its words
 
 
 def terms(query: str) -> list[str]:
@@ -51,13 +52,14 @@ def _stemmer() -> Any:
 
 
 def fts_query(query: str, df: Mapping[str, int] | None = None, total: int = 0,
-              common: float = COMMON_SHARE, most: int = MAX_QUERY_TERMS) -> str | None:
+              common: float = COMMON_SHARE, most: int = MAX_QUERY_TERMS,
+              budget: int = POSTINGS_BUDGET) -> str | None:
     """An FTS5 MATCH expression: any of the query's content words. None when it has none.
 
-    With `df` (chunks holding each stem) and `total` (chunks in all), words in more than
-    `common` of the chunks are dropped while rarer ones remain, and only the `most` rarest
-    are kept: such words add almost nothing to BM25 but make an OR-query score most of the
-    index.
+    With `df` (chunks holding each stem) and `total` (chunks in all), the rarest words are
+    kept first: at most `most`, none in more than `common` of the chunks, and no more than
+    `budget` postings in all (the rarest word always). Common words add almost nothing to
+    BM25, yet an OR-query has to score every chunk that holds any of them.
     """
     words = terms(query)
     if not words:
@@ -65,7 +67,12 @@ def fts_query(query: str, df: Mapping[str, int] | None = None, total: int = 0,
     if df is not None and total > 0:
         counts = [df.get(stem, 0) for stem in stems(words)]
         ranked = sorted(range(len(words)), key=lambda i: counts[i])
-        rare = [i for i in ranked if counts[i] <= common * total]
-        keep = (rare or ranked[:1])[:most]
+        keep = ranked[:1]
+        spent = counts[ranked[0]]
+        for i in ranked[1:most]:
+            if counts[i] > common * total or spent + counts[i] > budget:
+                break
+            keep.append(i)
+            spent += counts[i]
         words = [words[i] for i in sorted(keep)]
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
