@@ -156,6 +156,9 @@ class Embedder:
         truncation = self.tokenizer.truncation or {}
         self.max_tokens = int(truncation.get("max_length", BUNDLED_MAX_TOKENS))
         self.dim = spec.dim
+        self._queries: _QueryEncoder | None = None
+        if spec.model_id == DEFAULT_MODEL_ID and spec.path is not None:
+            self._queries = _QueryEncoder(spec.path / "model.onnx", self.tokenizer)
 
     def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
         """Vectors of `texts` as one float32 array, rows normalised to length 1."""
@@ -168,11 +171,53 @@ class Embedder:
         return _normalised(np.asarray(rows, dtype=np.float32))
 
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
+        if self._queries is not None:
+            return self._queries.embed(text)
         try:
             rows = list(self._model.query_embed([text]))
         except Exception as exc:
             raise EmbeddingError(f"embedding failed: {exc}") from exc
         vector: npt.NDArray[np.float32] = _normalised(np.asarray(rows, dtype=np.float32))[0]
+        return vector
+
+
+class _QueryEncoder:
+    """A second, small onnxruntime session for queries of the default (mean-pooled) model.
+
+    One thread that does not spin after each run: a query takes a few milliseconds and
+    neither waits behind indexing batches nor steals the other core from the search.
+    """
+
+    def __init__(self, onnx_path: Path, tokenizer: Tokenizer) -> None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        try:
+            self._session = ort.InferenceSession(str(onnx_path), sess_options=options,
+                                                 providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime's own errors
+            raise EmbeddingError(f"cannot load {onnx_path}: {exc}") from exc
+        self._inputs = {i.name for i in self._session.get_inputs()}
+        self._tokenizer = tokenizer
+
+    def embed(self, text: str) -> npt.NDArray[np.float32]:
+        encoding = self._tokenizer.encode(text)
+        ids = np.asarray([encoding.ids], dtype=np.int64)
+        mask = np.asarray([encoding.attention_mask], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask,
+                 "token_type_ids": np.zeros_like(ids)}
+        try:
+            hidden = self._session.run(None, {k: v for k, v in feeds.items()
+                                              if k in self._inputs})[0]
+        except Exception as exc:
+            raise EmbeddingError(f"embedding failed: {exc}") from exc
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        vector: npt.NDArray[np.float32] = _normalised(pooled.astype(np.float32))[0]
         return vector
 
 
