@@ -77,7 +77,7 @@ def bare_chunks_per_s(folder: Path, batch_size: int) -> tuple[int, float]:
     embedder = Embedder(ModelSpec(config))
     chunker = Chunker(embedder.tokenizer, size=config.chunk_size, overlap=config.chunk_overlap,
                       max_tokens=embedder.max_tokens)
-    texts = [c.text for path in sorted(folder.rglob("*.md"))
+    texts = [c.embed_text for path in sorted(folder.rglob("*.md"))
              for c in chunker.split(clean(path.read_text(encoding="utf-8")))]
     model = embedder._model
     started = time.perf_counter()

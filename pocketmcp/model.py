@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -157,8 +158,17 @@ class Embedder:
         self.max_tokens = int(truncation.get("max_length", BUNDLED_MAX_TOKENS))
         self.dim = spec.dim
         self._queries: _QueryEncoder | None = None
-        if spec.model_id == DEFAULT_MODEL_ID and spec.path is not None:
-            self._queries = _QueryEncoder(spec.path / "model.onnx", self.tokenizer)
+        self._query_lock = threading.Lock()
+
+    def _query_encoder(self) -> _QueryEncoder | None:
+        """The query session, made on the first query (indexing alone never needs it)."""
+        spec = self.spec
+        if spec.model_id != DEFAULT_MODEL_ID or spec.path is None:
+            return None
+        with self._query_lock:
+            if self._queries is None:
+                self._queries = _QueryEncoder(spec.path / "model.onnx", self.tokenizer)
+        return self._queries
 
     def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
         """Vectors of `texts` as one float32 array, rows normalised to length 1."""
@@ -171,8 +181,9 @@ class Embedder:
         return _normalised(np.asarray(rows, dtype=np.float32))
 
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
-        if self._queries is not None:
-            return self._queries.embed(text)
+        queries = self._query_encoder()
+        if queries is not None:
+            return queries.embed(text)
         try:
             rows = list(self._model.query_embed([text]))
         except Exception as exc:

@@ -127,6 +127,9 @@ class Service:
         if self.writer is None:
             await self._wait_for_index(spec.model_id, spec.dim)
         await self.readers.run(self.vectors.sync)  # vectors into memory before the first search
+        # The query session loads on first use: load it now, not in the first search.
+        await anyio.to_thread.run_sync(self.engine.embedder.embed_query, "warm up",
+                                       limiter=self.query_limiter)
         self.ready.set()
         self.status.phase = "indexing" if self.writer is not None and self.watch else "ready"
         log.info("ready", role=self.status.role, model=spec.model_id,

@@ -103,8 +103,11 @@ class Chunker:
             return [(start, piece, path)]
         budget = self.max_tokens - SPECIAL_TOKENS - (
             self.count([prefix])[0] - SPECIAL_TOKENS if prefix else 0)
+        # Budgets are rounded down to a multiple of 32: each distinct budget keeps a splitter
+        # with its own copy of the tokenizer (several MB), so only a few may exist.
+        budget = max(32, budget - budget % 32)
         out: list[tuple[int, str, str]] = []
-        for sub_start, sub in self._by_tokens(max(16, budget)).chunk_indices(piece):
+        for sub_start, sub in self._by_tokens(budget).chunk_indices(piece):
             out.extend(self._hard_cut(start + sub_start, sub, path))
         return out
 
