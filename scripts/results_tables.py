@@ -14,14 +14,14 @@ def search_table() -> str:
     rows = ["| chunks | hybrid p50 / p95 | vector p50 / p95 | keyword p50 / p95 | vector stage "
             "p50 | numpy scan p50 | stage / numpy | recall@10 | index memory | load |",
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for r in data["results"]:
-        rows.append(
-            f"| {r['chunks']:,} | {r['hybrid']['p50_ms']:.1f} / {r['hybrid']['p95_ms']:.1f} ms "
-            f"| {r['vector']['p50_ms']:.1f} / {r['vector']['p95_ms']:.1f} ms "
-            f"| {r['keyword']['p50_ms']:.1f} / {r['keyword']['p95_ms']:.1f} ms "
-            f"| {r['vector_stage_p50_ms']:.2f} ms | {r['numpy_scan_p50_ms']:.2f} ms "
-            f"| {r['stage_over_numpy']:.2f} | {r['recall@10']:.4f} "
-            f"| {r['vector_index_mib']:.0f} MiB | {r['load_s']:.1f} s |")
+    rows += [
+        f"| {r['chunks']:,} | {r['hybrid']['p50_ms']:.1f} / {r['hybrid']['p95_ms']:.1f} ms "
+        f"| {r['vector']['p50_ms']:.1f} / {r['vector']['p95_ms']:.1f} ms "
+        f"| {r['keyword']['p50_ms']:.1f} / {r['keyword']['p95_ms']:.1f} ms "
+        f"| {r['vector_stage_p50_ms']:.2f} ms | {r['numpy_scan_p50_ms']:.2f} ms "
+        f"| {r['stage_over_numpy']:.2f} | {r['recall@10']:.4f} "
+        f"| {r['vector_index_mib']:.0f} MiB | {r['load_s']:.1f} s |"
+        for r in data["results"]]
     return "\n".join(rows)
 
 
