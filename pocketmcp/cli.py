@@ -278,6 +278,8 @@ async def _search(config: Config, args: argparse.Namespace) -> int:
         raise PocketError(f"-k {args.top_k} is not valid: -k accepts 1 to 100")
     if not config.sqlite_path.exists():
         raise PocketError(f"no index at {config.sqlite_path}; run `pocketmcp index` first")
+    if config.log_level == "info":
+        logs.configure("warning")  # the hits are the output; start-up chatter is not
     service = Service(config, watch=False)
     try:
         async with anyio.create_task_group() as tg:

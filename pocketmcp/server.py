@@ -50,7 +50,8 @@ class SearchMatch(BaseModel):
     idx: int = Field(description="Position of the chunk in its document.")
     score: float = Field(description=(
         "Higher is better. vector mode: 1 - cosine distance; keyword mode: BM25 scaled to "
-        "0-1 within the results; hybrid: the fused score, 0-1."))
+        "0-1 within the results; hybrid: the fused score (a weighted sum of the two lists' "
+        "standard scores, shifted to start at 0; compare it within one result list)."))
     vector_score: float | None = Field(description="Cosine similarity, when it was scored.")
     keyword_score: float | None = Field(description="BM25 score, when it matched keywords.")
     preview: str
@@ -195,7 +196,8 @@ def build_server(service: Service, *, name: str = "pocketmcp",
         top_k: Annotated[int, Field(ge=1, le=50, description="Number of matches.")] = 8,
         filter: SearchFilter | None = None,
         score_threshold: Annotated[float | None, Field(
-            ge=-1.0, le=1.0, description="Drop matches scoring below this.")] = None,
+            description="Drop matches whose `score` is below this (in vector mode a cosine "
+                        "similarity, e.g. 0.3).")] = None,
         mode: Annotated[Literal["hybrid", "vector", "keyword"], Field(
             description="hybrid: meaning and keywords fused (best overall); vector: meaning "
                         "only; keyword: BM25 on words only.")] = "hybrid",

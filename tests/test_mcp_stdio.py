@@ -149,7 +149,7 @@ async def test_search_filters_by_document_and_path_and_threshold(tmp_path: Path)
                                                "filter": {"doc_ids": [infra_id]}})
         assert {m["doc_id"] for m in by_id["matches"]} == {infra_id}
         strict = await call(session, "search", {"query": "kubernetes service",
-                                                "score_threshold": 0.3})
+                                                "mode": "vector", "score_threshold": 0.3})
         assert [m["path"] for m in strict["matches"]] == ["infra.md"]
 
 
