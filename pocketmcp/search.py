@@ -32,12 +32,13 @@ class Params(msgspec.Struct, frozen=True, kw_only=True):
     """Tuning of the search stages; defaults chosen by `pocketmcp eval` on SciFact."""
 
     fusion: Literal["convex", "rrf"] = "convex"
-    vector_weight: float = 0.5  # convex: weight of the vector list; keyword gets the rest
+    vector_weight: float = 0.6  # convex: weight of the vector list; keyword gets the rest
     rrf_k: int = RRF_K
     depth: int = 100  # results taken from each list before fusion
     candidates: int = 0  # rows kept by the 1-bit pass of the vector scan; 0: by index size
     title_weight: float = 1.0  # BM25 weight of the document title against the chunk text
     normalise: Literal["minmax", "zscore"] = "zscore"  # convex: how each list is scaled
+    document_keywords: bool = True  # one match per document: BM25 over whole documents
 
 
 DEFAULT_PARAMS = Params()
@@ -97,6 +98,8 @@ class _Stage(msgspec.Struct):
     vector: dict[int, float]
     keyword: dict[int, float]
     doc_of: dict[int, int]
+    doc_keyword: dict[int, float] = msgspec.field(default_factory=dict)
+    first_chunk: dict[int, int] = msgspec.field(default_factory=dict)
 
 
 async def search(service: Service, query: str, *, top_k: int = 8, flt: Filter | None = None,
@@ -122,7 +125,8 @@ async def search(service: Service, query: str, *, top_k: int = 8, flt: Filter | 
     async def by_words() -> None:
         await service.readers.run(
             lambda reader: _keyword_stage(reader, stage, query, depth, flt, params,
-                                          service.vectors.live))
+                                          service.vectors.live,
+                                          unique_docs and params.document_keywords))
 
     # The two retrievers run side by side: embedding the query overlaps the BM25 query.
     async with anyio.create_task_group() as tg:
@@ -130,7 +134,7 @@ async def search(service: Service, query: str, *, top_k: int = 8, flt: Filter | 
             tg.start_soon(by_meaning, name="pocketmcp.search.vector")
         if mode != "vector":
             tg.start_soon(by_words, name="pocketmcp.search.keyword")
-    scores = _fuse_by_document(stage, params) if unique_docs and mode == "hybrid" else (
+    scores = _fuse_by_document(stage, params, mode) if unique_docs and mode != "vector" else (
         _fuse(stage, mode, params))
     chosen: list[int] = []
     seen_docs: set[int] = set()
@@ -158,22 +162,30 @@ async def search(service: Service, query: str, *, top_k: int = 8, flt: Filter | 
     return matches
 
 
-def _fuse_by_document(stage: _Stage, params: Params) -> dict[int, float]:
-    """Hybrid scores when one match per document is wanted: each document's best chunk for
-    meaning and best chunk for keywords are fused (they are often different chunks), and the
-    document is represented by its chunk that fuses best."""
-    per_doc = [_best_per_doc(stage.vector, stage.doc_of), _best_per_doc(stage.keyword,
-                                                                         stage.doc_of)]
-    weights = [params.vector_weight, 1 - params.vector_weight]
-    if params.fusion == "rrf":
-        doc_scores = fusion.rrf([fusion.ranked(d) for d in per_doc], weights, params.rrf_k)
+def _fuse_by_document(stage: _Stage, params: Params, mode: Mode) -> dict[int, float]:
+    """Scores when one match per document is wanted. A document's best chunk for meaning and
+    its BM25 as a whole (or its best chunk for words) are fused, and the document is shown
+    by its chunk that fuses best (its first chunk when only the document matched)."""
+    words = stage.doc_keyword or _best_per_doc(stage.keyword, stage.doc_of)
+    if mode == "keyword":
+        doc_scores = fusion.minmax(words)
     else:
-        doc_scores = fusion.convex(per_doc, weights, params.normalise)
-    chunk_scores = _fuse(stage, "hybrid", params)
+        per_doc = [_best_per_doc(stage.vector, stage.doc_of), words]
+        weights = [params.vector_weight, 1 - params.vector_weight]
+        if params.fusion == "rrf":
+            doc_scores = fusion.rrf([fusion.ranked(d) for d in per_doc], weights,
+                                    params.rrf_k)
+        else:
+            doc_scores = fusion.convex(per_doc, weights, params.normalise)
+    chunk_scores = _fuse(stage, mode, params)
     best: dict[int, int] = {}
     for chunk_id in fusion.ranked(chunk_scores):
         best.setdefault(stage.doc_of[chunk_id], chunk_id)
-    return {chunk_id: doc_scores[doc] for doc, chunk_id in best.items()}
+    for doc, chunk_id in stage.first_chunk.items():
+        if doc not in best:
+            best[doc] = chunk_id
+            stage.doc_of[chunk_id] = doc
+    return {chunk_id: doc_scores[doc] for doc, chunk_id in best.items() if doc in doc_scores}
 
 
 def _best_per_doc(scores: dict[int, float], doc_of: dict[int, int]) -> dict[int, float]:
@@ -211,18 +223,23 @@ def _vector_stage(service: Service, reader: IndexReader, stage: _Stage,
 
 
 def _keyword_stage(reader: IndexReader, stage: _Stage, query: str, depth: int,
-                   flt: Filter | None, params: Params, total: int) -> None:
-    """Best chunks by BM25 into `stage` (blocking)."""
+                   flt: Filter | None, params: Params, total: int, documents: bool) -> None:
+    """Best chunks (and with `documents`, best whole documents) by BM25 into `stage`."""
     words = terms(query)
     if not words:
         return
     match = fts_query(query, reader.term_docs(stems(words)), total)
     if match is None:
         return
-    for chunk_id, score, doc_id in reader.search_keyword(match, depth, _allowed(reader, flt),
+    allowed = _allowed(reader, flt)
+    for chunk_id, score, doc_id in reader.search_keyword(match, depth, allowed,
                                                          params.title_weight):
         stage.keyword[chunk_id] = score
         stage.doc_of[chunk_id] = doc_id
+    if documents:
+        stage.doc_keyword = dict(reader.search_documents(match, depth, allowed,
+                                                         params.title_weight))
+        stage.first_chunk = reader.first_chunks(sorted(stage.doc_keyword))
 
 
 def candidates_for(live: int, params: Params) -> int:

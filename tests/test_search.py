@@ -61,8 +61,13 @@ async def test_keyword_results_follow_updates_and_deletes(service: Service) -> N
     await _add(service, ("n", "The quarterly report now mentions pelicans."))
     assert await search(service, "flamingos", mode="keyword") == []
     assert [m.doc_id for m in await search(service, "pelicans", mode="keyword")] == [ids["n"]]
+    # Whole-document keyword search (one match per document) follows too.
+    assert [m.doc_id for m in await search(service, "pelicans", mode="keyword",
+                                           unique_docs=True)] == [ids["n"]]
+    assert await search(service, "flamingos", mode="keyword", unique_docs=True) == []
     await delete_documents(service, None, ["n"])
     assert await search(service, "pelicans", mode="keyword") == []
+    assert await search(service, "pelicans", mode="keyword", unique_docs=True) == []
     assert await search(service, "pelicans", mode="vector") == []
 
 
@@ -81,6 +86,23 @@ async def test_a_filter_still_returns_k_results_when_k_exist(service: Service) -
         found = await search(service, "rocket launch orbit", mode=mode, top_k=5,
                              flt=Filter(doc_ids=(ids["soup"],)))
         assert len(found) == 5 and {m.doc_id for m in found} == {ids["soup"]}
+
+
+async def test_whole_document_keywords_find_words_spread_over_chunks(
+    service: Service
+) -> None:
+    # "quasar" and "telescope" never share a chunk, but they share the document.
+    filler = " ".join(f"Sentence {i} is filler about nothing in particular." for i in range(24))
+    others = [(f"other{i}", f"Note {i} on gardening and cooking. {filler}") for i in range(20)]
+    ids = await _add(service, *others,
+                     ("spread", f"The quasar was bright. {filler} The telescope was old."),
+                     ("quasar-only", f"A quasar is an active galactic nucleus. {filler}"),
+                     ("telescope-only", f"The telescope has a large mirror. {filler}"))
+    spread = await search(service, "quasar", mode="keyword", flt=Filter(
+        doc_ids=(ids["spread"],)), top_k=10)
+    assert {m.idx for m in spread} == {0}  # the two words are in different chunks
+    found = await search(service, "quasar telescope", mode="keyword", unique_docs=True)
+    assert found[0].doc_id == ids["spread"]
 
 
 async def test_unique_docs_keeps_the_best_chunk_of_each_document(service: Service) -> None:

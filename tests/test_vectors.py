@@ -156,6 +156,9 @@ def test_an_index_from_schema_1_is_migrated_with_its_chunks_searchable(db: Path)
     try:
         assert reader.search_keyword('"papyrus"', 5) != []
         assert reader.search_keyword('"ancient"', 5) != []  # the title is indexed too
+        assert reader.search_documents('"papyrus"', 5) == []  # content "x" only
+        assert reader.search_documents('"ancient"', 5) == [(1, pytest.approx(
+            reader.search_documents('"ancient"', 5)[0][1]))]
         index = VectorIndex(DIM)
         index.sync(reader)
         assert index.live == 1

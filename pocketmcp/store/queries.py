@@ -192,6 +192,27 @@ class IndexReader:
             "JOIN chunks c ON c.chunk_id = top.chunk_id ORDER BY top.score DESC", args)
         return [(int(r[0]), float(r[1]), int(r[2])) for r in rows]
 
+    def search_documents(self, match: str, k: int, doc_ids: Sequence[int] | None = None,
+                         title_weight: float = 1.0) -> list[tuple[int, float]]:
+        """BM25 over whole documents: (doc_id, score), best first."""
+        where, args = "", [title_weight, match]
+        if doc_ids is not None:
+            if not doc_ids:
+                return []
+            where = f" AND rowid IN ({','.join('?' * len(doc_ids))})"
+            args.extend(doc_ids)
+        args.append(k)
+        return [(int(r[0]), float(r[1])) for r in self._rows(
+            "SELECT rowid, -bm25(documents_fts, ?, 1.0) AS score FROM documents_fts "
+            f"WHERE documents_fts MATCH ?{where} ORDER BY score DESC LIMIT ?", args)]
+
+    def first_chunks(self, doc_ids: Sequence[int]) -> dict[int, int]:
+        """Each document's first chunk id."""
+        marks = ",".join("?" * len(doc_ids))
+        return {int(d): int(c) for d, c in self._rows(
+            f"SELECT doc_id, chunk_id FROM chunks WHERE idx = 0 AND doc_id IN ({marks})",
+            list(doc_ids))} if doc_ids else {}
+
     def hits(self, chunk_ids: Sequence[int]) -> dict[int, HitRow]:
         """Details of chunks by id (those that still exist)."""
         found: dict[int, HitRow] = {}

@@ -84,6 +84,15 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """CREATE TRIGGER chunk_removed AFTER DELETE ON chunks BEGIN
                INSERT INTO chunk_log(chunk_id, added) VALUES (old.chunk_id, 0); END""",
     ),
+    (
+        # Keyword search over whole documents, for results with one match per document:
+        # BM25 over a document's chunks one at a time misses words that sit in its others.
+        """CREATE VIRTUAL TABLE documents_fts USING fts5(
+               title, content, content='', contentless_delete=1,
+               tokenize='porter unicode61 remove_diacritics 2')""",
+        """INSERT INTO documents_fts(rowid, title, content)
+               SELECT doc_id, title, content FROM documents""",
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -179,6 +179,10 @@ class IndexWriter:
                 (doc.source, doc.uri, doc.title, doc.library, metadata, doc.content, doc.sha256,
                  doc.size_bytes, doc.mtime_ns, len(chunks), now, doc_id),
             )
+        if row is not None:
+            self._sql("DELETE FROM documents_fts WHERE rowid = ?", (doc_id,))
+        self._sql("INSERT INTO documents_fts(rowid, title, content) VALUES (?, ?, ?)",
+                  (doc_id, doc.title, doc.content))
         self._insert_chunks(doc_id, doc.title, chunks, vectors)
         return Written(doc_id, "inserted" if row is None else "updated", len(chunks), removed)
 
@@ -227,5 +231,6 @@ class IndexWriter:
         if self._sql("SELECT 1 FROM documents WHERE doc_id = ?", (doc_id,)).fetchone() is None:
             return None
         removed = self._delete_chunks(doc_id)
+        self._sql("DELETE FROM documents_fts WHERE rowid = ?", (doc_id,))
         self._sql("DELETE FROM documents WHERE doc_id = ?", (doc_id,))
         return doc_id, removed
