@@ -168,11 +168,14 @@ class IndexReader:
 
     def term_docs(self, terms: Sequence[str]) -> dict[str, int]:
         """How many chunks hold each (stemmed) term."""
-        if not terms:
-            return {}
-        marks = ",".join("?" * len(terms))
-        return {str(t): int(d) for t, d in self._rows(
-            f"SELECT term, doc FROM chunks_vocab WHERE term IN ({marks})", list(terms))}
+        # One term at a time: fts5vocab seeks a single term but walks its whole vocabulary
+        # for an IN list (8 ms against 0.6 ms at 50k chunks).
+        found: dict[str, int] = {}
+        for term in dict.fromkeys(terms):
+            rows = self._rows("SELECT doc FROM chunks_vocab WHERE term = ?", (term,))
+            if rows:
+                found[term] = int(rows[0][0])
+        return found
 
     def search_keyword(self, match: str, k: int, doc_ids: Sequence[int] | None = None,
                        title_weight: float = 1.0) -> list[tuple[int, float, int]]:
