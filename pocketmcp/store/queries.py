@@ -145,8 +145,9 @@ class IndexReader:
 
     def search_vector(self, query: bytes, k: int,
                       doc_ids: Sequence[int] | None = None) -> list[VectorHit]:
-        """The k nearest chunks, optionally only among `doc_ids` (filtered inside the KNN,
-        so k results come back whenever k exist)."""
+        """Exact k nearest chunks by sqlite-vec's own scan, optionally only among `doc_ids`
+        (filtered inside the KNN). Search uses the in-memory index; this is the reference
+        it can be checked against."""
         where, args = "", [query, k]
         if doc_ids is not None:
             if not doc_ids:
@@ -287,10 +288,6 @@ class IndexReader:
         except sqlite_errors() as exc:
             raise StoreError(f"{self.db_path}: {exc}") from exc
         return seq
-
-    def embeddings(self, ids: Sequence[int], dim: int) -> dict[int, npt.NDArray[np.float32]]:
-        found = self.vectors_by_ids(ids, dim)
-        return {int(i): found[2][r] for r, i in enumerate(found[0])}
 
     # -- documents -------------------------------------------------------------------------
 
