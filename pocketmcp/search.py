@@ -115,16 +115,20 @@ async def search(service: Service, query: str, *, top_k: int = 8, flt: Filter | 
     # Documents can hold many chunks: look deeper when only one per document is kept.
     depth = max(params.depth, top_k * (4 if unique_docs else 1))
     stage = _Stage({}, {}, {})
+    # The filter's documents, worked out once for both retrievers.
+    allowed = None if flt is None else await service.readers.run(
+        lambda reader: _allowed(reader, flt))
 
     async def by_meaning() -> None:
         vector = await anyio.to_thread.run_sync(embedder.embed_query, query,
                                                 limiter=service.query_limiter)
         await service.readers.run(
-            lambda reader: _vector_stage(service, reader, stage, vector, depth, flt, params))
+            lambda reader: _vector_stage(service, reader, stage, vector, depth, allowed,
+                                         params))
 
     async def by_words() -> None:
         await service.readers.run(
-            lambda reader: _keyword_stage(reader, stage, query, depth, flt, params,
+            lambda reader: _keyword_stage(reader, stage, query, depth, allowed, params,
                                           service.vectors.live,
                                           unique_docs and params.document_keywords))
 
@@ -210,10 +214,9 @@ def _fuse(stage: _Stage, mode: Mode, params: Params) -> dict[int, float]:
 
 
 def _vector_stage(service: Service, reader: IndexReader, stage: _Stage,
-                  vector: npt.NDArray[np.float32], depth: int, flt: Filter | None,
+                  vector: npt.NDArray[np.float32], depth: int, allowed: list[int] | None,
                   params: Params) -> None:
     """Nearest chunks by meaning into `stage` (blocking)."""
-    allowed = _allowed(reader, flt)
     index = service.vectors
     index.sync(reader)
     docs = None if allowed is None else np.asarray(allowed, dtype=np.int64)
@@ -223,7 +226,8 @@ def _vector_stage(service: Service, reader: IndexReader, stage: _Stage,
 
 
 def _keyword_stage(reader: IndexReader, stage: _Stage, query: str, depth: int,
-                   flt: Filter | None, params: Params, total: int, documents: bool) -> None:
+                   allowed: list[int] | None, params: Params, total: int,
+                   documents: bool) -> None:
     """Best chunks (and with `documents`, best whole documents) by BM25 into `stage`."""
     words = terms(query)
     if not words:
@@ -231,7 +235,6 @@ def _keyword_stage(reader: IndexReader, stage: _Stage, query: str, depth: int,
     match = fts_query(query, reader.term_docs(stems(words)), total)
     if match is None:
         return
-    allowed = _allowed(reader, flt)
     for chunk_id, score, doc_id in reader.search_keyword(match, depth, allowed,
                                                          params.title_weight):
         stage.keyword[chunk_id] = score

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +52,22 @@ def _recall(index: VectorIndex, reader: IndexReader, vectors: np.ndarray,
     return found / (k * len(queries))
 
 
+@contextmanager
+def indexed(db: Path, vectors: np.ndarray, per_doc: int
+            ) -> Iterator[tuple[IndexWriter, IndexReader, VectorIndex]]:
+    """A writer holding `vectors`, a reader, and a vector index synced with it."""
+    writer = IndexWriter(db, model_id="m", dim=vectors.shape[1])
+    _add_docs(writer, vectors, per_doc=per_doc)
+    reader = IndexReader(db)
+    try:
+        index = VectorIndex(vectors.shape[1])
+        index.sync(reader)
+        yield writer, reader, index
+    finally:
+        reader.close()
+        writer.close()
+
+
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
     return tmp_path / "index.db"
@@ -58,31 +76,18 @@ def db(tmp_path: Path) -> Path:
 def test_two_pass_search_finds_what_exact_search_finds(db: Path) -> None:
     n, dim = 4 * EXACT_SCAN_LIMIT, 384  # the model's dimension
     vectors = _clustered(n, seed=1, dim=dim)
-    writer = IndexWriter(db, model_id="m", dim=dim)
-    _add_docs(writer, vectors, per_doc=8)
-    reader = IndexReader(db)
-    try:
-        index = VectorIndex(dim)
-        index.sync(reader)
+    with indexed(db, vectors, per_doc=8) as (_, reader, index):
         assert index.live == n
         # Queries resemble the corpus, as real ones resemble the documents they look for.
         rng = np.random.default_rng(2)
         queries = vectors[rng.integers(0, n, 50)] + rng.normal(0, 0.02, (50, dim))
         queries = (queries / np.linalg.norm(queries, axis=1, keepdims=True)).astype(np.float32)
         assert _recall(index, reader, vectors, queries) >= 0.98
-    finally:
-        reader.close()
-        writer.close()
 
 
 def test_the_index_follows_deletes_and_additions(db: Path) -> None:
     vectors = _clustered(2000, seed=3)
-    writer = IndexWriter(db, model_id="m", dim=DIM)
-    _add_docs(writer, vectors[:1000], per_doc=10)
-    reader = IndexReader(db)
-    try:
-        index = VectorIndex(DIM)
-        index.sync(reader)
+    with indexed(db, vectors[:1000], per_doc=10) as (writer, reader, index):
         target = vectors[5]  # chunk 6 of document d0
         ids, _, _ = index.search(target, 1, candidates=100)
         assert ids.tolist() == [6]
@@ -97,45 +102,26 @@ def test_the_index_follows_deletes_and_additions(db: Path) -> None:
         assert index.live == 1990
         ids, _, _ = index.search(vectors[1500], 1, candidates=100)
         assert ids.tolist() == [1501]
-    finally:
-        reader.close()
-        writer.close()
 
 
 def test_a_reader_far_behind_the_trimmed_log_reloads(db: Path) -> None:
     vectors = _clustered(400, seed=4)
-    writer = IndexWriter(db, model_id="m", dim=DIM)
-    _add_docs(writer, vectors[:200], per_doc=10)
-    reader = IndexReader(db)
-    try:
-        index = VectorIndex(DIM)
-        index.sync(reader)
+    with indexed(db, vectors[:200], per_doc=10) as (writer, reader, index):
         _add_docs(writer, vectors[200:], per_doc=10, start=50)
         writer._sql("DELETE FROM chunk_log")  # as the writer's trimming would, much later
         index.sync(reader)
         assert index.live == 400
         ids, _, _ = index.search(vectors[399], 1, candidates=50)
         assert ids.tolist() == [400]
-    finally:
-        reader.close()
-        writer.close()
 
 
 def test_filters_keep_only_the_allowed_documents(db: Path) -> None:
     vectors = _clustered(500, seed=5)
-    writer = IndexWriter(db, model_id="m", dim=DIM)
-    _add_docs(writer, vectors, per_doc=5)
-    reader = IndexReader(db)
-    try:
-        index = VectorIndex(DIM)
-        index.sync(reader)
+    with indexed(db, vectors, per_doc=5) as (_, _reader, index):
         ids, _, _ = index.search(vectors[0], 10, candidates=100,
-                              allowed_docs=np.asarray([7, 9], dtype=np.int64))
+                                 allowed_docs=np.asarray([7, 9], dtype=np.int64))
         # k results come back when k exist among the allowed documents.
         assert sorted(ids.tolist()) == list(range(31, 36)) + list(range(41, 46))
-    finally:
-        reader.close()
-        writer.close()
 
 
 def test_an_index_from_schema_1_is_migrated_with_its_chunks_searchable(db: Path) -> None:

@@ -155,6 +155,30 @@ async def watch_folder(
         await scan_folder(outbox.clone(), folder=folder, view=view, stats=stats, stop=stop)
 
 
+def _classify(folder: Folder, changes: set[tuple[watchfiles.Change, str]]
+              ) -> tuple[list[str], list[tuple[str, bool]]]:
+    """(files to look at, (folders to rescan or reconcile, whether they exist)), sorted.
+
+    Events come as an unordered set: what counts is each path's state now (blocking).
+    """
+    wanted: set[str] = set()
+    folders: dict[str, bool] = {}
+    for _change, path in changes:
+        rel = folder.rel(path)
+        if rel is None:
+            continue
+        full = folder.real / rel
+        if full.is_dir() and not full.is_symlink():
+            if folder.paths.wants_dir(rel):
+                folders[rel] = True
+        elif folder.paths.wants_file(rel):
+            wanted.add(rel)
+        else:
+            # Possibly a folder that was removed or moved away: its indexed files.
+            folders[rel] = False
+    return sorted(wanted), sorted(folders.items())
+
+
 # How long the OS watcher waits before reporting "no change"; the first such report proves
 # the watch is in place.
 _WATCH_TIMEOUT_MS = 100
@@ -169,26 +193,13 @@ async def _follow(outbox: MemoryObjectSendStream[Event], folder: Folder, view: I
             rust_timeout=_WATCH_TIMEOUT_MS, yield_on_timeout=True,
         ):
             watching.set()
-            # Events come as an unordered set: what counts is each path's state now.
-            wanted: set[str] = set()
-            folders: set[str] = set()
-            for _change, path in changes:
-                rel = folder.rel(path)
-                if rel is None:
-                    continue
-                full = folder.real / rel
-                if full.is_dir() and not full.is_symlink():
-                    if folder.paths.wants_dir(rel):
-                        folders.add(rel)
-                elif folder.paths.wants_file(rel):
-                    wanted.add(rel)
-                else:
-                    # Possibly a folder that was removed or moved away: its indexed files.
-                    folders.add(rel)
-            for rel in sorted(wanted):
+            if not changes:
+                continue
+            wanted, folders = await anyio.to_thread.run_sync(_classify, folder, changes)
+            for rel in wanted:
                 await outbox.send(FileSeen(rel))
-            for rel in sorted(folders):
-                if (folder.real / rel).is_dir():
+            for rel, is_dir in folders:
+                if is_dir:
                     # A new or changed folder: files created in it may have no events.
                     await _walk(folder, outbox, rel, None, stop)
                 await _reconcile(folder, outbox, view, rel + "/", stop)

@@ -15,20 +15,6 @@ from pocketmcp.store import schema
 from pocketmcp.store.connect import open_sync_reader, sqlite_errors
 
 
-class VectorHit(msgspec.Struct, frozen=True):
-    chunk_id: int
-    doc_id: int
-    idx: int
-    start_off: int
-    end_off: int
-    text: str
-    distance: float
-    external_id: str
-    uri: str | None
-    title: str
-    source: str
-
-
 def _vector_arrays(rows: list[Any], dim: int) -> tuple[
     npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float32]
 ]:
@@ -51,6 +37,10 @@ class HitRow(msgspec.Struct, frozen=True):
     title: str
     source: str
     section: str
+
+
+class VectorHit(HitRow, frozen=True):
+    distance: float
 
 
 class DocumentRow(msgspec.Struct, frozen=True):
@@ -157,8 +147,10 @@ class IndexReader:
         rows = self._rows(
             "WITH knn AS (SELECT chunk_id, doc_id, idx, start_off, end_off, text, distance "
             f"FROM vec_chunks WHERE embedding MATCH ? AND k = ?{where}) "
-            "SELECT knn.*, d.external_id, d.uri, d.title, d.source FROM knn "
-            "JOIN documents d ON d.doc_id = knn.doc_id ORDER BY knn.distance",
+            "SELECT knn.chunk_id, knn.doc_id, knn.idx, knn.start_off, knn.end_off, knn.text, "
+            "d.external_id, d.uri, d.title, d.source, c.section, knn.distance FROM knn "
+            "JOIN documents d ON d.doc_id = knn.doc_id "
+            "JOIN chunks c ON c.chunk_id = knn.chunk_id ORDER BY knn.distance",
             args,
         )
         return [VectorHit(*row) for row in rows]
