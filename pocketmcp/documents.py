@@ -14,19 +14,11 @@ import numpy as np
 from pocketmcp.config import MAX_DOCS_PER_CALL
 from pocketmcp.core.safe import safe, safe_text
 from pocketmcp.core.text import clean, sha256, title_of
-from pocketmcp.errors import PocketError
+from pocketmcp.errors import InvalidRequest, NotFound
 from pocketmcp.messages import Chunk
 from pocketmcp.service import Service
 from pocketmcp.store.queries import DocumentRow, IndexReader
 from pocketmcp.store.writes import DocRecord, IndexWriter, Written
-
-
-class InvalidRequest(PocketError):
-    """The request's arguments cannot be served as given."""
-
-
-class NotFound(PocketError):
-    """What the request names does not exist."""
 
 
 class NewDoc(msgspec.Struct, frozen=True, kw_only=True):

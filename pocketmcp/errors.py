@@ -6,7 +6,30 @@ from pathlib import Path
 
 
 class PocketError(Exception):
-    """Base of every error PocketMCP raises on purpose."""
+    """Base of every error PocketMCP raises on purpose.
+
+    `code` starts the message of the tool error a client sees, e.g. "NOT_FOUND: ...".
+    """
+
+    code = "ERROR"
+
+
+class InvalidRequest(PocketError):
+    """The request's arguments cannot be served as given."""
+
+    code = "INVALID_REQUEST"
+
+
+class NotFound(PocketError):
+    """What the request names does not exist."""
+
+    code = "NOT_FOUND"
+
+
+class UnsupportedFormat(InvalidRequest):
+    """No converter reads files of this kind."""
+
+    code = "UNSUPPORTED_FORMAT"
 
 
 class ConfigError(PocketError):

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 from pocketmcp import __version__, logs
 from pocketmcp.config import MAX_DOCS_PER_CALL
 from pocketmcp.core.safe import safe, safe_text
-from pocketmcp.errors import PocketError
+from pocketmcp.errors import NotFound, PocketError
 from pocketmcp.service import Service
 
 log = logs.get("pocketmcp.tools")
@@ -170,7 +170,7 @@ async def _call(tool: str, **fields: Any) -> AsyncIterator[dict[str, Any]]:
     except PocketError as exc:
         outcome = "error"
         counts["error"] = str(exc)
-        raise ToolError(safe_text(str(exc))) from exc
+        raise ToolError(safe_text(f"{exc.code}: {exc}")) from exc
     except BaseException as exc:
         outcome = "error"
         counts["error"] = repr(exc)
@@ -291,7 +291,7 @@ def build_server(service: Service, *, name: str = "pocketmcp",
         async with _call("resource_document", doc_id=doc_id):
             try:
                 row = await store.get_document(service, _int(doc_id))
-            except store.NotFound as exc:
+            except NotFound as exc:
                 raise ResourceNotFoundError(str(exc)) from exc
             return _json(row)
 
@@ -301,7 +301,7 @@ def build_server(service: Service, *, name: str = "pocketmcp",
         async with _call("resource_chunk", doc_id=doc_id, chunk_id=chunk_id):
             try:
                 row = await store.get_chunk(service, _int(doc_id), _int(chunk_id))
-            except store.NotFound as exc:
+            except NotFound as exc:
                 raise ResourceNotFoundError(str(exc)) from exc
             return _json(row)
 
@@ -336,13 +336,14 @@ async def _reindex(service: Service, ctx: Context, *, force: bool,
     import anyio
     import pathspec
 
+    from pocketmcp.errors import InvalidRequest
     from pocketmcp.pipeline.supervisor import PipelineBusy, PipelineStopped
 
     await service.wait_ready()
     service.require_writer()
     pipeline = service.pipeline
     if pipeline is None:
-        raise PocketError("no folder is watched: start the server with WATCH_DIR (or "
+        raise InvalidRequest("no folder is watched: start the server with WATCH_DIR (or "
                           "--data-folder) set to reindex it")
     only = None
     if path_glob:
@@ -373,7 +374,7 @@ async def _reindex(service: Service, ctx: Context, *, force: bool,
     if "error" in result:
         error = result["error"]
         if isinstance(error, PipelineBusy):
-            raise PocketError("busy: a reindex is already running; wait for it to finish")
+            raise PipelineBusy("a reindex is already running; wait for it to finish")
         raise PocketError(str(error))
     s = result["stats"]
     counts = await service.readers.run(lambda r: r.counts())

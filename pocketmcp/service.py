@@ -30,9 +30,13 @@ WRITER_RETRY_S = 2.0
 class NotReady(PocketError):
     """The model or the index is still loading."""
 
+    code = "NOT_READY"
+
 
 class ReadOnly(PocketError):
     """This process does not hold the writer lock."""
+
+    code = "READ_ONLY"
 
 
 class ReaderPool:

@@ -29,6 +29,8 @@ Source = Callable[[MemoryObjectSendStream[Event]], Coroutine[Any, Any, None]]
 class PipelineBusy(PocketError):
     """A rescan is already running."""
 
+    code = "BUSY"
+
 
 class PipelineStopped(PocketError):
     """The pipeline is not running (not started yet, or shutting down)."""
