@@ -49,14 +49,39 @@ SETTINGS: tuple[Setting, ...] = (
             minimum=100, maximum=20000),
     Setting("chunk_overlap", "CHUNK_OVERLAP", "--chunk-overlap", "int", 120,
             "Characters shared by neighbouring chunks.", minimum=0, maximum=10000),
-    Setting("include", "INCLUDE_GLOBS", "--include", "list", "**/*.md,**/*.txt",
-            "Comma-separated gitignore-style globs of files to index."),
+    Setting("include", "INCLUDE_GLOBS", "--include", "list",
+            "**/*.md,**/*.markdown,**/*.txt,**/*.rst,**/*.pdf,**/*.docx,**/*.html,**/*.htm,"
+            "**/*.pptx,**/*.xlsx,**/*.epub,**/*.csv",
+            "Comma-separated gitignore-style globs of files to index. PDF, Word, HTML, "
+            "PowerPoint, Excel, EPUB and CSV files are converted to Markdown; other matches "
+            "are read as text, and binary files of unknown formats are skipped and logged."),
     Setting("ignore", "IGNORE_PATTERNS", "--ignore", "list", "",
             "Comma-separated gitignore-style patterns to skip, on top of temp/editor files, "
             "dot files and the folder's .gitignore."),
     Setting("max_file_mb", "MAX_FILE_MB", "--max-file-mb", "int", 20,
             "Files larger than this many MiB are skipped and logged.", minimum=1,
             maximum=4096),
+    Setting("convert_workers", "CONVERT_WORKERS", "--convert-workers", "int", 2,
+            "Documents converted at once, each in its own worker process.", minimum=1,
+            maximum=32),
+    Setting("convert_timeout_s", "CONVERT_TIMEOUT_S", "--convert-timeout-s", "int", 60,
+            "A conversion taking longer is stopped and the file skipped.", minimum=1,
+            maximum=3600),
+    Setting("convert_memory_mb", "CONVERT_MEMORY_MB", "--convert-memory-mb", "int", 1024,
+            "Address-space cap of a conversion worker (Linux); a file needing more is "
+            "skipped. Zip containers unpacking to more than half of it are refused.",
+            minimum=256, maximum=65536),
+    Setting("url_timeout_s", "URL_TIMEOUT_S", "--url-timeout-s", "int", 30,
+            "Time limit of one ingest_url download (its size limit is MAX_FILE_MB).",
+            minimum=1, maximum=600),
+    Setting("default_library", "DEFAULT_LIBRARY", "--default-library", "str", "default",
+            "Library of documents that name none."),
+    Setting("library_from", "LIBRARY_FROM", "--library-from", "choice", "folder",
+            "folder: a watched file's top folder names its library (kb/papers/a.pdf is in "
+            "'papers'; files directly in WATCH_DIR are in DEFAULT_LIBRARY). none: every "
+            "watched file is in DEFAULT_LIBRARY.", choices=("folder", "none")),
+    Setting("allowed_roots", "ALLOWED_ROOTS", "--allowed-roots", "list", "",
+            "Comma-separated folders ingest_file may read, besides WATCH_DIR."),
     Setting("debounce_ms", "DEBOUNCE_MS", "--debounce-ms", "int", 600,
             "Quiet time before a burst of file events is processed.", minimum=0,
             maximum=60000),
@@ -95,6 +120,13 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     include: tuple[str, ...]
     ignore: tuple[str, ...]
     max_file_mb: int
+    convert_workers: int
+    convert_timeout_s: int
+    convert_memory_mb: int
+    url_timeout_s: int
+    default_library: str
+    library_from: str
+    allowed_roots: tuple[str, ...]
     debounce_ms: int
     read_concurrency: int
     embed_batch_size: int
@@ -107,6 +139,17 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def max_file_bytes(self) -> int:
         return self.max_file_mb * 1024 * 1024
+
+    def library_of(self, rel: str) -> str:
+        """The library of the watched file at `rel` (POSIX, relative to WATCH_DIR)."""
+        if self.library_from == "folder" and "/" in rel:
+            return rel.split("/", 1)[0]
+        return self.default_library
+
+    def roots(self) -> tuple[Path, ...]:
+        """Folders ingest_file may read: WATCH_DIR and ALLOWED_ROOTS, symlinks resolved."""
+        found = [self.watch_dir, *(Path(os.path.expanduser(r)) for r in self.allowed_roots)]
+        return tuple(p.resolve() for p in found)
 
     def replace(self, **changes: Any) -> Config:
         return msgspec.structs.replace(self, **changes)

@@ -17,8 +17,11 @@ from pocketmcp.core.text import clean, sha256, title_of
 from pocketmcp.errors import InvalidRequest, NotFound
 from pocketmcp.messages import Chunk
 from pocketmcp.service import Service
-from pocketmcp.store.queries import DocumentRow, IndexReader
+from pocketmcp.store.queries import DocumentRow, IndexReader, Scalar
 from pocketmcp.store.writes import DocRecord, IndexWriter, Written
+
+# External ids of watched files, ingested files and ingested pages.
+RESERVED_PREFIXES = ("file:", "path:", "url:")
 
 
 class NewDoc(msgspec.Struct, frozen=True, kw_only=True):
@@ -67,10 +70,10 @@ def _record(doc: NewDoc, max_bytes: int) -> DocRecord:
         raise InvalidRequest(f"a document is larger than MAX_FILE_MB ({max_bytes} bytes)")
     digest = sha256(text)
     external = safe_text(doc.external_id.strip()) if doc.external_id else f"raw:{digest[:32]}"
-    if not external or external.startswith("file:"):
+    if not external or external.startswith(RESERVED_PREFIXES):
         raise InvalidRequest(
             f"external_id {external!r} is not allowed: it must be non-empty and must not start "
-            "with 'file:' (reserved for files of the watched folder)")
+            "with 'file:', 'path:' or 'url:' (reserved for files and pages)")
     title = safe_text(doc.title) if doc.title else title_of(text, external)
     metadata = safe(doc.metadata) if doc.metadata else {}
     return DocRecord(external_id=external, source="raw", uri=None, title=title, content=text,
@@ -85,9 +88,16 @@ async def upsert_documents(service: Service, docs: Sequence[NewDoc]) -> list[Ups
         raise InvalidRequest(f"at most {MAX_DOCS_PER_CALL} documents per call")
     await service.wait_ready()
     service.require_writer()
+    records = [_record(d, service.config.max_file_bytes) for d in docs]
+    written = await write_records(service, records)
+    return [Upserted(w.doc_id, rec.external_id, w.chunks, w.status)
+            for w, rec in zip(written, records, strict=True)]
+
+
+async def write_records(service: Service, records: Sequence[DocRecord]) -> list[Written]:
+    """Chunk, embed (reusing stored vectors) and write documents in one transaction."""
     assert service.engine is not None
     chunker = service.engine.chunker
-    records = [_record(d, service.config.max_file_bytes) for d in docs]
     prepared: list[tuple[DocRecord, tuple[Chunk, ...], bytes]] = []
     for record in records:
         chunks = await anyio.to_thread.run_sync(chunker.split, record.content)
@@ -97,9 +107,7 @@ async def upsert_documents(service: Service, docs: Sequence[NewDoc]) -> list[Ups
         with writer.transaction():
             return [writer.upsert(rec, chunks, vectors) for rec, chunks, vectors in prepared]
 
-    written = await service.write(write)
-    return [Upserted(w.doc_id, rec.external_id, w.chunks, w.status)
-            for w, (rec, _, _) in zip(written, prepared, strict=True)]
+    return await service.write(write)
 
 
 class Deleted(msgspec.Struct, frozen=True):
@@ -156,11 +164,14 @@ def describe(row: DocumentRow) -> dict[str, Any]:
     }
 
 
-async def list_documents(service: Service, limit: int, cursor: str | None
+async def list_documents(service: Service, limit: int, cursor: str | None, *,
+                         library: str | None = None,
+                         metadata: dict[str, Scalar] | None = None,
                          ) -> tuple[list[dict[str, Any]], str | None]:
     after = decode_cursor(cursor) if cursor else 0
     await service.wait_ready()
-    rows = await service.readers.run(lambda r: r.documents_page(after, limit + 1))
+    rows = await service.readers.run(
+        lambda r: r.documents_page(after, limit + 1, library, metadata))
     more = len(rows) > limit
     rows = rows[:limit]
     return [describe(r) for r in rows], (encode_cursor(rows[-1].doc_id) if more else None)

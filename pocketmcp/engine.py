@@ -7,6 +7,7 @@ from pathlib import Path
 import anyio
 
 from pocketmcp.config import Config
+from pocketmcp.convert import Converter, Limits
 from pocketmcp.core.chunking import Chunker
 from pocketmcp.model import Embedder, ModelSpec
 from pocketmcp.store.writes import IndexWriter
@@ -22,6 +23,7 @@ class Engine:
         self.embedder = embedder
         self.chunker = chunker
         self.model_limiter = anyio.CapacityLimiter(1)
+        self.converter = Converter(Limits.of(config))
 
     @classmethod
     async def load(cls, config: Config, spec: ModelSpec | None = None) -> Engine:

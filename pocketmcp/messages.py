@@ -30,6 +30,7 @@ class FileHashed(msgspec.Struct, frozen=True):
     sha256: str
     size: int
     mtime_ns: int
+    library: str = "default"
 
 
 class FileTouched(msgspec.Struct, frozen=True):

@@ -22,7 +22,7 @@ from pocketmcp.core.keywords import fts_query, stems, terms
 from pocketmcp.core.safe import preview
 from pocketmcp.messages import rel_of
 from pocketmcp.service import NotReady, Service
-from pocketmcp.store.queries import HitRow, IndexReader
+from pocketmcp.store.queries import HitRow, IndexReader, Scalar
 
 Mode = Literal["hybrid", "vector", "keyword"]
 MODES: tuple[Mode, ...] = ("hybrid", "vector", "keyword")
@@ -47,6 +47,8 @@ DEFAULT_PARAMS = Params()
 class Filter(msgspec.Struct, frozen=True, kw_only=True):
     doc_ids: tuple[int, ...] | None = None
     path_glob: str | None = None
+    library: str | None = None
+    metadata: dict[str, Scalar] | None = None
 
 
 class Match(msgspec.Struct, frozen=True, kw_only=True):
@@ -64,11 +66,17 @@ class Match(msgspec.Struct, frozen=True, kw_only=True):
     end_off: int
     text: str
     section: str = ""
+    library: str = ""
     context: str | None = None
 
 
 def path_of(external_id: str, source: str) -> str | None:
-    return rel_of(external_id) if source == "file" else None
+    """A file's path: relative for watched files, absolute for ingested ones."""
+    if source != "file":
+        return None
+    if external_id.startswith("path:"):
+        return external_id.split(":", 2)[2]
+    return rel_of(external_id)
 
 
 def _glob_doc_ids(reader: IndexReader, glob: str) -> list[int]:
@@ -76,7 +84,7 @@ def _glob_doc_ids(reader: IndexReader, glob: str) -> list[int]:
     spec = pathspec.PathSpec.from_lines("gitignore", [glob])
     out = []
     for doc_id, ext in reader.all_external_ids():
-        name = rel_of(ext) if ext.startswith("file:") else ext
+        name = (path_of(ext, "file") if ext.startswith(("file:", "path:")) else None) or ext
         if spec.match_file(name):
             out.append(doc_id)
     return out
@@ -90,6 +98,9 @@ def _allowed(reader: IndexReader, flt: Filter | None) -> list[int] | None:
         allowed = sorted(set(flt.doc_ids))
     if flt.path_glob:
         matching = _glob_doc_ids(reader, flt.path_glob)
+        allowed = matching if allowed is None else sorted(set(allowed) & set(matching))
+    if flt.library is not None or flt.metadata:
+        matching = reader.doc_ids_where(flt.library, flt.metadata)
         allowed = matching if allowed is None else sorted(set(allowed) & set(matching))
     return allowed
 
@@ -258,7 +269,7 @@ def _match(hit: HitRow, score: float, vector_score: float | None,
         keyword_score=None if keyword_score is None else round(keyword_score, 6),
         preview=preview(hit.text), resource=f"mcp+doc://{hit.doc_id}#{hit.chunk_id}",
         path=path_of(hit.external_id, hit.source), title=hit.title, start_off=hit.start_off,
-        end_off=hit.end_off, text=hit.text, section=hit.section,
+        end_off=hit.end_off, text=hit.text, section=hit.section, library=hit.library,
     )
 
 

@@ -16,16 +16,18 @@ from pocketmcp import __version__, logs
 from pocketmcp.config import MAX_DOCS_PER_CALL
 from pocketmcp.core.safe import safe, safe_text
 from pocketmcp.errors import NotFound, PocketError
+from pocketmcp.ingest import check_metadata_filter
 from pocketmcp.service import Service
 
 log = logs.get("pocketmcp.tools")
 
 DEFAULT_INSTRUCTIONS = (
-    "PocketMCP searches the user's local documents (notes, docs, text files) by meaning. "
-    "Call `search` with a natural-language query; each match has a `resource` URI "
-    "(mcp+doc://DOC#CHUNK) to read the exact passage, and `get_document` returns a whole "
-    "document. `upsert_documents` adds text that should be searchable; `status` tells whether "
-    "indexing is done."
+    "PocketMCP searches the user's local documents (notes, PDFs, Word files, web pages) by "
+    "meaning and keywords. Call `search` with a natural-language query; each match has a "
+    "`resource` URI (mcp+doc://DOC#CHUNK) to read the exact passage, and `get_document` "
+    "returns a whole document. Documents sit in libraries (`list_libraries`); `search` can be "
+    "limited to one. `ingest_file` and `ingest_url` add a file or a web page, "
+    "`upsert_documents` adds text; `status` tells whether indexing is done."
 )
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
@@ -42,6 +44,9 @@ class SearchFilter(BaseModel):
     doc_ids: list[int] | None = Field(None, description="Only these documents.")
     path_glob: str | None = Field(
         None, description="Only files whose path matches this glob, e.g. 'notes/**/*.md'.")
+    metadata: dict[str, str | int | float | bool] | None = Field(
+        None, description="Only documents whose metadata has these top-level values, e.g. "
+                          "{\"project\": \"apollo\"}.")
 
 
 class SearchMatch(BaseModel):
@@ -59,6 +64,7 @@ class SearchMatch(BaseModel):
     path: str | None = Field(description="Path in the watched folder (None for raw text).")
     title: str
     section: str = Field(description="Heading path of the chunk, e.g. 'Guide > Install'.")
+    library: str
     start_off: int
     end_off: int
     context: str | None = Field(
@@ -106,6 +112,10 @@ class DocumentInfo(BaseModel):
     title: str
     source: Literal["file", "url", "raw"]
     path: str | None
+    uri: str | None
+    library: str
+    metadata: dict[str, Any]
+    chunk_count: int
     updated_at: str
 
 
@@ -127,6 +137,29 @@ class Document(BaseModel):
     created_at: str
     updated_at: str
     text: str
+
+
+class IngestResult(BaseModel):
+    doc_id: int
+    external_id: str
+    library: str
+    status: Literal["indexed", "skipped", "replaced"] = Field(description=(
+        "indexed: new; skipped: the same content is already indexed; replaced: the "
+        "document's earlier content was replaced."))
+    chunks: int
+    title: str
+    format: str = Field(description="How it was read: pdf, docx, html, text, ...")
+
+
+class Library(BaseModel):
+    name: str
+    documents: int
+    chunks: int
+
+
+class LibraryList(BaseModel):
+    libraries: list[Library]
+    default_library: str = Field(description="Where documents go when no library is named.")
 
 
 class ReindexResult(BaseModel):
@@ -184,6 +217,7 @@ async def _call(tool: str, **fields: Any) -> AsyncIterator[dict[str, Any]]:
 def build_server(service: Service, *, name: str = "pocketmcp",
                  instructions: str | None = None) -> MCPServer:
     from pocketmcp import documents as store
+    from pocketmcp import ingest
     from pocketmcp.search import Filter, search
 
     mcp: MCPServer = MCPServer(name=name, instructions=instructions or DEFAULT_INSTRUCTIONS,
@@ -194,6 +228,9 @@ def build_server(service: Service, *, name: str = "pocketmcp",
         query: Annotated[str, Field(min_length=1, max_length=4000,
                                     description="What to look for, in natural language.")],
         top_k: Annotated[int, Field(ge=1, le=50, description="Number of matches.")] = 8,
+        library: Annotated[str | None, Field(
+            max_length=100, description="Only this library (see list_libraries); "
+                                        "all when omitted.")] = None,
         filter: SearchFilter | None = None,
         score_threshold: Annotated[float | None, Field(
             description="Drop matches whose `score` is below this (in vector mode a cosine "
@@ -210,9 +247,13 @@ def build_server(service: Service, *, name: str = "pocketmcp",
         """Find the passages most relevant to a query, best first."""
         async with _call("search", top_k=top_k, mode=mode) as counts:
             flt = None
-            if filter is not None and (filter.doc_ids is not None or filter.path_glob):
-                flt = Filter(doc_ids=tuple(filter.doc_ids) if filter.doc_ids is not None
-                             else None, path_glob=filter.path_glob)
+            meta = check_metadata_filter(filter.metadata) if filter is not None else None
+            if library is not None or (filter is not None and (
+                    filter.doc_ids is not None or filter.path_glob or meta)):
+                flt = Filter(
+                    doc_ids=tuple(filter.doc_ids) if filter and filter.doc_ids is not None
+                    else None, path_glob=filter.path_glob if filter else None,
+                    library=library, metadata=meta)
             matches = await search(service, query, top_k=top_k, flt=flt,
                                    score_threshold=score_threshold, mode=mode,
                                    unique_docs=unique_docs, context=context)
@@ -248,11 +289,19 @@ def build_server(service: Service, *, name: str = "pocketmcp",
             return DeleteResult(**safe(msgspec_to_dict(result)))
 
     @mcp.tool(name="list_documents", title="List documents", annotations=READ_ONLY)
-    async def list_tool(page: Page | None = None) -> DocumentList:
+    async def list_tool(
+        page: Page | None = None,
+        library: Annotated[str | None, Field(
+            max_length=100, description="Only this library; all when omitted.")] = None,
+        metadata: Annotated[dict[str, str | int | float | bool] | None, Field(
+            description="Only documents whose metadata has these top-level values.")] = None,
+    ) -> DocumentList:
         """Indexed documents in doc_id order, a page at a time."""
         page = page or Page(limit=50, cursor=None)
-        async with _call("list_documents", limit=page.limit) as counts:
-            rows, cursor = await store.list_documents(service, page.limit, page.cursor)
+        async with _call("list_documents", limit=page.limit, library=library) as counts:
+            rows, cursor = await store.list_documents(
+                service, page.limit, page.cursor, library=library,
+                metadata=check_metadata_filter(metadata))
             counts["documents"] = len(rows)
             return DocumentList(documents=[DocumentInfo(**safe({
                 f: r[f] for f in DocumentInfo.model_fields})) for r in rows], next_cursor=cursor)
@@ -264,6 +313,55 @@ def build_server(service: Service, *, name: str = "pocketmcp",
             row = await store.get_document(service, doc_id)
             counts["chars"] = len(row["text"])
             return Document(**safe({f: row[f] for f in Document.model_fields}))
+
+    @mcp.tool(name="ingest_file", title="Index a file", annotations=WRITES)
+    async def ingest_file_tool(
+        path: Annotated[str, Field(min_length=1, max_length=4096, description=(
+            "The file: absolute, or relative to the watched folder. It must lie inside the "
+            "watched folder or ALLOWED_ROOTS."))],
+        library: Annotated[str | None, Field(
+            max_length=100, description="Library to put it in (default: DEFAULT_LIBRARY, or "
+                                        "its folder's library for a watched file).")] = None,
+        metadata: Annotated[dict[str, Any] | None, Field(
+            description="Your fields, returned with it and usable as search filters.")] = None,
+    ) -> IngestResult:
+        """Convert (PDF, Word, HTML, PowerPoint, Excel, EPUB, CSV, text) and index one file
+        now; searchable when this returns. Asking again re-reads it: unchanged content is
+        skipped."""
+        async with _call("ingest_file", library=library) as counts:
+            done = await ingest.ingest_file(service, path, library, metadata)
+            counts.update(status=done.status, chunks=done.chunks, format=done.format)
+            return IngestResult(**safe(msgspec_to_dict(done)))
+
+    @mcp.tool(name="ingest_url", title="Index a web page",
+              annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
+                                          idempotent_hint=True, open_world_hint=True))
+    async def ingest_url_tool(
+        url: Annotated[str, Field(min_length=1, max_length=4096,
+                                  description="An http or https URL.")],
+        library: Annotated[str | None, Field(
+            max_length=100, description="Library to put it in (default: DEFAULT_LIBRARY).")
+        ] = None,
+        metadata: Annotated[dict[str, Any] | None, Field(
+            description="Your fields, returned with it and usable as search filters.")] = None,
+    ) -> IngestResult:
+        """Download a page or document (HTML, PDF, Office, text; within MAX_FILE_MB and
+        URL_TIMEOUT_S), convert it to text and index it."""
+        async with _call("ingest_url", library=library) as counts:
+            done = await ingest.ingest_url(service, url, library, metadata)
+            counts.update(status=done.status, chunks=done.chunks, format=done.format)
+            return IngestResult(**safe(msgspec_to_dict(done)))
+
+    @mcp.tool(name="list_libraries", title="List libraries", annotations=READ_ONLY)
+    async def list_libraries_tool() -> LibraryList:
+        """Libraries (named collections) with their document and chunk counts."""
+        async with _call("list_libraries") as counts:
+            await service.wait_ready()
+            rows = await service.readers.run(lambda r: r.libraries())
+            counts["libraries"] = len(rows)
+            return LibraryList(libraries=[Library(**safe({"name": n, "documents": d,
+                                                          "chunks": c})) for n, d, c in rows],
+                               default_library=safe_text(service.config.default_library))
 
     @mcp.tool(name="reindex", title="Rescan the watched folder", annotations=WRITES)
     async def reindex_tool(

@@ -105,6 +105,9 @@ class Service:
             log.exception("pipeline_failed", error=repr(exc))
             self._fail(exc)
         finally:
+            if self.engine is not None:
+                with anyio.CancelScope(shield=True):
+                    await self.engine.converter.aclose()
             self._stopped.set()
 
     def _fail(self, exc: BaseException) -> None:
@@ -187,7 +190,7 @@ class Service:
             self.config, writer=self.writer, embed=self.engine.embedder.embed,
             dim=self.engine.spec.dim, chunker=self.engine.chunker, follow=True,
             on_event=on_event, embed_limiter=self.engine.model_limiter,
-            write_limiter=self.write_limiter,
+            write_limiter=self.write_limiter, converter=self.engine.converter,
         )
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._mark_indexed, self.pipeline, name="pocketmcp.indexed")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -59,6 +60,13 @@ async def tool_error(session: ClientSession, tool: str, args: dict[str, Any]) ->
     result = await session.call_tool(tool, args)
     assert result.is_error, result.structured_content
     return result.content[0].text
+
+
+def code_of(error: str) -> str | None:
+    """The code a tool error's message starts with ("NOT_FOUND: ..."), after the SDK's
+    "Error executing tool NAME: " preamble."""
+    found = re.match(r"(?:Error executing tool \S+: )?([A-Z][A-Z_]+): ", error)
+    return found.group(1) if found else None
 
 
 async def until(probe: Callable[[], Awaitable[T]], ok: Callable[[T], bool],

@@ -15,8 +15,19 @@ def test_defaults_match_the_documented_values() -> None:
     assert (config.chunk_size, config.chunk_overlap) == (1000, 120)
     assert config.debounce_ms == 600
     assert config.read_concurrency == 3
-    assert config.include == ("**/*.md", "**/*.txt")
+    assert config.include[:2] == ("**/*.md", "**/*.markdown")
+    assert {"**/*.pdf", "**/*.docx", "**/*.html", "**/*.txt"} <= set(config.include)
     assert config.model_path is None
+    assert (config.default_library, config.library_from) == ("default", "folder")
+    assert (config.convert_timeout_s, config.convert_memory_mb) == (60, 1024)
+
+
+def test_watched_files_map_to_libraries_by_top_folder() -> None:
+    config = load({}, environ={"DEFAULT_LIBRARY": "notes"})
+    assert config.library_of("papers/2024/a.pdf") == "papers"
+    assert config.library_of("todo.md") == "notes"
+    flat = load({}, environ={"LIBRARY_FROM": "none"})
+    assert flat.library_of("papers/a.pdf") == "default"
 
 
 def test_flags_override_the_environment() -> None:

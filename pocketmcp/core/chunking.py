@@ -25,6 +25,7 @@ from pocketmcp.messages import Chunk
 
 # [CLS] and [SEP] take two places in the window.
 SPECIAL_TOKENS = 2
+_HEADING_LINE = re.compile(r"#{1,6}\s")
 # A section path longer than this many tokens is shortened from the left.
 MAX_PATH_TOKENS = 48
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$", re.MULTILINE)
@@ -84,8 +85,9 @@ class Chunker:
         )
 
     def _path_at(self, start: int, piece: str, starts: list[int], paths: list[str]) -> str:
-        """The section a piece belongs to: the last heading at or before its first line."""
-        i = bisect.bisect_right(starts, start + (len(piece) - len(piece.lstrip()))) - 1
+        """The section a piece belongs to: the last heading at or before its first line of
+        body text (a piece opening with "# A" then "## B" is about B, within A)."""
+        i = bisect.bisect_right(starts, start + _body_offset(piece)) - 1
         if i < 0:
             return ""
         path = paths[i]
@@ -128,6 +130,17 @@ class Chunker:
             out.append((start, piece[:cut], path))
             start, piece = start + cut, piece[cut:]
         return out
+
+
+def _body_offset(piece: str) -> int:
+    """Offset of the first line of `piece` that is neither blank nor a heading."""
+    offset = 0
+    for line in piece.splitlines(keepends=True):
+        stripped = line.strip()
+        if stripped and not _HEADING_LINE.match(stripped):
+            return offset
+        offset += len(line)
+    return len(piece) - len(piece.lstrip())
 
 
 def _prefix(piece: str, path: str) -> str:

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
 import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from pocketmcp import logs
+from pocketmcp import formats, logs
+from pocketmcp.convert import Converter
 from pocketmcp.core.text import clean, decode, looks_binary, sha256, title_of
+from pocketmcp.errors import DocumentError
 from pocketmcp.messages import (
     Event,
     FileGone,
@@ -23,6 +26,7 @@ from pocketmcp.messages import (
     external_id,
 )
 from pocketmcp.pipeline.state import GONE, IndexView, InFlight, Stats
+from pocketmcp.store.queries import DocState
 
 log = logs.get("pocketmcp.hasher")
 
@@ -34,9 +38,17 @@ class _Read(msgspec.Struct, frozen=True):
     problem: str | None = None
 
 
-def _read(path: Path, max_bytes: int, known: tuple[str, int | None, int | None] | None,
-          force: bool) -> _Read | None:
-    """Stat and read one file (blocking). None when it is not a regular file any more."""
+def _unsupported(rel: str) -> str | None:
+    """Why a file cannot be read, judged by its name alone; None when it may be."""
+    known = formats.UNSUPPORTED.get(formats.extension(rel))
+    return f"unsupported format: {known}" if known else None
+
+
+def _read(path: Path, max_bytes: int, known: DocState | None, force: bool,
+          kind: str | None) -> _Read | None:
+    """Stat and read one file (blocking). None when it is not a regular file any more.
+
+    `kind` is the file's format by name (None: unknown, read if its content is text)."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -46,22 +58,32 @@ def _read(path: Path, max_bytes: int, known: tuple[str, int | None, int | None] 
     if st.st_size > max_bytes:
         return _Read(st.st_size, st.st_mtime_ns, None,
                      f"larger than the limit of {max_bytes} bytes")
-    if not force and known is not None and known[1:] == (st.st_size, st.st_mtime_ns):
+    if not force and known is not None and (known.size, known.mtime_ns) == (
+        st.st_size, st.st_mtime_ns
+    ):
         return _Read(st.st_size, st.st_mtime_ns, None)
     with open(path, "rb") as handle:
         data = handle.read(max_bytes + 1)
     if len(data) > max_bytes:
         return _Read(len(data), st.st_mtime_ns, None,
                      f"larger than the limit of {max_bytes} bytes")
-    if looks_binary(data):
-        return _Read(len(data), st.st_mtime_ns, None, "binary content")
+    if kind not in formats.CONVERTED and looks_binary(data):
+        ext = formats.extension(path.name) or "extension-less"
+        problem = "binary content" if kind else (
+            f"unsupported format: binary content in a {ext} file; readable formats are "
+            f"{formats.supported_list()}")
+        return _Read(len(data), st.st_mtime_ns, None, problem)
     return _Read(len(data), st.st_mtime_ns, data)
 
 
 class Hasher:
     def __init__(self, *, root: Path, view: IndexView, inflight: InFlight, stats: Stats,
-                 max_bytes: int, force: bool = False) -> None:
+                 max_bytes: int, converter: Converter,
+                 library_of: Callable[[str], str] = lambda rel: "default",
+                 force: bool = False) -> None:
         self.root = root
+        self.converter = converter
+        self.library_of = library_of
         self.view = view
         self.inflight = inflight
         self.stats = stats
@@ -71,21 +93,27 @@ class Hasher:
         self._busy = 0
         self._idle = anyio.Event()
 
-    async def _known(self, rel: str) -> tuple[str, int | None, int | None] | None:
+    async def _known(self, rel: str) -> DocState | None:
         pending = self.inflight.get(rel)
         if pending is not None:
-            return None if pending == GONE else (pending, None, None)
+            return None if pending == GONE else DocState(pending, None, None, "")
         return await self.view.run(self.view.reader.doc_state, external_id(rel))
 
     async def handle(self, event: FileSeen | FileGone) -> Hashed | None:
         rel = event.rel
         known = await self._known(rel)
+        library = self.library_of(rel)
+        # A file whose library changed (LIBRARY_FROM, or a moved folder) is written again.
+        force = self.force or (isinstance(event, FileSeen) and event.force) or (
+            known is not None and known.library not in ("", library))
+        kind = formats.kind_of(rel)
         read: _Read | None = None
         if isinstance(event, FileSeen):
+            unsupported = _unsupported(rel)
             try:
-                read = await anyio.to_thread.run_sync(
-                    _read, self.root / rel, self.max_bytes, known, self.force or event.force
-                )
+                read = _Read(0, 0, None, unsupported) if unsupported else (
+                    await anyio.to_thread.run_sync(
+                        _read, self.root / rel, self.max_bytes, known, force, kind))
             except OSError as exc:
                 self.stats.skipped += 1
                 log.warning("skipped", path=rel, reason=f"unreadable: {exc}")
@@ -101,19 +129,28 @@ class Hasher:
             self.stats.unchanged += 1
             return None
         digest = sha256(read.data)
-        force = self.force or (isinstance(event, FileSeen) and event.force)
-        if known is not None and known[0] == digest and not force:
+        if known is not None and known.sha256 == digest and not force:
             self.stats.unchanged += 1
             return FileTouched(rel, read.size, read.mtime_ns)
-        text, exact = decode(read.data)
-        if not exact:
-            log.warning("decoded_with_replacement", path=rel,
-                        reason="invalid UTF-8 bytes were replaced with U+FFFD")
+        title: str | None = None
+        if kind in formats.CONVERTED:
+            try:
+                converted = await self.converter.convert(kind, read.data, rel)
+            except DocumentError as exc:
+                self.stats.skipped += 1
+                log.warning("skipped", path=rel, reason=exc.reason, size=read.size)
+                return None if known is None else FileGone(rel, self.inflight.begin(rel, GONE))
+            text, title = converted.text, converted.title
+        else:
+            text, exact = decode(read.data)
+            if not exact:
+                log.warning("decoded_with_replacement", path=rel,
+                            reason="invalid UTF-8 bytes were replaced with U+FFFD")
         text = clean(text)
         return FileHashed(
             rel=rel, seq=self.inflight.begin(rel, digest), uri=(self.root / rel).as_uri(),
-            title=title_of(text, Path(rel).stem), text=text, sha256=digest, size=read.size,
-            mtime_ns=read.mtime_ns,
+            title=title or title_of(text, Path(rel).stem), text=text, sha256=digest,
+            size=read.size, mtime_ns=read.mtime_ns, library=library,
         )
 
     async def work(self, inbox: MemoryObjectReceiveStream[Event],

@@ -11,6 +11,7 @@ import msgspec
 from anyio.streams.memory import MemoryObjectSendStream
 
 from pocketmcp.config import Config
+from pocketmcp.convert import Converter, Limits
 from pocketmcp.core.chunking import Chunker
 from pocketmcp.core.paths import PathFilter
 from pocketmcp.errors import PocketError
@@ -53,6 +54,7 @@ class Pipeline:
         on_event: EventHook | None = None, source: Source | None = None,
         embed_limiter: anyio.CapacityLimiter | None = None,
         write_limiter: anyio.CapacityLimiter | None = None,
+        converter: Converter | None = None,
     ) -> None:
         self.config = config
         self.writer = writer
@@ -65,6 +67,9 @@ class Pipeline:
         self.source = source
         self.embed_limiter = embed_limiter or anyio.CapacityLimiter(1)
         self.write_limiter = write_limiter or anyio.CapacityLimiter(1)
+        # A converter given by the caller is the caller's to close.
+        self._own_converter = converter is None
+        self.converter = converter or Converter(Limits.of(config))
         self.stats = Stats()
         self.inflight = InFlight()
         self.scan_done = anyio.Event()
@@ -137,7 +142,8 @@ class Pipeline:
         folder = self._folder = Folder(self.config.watch_dir, PathFilter(
             self.config.include, self.config.ignore, read_gitignore(self.config)))
         hasher = Hasher(root=folder.real, view=view, inflight=self.inflight, stats=self.stats,
-                        max_bytes=self.config.max_file_bytes, force=self.force)
+                        max_bytes=self.config.max_file_bytes, converter=self.converter,
+                        library_of=self.config.library_of, force=self.force)
         batcher = Batcher(embed=self.embed, dim=self.dim, view=view, stats=self.stats,
                           batch_size=self.config.embed_batch_size,
                           batch_tokens=self.config.embed_batch_tokens,
@@ -162,6 +168,8 @@ class Pipeline:
             for done in self._scans.values():
                 done.set()
             view.close()
+            if self._own_converter:
+                await self.converter.aclose()
         return self.stats
 
     async def _write(self, inbox: Any) -> None:

@@ -46,8 +46,8 @@ def _apply_one(writer: IndexWriter, item: Embedded, events: list[dict[str, Any]]
         doc = item.doc
         record = DocRecord(
             external_id=external_id(doc.rel), source="file", uri=doc.uri,
-            title=doc.title, content=doc.text, sha256=doc.sha256, size_bytes=doc.size,
-            mtime_ns=doc.mtime_ns,
+            title=doc.title, content=doc.text, sha256=doc.sha256, library=doc.library,
+            size_bytes=doc.size, mtime_ns=doc.mtime_ns,
         )
         written = writer.upsert(record, item.chunks, item.vectors)
         events.append({

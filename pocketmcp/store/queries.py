@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ class HitRow(msgspec.Struct, frozen=True):
     title: str
     source: str
     section: str
+    library: str
 
 
 class VectorHit(HitRow, frozen=True):
@@ -60,6 +61,31 @@ class DocumentRow(msgspec.Struct, frozen=True):
 # vec0 finds one rowid directly but scans every vector for `rowid IN (...)`.
 _VECTOR_BY_ID = "SELECT chunk_id, doc_id, embedding FROM vec_chunks WHERE chunk_id = ?"
 _CHUNK_TEXT = "substr(d.content, c.start_off + 1, c.end_off - c.start_off)"
+Scalar = str | int | float | bool
+
+
+def _doc_filter(library: str | None, metadata: Mapping[str, Scalar] | None
+                ) -> tuple[str, list[Any]]:
+    """SQL conditions (each starting with AND) on documents' library and metadata values."""
+    where, args = "", list[Any]()
+    if library is not None:
+        where += " AND library = ?"
+        args.append(library)
+    for key, value in (metadata or {}).items():
+        # A quoted JSON path, so keys may hold dots and spaces (quotes are refused earlier).
+        path = '$."' + key + '"'
+        where += " AND json_extract(metadata, ?) = ?"
+        args += [path, value]
+    return where, args
+
+
+class DocState(msgspec.Struct, frozen=True):
+    sha256: str
+    size: int | None
+    mtime_ns: int | None
+    library: str
+
+
 _DOC_COLUMNS = ("doc_id, external_id, source, uri, title, library, metadata, content_sha256, "
                 "chunk_count, created_at, updated_at")
 
@@ -97,11 +123,11 @@ class IndexReader:
         except sqlite_errors() as exc:
             raise StoreError(f"{self.db_path}: {exc}") from exc
 
-    def doc_state(self, external_id: str) -> tuple[str, int | None, int | None] | None:
-        """(content sha256, size, mtime_ns) of a document, or None."""
-        rows = self._rows("SELECT content_sha256, size_bytes, mtime_ns FROM documents "
+    def doc_state(self, external_id: str) -> DocState | None:
+        """Digest, stat and library of a document, or None."""
+        rows = self._rows("SELECT content_sha256, size_bytes, mtime_ns, library FROM documents "
                           "WHERE external_id = ?", (external_id,))
-        return (str(rows[0][0]), rows[0][1], rows[0][2]) if rows else None
+        return DocState(str(rows[0][0]), rows[0][1], rows[0][2], rows[0][3]) if rows else None
 
     def vectors_for(self, text_shas: Iterable[str]) -> dict[str, bytes]:
         """Stored vectors of chunks whose text has one of these digests."""
@@ -148,7 +174,8 @@ class IndexReader:
             "WITH knn AS (SELECT chunk_id, doc_id, idx, start_off, end_off, text, distance "
             f"FROM vec_chunks WHERE embedding MATCH ? AND k = ?{where}) "
             "SELECT knn.chunk_id, knn.doc_id, knn.idx, knn.start_off, knn.end_off, knn.text, "
-            "d.external_id, d.uri, d.title, d.source, c.section, knn.distance FROM knn "
+            "d.external_id, d.uri, d.title, d.source, c.section, d.library, knn.distance "
+            "FROM knn "
             "JOIN documents d ON d.doc_id = knn.doc_id "
             "JOIN chunks c ON c.chunk_id = knn.chunk_id ORDER BY knn.distance",
             args,
@@ -219,7 +246,7 @@ class IndexReader:
             # reading it from vec0 would scan the vectors.
             for row in self._rows(
                 "SELECT c.chunk_id, c.doc_id, c.idx, c.start_off, c.end_off, "
-                f"{_CHUNK_TEXT}, d.external_id, d.uri, d.title, d.source, c.section "
+                f"{_CHUNK_TEXT}, d.external_id, d.uri, d.title, d.source, c.section, d.library "
                 "FROM chunks c JOIN documents d ON d.doc_id = c.doc_id "
                 f"WHERE c.chunk_id IN ({marks})", part):
                 found[int(row[0])] = HitRow(*row)
@@ -283,13 +310,33 @@ class IndexReader:
 
     # -- documents -------------------------------------------------------------------------
 
-    def documents_page(self, after: int, limit: int) -> list[DocumentRow]:
+    def documents_page(self, after: int, limit: int, library: str | None = None,
+                       metadata: Mapping[str, Scalar] | None = None) -> list[DocumentRow]:
+        where, args = _doc_filter(library, metadata)
         return [DocumentRow(*r) for r in self._rows(
-            f"SELECT {_DOC_COLUMNS} FROM documents WHERE doc_id > ? ORDER BY doc_id LIMIT ?",
-            (after, limit))]
+            f"SELECT {_DOC_COLUMNS} FROM documents WHERE doc_id > ?{where} "
+            "ORDER BY doc_id LIMIT ?", (after, *args, limit))]
+
+    def doc_ids_where(self, library: str | None,
+                      metadata: Mapping[str, Scalar] | None) -> list[int]:
+        """Documents in `library` (any when None) whose metadata has these values."""
+        where, args = _doc_filter(library, metadata)
+        return [int(r[0]) for r in self._rows(
+            f"SELECT doc_id FROM documents WHERE 1{where} ORDER BY doc_id", args)]
+
+    def libraries(self) -> list[tuple[str, int, int]]:
+        """(library, documents, chunks), by name."""
+        return [(str(r[0]), int(r[1]), int(r[2])) for r in self._rows(
+            "SELECT library, count(*), coalesce(sum(chunk_count), 0) FROM documents "
+            "GROUP BY library ORDER BY library")]
 
     def document(self, doc_id: int) -> DocumentRow | None:
         rows = self._rows(f"SELECT {_DOC_COLUMNS} FROM documents WHERE doc_id = ?", (doc_id,))
+        return DocumentRow(*rows[0]) if rows else None
+
+    def document_by_external(self, external_id: str) -> DocumentRow | None:
+        rows = self._rows(f"SELECT {_DOC_COLUMNS} FROM documents WHERE external_id = ?",
+                          (external_id,))
         return DocumentRow(*rows[0]) if rows else None
 
     def content(self, doc_id: int) -> str | None:

@@ -1,0 +1,287 @@
+"""Document formats: which files are text, which are converted, and the converters.
+
+The converters turn PDF, Word, HTML, PowerPoint, Excel, EPUB and CSV bytes into Markdown.
+They run only inside the conversion worker process (`pocketmcp.convert_worker`), never in the
+server: a hostile file can at worst take that process down.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import posixpath
+import zipfile
+from collections.abc import Callable, Iterable
+
+import msgspec
+
+# Read as text by the hasher itself (any other extension with text content is read too).
+TEXT = "text"
+KINDS: dict[str, str] = {
+    ".md": TEXT, ".markdown": TEXT, ".mdx": TEXT, ".txt": TEXT, ".text": TEXT, ".rst": TEXT,
+    ".pdf": "pdf",
+    ".docx": "docx", ".docm": "docx",
+    ".html": "html", ".htm": "html", ".xhtml": "html",
+    ".pptx": "pptx",
+    ".xlsx": "xlsx", ".xlsm": "xlsx",
+    ".epub": "epub",
+    ".csv": "csv", ".tsv": "csv",
+}
+# Known formats that no converter reads: named in the error instead of a generic refusal.
+UNSUPPORTED: dict[str, str] = {
+    ".doc": "legacy Word (.doc): save it as .docx",
+    ".ppt": "legacy PowerPoint (.ppt): save it as .pptx",
+    ".xls": "legacy Excel (.xls): save it as .xlsx",
+    ".odt": "OpenDocument text", ".ods": "OpenDocument spreadsheet",
+    ".odp": "OpenDocument presentation", ".rtf": "RTF", ".pages": "Apple Pages",
+    ".key": "Apple Keynote", ".numbers": "Apple Numbers",
+    ".png": "image", ".jpg": "image", ".jpeg": "image", ".gif": "image", ".webp": "image",
+    ".tif": "image", ".tiff": "image", ".heic": "image", ".svg": "image",
+    ".zip": "archive", ".gz": "archive", ".tar": "archive", ".7z": "archive",
+    ".mp3": "audio", ".wav": "audio", ".mp4": "video", ".mov": "video",
+    ".exe": "executable", ".dll": "executable", ".so": "executable", ".bin": "binary",
+}
+MIME_KINDS: dict[str, str] = {
+    "text/html": "html", "application/xhtml+xml": "html", "application/pdf": "pdf",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "docx",
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation": "pptx",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": "xlsx",
+    "application/epub+zip": "epub", "text/csv": "csv", "text/plain": TEXT,
+    "text/markdown": TEXT, "text/x-markdown": TEXT,
+}
+ZIP_KINDS = frozenset({"docx", "pptx", "xlsx", "epub"})
+CONVERTED = frozenset(KINDS.values()) - {TEXT}
+
+
+def extension(name: str) -> str:
+    return posixpath.splitext(name.lower())[1]
+
+
+def kind_of(name: str) -> str | None:
+    """The format of a file by its name: a KINDS value, or None when unknown."""
+    return KINDS.get(extension(name))
+
+
+def supported_list() -> str:
+    return ", ".join(sorted(KINDS))
+
+
+class Converted(msgspec.Struct, frozen=True):
+    text: str
+    title: str | None = None
+    pages: int | None = None
+
+
+class Refused(Exception):
+    """The file cannot be converted; the message says why (shown to the user)."""
+
+
+# -- limits that hold before any parser runs ------------------------------------------------
+
+def check_zip(data: bytes, max_unpacked: int, max_members: int = 20_000) -> None:
+    """Refuse zip containers that would unpack to more than `max_unpacked` bytes or hold
+    absurdly many members (zip bombs). Sizes come from the central directory; the worker's
+    memory limit catches archives that lie about them."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            members = archive.infolist()
+    except (zipfile.BadZipFile, ValueError, OSError) as exc:
+        raise Refused(f"not a valid zip container ({exc})") from None
+    if len(members) > max_members:
+        raise Refused(f"zip container holds {len(members)} members (limit {max_members})")
+    unpacked = sum(m.file_size for m in members)
+    if unpacked > max_unpacked:
+        raise Refused(f"zip bomb suspected: unpacks to {unpacked // 2**20} MiB "
+                      f"(limit {max_unpacked // 2**20} MiB)")
+
+
+# -- converters --------------------------------------------------------------------------------
+
+def pdf(data: bytes) -> Converted:
+    import pypdfium2 as pdfium
+
+    try:
+        document = pdfium.PdfDocument(data)
+    except pdfium.PdfiumError as exc:
+        raise Refused(f"not a readable PDF ({exc})") from None
+    try:
+        pages = []
+        for index in range(len(document)):
+            page = document[index]
+            textpage = page.get_textpage()
+            pages.append(textpage.get_text_bounded().strip())
+            textpage.close()
+            page.close()
+        title = (document.get_metadata_dict().get("Title") or "").strip() or None
+        return Converted("\n\n".join(p for p in pages if p), title, len(pages))
+    finally:
+        document.close()
+
+
+def html_to_markdown(markup: str | bytes) -> Converted:
+    from bs4 import BeautifulSoup
+    from markdownify import MarkdownConverter
+
+    soup = BeautifulSoup(markup, "lxml")
+    title_tag = soup.find("title")
+    title = title_tag.get_text(" ", strip=True) if title_tag else None
+    for tag in soup(["script", "style", "noscript", "template", "svg", "canvas", "iframe",
+                     "object", "embed", "form", "nav", "aside", "footer", "button", "head"]):
+        tag.decompose()
+    root = soup.find("main") or soup.find("article") or soup.body or soup
+    text = MarkdownConverter(heading_style="ATX", bullets="-", strip=["img", "a"],
+                             escape_misc=False).convert_soup(root)
+    if not title:
+        heading = root.find("h1") if hasattr(root, "find") else None
+        title = heading.get_text(" ", strip=True) if heading else None
+    return Converted(_tidy(text), title or None)
+
+
+def html(data: bytes) -> Converted:
+    return html_to_markdown(data)
+
+
+def docx(data: bytes) -> Converted:
+    import mammoth
+
+    def no_image(_image: object) -> dict[str, str]:
+        return {}
+
+    result = mammoth.convert_to_html(io.BytesIO(data),
+                                     convert_image=mammoth.images.img_element(no_image))
+    converted = html_to_markdown(f"<html><body>{result.value}</body></html>")
+    return Converted(converted.text, _core_title(data) or converted.title)
+
+
+def pptx(data: bytes) -> Converted:
+    from pptx import Presentation
+
+    deck = Presentation(io.BytesIO(data))
+    out = []
+    for number, slide in enumerate(deck.slides, 1):
+        title_shape = slide.shapes.title
+        heading = title_shape.text_frame.text.strip() if title_shape is not None else ""
+        out.append(f"## Slide {number}" + (f": {heading}" if heading else ""))
+        for shape in slide.shapes:
+            if shape is title_shape:
+                continue
+            if shape.has_text_frame and shape.text_frame.text.strip():
+                out.append(shape.text_frame.text.strip())
+            if getattr(shape, "has_table", False) and shape.has_table:
+                rows = [[cell.text for cell in row.cells] for row in shape.table.rows]
+                out.append(_table(rows))
+        if slide.has_notes_slide and slide.notes_slide.notes_text_frame is not None:
+            notes = slide.notes_slide.notes_text_frame.text.strip()
+            if notes:
+                out.append(f"Notes: {notes}")
+    return Converted("\n\n".join(out), _core_title(data), len(deck.slides))
+
+
+def xlsx(data: bytes) -> Converted:
+    from openpyxl import load_workbook
+
+    book = load_workbook(io.BytesIO(data), read_only=True, data_only=True)
+    try:
+        out = []
+        for sheet in book.worksheets:
+            rows = [["" if v is None else str(v) for v in row]
+                    for row in sheet.iter_rows(values_only=True)]
+            rows = [r for r in rows if any(c.strip() for c in r)]
+            if rows:
+                out.append(f"## {sheet.title}\n\n{_table(rows)}")
+        return Converted("\n\n".join(out), _core_title(data))
+    finally:
+        book.close()
+
+
+def epub(data: bytes) -> Converted:
+    from defusedxml import ElementTree
+
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        container = ElementTree.fromstring(archive.read("META-INF/container.xml"))
+        rootfile = next((e.get("full-path") for e in container.iter()
+                         if e.tag.endswith("rootfile")), None)
+        if not rootfile:
+            raise Refused("EPUB without a package document")
+        package = ElementTree.fromstring(archive.read(rootfile))
+        base = posixpath.dirname(rootfile)
+        manifest = {e.get("id"): e.get("href") for e in package.iter()
+                    if e.tag.endswith("}item") and e.get("href")}
+        spine = [e.get("idref") for e in package.iter() if e.tag.endswith("}itemref")]
+        title = next((e.text for e in package.iter()
+                      if e.tag.endswith("}title") and e.text), None)
+        parts = []
+        for idref in spine:
+            href = manifest.get(idref)
+            if href:
+                member = posixpath.normpath(posixpath.join(base, href.split("#")[0]))
+                parts.append(html_to_markdown(archive.read(member)).text)
+    return Converted("\n\n".join(p for p in parts if p), title, len(parts))
+
+
+def csv_table(data: bytes) -> Converted:
+    from pocketmcp.core.text import decode
+
+    text, _ = decode(data)
+    try:
+        dialect: type[csv.Dialect] | csv.Dialect = csv.Sniffer().sniff(text[:8192])
+    except csv.Error:
+        dialect = csv.excel
+    rows = [row for row in csv.reader(io.StringIO(text), dialect) if row]
+    return Converted(_table(rows) if rows else "")
+
+
+CONVERTERS: dict[str, Callable[[bytes], Converted]] = {
+    "pdf": pdf, "docx": docx, "html": html, "pptx": pptx, "xlsx": xlsx, "epub": epub,
+    "csv": csv_table,
+}
+
+
+def convert(kind: str, data: bytes, *, max_unpacked: int) -> Converted:
+    """Markdown of `data`. Raises Refused for files that are not what they claim to be."""
+    converter = CONVERTERS.get(kind)
+    if converter is None:
+        raise Refused(f"unsupported format {kind!r}")
+    if kind in ZIP_KINDS:
+        check_zip(data, max_unpacked)
+    return converter(data)
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+def _cell(value: str) -> str:
+    return " ".join(value.replace("|", "\\|").split())
+
+
+def _table(rows: Iterable[list[str]]) -> str:
+    rows = [[_cell(c) for c in row] for row in rows]
+    if not rows:
+        return ""
+    width = max(len(r) for r in rows)
+    rows = [r + [""] * (width - len(r)) for r in rows]
+    lines = ["| " + " | ".join(rows[0]) + " |", "|" + " --- |" * width]
+    lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+    return "\n".join(lines)
+
+
+def _tidy(text: str) -> str:
+    lines = [line.rstrip() for line in text.splitlines()]
+    out: list[str] = []
+    for line in lines:
+        if not line and (not out or not out[-1]):
+            continue
+        out.append(line)
+    return "\n".join(out).strip()
+
+
+def _core_title(data: bytes) -> str | None:
+    """dc:title of an Office file's docProps/core.xml, when set."""
+    from defusedxml import ElementTree
+
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            core = ElementTree.fromstring(archive.read("docProps/core.xml"))
+    except (KeyError, zipfile.BadZipFile, ElementTree.ParseError, ValueError):
+        return None
+    title = next((e.text for e in core.iter() if e.tag.endswith("}title") and e.text), None)
+    return title.strip() if title and title.strip() else None
