@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import posixpath
+import re
 import zipfile
 from collections.abc import Callable, Iterable
 
@@ -50,6 +51,9 @@ MIME_KINDS: dict[str, str] = {
     "text/markdown": TEXT, "text/x-markdown": TEXT,
 }
 ZIP_KINDS = frozenset({"docx", "pptx", "xlsx", "epub"})
+# Members parsed as XML, and how much of each is read for a DTD (it can only sit in the prolog).
+_XML_MEMBERS = (".xml", ".rels", ".opf", ".ncx", ".xhtml", ".html", ".htm")
+_PROLOG = 65_536
 CONVERTED = frozenset(KINDS.values()) - {TEXT}
 
 
@@ -85,19 +89,28 @@ def check_zip(data: bytes, max_unpacked: int, max_members: int = 20_000) -> None
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             members = archive.infolist()
-    except (zipfile.BadZipFile, ValueError, OSError) as exc:
+            if len(members) > max_members:
+                raise Refused(f"zip container holds {len(members)} members "
+                              f"(limit {max_members})")
+            unpacked = sum(m.file_size for m in members)
+            if unpacked > max_unpacked:
+                raise Refused(f"zip bomb suspected: unpacks to {unpacked // 2**20} MiB "
+                              f"(limit {max_unpacked // 2**20} MiB)")
+            for member in members:
+                if member.filename.lower().endswith(_XML_MEMBERS):
+                    with archive.open(member) as stream:
+                        prolog = stream.read(_PROLOG)
+                    if b"<!ENTITY" in prolog:
+                        raise Refused(f"refused: {member.filename} declares XML entities, as "
+                                      "entity-expansion bombs (billion laughs) do")
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
         raise Refused(f"not a valid zip container ({exc})") from None
-    if len(members) > max_members:
-        raise Refused(f"zip container holds {len(members)} members (limit {max_members})")
-    unpacked = sum(m.file_size for m in members)
-    if unpacked > max_unpacked:
-        raise Refused(f"zip bomb suspected: unpacks to {unpacked // 2**20} MiB "
-                      f"(limit {max_unpacked // 2**20} MiB)")
 
 
 # -- converters --------------------------------------------------------------------------------
 
 def pdf(data: bytes) -> Converted:
+    """Text of each page; lines set clearly larger than the body text become headings."""
     import pypdfium2 as pdfium
 
     try:
@@ -105,17 +118,61 @@ def pdf(data: bytes) -> Converted:
     except pdfium.PdfiumError as exc:
         raise Refused(f"not a readable PDF ({exc})") from None
     try:
-        pages = []
+        lines: list[tuple[float, str]] = []
         for index in range(len(document)):
             page = document[index]
             textpage = page.get_textpage()
-            pages.append(textpage.get_text_bounded().strip())
+            lines += _sized_lines(textpage)
+            lines.append((0.0, ""))
             textpage.close()
             page.close()
         title = (document.get_metadata_dict().get("Title") or "").strip() or None
-        return Converted("\n\n".join(p for p in pages if p), title, len(pages))
+        return Converted(_tidy(_with_headings(lines)), title, len(document))
     finally:
         document.close()
+
+
+def _sized_lines(textpage: object) -> list[tuple[float, str]]:
+    """(largest font size, text) of each line of a page."""
+    import pypdfium2.raw as raw
+
+    text = textpage.get_text_range()  # type: ignore[attr-defined]
+    count = raw.FPDFText_CountChars(textpage)
+    lines: list[tuple[float, str]] = []
+    current: list[str] = []
+    size = 0.0
+    for i, char in enumerate(text[:count]):
+        if char == "\n":
+            lines.append((size, "".join(current).rstrip("\r")))
+            current, size = [], 0.0
+            continue
+        current.append(char)
+        if not char.isspace():
+            size = max(size, raw.FPDFText_GetFontSize(textpage, i))
+    if current:
+        lines.append((size, "".join(current)))
+    return lines
+
+
+def _with_headings(lines: list[tuple[float, str]]) -> str:
+    """Markdown: lines whose font is at least 15% larger than the body's (the size holding
+    the most characters) are headings, larger sizes ranking higher."""
+    weight: dict[float, int] = {}
+    for size, line in lines:
+        if line.strip():
+            weight[round(size, 1)] = weight.get(round(size, 1), 0) + len(line)
+    body = max(weight, key=weight.__getitem__) if weight else 0.0
+    larger = sorted({round(size, 1) for size, line in lines
+                     if line.strip() and size >= body * 1.15}, reverse=True)
+    level = {size: min(i + 1, 6) for i, size in enumerate(larger)}
+    out = []
+    for size, line in lines:
+        rank = level.get(round(size, 1))
+        if rank and line.strip() and len(line) < 200:
+            out += ["", "#" * rank + " " + line.strip(), ""]
+        else:
+            out.append(line)
+    return "\n".join(out)
 
 
 def html_to_markdown(markup: str | bytes) -> Converted:
@@ -142,15 +199,33 @@ def html(data: bytes) -> Converted:
 
 
 def docx(data: bytes) -> Converted:
-    import mammoth
+    """Paragraphs and tables in document order; Heading/Title styles become headings."""
+    import docx as python_docx
+    from docx.table import Table
 
-    def no_image(_image: object) -> dict[str, str]:
-        return {}
-
-    result = mammoth.convert_to_html(io.BytesIO(data),
-                                     convert_image=mammoth.images.img_element(no_image))
-    converted = html_to_markdown(f"<html><body>{result.value}</body></html>")
-    return Converted(converted.text, _core_title(data) or converted.title)
+    document = python_docx.Document(io.BytesIO(data))
+    out = []
+    for block in document.iter_inner_content():
+        if isinstance(block, Table):
+            out.append(_table([[cell.text for cell in row.cells] for row in block.rows]))
+            continue
+        text = block.text.strip()
+        if not text:
+            continue
+        style = (block.style.name if block.style is not None else "") or ""
+        level = re.match(r"Heading (\d)", style)
+        if level:
+            out.append("#" * min(int(level.group(1)), 6) + " " + text)
+        elif style == "Title":
+            out.append("# " + text)
+        elif style.startswith("List Number"):
+            out.append("1. " + text)
+        elif style.startswith("List"):
+            out.append("- " + text)
+        else:
+            out.append(text)
+    title = (document.core_properties.title or "").strip() or None
+    return Converted("\n\n".join(out), title)
 
 
 def pptx(data: bytes) -> Converted:
