@@ -76,6 +76,7 @@ class Status(msgspec.Struct, kw_only=True):
 
 class Service:
     def __init__(self, config: Config, *, watch: bool) -> None:
+        from pocketmcp.databases import Databases
         from pocketmcp.engine import Engine
         from pocketmcp.pipeline.supervisor import Pipeline
         from pocketmcp.store.writes import IndexWriter
@@ -85,6 +86,7 @@ class Service:
         self.status = Status()
         self.ready = anyio.Event()
         self.readers = ReaderPool(config.sqlite_path)
+        self.databases = Databases(config.databases_dir)  # the named ones, beside this index
         self.engine: Engine | None = None
         self.writer: IndexWriter | None = None
         self.pipeline: Pipeline | None = None
@@ -219,6 +221,7 @@ class Service:
 
     def close(self) -> None:
         self.readers.close()
+        self.databases.close()
         if self.writer is not None:
             self.writer.close()
 
