@@ -33,6 +33,9 @@ class Setting(msgspec.Struct, frozen=True):
 SETTINGS: tuple[Setting, ...] = (
     Setting("sqlite_path", "SQLITE_PATH", "--db", "path", "./data/index.db",
             "SQLite file holding the index (created with its folder if missing)."),
+    Setting("databases_dir", "DATABASES_DIR", "--databases-dir", "path", None,
+            "Folder of the separate databases made by the create_database tool, one SQLite "
+            "file each (default: a folder `databases` next to SQLITE_PATH).", optional=True),
     Setting("watch_dir", "WATCH_DIR", "--data-folder", "path", "./kb",
             "Folder of documents to index and watch."),
     Setting("model_id", "MODEL_ID", "--model-id", "str", DEFAULT_MODEL_ID,
@@ -110,6 +113,7 @@ _BY_FIELD = {s.field: s for s in SETTINGS}
 
 class Config(msgspec.Struct, frozen=True, kw_only=True):
     sqlite_path: Path
+    databases_dir: Path
     watch_dir: Path
     watch_dir_given: bool = False  # set by the environment or a flag, not the default
     model_id: str
@@ -214,6 +218,8 @@ def load(
             values[setting.field] = _parse(setting, setting.default, setting.env)
     values["watch_dir_given"] = (overrides.get("watch_dir") is not None
                                  or "WATCH_DIR" in env)
+    if values["databases_dir"] is None:
+        values["databases_dir"] = values["sqlite_path"].parent / "databases"
     if values["cache_dir"] is None:
         base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         values["cache_dir"] = Path(base) / "pocketmcp"

@@ -16,7 +16,7 @@ from pocketmcp.core.safe import safe, safe_text
 from pocketmcp.core.text import clean, sha256, title_of
 from pocketmcp.errors import InvalidRequest, NotFound
 from pocketmcp.messages import Chunk
-from pocketmcp.service import Service
+from pocketmcp.service import ReaderPool, Service
 from pocketmcp.store.queries import DocumentRow, IndexReader, Scalar
 from pocketmcp.store.writes import DocRecord, IndexWriter, Written
 
@@ -38,12 +38,15 @@ class Upserted(msgspec.Struct, frozen=True):
     status: Literal["inserted", "updated", "unchanged"]
 
 
-async def vectors_for(service: Service, chunks: Sequence[Chunk]) -> bytes:
-    """Vectors of `chunks`: stored ones reused by text digest, the rest embedded."""
+async def vectors_for(service: Service, chunks: Sequence[Chunk],
+                      readers: ReaderPool | None = None) -> bytes:
+    """Vectors of `chunks`: ones stored in the index of `readers` (default: the main index)
+    reused by text digest, the rest embedded."""
     assert service.engine is not None
     engine = service.engine
     dim = engine.spec.dim
-    known = await service.readers.run(lambda r: r.vectors_for([c.sha256 for c in chunks]))
+    pool = readers or service.readers
+    known = await pool.run(lambda r: r.vectors_for([c.sha256 for c in chunks]))
     out = np.zeros((len(chunks), dim), dtype=np.float32)
     missing = []
     for i, chunk in enumerate(chunks):
@@ -88,26 +91,43 @@ async def upsert_documents(service: Service, docs: Sequence[NewDoc]) -> list[Ups
         raise InvalidRequest(f"at most {MAX_DOCS_PER_CALL} documents per call")
     await service.wait_ready()
     service.require_writer()
-    records = [_record(d, service.config.max_file_bytes) for d in docs]
-    written = await write_records(service, records)
+    prepared = await prepare(service, docs)
+    written = await service.write(write_prepared, prepared)
     return [Upserted(w.doc_id, rec.external_id, w.chunks, w.status)
-            for w, rec in zip(written, records, strict=True)]
+            for w, (rec, _, _) in zip(written, prepared, strict=True)]
+
+
+Prepared = tuple[DocRecord, tuple[Chunk, ...], bytes]
+
+
+async def prepare(service: Service, docs: Sequence[NewDoc],
+                  readers: ReaderPool | None = None) -> list[Prepared]:
+    """Records, chunks and vectors of raw documents, ready for `write_prepared`. Vectors
+    already stored in the index of `readers` (default: the main index) are reused."""
+    records = [_record(d, service.config.max_file_bytes) for d in docs]
+    return await prepare_records(service, records, readers)
+
+
+async def prepare_records(service: Service, records: Sequence[DocRecord],
+                          readers: ReaderPool | None = None) -> list[Prepared]:
+    assert service.engine is not None
+    chunker = service.engine.chunker
+    prepared: list[Prepared] = []
+    for record in records:
+        chunks = await anyio.to_thread.run_sync(chunker.split, record.content)
+        prepared.append((record, chunks, await vectors_for(service, chunks, readers)))
+    return prepared
+
+
+def write_prepared(writer: IndexWriter, prepared: Sequence[Prepared]) -> list[Written]:
+    """Upsert prepared documents in one transaction (blocking: call in the writer's thread)."""
+    with writer.transaction():
+        return [writer.upsert(rec, chunks, vectors) for rec, chunks, vectors in prepared]
 
 
 async def write_records(service: Service, records: Sequence[DocRecord]) -> list[Written]:
     """Chunk, embed (reusing stored vectors) and write documents in one transaction."""
-    assert service.engine is not None
-    chunker = service.engine.chunker
-    prepared: list[tuple[DocRecord, tuple[Chunk, ...], bytes]] = []
-    for record in records:
-        chunks = await anyio.to_thread.run_sync(chunker.split, record.content)
-        prepared.append((record, chunks, await vectors_for(service, chunks)))
-
-    def write(writer: IndexWriter) -> list[Written]:
-        with writer.transaction():
-            return [writer.upsert(rec, chunks, vectors) for rec, chunks, vectors in prepared]
-
-    return await service.write(write)
+    return await service.write(write_prepared, await prepare_records(service, records))
 
 
 class Deleted(msgspec.Struct, frozen=True):

@@ -403,6 +403,9 @@ def build_server(service: Service, *, name: str = "pocketmcp",
                 raise ResourceNotFoundError(str(exc)) from exc
             return _json(row)
 
+    from pocketmcp.server_databases import register_database_tools
+
+    register_database_tools(mcp, service)
     return mcp
 
 

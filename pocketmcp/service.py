@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import anyio
@@ -42,8 +43,8 @@ class ReadOnly(PocketError):
 class ReaderPool:
     """Read-only connections handed out one caller at a time, run in worker threads."""
 
-    def __init__(self, config: Config, size: int = 4) -> None:
-        self._path = config.sqlite_path
+    def __init__(self, path: Path, size: int = 4) -> None:
+        self._path = path
         self._free: list[IndexReader] = []
         self._slots = anyio.Semaphore(size)
 
@@ -75,6 +76,7 @@ class Status(msgspec.Struct, kw_only=True):
 
 class Service:
     def __init__(self, config: Config, *, watch: bool) -> None:
+        from pocketmcp.databases import Databases
         from pocketmcp.engine import Engine
         from pocketmcp.pipeline.supervisor import Pipeline
         from pocketmcp.store.writes import IndexWriter
@@ -83,7 +85,8 @@ class Service:
         self.watch = watch
         self.status = Status()
         self.ready = anyio.Event()
-        self.readers = ReaderPool(config)
+        self.readers = ReaderPool(config.sqlite_path)
+        self.databases = Databases(config.databases_dir)  # the named ones, beside this index
         self.engine: Engine | None = None
         self.writer: IndexWriter | None = None
         self.pipeline: Pipeline | None = None
@@ -221,6 +224,7 @@ class Service:
 
     def close(self) -> None:
         self.readers.close()
+        self.databases.close()
         if self.writer is not None:
             self.writer.close()
 
