@@ -11,6 +11,7 @@ import csv
 import io
 import posixpath
 import re
+import warnings
 import zipfile
 from collections.abc import Callable, Iterable
 
@@ -176,10 +177,12 @@ def _with_headings(lines: list[tuple[float, str]]) -> str:
 
 
 def html_to_markdown(markup: str | bytes) -> Converted:
-    from bs4 import BeautifulSoup
+    from bs4 import BeautifulSoup, XMLParsedAsHTMLWarning
     from markdownify import MarkdownConverter
 
-    soup = BeautifulSoup(markup, "lxml")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", XMLParsedAsHTMLWarning)  # XHTML (EPUB) is fine as HTML
+        soup = BeautifulSoup(markup, "lxml")
     title_tag = soup.find("title")
     title = title_tag.get_text(" ", strip=True) if title_tag else None
     for tag in soup(["script", "style", "noscript", "template", "svg", "canvas", "iframe",
