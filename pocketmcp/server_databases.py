@@ -12,7 +12,7 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, Field
 
 from pocketmcp import databases
-from pocketmcp.core.safe import safe
+from pocketmcp.core.safe import safe, safe_text
 from pocketmcp.server import DELETES, READ_ONLY, WRITES, _call
 from pocketmcp.service import Service
 
@@ -47,6 +47,11 @@ class DeleteDocumentResult(BaseModel):
     deleted_chunks: int
 
 
+
+def _logged(db_name: str | None) -> str | None:
+    """The database name as logged: any name is accepted here, so it is cut short."""
+    return None if db_name is None else safe_text(db_name[:80])
+
 def register_database_tools(mcp: MCPServer, service: Service) -> None:
     """Add create_database, insert_document, find_similar_documents and delete_document."""
 
@@ -57,7 +62,7 @@ def register_database_tools(mcp: MCPServer, service: Service) -> None:
         """Create a separate, empty database (its own SQLite file) to insert documents into
         and search apart from the main index. Creating one that exists is fine: `created`
         says which happened."""
-        async with _call("create_database", db=db_name) as counts:
+        async with _call("create_database", db=_logged(db_name)) as counts:
             result = await databases.create_database(service, db_name)
             counts["created"] = result.created
             return CreateDatabaseResult(**safe({"success": True, "db_path": result.db_path,
@@ -71,7 +76,7 @@ def register_database_tools(mcp: MCPServer, service: Service) -> None:
     ) -> InsertDocumentResult:
         """Chunk, embed and store one document; searchable as soon as this returns. The same
         text inserted again is the same document (its metadata is updated)."""
-        async with _call("insert_document", db=db_name) as counts:
+        async with _call("insert_document", db=_logged(db_name)) as counts:
             result = await databases.insert_document(service, text, metadata, db_name)
             counts["chunks"] = result.chunk_count
             return InsertDocumentResult(doc_id=result.doc_id, chunk_count=result.chunk_count)
@@ -86,7 +91,7 @@ def register_database_tools(mcp: MCPServer, service: Service) -> None:
     ) -> FindSimilarResult:
         """The chunks closest in meaning to `text` by cosine similarity, best first. Returns
         an object {results: [...]} because MCP structured output must be an object."""
-        async with _call("find_similar_documents", db=db_name, top_k=top_k) as counts:
+        async with _call("find_similar_documents", db=_logged(db_name), top_k=top_k) as counts:
             found = await databases.find_similar(service, text, top_k, db_name)
             counts["results"] = len(found)
             return FindSimilarResult(results=[SimilarChunk(**safe({
@@ -99,7 +104,7 @@ def register_database_tools(mcp: MCPServer, service: Service) -> None:
         db_name: Annotated[str | None, Field(description=DB_NAME)] = None,
     ) -> DeleteDocumentResult:
         """Remove one document and its chunks. An unknown doc_id is a NOT_FOUND error."""
-        async with _call("delete_document", db=db_name, doc_id=doc_id) as counts:
+        async with _call("delete_document", db=_logged(db_name), doc_id=doc_id) as counts:
             deleted = await databases.delete_document(service, doc_id, db_name)
             counts["deleted_chunks"] = deleted
             return DeleteDocumentResult(deleted_chunks=deleted)
