@@ -18,7 +18,7 @@ import pathspec
 
 from pocketmcp.core import fusion
 from pocketmcp.core.fusion import RRF_K
-from pocketmcp.core.keywords import fts_query, stems, terms
+from pocketmcp.core.keywords import fts_query, terms, vocab_terms
 from pocketmcp.core.safe import preview
 from pocketmcp.messages import rel_of
 from pocketmcp.service import NotReady, Service
@@ -243,7 +243,7 @@ def _keyword_stage(reader: IndexReader, stage: _Stage, query: str, depth: int,
     words = terms(query)
     if not words:
         return
-    match = fts_query(query, reader.term_docs(stems(words)), total)
+    match = fts_query(query, reader.term_docs(vocab_terms(words)), total)
     if match is None:
         return
     for chunk_id, score, doc_id in reader.search_keyword(match, depth, allowed,

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
+from pocketmcp.core import cjk
+
 # Common English words: they match most chunks, add little, and make OR-queries slow.
 _STOPWORD_TEXT = """
 a about above after again against all am an and any are aren't as at be because been before
@@ -28,11 +30,20 @@ POSTINGS_BUDGET = 30_000  # chunks an OR-query may have to score, summed over it
 
 
 def terms(query: str) -> list[str]:
-    """Distinct content words of `query`, in order, lower-cased."""
+    """Distinct content words of `query`, in order, lower-cased.
+
+    A run of CJK characters is one term (a lone hiragana, a particle, is dropped like a
+    one-letter word); `fts_query` searches for it as the phrase of its bigrams.
+    """
+    words = _WORD.findall(query.lower())
+    if cjk.has_cjk(query):
+        words = [piece for word in words for piece, is_cjk in cjk.split(word)
+                 if not (is_cjk and cjk.is_particle(piece))]
     out: list[str] = []
-    for word in _WORD.findall(query.lower()):
+    for word in words:
         word = word.strip("_")
-        if not word or word in STOPWORDS or (len(word) == 1 and not word.isdigit()):
+        if not word or word in STOPWORDS or (len(word) == 1 and not word.isdigit()
+                                             and not cjk.has_cjk(word)):
             continue
         if word not in out:
             out.append(word)
@@ -51,21 +62,44 @@ def _stemmer() -> Any:
     return snowballstemmer.stemmer("porter")
 
 
+def vocab_terms(words: list[str]) -> list[str]:
+    """The index terms whose document frequencies `fts_query` needs for `words`: the stem of
+    a word, the bigrams of a CJK run, and "x*" (all terms starting with x) for a lone CJK x."""
+    return [term for keys in _keys(words) for term in keys]
+
+
+def _keys(words: list[str]) -> list[list[str]]:
+    if not cjk.has_cjk(" ".join(words)):
+        return [[stem] for stem in stems(words)]
+    stemmed = iter(stems([w for w in words if not cjk.has_cjk(w)]))
+    return [(cjk.bigrams(w) if len(w) > 1 else [w + "*"]) if cjk.has_cjk(w) else [next(stemmed)]
+            for w in words]
+
+
+def _match_term(word: str) -> str:
+    if not cjk.has_cjk(word):
+        return '"' + word.replace('"', '""') + '"'
+    # A run is the phrase of its bigrams; a lone character any term it starts (it is the
+    # first of a bigram, or a one-character run).
+    return '"' + " ".join(cjk.bigrams(word)) + '"' + (" *" if len(word) == 1 else "")
+
+
 def fts_query(query: str, df: Mapping[str, int] | None = None, total: int = 0,
               common: float = COMMON_SHARE, most: int = MAX_QUERY_TERMS,
               budget: int = POSTINGS_BUDGET) -> str | None:
     """An FTS5 MATCH expression: any of the query's content words. None when it has none.
 
-    With `df` (chunks holding each stem) and `total` (chunks in all), the rarest words are
-    kept first: at most `most`, none in more than `common` of the chunks, and no more than
-    `budget` postings in all (the rarest word always). Common words add almost nothing to
-    BM25, yet an OR-query has to score every chunk that holds any of them.
+    With `df` (chunks holding each term of `vocab_terms`) and `total` (chunks in all), the
+    rarest words are kept first: at most `most`, none in more than `common` of the chunks,
+    and no more than `budget` postings in all (the rarest word always). Common words add
+    almost nothing to BM25, yet an OR-query has to score every chunk that holds any of them.
+    A CJK phrase counts as one word, in as many chunks as its rarest bigram (at most).
     """
     words = terms(query)
     if not words:
         return None
     if df is not None and total > 0:
-        counts = [df.get(stem, 0) for stem in stems(words)]
+        counts = [min(df.get(key, 0) for key in keys) for keys in _keys(words)]
         ranked = sorted(range(len(words)), key=lambda i: counts[i])
         keep = ranked[:1]
         spent = counts[ranked[0]]
@@ -75,4 +109,4 @@ def fts_query(query: str, df: Mapping[str, int] | None = None, total: int = 0,
             keep.append(i)
             spent += counts[i]
         words = [words[i] for i in sorted(keep)]
-    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+    return " OR ".join(_match_term(w) for w in words)

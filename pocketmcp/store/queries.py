@@ -187,13 +187,19 @@ class IndexReader:
         return int(self._rows("PRAGMA data_version")[0][0])
 
     def term_docs(self, terms: Sequence[str]) -> dict[str, int]:
-        """How many chunks hold each (stemmed) term."""
+        """How many chunks hold each (stemmed) term; for "x*", the sum over terms starting
+        with x (the postings a prefix query reads; at least the chunks it matches)."""
         # One term at a time: fts5vocab seeks a single term but walks its whole vocabulary
         # for an IN list (8 ms against 0.6 ms at 50k chunks).
         found: dict[str, int] = {}
         for term in dict.fromkeys(terms):
-            rows = self._rows("SELECT doc FROM chunks_vocab WHERE term = ?", (term,))
-            if rows:
+            if term.endswith("*"):
+                prefix = term[:-1]
+                rows = self._rows("SELECT sum(doc) FROM chunks_vocab WHERE term >= ? AND "
+                                  "term <= ?", (prefix, prefix + "\U0010ffff"))
+            else:
+                rows = self._rows("SELECT doc FROM chunks_vocab WHERE term = ?", (term,))
+            if rows and rows[0][0] is not None:
                 found[term] = int(rows[0][0])
         return found
 

@@ -2,13 +2,42 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pocketmcp.core.cjk import has_cjk, index_text
 from pocketmcp.errors import ModelMismatchError, SchemaTooNewError
 
-# Each migration is a list of statements; `{dim}` is the embedding dimension.
-MIGRATIONS: tuple[tuple[str, ...], ...] = (
+
+def _bigram_cjk_rows(conn: Any) -> None:
+    """Index the keyword rows of documents and chunks holding CJK text as bigrams, as the
+    writer now does (core/cjk.py). Rows without CJK are indexed as they were: left alone."""
+    cjk_docs = [doc_id for doc_id, title, content in conn.execute(
+        "SELECT doc_id, title, content FROM documents") if has_cjk(title) or has_cjk(content)]
+    for doc_id in cjk_docs:
+        title, content = conn.execute("SELECT title, content FROM documents WHERE doc_id = ?",
+                                      (doc_id,)).fetchone()
+        # Contentless tables with contentless_delete=1 delete by rowid alone.
+        conn.execute("DELETE FROM documents_fts WHERE rowid = ?", (doc_id,))
+        conn.execute("INSERT INTO documents_fts(rowid, title, content) VALUES (?, ?, ?)",
+                     (doc_id, index_text(title), index_text(content)))
+        chunks = conn.execute(
+            "SELECT chunk_id, section, substr(?, start_off + 1, end_off - start_off) "
+            "FROM chunks WHERE doc_id = ?", (content, doc_id)).fetchall()
+        for chunk_id, section, text in chunks:
+            head = section or title
+            if has_cjk(head) or has_cjk(text):
+                conn.execute("DELETE FROM chunks_fts WHERE rowid = ?", (chunk_id,))
+                conn.execute("INSERT INTO chunks_fts(rowid, title, text) VALUES (?, ?, ?)",
+                             (chunk_id, index_text(head), index_text(text)))
+
+
+# Each migration is a list of steps: SQL statements, where `{dim}` is the embedding
+# dimension, or functions of the connection for what SQL cannot say. All of them run in one
+# transaction.
+Step = str | Callable[[Any], None]
+MIGRATIONS: tuple[tuple[Step, ...], ...] = (
     (
         """CREATE TABLE meta(
                key TEXT PRIMARY KEY,
@@ -93,6 +122,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """INSERT INTO documents_fts(rowid, title, content)
                SELECT doc_id, title, content FROM documents""",
     ),
+    (
+        # Chinese, Japanese and Korean text is indexed as character bigrams, which unicode61
+        # alone kept as one token per run of characters.
+        _bigram_cjk_rows,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -132,8 +166,11 @@ def migrate(conn: Any, db_path: Path, model_id: str, dim: int) -> int:
     conn.execute("BEGIN IMMEDIATE")
     try:
         for version in range(found, SCHEMA_VERSION):
-            for statement in MIGRATIONS[version]:
-                conn.execute(statement.replace("{dim}", str(dim)))
+            for step in MIGRATIONS[version]:
+                if isinstance(step, str):
+                    conn.execute(step.replace("{dim}", str(dim)))
+                else:
+                    step(conn)
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('model_id', ?)", (model_id,))
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('dim', ?)", (str(dim),))
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

@@ -17,6 +17,7 @@ from typing import Any, Literal
 import msgspec
 from filelock import FileLock, Timeout
 
+from pocketmcp.core.cjk import index_text
 from pocketmcp.errors import StoreError, WriterBusyError
 from pocketmcp.messages import Chunk
 from pocketmcp.store import schema
@@ -182,7 +183,7 @@ class IndexWriter:
         if row is not None:
             self._sql("DELETE FROM documents_fts WHERE rowid = ?", (doc_id,))
         self._sql("INSERT INTO documents_fts(rowid, title, content) VALUES (?, ?, ?)",
-                  (doc_id, doc.title, doc.content))
+                  (doc_id, index_text(doc.title), index_text(doc.content)))
         self._insert_chunks(doc_id, doc.title, chunks, vectors)
         return Written(doc_id, "inserted" if row is None else "updated", len(chunks), removed)
 
@@ -205,7 +206,8 @@ class IndexWriter:
               c.text) for i, c in enumerate(chunks)],
         )
         self._many("INSERT INTO chunks_fts(rowid, title, text) VALUES (?, ?, ?)",
-                   [(ids[c.idx], c.section or title, c.text) for c in chunks])
+                   [(ids[c.idx], index_text(c.section or title), index_text(c.text))
+                    for c in chunks])
 
     def _delete_chunks(self, doc_id: int) -> int:
         ids = [r[0] for r in self._sql("SELECT chunk_id FROM chunks WHERE doc_id = ?",
