@@ -91,6 +91,10 @@ def test_bigrams_of_short_runs() -> None:
         ("北京 北京 中文", ["北京", "中文"], '"北京" OR "中文"'),
         ("서울 맛집", ["서울", "맛집"], '"서울" OR "맛집"'),
         ("の は を", [], None),
+        # Longer runs of kanji and kana are several words typed without spaces: by bigram.
+        ("東京の天気予報", ["東京", "京の", "の天", "天気", "気予", "予報"],
+         '"東京" OR "京の" OR "の天" OR "天気" OR "気予" OR "予報"'),
+        ("インターネット", ["インターネット"], '"イン ンタ ター ーネ ネッ ット"'),
     ],
 )
 def test_a_cjk_run_in_a_query_is_the_phrase_of_its_bigrams(
@@ -205,3 +209,6 @@ async def test_keyword_search_finds_chinese_japanese_and_korean_words(service: S
     # analyser. The Kyoto note says 京都 twice, so BM25 puts it first.
     assert await found("京都") == ["kyoto", "tokyo"]
     assert await found("京都の寺") == ["kyoto"]  # a longer phrase is precise
+    # A sentence typed without spaces need not occur verbatim: its rarer bigrams decide.
+    assert (await found("東京の天気予報"))[0] == "tokyo"
+    assert (await found("金閣寺と清水寺に行きたい"))[0] == "kyoto"

@@ -13,7 +13,7 @@ single characters.
 
 Known limitations: bigrams know nothing of word boundaries, so 京都 also matches 東京都
 ("Tokyo Metropolis" holds the bigram 京都), as it does in any bigram index. A query run is
-one phrase, so a whole sentence typed without spaces matches only where it occurs verbatim.
+searched by its bigrams when it is longer than a word or two (see `keywords.terms`).
 A lone character is searched as a prefix, so it is found where it starts a bigram (猫が) but
 not where it ends one (黒猫). Halfwidth and fullwidth forms are not unified.
 """
@@ -106,6 +106,16 @@ def split(text: str) -> Iterator[tuple[str, bool]]:
         pos = m.end()
     if pos < len(text):
         yield text[pos:], False
+
+
+_ONE_WORD_SCRIPTS = re.compile(f"[{_char_class(KATAKANA)}]+|[{_char_class(HANGUL)}]+")
+
+
+def is_one_word(run: str, longest: int) -> bool:
+    """Whether a query run is likely one word or compound, searched as a phrase: at most
+    `longest` characters, or all katakana (loanwords: コンピュータ) or all Hangul (Korean
+    puts spaces between words). Longer runs of kanji and kana are usually several words."""
+    return len(run) <= longest or _ONE_WORD_SCRIPTS.fullmatch(run) is not None
 
 
 def is_particle(run: str) -> bool:

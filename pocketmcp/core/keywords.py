@@ -24,6 +24,7 @@ STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_TERMS = 32
+MAX_PHRASE = 4  # CJK characters searched as one phrase; longer runs by their bigrams
 MAX_QUERY_TERMS = 12  # rarest words kept for the FTS5 query
 COMMON_SHARE = 0.1  # words in more than this share of the chunks are dropped
 POSTINGS_BUDGET = 30_000  # chunks an OR-query may have to score, summed over its words
@@ -32,13 +33,18 @@ POSTINGS_BUDGET = 30_000  # chunks an OR-query may have to score, summed over it
 def terms(query: str) -> list[str]:
     """Distinct content words of `query`, in order, lower-cased.
 
-    A run of CJK characters is one term (a lone hiragana, a particle, is dropped like a
-    one-letter word); `fts_query` searches for it as the phrase of its bigrams.
+    A CJK run that looks like one word (`cjk.is_one_word`) is one term, which `fts_query`
+    searches for as the phrase of its bigrams; a lone hiragana, a particle, is dropped like a
+    one-letter word. A longer run of kanji and kana is most likely several words typed without
+    spaces, as such queries usually are ("東京の天気予報"): each of its bigrams is a term of
+    its own, so documents holding more of its rarer bigrams rank higher, verbatim or not.
     """
     words = _WORD.findall(query.lower())
     if cjk.has_cjk(query):
-        words = [piece for word in words for piece, is_cjk in cjk.split(word)
-                 if not (is_cjk and cjk.is_particle(piece))]
+        words = [part for word in words for piece, is_cjk in cjk.split(word)
+                 if not (is_cjk and cjk.is_particle(piece))
+                 for part in (cjk.bigrams(piece) if is_cjk and not cjk.is_one_word(
+                     piece, MAX_PHRASE) else [piece])]
     out: list[str] = []
     for word in words:
         word = word.strip("_")
