@@ -150,8 +150,8 @@ async def ingest_file(service: Service, path: str, library: str | None,
     meta = check_metadata(metadata)
     if library is not None:
         library = check_library(library, config.default_library)
-    resolved = await anyio.to_thread.run_sync(resolve_inside, path, config.roots(),
-                                              config.watch_dir)
+    resolved = await anyio.to_thread.run_sync(
+        lambda: resolve_inside(path, config.roots(), config.watch_dir))
     kind = _kind_by_name(resolved.name)
     await service.wait_ready()
     service.require_writer()
@@ -161,7 +161,7 @@ async def ingest_file(service: Service, path: str, library: str | None,
         raise InvalidRequest(f"cannot read {safe_text(path)!r}: {exc.strerror}") from None
     if len(data) > config.max_file_bytes:
         raise InvalidRequest(f"{safe_text(path)!r} is over the limit of MAX_FILE_MB")
-    external, lib = _identity(service, resolved, library)
+    external, lib = await anyio.to_thread.run_sync(_identity, service, resolved, library)
     return await _ingest(service, data, kind, external_id=external, library=lib,
                          metadata=meta, source="file", uri=resolved.as_uri(),
                          name=resolved.name, fallback_title=resolved.stem)

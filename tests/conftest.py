@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from pocketmcp.config import Config, load
 from pocketmcp.core.chunking import Chunker
 from pocketmcp.model import Embedder, ModelSpec
 from pocketmcp.pipeline.supervisor import Pipeline
+from pocketmcp.service import Service
 from pocketmcp.store.writes import IndexWriter
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
@@ -191,3 +193,25 @@ def chdir_tmp(tmp_path: Path) -> Iterator[Path]:
         yield tmp_path
     finally:
         os.chdir(old)
+
+
+@asynccontextmanager
+async def running(config: Config) -> AsyncIterator[Service]:
+    """A Service (model, index, no folder watching) running until the block ends."""
+    svc = Service(config, watch=False)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(svc.run, name="test.service")
+            with anyio.fail_after(60):
+                await svc.ready.wait()
+            yield svc
+            await svc.shutdown()
+            tg.cancel_scope.cancel()
+    finally:
+        svc.close()
+
+
+@pytest.fixture
+async def service(tmp_path: Path) -> AsyncIterator[Service]:
+    async with running(make_config(tmp_path)) as svc:
+        yield svc

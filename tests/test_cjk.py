@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from itertools import pairwise
-from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
-from conftest import make_config
 
-from pocketmcp.config import Config
 from pocketmcp.core.cjk import RANGES, bigrams, has_cjk, index_text
 from pocketmcp.core.keywords import fts_query, stems, terms, vocab_terms
 from pocketmcp.documents import NewDoc, upsert_documents
@@ -155,20 +151,6 @@ def test_fts5_keeps_the_bigrams_and_every_substring_is_found(fts: Any, text: str
 # -- end to end -------------------------------------------------------------------------------
 
 
-@pytest.fixture
-async def service(tmp_path: Path) -> AsyncIterator[Service]:
-    config: Config = make_config(tmp_path)
-    svc = Service(config, watch=False)
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(svc.run)
-            with anyio.fail_after(60):
-                await svc.ready.wait()
-            yield svc
-            await svc.shutdown()
-            tg.cancel_scope.cancel()
-    finally:
-        svc.close()
 
 
 DOCS = {

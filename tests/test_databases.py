@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import numpy as np
 import pytest
-from conftest import make_config
+from conftest import make_config, running
 from mcp_harness import call, mcp_session, tool_error, until
 
-from pocketmcp.config import Config
 from pocketmcp.databases import (
     create_database,
     delete_document,
@@ -30,19 +28,6 @@ BREAD = "A sourdough starter of flour and water leavens rye bread without baker'
 BAD_NAMES = ["../x", "a/b", "x.db", "", "a" * 65, "a b", "..", "caf\u00e9", "a\n", "/abs"]
 
 
-@asynccontextmanager
-async def running(config: Config) -> AsyncIterator[Service]:
-    svc = Service(config, watch=False)
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(svc.run, name="test.service")
-            with anyio.fail_after(60):
-                await svc.ready.wait()
-            yield svc
-            await svc.shutdown()
-            tg.cancel_scope.cancel()
-    finally:
-        svc.close()
 
 
 @pytest.fixture

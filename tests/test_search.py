@@ -2,33 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import anyio
-import pytest
-from conftest import make_config
-
-from pocketmcp.config import Config
 from pocketmcp.documents import NewDoc, delete_documents, upsert_documents
 from pocketmcp.search import Filter, search
 from pocketmcp.service import Service
-
-
-@pytest.fixture
-async def service(tmp_path: Path) -> AsyncIterator[Service]:
-    config: Config = make_config(tmp_path)
-    svc = Service(config, watch=False)
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(svc.run)
-            with anyio.fail_after(60):
-                await svc.ready.wait()
-            yield svc
-            await svc.shutdown()
-            tg.cancel_scope.cancel()
-    finally:
-        svc.close()
 
 
 async def _add(service: Service, *docs: tuple[str, str]) -> dict[str, int]:
