@@ -71,6 +71,20 @@ def supported_list() -> str:
     return ", ".join(sorted(KINDS))
 
 
+def refused_by_name(name: str) -> str | None:
+    """Why a file cannot be read, judged by its name alone (a known unreadable format)."""
+    known = UNSUPPORTED.get(extension(name))
+    return f"unsupported format: {known}; readable formats are {supported_list()}" if (
+        known) else None
+
+
+def refused_binary(name: str) -> str:
+    """Why binary content in a file of no known format cannot be read."""
+    ext = extension(name) or "extension-less"
+    return (f"unsupported format: binary content in a {ext} file; readable formats are "
+            f"{supported_list()}")
+
+
 class Converted(msgspec.Struct, frozen=True):
     text: str
     title: str | None = None

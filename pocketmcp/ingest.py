@@ -169,10 +169,9 @@ async def ingest_file(service: Service, path: str, library: str | None,
 
 def _kind_by_name(name: str) -> str | None:
     """The format by file name; UnsupportedFormat for formats known to be unreadable."""
-    reason = formats.UNSUPPORTED.get(formats.extension(name))
+    reason = formats.refused_by_name(name)
     if reason:
-        raise UnsupportedFormat(f"unsupported format: {reason} ({safe_text(name)}); readable "
-                                f"formats are {formats.supported_list()}")
+        raise UnsupportedFormat(f"{safe_text(name)}: {reason}")
     return formats.kind_of(name)
 
 
@@ -262,15 +261,12 @@ async def _ingest(service: Service, data: bytes, kind: str | None, *, external_i
                   uri: str, name: str, fallback_title: str) -> Ingested:
     assert service.engine is not None
     digest = sha256(data)
-    state = await service.readers.run(lambda r: r.doc_state(external_id))
-    stored_meta = None
-    if state is not None and state.sha256 == digest and state.library == library:
-        row = await service.readers.run(lambda r: r.document_by_external(external_id))
-        stored_meta = json.loads(row.metadata) if row else None
-        if row is not None and stored_meta == metadata:
-            return Ingested(doc_id=row.doc_id, external_id=external_id, library=library,
-                            status="skipped", chunks=row.chunk_count, title=row.title,
-                            format=kind or formats.TEXT)
+    row = await service.readers.run(lambda r: r.document_by_external(external_id))
+    if row is not None and (row.content_sha256, row.library, json.loads(row.metadata)) == (
+            digest, library, metadata):
+        return Ingested(doc_id=row.doc_id, external_id=external_id, library=library,
+                        status="skipped", chunks=row.chunk_count, title=row.title,
+                        format=kind or formats.TEXT)
     title: str | None = None
     if kind in formats.CONVERTED:
         try:
@@ -281,8 +277,7 @@ async def _ingest(service: Service, data: bytes, kind: str | None, *, external_i
         text, title = converted.text, converted.title
     else:
         if looks_binary(data):
-            raise UnsupportedFormat(f"unsupported format: {safe_text(name)} holds binary "
-                                    f"content; readable formats are {formats.supported_list()}")
+            raise UnsupportedFormat(f"{safe_text(name)}: {formats.refused_binary(name)}")
         text = decode(data)[0]
     text = clean(safe_text(text))
     if not text.strip():

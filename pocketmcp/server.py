@@ -124,18 +124,8 @@ class DocumentList(BaseModel):
     next_cursor: str | None = None
 
 
-class Document(BaseModel):
-    doc_id: int
-    external_id: str
-    title: str
-    source: Literal["file", "url", "raw"]
-    path: str | None
-    uri: str | None
-    library: str
-    metadata: dict[str, Any]
-    chunk_count: int
+class Document(DocumentInfo):
     created_at: str
-    updated_at: str
     text: str
 
 

@@ -38,12 +38,6 @@ class _Read(msgspec.Struct, frozen=True):
     problem: str | None = None
 
 
-def _unsupported(rel: str) -> str | None:
-    """Why a file cannot be read, judged by its name alone; None when it may be."""
-    known = formats.UNSUPPORTED.get(formats.extension(rel))
-    return f"unsupported format: {known}" if known else None
-
-
 def _read(path: Path, max_bytes: int, known: DocState | None, force: bool,
           kind: str | None) -> _Read | None:
     """Stat and read one file (blocking). None when it is not a regular file any more.
@@ -68,10 +62,7 @@ def _read(path: Path, max_bytes: int, known: DocState | None, force: bool,
         return _Read(len(data), st.st_mtime_ns, None,
                      f"larger than the limit of {max_bytes} bytes")
     if kind not in formats.CONVERTED and looks_binary(data):
-        ext = formats.extension(path.name) or "extension-less"
-        problem = "binary content" if kind else (
-            f"unsupported format: binary content in a {ext} file; readable formats are "
-            f"{formats.supported_list()}")
+        problem = "binary content" if kind else formats.refused_binary(path.name)
         return _Read(len(data), st.st_mtime_ns, None, problem)
     return _Read(len(data), st.st_mtime_ns, data)
 
@@ -109,7 +100,7 @@ class Hasher:
         kind = formats.kind_of(rel)
         read: _Read | None = None
         if isinstance(event, FileSeen):
-            unsupported = _unsupported(rel)
+            unsupported = formats.refused_by_name(rel)
             try:
                 read = _Read(0, 0, None, unsupported) if unsupported else (
                     await anyio.to_thread.run_sync(
