@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import docs  # noqa: E402  (tests/docs.py: the generators the tests use)
 
-from pocketmcp import formats  # noqa: E402
-from pocketmcp.convert import Converter, Limits  # noqa: E402
+from pocketmcp.convert import formats, kinds  # noqa: E402
+from pocketmcp.convert.pool import Converter, Limits  # noqa: E402
 
 CORPUS = ROOT.parent / "shared" / "datasets" / "scifact-train" / "corpus.jsonl"
 
@@ -72,7 +72,7 @@ def pct(values: list[float], q: float) -> float:
 async def measure(files: dict[str, Path], runs: int) -> list[dict[str, object]]:
     results = []
     for label, path in files.items():
-        kind = formats.kind_of(path.name)
+        kind = kinds.kind_of(path.name)
         assert kind is not None
         data = path.read_bytes()
         cold = Converter(Limits(workers=1))

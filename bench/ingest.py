@@ -71,10 +71,11 @@ def bare_chunks_per_s(folder: Path, batch_size: int) -> tuple[int, float]:
     from pocketmcp.config import load
     from pocketmcp.core.chunking import Chunker
     from pocketmcp.core.text import clean
-    from pocketmcp.model import Embedder, ModelSpec
+    from pocketmcp.embed.local import LocalEmbedder
+    from pocketmcp.embed.models import ModelSpec
 
     config = load({}, environ={k: v for k, v in os.environ.items() if k.isupper()})
-    embedder = Embedder(ModelSpec(config))
+    embedder = LocalEmbedder(ModelSpec(config))
     chunker = Chunker(embedder.tokenizer, size=config.chunk_size, overlap=config.chunk_overlap,
                       max_tokens=embedder.max_tokens)
     texts = [c.embed_text for path in sorted(folder.rglob("*.md"))

@@ -50,9 +50,10 @@ def base_vectors(cache: Path, docs: int, index: Path | None
                 [str(t) for t in data["query_texts"]])
     from pocketmcp.config import load
     from pocketmcp.core.chunking import Chunker
-    from pocketmcp.model import Embedder, ModelSpec
+    from pocketmcp.embed.local import LocalEmbedder
+    from pocketmcp.embed.models import ModelSpec
 
-    embedder = Embedder(ModelSpec(load({}, environ={})))
+    embedder = LocalEmbedder(ModelSpec(load({}, environ={})))
     if index is not None:
         from pocketmcp.store.connect import open_sync_reader
 
@@ -97,8 +98,8 @@ def synthesise(base: np.ndarray, n: int, seed: int) -> tuple[np.ndarray, np.ndar
 def build_index(path: Path, vectors: np.ndarray, text_of: np.ndarray, texts: list[str],
                 per_doc: int = 4) -> None:
     from pocketmcp.core.text import sha256
-    from pocketmcp.messages import Chunk
-    from pocketmcp.store.writes import DocRecord, IndexWriter
+    from pocketmcp.messages import Chunk, DocRecord
+    from pocketmcp.store.writes import IndexWriter
 
     writer = IndexWriter(path, model_id="sentence-transformers/all-MiniLM-L6-v2",
                          dim=vectors.shape[1])
@@ -127,60 +128,54 @@ def build_index(path: Path, vectors: np.ndarray, text_of: np.ndarray, texts: lis
 async def measure(db: Path, vectors: np.ndarray, queries: np.ndarray, query_texts: list[str],
                   repeats: int) -> dict:
     from pocketmcp.config import load
-    from pocketmcp.search import DEFAULT_PARAMS, candidates_for, search
-    from pocketmcp.service import Service
+    from pocketmcp.ops.search import DEFAULT_PARAMS, candidates_for, search
+    from pocketmcp.runtime import READING, open_runtime
 
     config = load({}, environ={"SQLITE_PATH": str(db), "WATCH_DIR": str(db.parent / "none")})
-    service = Service(config, watch=False)
     out: dict = {}
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(service.run)
-            started = time.perf_counter()
-            await service.started()
-            out["load_s"] = round(time.perf_counter() - started, 2)
-            index = service.vectors
-            out["vector_index_mib"] = round(sum(a.nbytes for a in (
-                index.ids, index.docs, index.alive, index.codes, index.f16))
-                / 2**20, 1)
-            # Whole search calls per mode, embedding included.
-            for mode in ("hybrid", "vector", "keyword"):
-                times = []
-                for i in range(repeats):
-                    text = query_texts[i % len(query_texts)]
-                    t = time.perf_counter()
-                    await search(service, text, top_k=10, mode=mode)
-                    times.append((time.perf_counter() - t) * 1000)
-                out[mode] = {"p50_ms": round(statistics.median(times), 2),
-                             "p95_ms": round(pct(times, 0.95), 2)}
-            # The vector stage alone against a numpy scan, and recall against exact search.
-            ids_all = np.arange(1, len(vectors) + 1)
-            stage, scan, hits = [], [], 0
-            for q in queries[:repeats]:
+    started = time.perf_counter()
+    async with open_runtime(config, READING) as runtime:
+        await runtime.started()
+        out["load_s"] = round(time.perf_counter() - started, 2)
+        reading = await runtime.reading()
+        index = reading.index.vectors
+        out["vector_index_mib"] = round(sum(a.nbytes for a in (
+            index.ids, index.docs, index.alive, index.codes, index.f16))
+            / 2**20, 1)
+        # Whole search calls per mode, embedding included.
+        for mode in ("hybrid", "vector", "keyword"):
+            times = []
+            for i in range(repeats):
+                text = query_texts[i % len(query_texts)]
                 t = time.perf_counter()
-                exact_top = np.argpartition(-(vectors @ q), 10)[:10]
-                scan.append((time.perf_counter() - t) * 1000)
+                await search(reading, text, top_k=10, mode=mode)
+                times.append((time.perf_counter() - t) * 1000)
+            out[mode] = {"p50_ms": round(statistics.median(times), 2),
+                         "p95_ms": round(pct(times, 0.95), 2)}
+        # The vector stage alone against a numpy scan, and recall against exact search.
+        ids_all = np.arange(1, len(vectors) + 1)
+        stage, scan, hits = [], [], 0
+        for q in queries[:repeats]:
+            t = time.perf_counter()
+            exact_top = np.argpartition(-(vectors @ q), 10)[:10]
+            scan.append((time.perf_counter() - t) * 1000)
 
-                def run(q=q):
-                    t0 = time.perf_counter()
-                    found, _, _ = index.search(q, 10, candidates_for(index.live,
-                                                                     DEFAULT_PARAMS))
-                    return found.tolist(), (time.perf_counter() - t0) * 1000
+            def run(q=q):
+                t0 = time.perf_counter()
+                found, _, _ = index.search(q, 10, candidates_for(index.live,
+                                                                 DEFAULT_PARAMS))
+                return found.tolist(), (time.perf_counter() - t0) * 1000
 
-                got, ms = await anyio.to_thread.run_sync(run)
-                stage.append(ms)
-                hits += len(set(got) & set(ids_all[exact_top].tolist()))
-            out["vector_stage_p50_ms"] = round(statistics.median(stage), 2)
-            out["vector_stage_p95_ms"] = round(pct(stage, 0.95), 2)
-            out["numpy_scan_p50_ms"] = round(statistics.median(scan), 2)
-            out["numpy_scan_p95_ms"] = round(pct(scan, 0.95), 2)
-            out["stage_over_numpy"] = round(out["vector_stage_p50_ms"]
-                                            / out["numpy_scan_p50_ms"], 3)
-            out["recall@10"] = round(hits / (10 * repeats), 4)
-            await service.shutdown()
-            tg.cancel_scope.cancel()
-    finally:
-        service.close()
+            got, ms = await anyio.to_thread.run_sync(run)
+            stage.append(ms)
+            hits += len(set(got) & set(ids_all[exact_top].tolist()))
+        out["vector_stage_p50_ms"] = round(statistics.median(stage), 2)
+        out["vector_stage_p95_ms"] = round(pct(stage, 0.95), 2)
+        out["numpy_scan_p50_ms"] = round(statistics.median(scan), 2)
+        out["numpy_scan_p95_ms"] = round(pct(scan, 0.95), 2)
+        out["stage_over_numpy"] = round(out["vector_stage_p50_ms"]
+                                        / out["numpy_scan_p50_ms"], 3)
+        out["recall@10"] = round(hits / (10 * repeats), 4)
     return out
 
 

@@ -23,9 +23,9 @@ DATASET = ROOT.parent / "shared" / "datasets" / "scifact-train"
 
 async def main() -> None:
     from pocketmcp.config import load
-    from pocketmcp.eval import evaluate, load_dataset
-    from pocketmcp.search import Params
-    from pocketmcp.service import Service
+    from pocketmcp.ops.evaluate import evaluate, load_dataset
+    from pocketmcp.ops.search import Params
+    from pocketmcp.runtime import READING, open_runtime
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--index", type=Path, required=True)
@@ -38,23 +38,17 @@ async def main() -> None:
     dataset = load_dataset(args.dataset)
     config = load({}, environ={"SQLITE_PATH": str(args.index),
                                "WATCH_DIR": str(args.index) + ".corpus"})
-    service = Service(config, watch=False)
     grid = json.loads(args.grid)
     rows = []
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(service.run)
-            await service.started()
-            for values in itertools.product(*grid.values()):
-                params = msgspec.convert(dict(zip(grid, values, strict=True)), Params)
-                metrics = (await evaluate(service, dataset, ["hybrid"], params))["hybrid"]
-                row = {**dict(zip(grid, values, strict=True)), **metrics}
-                rows.append(row)
-                print(json.dumps(row), flush=True)
-            await service.shutdown()
-            tg.cancel_scope.cancel()
-    finally:
-        service.close()
+    async with open_runtime(config, READING) as runtime:
+        await runtime.started()
+        reading = await runtime.reading()
+        for values in itertools.product(*grid.values()):
+            params = msgspec.convert(dict(zip(grid, values, strict=True)), Params)
+            metrics = (await evaluate(reading, dataset, ["hybrid"], params))["hybrid"]
+            row = {**dict(zip(grid, values, strict=True)), **metrics}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(rows, indent=2) + "\n")
 

@@ -6,9 +6,11 @@ import argparse
 import json
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 import anyio
 import msgspec
@@ -16,6 +18,11 @@ import msgspec
 from pocketmcp import __version__, logs
 from pocketmcp.config import SETTINGS, Config, load
 from pocketmcp.errors import PocketError
+from pocketmcp.mcp.serve import serve
+from pocketmcp.ops import evaluate
+from pocketmcp.ops.search import MODES, Mode, Params, search
+from pocketmcp.pipeline.supervisor import Pipeline
+from pocketmcp.runtime import INDEXING, READING, WATCHING, Plan, Runtime, open_runtime, single
 
 
 def _add_settings(parser: argparse.ArgumentParser) -> None:
@@ -117,60 +124,64 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "eval":
             return anyio.run(_eval, config, args, backend="asyncio")
         if args.command == "serve":
-            from pocketmcp.serve import serve
-
             return anyio.run(serve, config, args.title, args.inst, backend="asyncio")
-    except PocketError as exc:
-        print(f"pocketmcp: {exc}", file=sys.stderr)  # noqa: T201
-        return 1
+    except BaseExceptionGroup as group:
+        return _failed(single(group))
+    except Exception as exc:  # the one place that catches everything: report, exit non-zero
+        return _failed(exc)
     except KeyboardInterrupt:
         return 130
-    except Exception as exc:  # the one place that catches everything: report, exit non-zero
-        logs.get("pocketmcp").exception("crashed", error=repr(exc))
-        return 1
     parser.error(f"unknown command {args.command}")
     return 2
 
 
-async def _stop_on_signals(stop: Any, scope: anyio.CancelScope) -> None:
-    """First SIGINT/SIGTERM: drain and stop. Second: cancel at once."""
+def _failed(exc: BaseException) -> int:
+    if isinstance(exc, KeyboardInterrupt):
+        return 130
+    if isinstance(exc, PocketError):
+        print(f"pocketmcp: {exc}", file=sys.stderr)  # noqa: T201
+        return 1
+    if isinstance(exc, Exception):
+        logs.get("pocketmcp").error("crashed", error=repr(exc), exc_info=exc)
+        return 1
+    raise exc
+
+
+async def _stop_on_signals(runtime: Runtime, scope: anyio.CancelScope) -> None:
+    """First SIGINT/SIGTERM: stop the feed and commit what is in flight. Second: at once."""
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        stopping = False
         async for _ in signals:
-            if stop.stopping:
+            if stopping:
                 scope.cancel()
                 return
-            stop.stopping = True
-            stop()
+            stopping = True
+            if runtime.pipeline is not None:
+                runtime.pipeline.stop()
+
+
+def _printer(name: str) -> Any:
+    log = logs.get(name)
+
+    def on_event(event: dict[str, Any]) -> None:
+        kind = event.pop("event")
+        log.info(kind, **event)
+
+    return on_event
 
 
 async def _index(config: Config, args: argparse.Namespace) -> int:
-    from pocketmcp.engine import Engine, open_writer
-    from pocketmcp.model import ModelSpec
-    from pocketmcp.pipeline.supervisor import Pipeline
-
     if not config.watch_dir.is_dir():
         raise PocketError(f"WATCH_DIR={config.watch_dir} is not a folder")
     started = time.perf_counter()
-    spec = await anyio.to_thread.run_sync(ModelSpec, config)
-    writer = await anyio.to_thread.run_sync(
-        lambda: open_writer(config, spec, rebuild=args.rebuild))
-    try:
-        engine = await Engine.load(config, spec)
-        pipeline = Pipeline(config, writer=writer, embed=engine.embedder.embed,
-                            dim=engine.spec.dim, chunker=engine.chunker, follow=False,
-                            force=args.force, embed_limiter=engine.model_limiter)
-        show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_stop_on_signals, _Stopper(pipeline), tg.cancel_scope,
-                          name="pocketmcp.signals")
-            if show:
-                tg.start_soon(_progress, pipeline, name="pocketmcp.progress")
-            run_started = time.perf_counter()
-            await pipeline.run()
-            run_s = time.perf_counter() - run_started
-            tg.cancel_scope.cancel()
-    finally:
-        await anyio.to_thread.run_sync(writer.close)
+    plan = msgspec.structs.replace(INDEXING, rebuild=args.rebuild, force=args.force)
+    show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
+    async with open_runtime(config, plan) as runtime, anyio.create_task_group() as tg:
+        tg.start_soon(_stop_on_signals, runtime, tg.cancel_scope, name="pocketmcp.signals")
+        if show:
+            tg.start_soon(_progress, runtime, name="pocketmcp.progress")
+        pipeline = await _until_fed(runtime)
+        tg.cancel_scope.cancel()
     s = pipeline.stats
     summary = {
         "folder": str(config.watch_dir), "index": str(config.sqlite_path),
@@ -178,7 +189,7 @@ async def _index(config: Config, args: argparse.Namespace) -> int:
         "unchanged": s.unchanged, "removed": s.removed, "skipped": s.skipped,
         "chunks_embedded": s.chunks_embedded, "chunks_reused": s.chunks_reused,
         "elapsed_s": round(time.perf_counter() - started, 2),
-        "pipeline_s": round(run_s, 3), "embed_s": round(s.embed_ms / 1000, 3),
+        "pipeline_s": round(runtime.fed_seconds, 3), "embed_s": round(s.embed_ms / 1000, 3),
     }
     if args.json:
         print(json.dumps(summary))  # noqa: T201
@@ -193,67 +204,47 @@ async def _index(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
-class _Stopper:
-    def __init__(self, pipeline: Any) -> None:
-        self.pipeline = pipeline
-        self.stopping = False
+async def _until_fed(runtime: Runtime) -> Pipeline:
+    """Wait until the main index's feed has run to its end; its pipeline."""
+    await runtime.fed.wait()
+    if runtime.pipeline is None:  # start-up failed: its error is raised by the runtime
+        await runtime.started()
+        raise PocketError(runtime.status.last_error or "indexing did not start")
+    return runtime.pipeline
 
-    def __call__(self) -> None:
-        self.pipeline.stop()
 
-
-async def _progress(pipeline: Any) -> None:
-    from tqdm import tqdm
+async def _progress(runtime: Runtime) -> None:
+    from tqdm import tqdm  # only with a progress bar: kept out of the other commands
 
     with tqdm(total=0, unit="file", file=sys.stderr, dynamic_ncols=True) as bar:
         while True:
-            s = pipeline.stats
-            bar.total = max(s.seen, s.processed)
-            bar.n = s.processed
-            bar.set_postfix(chunks=s.chunks_embedded, reused=s.chunks_reused, refresh=False)
-            bar.refresh()
+            if runtime.pipeline is not None:
+                s = runtime.pipeline.stats
+                bar.total = max(s.seen, s.processed)
+                bar.n = s.processed
+                bar.set_postfix(chunks=s.chunks_embedded, reused=s.chunks_reused,
+                                refresh=False)
+                bar.refresh()
             await anyio.sleep(0.25)
 
 
 async def _watch(config: Config) -> int:
-    from pocketmcp.engine import Engine, open_writer
-    from pocketmcp.model import ModelSpec
-    from pocketmcp.pipeline.supervisor import Pipeline
-
     if not config.watch_dir.is_dir():
         raise PocketError(f"WATCH_DIR={config.watch_dir} is not a folder")
     log = logs.get("pocketmcp.watch")
-    spec = await anyio.to_thread.run_sync(ModelSpec, config)
-    writer = await anyio.to_thread.run_sync(open_writer, config, spec)
-
-    def on_event(event: dict[str, Any]) -> None:
-        kind = event.pop("event")
-        log.info(kind, **event)
-
-    try:
-        engine = await Engine.load(config, spec)
-        pipeline = Pipeline(config, writer=writer, embed=engine.embedder.embed,
-                            dim=engine.spec.dim, chunker=engine.chunker, follow=True,
-                            on_event=on_event, embed_limiter=engine.model_limiter)
+    async with open_runtime(config, WATCHING, on_event=_printer("pocketmcp.watch")
+                            ) as runtime, anyio.create_task_group() as tg:
+        tg.start_soon(_stop_on_signals, runtime, tg.cancel_scope, name="pocketmcp.signals")
+        await runtime.started()
         log.info("watching", folder=str(config.watch_dir), index=str(config.sqlite_path),
-                 model=engine.spec.model_id)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_stop_on_signals, _Stopper(pipeline), tg.cancel_scope,
-                          name="pocketmcp.signals")
-            await pipeline.run()
-            tg.cancel_scope.cancel()
-    finally:
-        await anyio.to_thread.run_sync(writer.close)
+                 model=runtime.snapshot().model)
+        pipeline = await _until_fed(runtime)
+        tg.cancel_scope.cancel()
     log.info("stopped", **msgspec.structs.asdict(pipeline.stats))
     return 0
 
 
 async def _eval(config: Config, args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from pocketmcp import eval as evaluation
-    from pocketmcp.search import MODES, Params
-
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = [m for m in modes if m not in MODES]
     if unknown or not modes:
@@ -263,38 +254,48 @@ async def _eval(config: Config, args: argparse.Namespace) -> int:
         params = msgspec.convert(json.loads(args.params), Params) if args.params else Params()
     except (ValueError, msgspec.ValidationError) as exc:
         raise PocketError(f"--params is not valid: {exc}") from None
-    report = await evaluation.run(config, Path(args.dataset), modes=modes,
-                                  index=Path(args.index) if args.index else None,
-                                  split=args.split, params=params)
-    print(json.dumps(report, indent=2) if args.json else evaluation.table(report))  # noqa: T201
+    dataset_dir = Path(args.dataset)
+    dataset = evaluate.load_dataset(dataset_dir, args.split)
+    with tempfile.TemporaryDirectory(prefix="pocketmcp-eval-") as tmp:
+        db = Path(args.index) if args.index else Path(tmp) / "index.db"
+        corpus = db.with_name(db.name + ".corpus")
+        files = await anyio.to_thread.run_sync(evaluate.write_corpus, corpus, dataset_dir)
+        config = config.replace(watch_dir=corpus, sqlite_path=db, watch_dir_given=True)
+        started = time.perf_counter()
+        plan = Plan(writer="must", feed="scan", requests=False)
+        async with open_runtime(config, plan) as runtime:
+            async with anyio.create_task_group() as tg:
+                if sys.stderr.isatty():
+                    tg.start_soon(_progress, runtime, name="pocketmcp.progress")
+                pipeline = await _until_fed(runtime)
+                tg.cancel_scope.cancel()
+            built = {"files": pipeline.stats.seen,
+                     "chunks_embedded": pipeline.stats.chunks_embedded,
+                     "seconds": round(time.perf_counter() - started, 1)}
+            reading = await runtime.reading()
+            counts = await reading.index.run(lambda r: r.counts())
+            metrics = await evaluate.evaluate(reading, dataset, cast(list[Mode], modes), params)
+    report = evaluate.report(dataset_dir, files, dataset, counts["chunks"], built, params,
+                             metrics)
+    print(json.dumps(report, indent=2) if args.json else evaluate.table(report))  # noqa: T201
     return 0
 
 
 async def _search(config: Config, args: argparse.Namespace) -> int:
-    from pocketmcp.search import search
-    from pocketmcp.service import Service
-
     if not 1 <= args.top_k <= 100:
         raise PocketError(f"-k {args.top_k} is not valid: -k accepts 1 to 100")
     if not config.sqlite_path.exists():
         raise PocketError(f"no index at {config.sqlite_path}; run `pocketmcp index` first")
     if config.log_level == "info":
         logs.configure("warning")  # the hits are the output; start-up chatter is not
-    service = Service(config, watch=False)
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(service.run, name="pocketmcp.service")
-            await service.started()
-            matches = await search(service, args.query, top_k=args.top_k, mode=args.mode,
-                                   unique_docs=args.unique_docs)
-            await service.shutdown()
-            tg.cancel_scope.cancel()
-    finally:
-        service.close()
+    async with open_runtime(config, READING) as runtime:
+        await runtime.started()
+        result = await search(await runtime.reading(), args.query, top_k=args.top_k,
+                              mode=args.mode, unique_docs=args.unique_docs)
     rows = [{"rank": i + 1, "score": m.score, "vector_score": m.vector_score,
              "keyword_score": m.keyword_score, "path": m.path or m.title, "title": m.title,
              "chunk_id": m.chunk_id, "resource": m.resource, "preview": m.preview}
-            for i, m in enumerate(matches)]
+            for i, m in enumerate(result.matches)]
     if args.json:
         print(json.dumps({"query": args.query, "mode": args.mode, "hits": rows},  # noqa: T201
                          ensure_ascii=False))

@@ -13,8 +13,21 @@ from typing import Any
 
 import msgspec
 
+from pocketmcp.errors import ConfigError
+
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 MAX_DOCS_PER_CALL = 64  # documents in one upsert_documents call
+
+# The MCP tools, and the named sets the TOOLS setting accepts besides single names.
+TOOL_NAMES = (
+    "search", "get_document", "list_documents", "list_libraries", "status",
+    "upsert_documents", "delete_documents", "ingest_file", "ingest_url", "reindex",
+    "create_database", "insert_document", "find_similar_documents", "delete_document",
+)
+TOOL_SETS: dict[str, tuple[str, ...]] = {
+    "all": TOOL_NAMES,
+    "core": ("search", "get_document", "list_documents", "list_libraries", "status"),
+}
 
 
 class Setting(msgspec.Struct, frozen=True):
@@ -103,6 +116,11 @@ SETTINGS: tuple[Setting, ...] = (
             "Capacity of each stream between pipeline stages.", minimum=0, maximum=16),
     Setting("write_batch_files", "WRITE_BATCH_FILES", "--write-batch-files", "int", 32,
             "Most files committed in one transaction.", minimum=1, maximum=10000),
+    Setting("tools", "TOOLS", "--tools", "list", "all",
+            "Tools the MCP server offers: `all`, `core` (search, get_document, "
+            "list_documents, list_libraries, status), or a comma list of tool names and sets "
+            "(e.g. `core,upsert_documents`). Every offered tool's schema costs the client's "
+            "model context on every turn."),
     Setting("log_level", "LOG_LEVEL", "--log-level", "choice", "info",
             "Log verbosity (logs go to stderr as JSON lines).",
             choices=("debug", "info", "warning", "error")),
@@ -138,6 +156,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     embed_threads: int
     queue_size: int
     write_batch_files: int
+    tools: tuple[str, ...]
     log_level: str
 
     @property
@@ -160,8 +179,6 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _parse(setting: Setting, raw: object, source: str) -> Any:
-    from pocketmcp.errors import ConfigError
-
     if raw is None or (isinstance(raw, str) and raw.strip() == "" and setting.optional):
         if setting.optional:
             return None
@@ -204,8 +221,6 @@ def load(
 
     `overrides` is keyed by field name; None values are ignored.
     """
-    from pocketmcp.errors import ConfigError
-
     env = os.environ if environ is None else environ
     overrides = overrides or {}
     values: dict[str, Any] = {}
@@ -228,7 +243,24 @@ def load(
                           f"a number smaller than CHUNK_SIZE ({values['chunk_size']})")
     if not values["include"]:
         raise ConfigError("INCLUDE_GLOBS", "", "at least one glob such as **/*.md")
+    values["tools"] = _tools(values["tools"])
     return Config(**values)
+
+
+def _tools(names: tuple[str, ...]) -> tuple[str, ...]:
+    """TOOLS as tool names in their canonical order: sets expanded, duplicates dropped."""
+    wanted: set[str] = set()
+    for name in names:
+        if name in TOOL_SETS:
+            wanted.update(TOOL_SETS[name])
+        elif name in TOOL_NAMES:
+            wanted.add(name)
+        else:
+            raise ConfigError("TOOLS", ",".join(names), "`all`, `core` or a comma list of "
+                              "tool names: " + ", ".join(TOOL_NAMES))
+    if not wanted:
+        raise ConfigError("TOOLS", "", "at least one tool name or set (all, core)")
+    return tuple(name for name in TOOL_NAMES if name in wanted)
 
 
 def setting(field: str) -> Setting:

@@ -1,235 +1,122 @@
-"""Separate databases: named indexes beside the main one, one SQLite file each.
+"""The named databases one process serves: separate index files beside the main one.
 
-A database is `DATABASES_DIR/<name>.db`, with the main index's schema and the service's model.
-This process keeps one writer per database (opened on first use under the database's lock,
-closed with the service) and serialises its writes in a worker thread; reads go through
-read-only connections, so they go on while another process holds a database's writer lock.
-Every operation without a `db_name` works on the main index instead.
+Each is read through its own ReadIndex and written by its own writer actor, started on the
+first write (creating its file) and fed by tool requests alone. While another process holds a
+database's writer lock, its reads work here and its writes are READ_ONLY.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any, TypeVar
-
 import anyio
-import msgspec
+import anyio.abc
 
-from pocketmcp.core.safe import safe_text
-from pocketmcp.documents import NewDoc, delete_documents, prepare, upsert_documents, write_prepared
-from pocketmcp.errors import (
-    InvalidRequest,
-    ModelMismatchError,
-    NotFound,
-    PocketError,
-    StoreError,
-    WriterBusyError,
-)
-from pocketmcp.service import ReaderPool, Service
-from pocketmcp.store.queries import IndexReader, VectorHit
-from pocketmcp.store.writes import IndexWriter
-
-T = TypeVar("T")
-
-_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
-MAX_TOP_K = 100
+from pocketmcp.config import Config
+from pocketmcp.errors import ReadOnly, Stopping, WriterBusyError
+from pocketmcp.pipeline.supervisor import Pipeline
+from pocketmcp.pipeline.writer import EventHook, WriterActor, WriterInbox
+from pocketmcp.store.readers import ReadIndex
+from pocketmcp.store.registry import Registry
 
 
-class Created(msgspec.Struct, frozen=True):
-    db_path: str
-    created: bool
-
-
-class Inserted(msgspec.Struct, frozen=True):
-    doc_id: int
-    chunk_count: int
-
-
-class Similar(msgspec.Struct, frozen=True):
-    chunk_id: int
-    doc_id: int
-    text: str
-    score: float
-
-
-def db_path(root: Path, name: str) -> Path:
-    """The file of database `name` in `root`; InvalidRequest for a name that is not safe."""
-    if _NAME.fullmatch(name) is None:
-        shown = name if len(name) <= 80 else name[:80] + "..."
-        raise InvalidRequest(f"db_name {shown!r} is not valid: use 1-64 letters, digits, "
-                             "'_' or '-'")
-    return root / f"{name}.db"
-
-
-class _Db:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.lock = anyio.Lock()  # guards opening the writer
-        self.limiter = anyio.CapacityLimiter(1)  # one write at a time, in a worker thread
-        self.writer: IndexWriter | None = None
-        self.readers = ReaderPool(path)
+class _Database:
+    def __init__(self, index: ReadIndex) -> None:
+        self.index = index
+        self.pipeline: Pipeline | None = None
+        self.opening = anyio.Lock()
+        self.done = anyio.Event()
 
 
 class Databases:
-    """The named databases this process has used: a writer each (opened lazily) and a pool
-    of read-only connections. `close()` closes them all."""
+    """Named databases by name: read indexes, and writer actors started on demand in `tg`."""
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self._dbs: dict[str, _Db] = {}
-        self._closed = False
+    def __init__(self, config: Config, registry: Registry, *, model_id: str, dim: int,
+                 tg: anyio.abc.TaskGroup, on_event: EventHook | None) -> None:
+        self._config = config
+        self._registry = registry
+        self._model_id = model_id
+        self._dim = dim
+        self._tg = tg
+        self._on_event = on_event
+        self._open: dict[str, _Database] = {}
+        self._stopping = False
 
-    def path(self, name: str) -> Path:
-        return db_path(self.root, name)
-
-    def _db(self, name: str, *, must_exist: bool) -> _Db:
-        path = self.path(name)
-        if must_exist and not path.is_file():
-            raise NotFound(f"no database named {name!r}; call create_database first, "
-                           "or leave db_name out to use the main index")
-        db = self._dbs.get(name)
+    def _get(self, name: str) -> _Database:
+        db = self._open.get(name)
         if db is None:
-            db = self._dbs[name] = _Db(path)
+            db = self._open[name] = _Database(ReadIndex(self._registry.path(name), self._dim))
         return db
 
-    async def _writer(self, db: _Db, model_id: str, dim: int) -> tuple[IndexWriter, bool]:
-        """The database's writer, opened (creating the file) if need be; True if created."""
-        async with db.lock:
-            if self._closed:
-                raise PocketError("the server is shutting down")
-            if db.writer is not None:
-                return db.writer, False
-            existed = db.path.exists()
+    def reading(self, name: str) -> ReadIndex:
+        """Database `name` for reading; NotFound when it was never created."""
+        self._registry.existing(name)
+        return self._get(name).index
 
-            def open_writer() -> IndexWriter:
-                return IndexWriter(db.path, model_id=model_id, dim=dim)
+    async def writing(self, name: str, *, create: bool = False) -> tuple[ReadIndex, WriterInbox]:
+        """Database `name` and the way to its writer, started now if need be (creating the
+        file when `create`); READ_ONLY while another process holds its lock."""
+        (self._registry.path if create else self._registry.existing)(name)
+        db = self._get(name)
+        async with db.opening:
+            if self._stopping:
+                raise Stopping("the server is shutting down")
+            if db.pipeline is None:
+                path = db.index.path
+                try:
+                    actor = await anyio.to_thread.run_sync(lambda: WriterActor.open(
+                        path, model_id=self._model_id, dim=self._dim,
+                        queue_size=self._config.queue_size,
+                        batch_files=self._config.write_batch_files, on_event=self._on_event))
+                except WriterBusyError:
+                    raise ReadOnly(f"database {name!r} is read-only here: another PocketMCP "
+                                   f"process holds the writer lock of {path}") from None
+                db.pipeline = Pipeline(self._config, writer=actor, feed="none")
+                self._tg.start_soon(self._run, db, name=f"pocketmcp.writer.{name}")
+            return db.index, db.pipeline.requests
 
-            # Raises WriterBusyError while another process holds the lock; retried next call.
-            try:
-                db.writer = await anyio.to_thread.run_sync(open_writer)
-            except OSError as exc:  # the folder cannot be made, the disk is full, ...
-                raise StoreError(f"cannot create the database {db.path}: {exc}") from exc
-            return db.writer, not existed
+    async def _run(self, db: _Database) -> None:
+        pipeline = db.pipeline
+        assert pipeline is not None
+        try:
+            await pipeline.run()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(pipeline.writer.close)
+            db.pipeline = None
+            done, db.done = db.done, anyio.Event()
+            done.set()
 
-    async def create(self, name: str, *, model_id: str, dim: int) -> bool:
-        """Make sure database `name` exists; True when this call created its file."""
-        db = self._db(name, must_exist=False)
-        _, created = await self._writer(db, model_id, dim)
-        return created
+    async def create(self, name: str) -> tuple[str, bool]:
+        """Make sure database `name` exists; (its file, whether this call created it). While
+        another process holds its lock, that process has made (or is making) the file."""
+        path = self._registry.path(name)
+        existed = path.is_file()
+        try:
+            await self.writing(name, create=True)
+        except ReadOnly:
+            return str(path.resolve()), False
+        return str(path.resolve()), not existed
 
-    async def write(self, name: str, fn: Callable[[IndexWriter], T], *, model_id: str,
-                    dim: int) -> T:
-        """Run `fn(writer)` in a worker thread, one at a time per database."""
-        db = self._db(name, must_exist=True)
-        writer, _ = await self._writer(db, model_id, dim)
-        return await anyio.to_thread.run_sync(lambda: fn(writer), limiter=db.limiter)
+    async def release(self, name: str) -> None:
+        """Stop writing database `name`: its writer commits what it has, closes and unlocks."""
+        db = self._open.get(name)
+        if db is not None and db.pipeline is not None:
+            done = db.done
+            db.pipeline.stop()
+            await done.wait()
 
-    def readers(self, name: str) -> ReaderPool:
-        """Read-only connections to database `name`; NotFound when it was never created."""
-        return self._db(name, must_exist=True).readers
+    async def shutdown(self) -> None:
+        """Stop every writer, each after committing what it has."""
+        self._stopping = True
+        running = [(db.pipeline, db.done) for db in self._open.values()
+                   if db.pipeline is not None]
+        for pipeline, _ in running:
+            pipeline.stop()
+        for _, done in running:
+            await done.wait()
 
     def close(self) -> None:
-        """Checkpoint and close every writer (releasing its lock) and every reader."""
-        self._closed = True
-        for db in self._dbs.values():
-            db.readers.close()
-            if db.writer is not None:
-                db.writer.close()
-                db.writer = None
-
-
-# -- the operations behind the tools -----------------------------------------------------------
-
-def _spec(service: Service) -> tuple[str, int]:
-    assert service.engine is not None
-    return service.engine.spec.model_id, service.engine.spec.dim
-
-
-async def create_database(service: Service, db_name: str) -> Created:
-    path = service.databases.path(db_name)
-    await service.wait_ready()
-    model_id, dim = _spec(service)
-    try:
-        created = await service.databases.create(db_name, model_id=model_id, dim=dim)
-    except WriterBusyError:
-        created = False  # another process holds its lock: it has made (or is making) the file
-    return Created(db_path=str(path.resolve()), created=created)
-
-
-async def insert_document(service: Service, text: str, metadata: dict[str, Any] | None = None,
-                          db_name: str | None = None) -> Inserted:
-    """Chunk, embed and store one document; searchable as soon as this returns."""
-    doc = NewDoc(text=text, metadata=metadata)
-    if db_name is None:
-        upserted = (await upsert_documents(service, [doc]))[0]
-        return Inserted(upserted.doc_id, upserted.chunks)
-    service.databases.path(db_name)
-    await service.wait_ready()
-    model_id, dim = _spec(service)
-    prepared = await prepare(service, [doc], service.databases.readers(db_name))
-    written = await service.databases.write(
-        db_name, lambda writer: write_prepared(writer, prepared), model_id=model_id, dim=dim)
-    return Inserted(written[0].doc_id, written[0].chunks)
-
-
-def _query(service: Service, text: str) -> str:
-    query = safe_text(text)
-    if not query.strip():
-        raise InvalidRequest("text is empty: give the text to find similar documents to")
-    if len(query.encode("utf-8")) > service.config.max_file_bytes:
-        raise InvalidRequest(f"text is larger than MAX_FILE_MB "
-                             f"({service.config.max_file_bytes} bytes)")
-    return query
-
-
-async def find_similar(service: Service, text: str, top_k: int = 10,
-                       db_name: str | None = None) -> list[Similar]:
-    """The chunks nearest to `text` by cosine similarity, best first."""
-    if not 1 <= top_k <= MAX_TOP_K:
-        raise InvalidRequest(f"top_k must be from 1 to {MAX_TOP_K}")
-    if db_name is not None:
-        service.databases.path(db_name)
-    query = _query(service, text)
-    if db_name is None:
-        from pocketmcp.search import search
-
-        matches = await search(service, query, top_k=top_k, mode="vector")
-        return [Similar(m.chunk_id, m.doc_id, m.text, m.score) for m in matches]
-    await service.wait_ready()
-    assert service.engine is not None
-    readers = service.databases.readers(db_name)
-    vector = await anyio.to_thread.run_sync(service.engine.embedder.embed_query, query,
-                                            limiter=service.query_limiter)
-    model_id, dim = _spec(service)
-
-    def knn(reader: IndexReader) -> list[VectorHit]:
-        stored = reader.model()
-        if stored is not None and stored != (model_id, dim):
-            raise ModelMismatchError(reader.db_path, stored[0], stored[1], model_id, dim)
-        return reader.search_vector(vector.tobytes(), top_k)
-
-    hits = await readers.run(knn)
-    return [Similar(h.chunk_id, h.doc_id, h.text, round(1.0 - h.distance, 6)) for h in hits]
-
-
-async def delete_document(service: Service, doc_id: int, db_name: str | None = None) -> int:
-    """Remove one document; the number of chunks removed. NotFound for an unknown doc_id."""
-    if db_name is None:
-        deleted = await delete_documents(service, [doc_id], None)
-        if not deleted.deleted_doc_ids:
-            raise NotFound(f"no document with doc_id {doc_id} in the main index")
-        return deleted.deleted_chunks
-    service.databases.path(db_name)
-    await service.wait_ready()
-    model_id, dim = _spec(service)
-
-    def delete(writer: IndexWriter) -> tuple[int, int] | None:
-        with writer.transaction():
-            return writer.delete_doc(doc_id)
-
-    gone = await service.databases.write(db_name, delete, model_id=model_id, dim=dim)
-    if gone is None:
-        raise NotFound(f"no document with doc_id {doc_id} in database {db_name!r}")
-    return gone[1]
+        for db in self._open.values():
+            db.index.close()
+            if db.pipeline is not None:
+                db.pipeline.writer.close()
+                db.pipeline = None

@@ -1,4 +1,8 @@
-"""The PocketError tree. Messages are built from structured arguments."""
+"""The PocketError tree: every error PocketMCP raises on purpose, each with its code.
+
+`code` starts the message of the tool error a client sees ("NOT_FOUND: ..."). Messages are
+built from structured arguments where the same error is raised in several places.
+"""
 
 from __future__ import annotations
 
@@ -6,18 +10,23 @@ from pathlib import Path
 
 
 class PocketError(Exception):
-    """Base of every error PocketMCP raises on purpose.
-
-    `code` starts the message of the tool error a client sees, e.g. "NOT_FOUND: ...".
-    """
+    """Base of every error PocketMCP raises on purpose."""
 
     code = "ERROR"
 
+
+# -- what a request asked for ------------------------------------------------------------------
 
 class InvalidRequest(PocketError):
     """The request's arguments cannot be served as given."""
 
     code = "INVALID_REQUEST"
+
+
+class UnsupportedFormat(InvalidRequest):
+    """No converter reads files of this kind."""
+
+    code = "UNSUPPORTED_FORMAT"
 
 
 class NotFound(PocketError):
@@ -26,10 +35,36 @@ class NotFound(PocketError):
     code = "NOT_FOUND"
 
 
-class UnsupportedFormat(InvalidRequest):
-    """No converter reads files of this kind."""
+class FetchFailed(PocketError):
+    """A page could not be downloaded."""
 
-    code = "UNSUPPORTED_FORMAT"
+    code = "FETCH_FAILED"
+
+
+# -- the state of this process -----------------------------------------------------------------
+
+class NotReady(PocketError):
+    """The model or the index is still loading."""
+
+    code = "NOT_READY"
+
+
+class ReadOnly(PocketError):
+    """This process does not hold the writer lock of the index."""
+
+    code = "READ_ONLY"
+
+
+class Busy(PocketError):
+    """The same long operation is already running."""
+
+    code = "BUSY"
+
+
+class Stopping(PocketError):
+    """The process is shutting down (or the part asked for is not running)."""
+
+    code = "STOPPING"
 
 
 class ConfigError(PocketError):
@@ -39,6 +74,8 @@ class ConfigError(PocketError):
         self.accepts = accepts
         super().__init__(f"{variable}={value!r} is not valid: {variable} accepts {accepts}")
 
+
+# -- infrastructure ----------------------------------------------------------------------------
 
 class StoreError(PocketError):
     """The database could not be opened, read or written."""

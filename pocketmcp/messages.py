@@ -1,9 +1,17 @@
-"""Facts that flow between the pipeline's actors, oldest stage first."""
+"""Facts that flow to the writer of an index, oldest stage first.
+
+File changes travel watcher -> hasher -> chunker -> embedder -> writer. Tool requests join
+them at the writer's inbox, each carrying a one-shot reply stream that the writer answers
+after its commit. Everything here is a frozen msgspec Struct; nothing here does I/O.
+"""
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
 import msgspec
 
+# -- a file's journey --------------------------------------------------------------------------
 
 class FileSeen(msgspec.Struct, frozen=True):
     """The watcher saw `rel` (a path relative to the watched folder) change or exist."""
@@ -81,16 +89,68 @@ class ScanDone(msgspec.Struct, frozen=True):
     token: int = 0
 
 
+# -- documents as the writer stores them -------------------------------------------------------
+
+class DocRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One document, as a row of the index."""
+
+    external_id: str
+    source: Literal["file", "url", "raw"]
+    uri: str | None
+    title: str
+    content: str
+    sha256: str
+    library: str = "default"
+    metadata: dict[str, Any] = {}
+    size_bytes: int | None = None
+    mtime_ns: int | None = None
+
+
+class PreparedDoc(msgspec.Struct, frozen=True):
+    """A document cut into chunks, each with its vector, ready to be written."""
+
+    record: DocRecord
+    chunks: tuple[Chunk, ...]
+    vectors: bytes  # float32, len(chunks) x dim, row-major
+    reused: int = 0  # vectors taken from the index instead of the model
+
+
+class Written(msgspec.Struct, frozen=True):
+    doc_id: int
+    status: Literal["inserted", "updated", "unchanged"]
+    chunks: int
+    chunks_removed: int
+
+
+class Removed(msgspec.Struct, frozen=True):
+    """What a deletion took out: one entry per document found, and the ids found nowhere."""
+
+    doc_ids: tuple[int, ...]
+    chunks: int
+    not_found: tuple[str, ...]
+
+
+# -- tool requests: answered on `reply` after their commit -------------------------------------
+
+class DocsSubmitted(msgspec.Struct, frozen=True):
+    """A tool asked for these documents to be written, all or none."""
+
+    docs: tuple[PreparedDoc, ...]
+    reply: Any  # a one-shot MemoryObjectSendStream[list[Written] | Exception]
+
+
+class RemovalAsked(msgspec.Struct, frozen=True):
+    """A tool asked for documents to be removed, by doc_id and by external id."""
+
+    doc_ids: tuple[int, ...]
+    external_ids: tuple[str, ...]
+    reply: Any  # a one-shot MemoryObjectSendStream[Removed | Exception]
+
+
+Request = DocsSubmitted | RemovalAsked
+
 Event = FileSeen | FileGone | ScanDone
 Hashed = FileHashed | FileTouched | FileGone | ScanDone
 Chunked = FileChunked | FileTouched | FileGone | ScanDone
 Embedded = FileEmbedded | FileTouched | FileGone | ScanDone
-
-
-def external_id(rel: str) -> str:
-    """The index's id of the file at `rel` (POSIX, relative to the watched folder)."""
-    return "file:" + rel
-
-
-def rel_of(external: str) -> str:
-    return external.removeprefix("file:")
+ToWriter = Embedded | DocsSubmitted | RemovalAsked

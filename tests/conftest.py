@@ -9,12 +9,19 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
 from pocketmcp.config import Config, load
+from pocketmcp.convert.pool import Converter, Limits
 from pocketmcp.core.chunking import Chunker
-from pocketmcp.model import Embedder, ModelSpec
+from pocketmcp.embed.local import LocalEmbedder
+from pocketmcp.embed.models import ModelSpec
+from pocketmcp.errors import PocketError
+from pocketmcp.mcp.server import build_server
 from pocketmcp.pipeline.supervisor import Pipeline
-from pocketmcp.service import Service
+from pocketmcp.pipeline.writer import WriterActor
+from pocketmcp.runtime import Plan, Runtime, open_runtime, serving
 from pocketmcp.store.writes import IndexWriter
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
@@ -40,20 +47,20 @@ def config(tmp_path: Path) -> Config:
 
 
 @pytest.fixture(scope="session")
-def embedder() -> Embedder:
+def embedder() -> LocalEmbedder:
     """The real bundled model, loaded once per test session."""
-    return Embedder(ModelSpec(load({}, environ={})))
+    return LocalEmbedder(ModelSpec(load({}, environ={})))
 
 
 @pytest.fixture(scope="session")
-def real_chunker(embedder: Embedder) -> Chunker:
+def real_chunker(embedder: LocalEmbedder) -> Chunker:
     return Chunker(embedder.tokenizer, size=1000, overlap=120, max_tokens=embedder.max_tokens)
 
 
 class Index:
     """A test's index: the real writer and model, with helpers to run the pipeline."""
 
-    def __init__(self, config: Config, embedder: Embedder, chunker: Chunker) -> None:
+    def __init__(self, config: Config, embedder: LocalEmbedder, chunker: Chunker) -> None:
         self.config = config
         self.embedder = embedder
         self.chunker = chunker
@@ -64,17 +71,25 @@ class Index:
     def kb(self) -> Path:
         return self.config.watch_dir
 
-    def embed(self, texts: list[str]) -> np.ndarray:
+    async def embed(self, texts: list[str]) -> np.ndarray:
         self.embedded.extend(texts)
-        return self.embedder.embed(texts)
+        return await self.embedder.embed_documents(texts)
 
     def writer(self) -> IndexWriter:
         return IndexWriter(self.config.sqlite_path, model_id=self.embedder.spec.model_id,
                            dim=self.embedder.dim)
 
     def pipeline(self, writer: IndexWriter, *, follow: bool, **kw: Any) -> Pipeline:
-        return Pipeline(self.config, writer=writer, embed=self.embed, dim=self.embedder.dim,
-                        chunker=self.chunker, follow=follow, on_event=self.events.append, **kw)
+        kw.setdefault("converter", Converter(Limits.of(self.config)))
+        actor = WriterActor(writer, queue_size=self.config.queue_size,
+                            batch_files=self.config.write_batch_files,
+                            on_event=lambda event: self.on_event(event))
+        return Pipeline(self.config, writer=actor, feed="follow" if follow else "scan",
+                        embed=self.embed, dim=self.embedder.dim, chunker=self.chunker,
+                        accept_requests=follow, **kw)
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        self.events.append(event)
 
     async def index_once(self, **kw: Any) -> Pipeline:
         """One scan of the folder, like `pocketmcp index`."""
@@ -87,6 +102,8 @@ class Index:
                 await pipeline.run()
         finally:
             writer.close()
+            assert pipeline.converter is not None
+            await pipeline.converter.aclose()
         return pipeline
 
     def text_of(self, rel: str) -> str:
@@ -107,7 +124,7 @@ class Index:
 
         reader = IndexReader(self.config.sqlite_path)
         try:
-            vector = self.embedder.embed_query(query)
+            vector = self.embedder.embed_query_now(query)
             hits = reader.search_vector(vector.tobytes(), k)
         finally:
             reader.close()
@@ -120,7 +137,7 @@ class Index:
 
 
 @pytest.fixture
-def index(config: Config, embedder: Embedder, real_chunker: Chunker) -> Index:
+def index(config: Config, embedder: LocalEmbedder, real_chunker: Chunker) -> Index:
     return Index(config, embedder, real_chunker)
 
 
@@ -173,7 +190,7 @@ async def watching(index: Index) -> AsyncIterator[Watching]:
     writer = index.writer()
     pipeline = index.pipeline(writer, follow=True)
     watch = Watching(index, pipeline, writer)
-    pipeline.on_event = watch.on_event
+    index.on_event = watch.on_event  # type: ignore[method-assign]
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(watch.run, name="test.pipeline")
@@ -196,22 +213,55 @@ def chdir_tmp(tmp_path: Path) -> Iterator[Path]:
 
 
 @asynccontextmanager
-async def running(config: Config) -> AsyncIterator[Service]:
-    """A Service (model, index, no folder watching) running until the block ends."""
-    svc = Service(config, watch=False)
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(svc.run, name="test.service")
-            with anyio.fail_after(60):
-                await svc.ready.wait()
-            yield svc
-            await svc.shutdown()
-            tg.cancel_scope.cancel()
-    finally:
-        svc.close()
+async def running(config: Config, plan: Plan | None = None, **kw: Any
+                  ) -> AsyncIterator[Runtime]:
+    """A runtime (model, index; no folder watching unless the plan says so) until the block
+    ends, ready when the block starts."""
+    async with open_runtime(config, plan or serving(False), **kw) as rt:
+        with anyio.fail_after(60):
+            await rt.started()
+        yield rt
+
+
+class Tools:
+    """The server's tools called in process, as a client calls them: arguments validated by
+    their schemas, results rendered. A tool error raises the PocketError behind it."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        self.server: MCPServer = build_server(rt)
+
+    async def __call__(self, tool: str, **args: Any) -> dict[str, Any]:
+        try:
+            result = await self.server.call_tool(tool, args)
+        except ToolError as exc:
+            cause: BaseException | None = exc
+            while cause is not None and not isinstance(cause, PocketError):
+                cause = cause.__cause__
+            if cause is not None:
+                raise cause from None
+            raise
+        assert result.structured_content is not None, result
+        return result.structured_content
+
+    async def search(self, query: str, **args: Any) -> list[dict[str, Any]]:
+        """The matches of a `search` call."""
+        matches: list[dict[str, Any]] = (await self("search", query=query, **args))["matches"]
+        return matches
+
+    async def add(self, *docs: tuple[str, str], **args: Any) -> dict[str, int]:
+        """upsert_documents of (external_id, text) pairs; their doc_ids by external id."""
+        result = await self("upsert_documents", docs=[
+            {"text": text, "external_id": ext} for ext, text in docs], **args)
+        return {r["external_id"]: r["doc_id"] for r in result["results"]}
 
 
 @pytest.fixture
-async def service(tmp_path: Path) -> AsyncIterator[Service]:
-    async with running(make_config(tmp_path)) as svc:
-        yield svc
+async def service(tmp_path: Path) -> AsyncIterator[Runtime]:
+    async with running(make_config(tmp_path)) as rt:
+        yield rt
+
+
+@pytest.fixture
+async def tools(service: Runtime) -> Tools:
+    return Tools(service)

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
+import snowballstemmer
+
 from pocketmcp.core import cjk
 
 # Common English words: they match most chunks, add little, and make OR-queries slow.
@@ -63,8 +65,6 @@ def stems(words: list[str]) -> list[str]:
 
 @cache
 def _stemmer() -> Any:
-    import snowballstemmer
-
     return snowballstemmer.stemmer("porter")
 
 

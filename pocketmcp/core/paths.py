@@ -1,4 +1,6 @@
-"""Which paths of the watched folder are documents. Pure: callers pass relative paths."""
+"""Which paths of the watched folder are documents, and how documents are named in the index.
+
+Pure: callers pass relative paths."""
 
 from __future__ import annotations
 
@@ -40,3 +42,25 @@ class PathFilter:
     def wants_dir(self, rel: str) -> bool:
         """False for folders whose whole content is ignored (not descended into)."""
         return not self._ignore.match_file(rel.rstrip("/") + "/")
+
+
+# -- the identity of a document in the index ---------------------------------------------------
+
+def watched_id(rel: str) -> str:
+    """The external id of the watched file at `rel` (POSIX, relative to the watched folder)."""
+    return "file:" + rel
+
+
+def rel_of(external_id: str) -> str:
+    """The watched file's relative path in its external id."""
+    return external_id.removeprefix("file:")
+
+
+def path_of(external_id: str, source: str) -> str | None:
+    """A file's path: relative for watched files, absolute for ingested ones (`path:LIB:PATH`);
+    None for documents that are not files."""
+    if source != "file":
+        return None
+    if external_id.startswith("path:"):
+        return external_id.split(":", 2)[2]
+    return rel_of(external_id)

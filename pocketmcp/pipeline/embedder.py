@@ -9,17 +9,32 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import anyio
 import numpy as np
 import numpy.typing as npt
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from pocketmcp.messages import Chunked, Embedded, FileChunked, FileEmbedded
+from pocketmcp.messages import Chunk, Chunked, Embedded, FileChunked, FileEmbedded
 from pocketmcp.pipeline.state import IndexView, Stats
 
-EmbedFn = Callable[[list[str]], npt.NDArray[np.float32]]
+EmbedFn = Callable[[list[str]], Awaitable[npt.NDArray[np.float32]]]
+
+
+def reuse(chunks: Sequence[Chunk], known: Mapping[str, bytes], out: npt.NDArray[np.float32]
+          ) -> list[int]:
+    """Fill `out` with the stored vectors of chunks whose text is already indexed (by digest);
+    the positions of the chunks that still need the model."""
+    width = out.shape[1] * 4
+    missing: list[int] = []
+    for i, chunk in enumerate(chunks):
+        vector = known.get(chunk.sha256)
+        if vector is not None and len(vector) == width:
+            out[i] = np.frombuffer(vector, dtype=np.float32)
+        else:
+            missing.append(i)
+    return missing
 
 
 class _Slot:
@@ -35,14 +50,13 @@ class _Slot:
 
 class Batcher:
     def __init__(self, *, embed: EmbedFn, dim: int, view: IndexView | None, stats: Stats,
-                 batch_size: int, batch_tokens: int, limiter: anyio.CapacityLimiter) -> None:
+                 batch_size: int, batch_tokens: int) -> None:
         self.embed = embed
         self.dim = dim
         self.view = view
         self.stats = stats
         self.batch_size = batch_size
         self.batch_tokens = batch_tokens
-        self.limiter = limiter
         self.queue: deque[_Slot | Embedded] = deque()  # in arrival order
         self.todo: deque[tuple[_Slot, int]] = deque()  # chunks waiting for the model
 
@@ -56,14 +70,10 @@ class Batcher:
         if self.view is not None and item.chunks:
             known = await self.view.run(self.view.reader.vectors_for,
                                         [c.sha256 for c in item.chunks])
-        for i, chunk in enumerate(item.chunks):
-            vector = known.get(chunk.sha256)
-            if vector is not None and len(vector) == self.dim * 4:
-                slot.vectors[i] = np.frombuffer(vector, dtype=np.float32)
-                slot.missing -= 1
-                slot.reused += 1
-            else:
-                self.todo.append((slot, i))
+        missing = reuse(item.chunks, known, slot.vectors)
+        slot.reused = len(item.chunks) - len(missing)
+        slot.missing = len(missing)
+        self.todo.extend((slot, i) for i in missing)
 
     def full(self) -> bool:
         return len(self.todo) >= self.batch_size or self._tokens_waiting() >= self.batch_tokens
@@ -90,7 +100,7 @@ class Batcher:
             return
         texts = [slot.item.chunks[i].embed_text for slot, i in batch]
         started = time.perf_counter()
-        vectors = await anyio.to_thread.run_sync(self.embed, texts, limiter=self.limiter)
+        vectors = await self.embed(texts)
         elapsed = (time.perf_counter() - started) * 1000
         self.stats.embed_ms += elapsed
         self.stats.chunks_embedded += len(batch)

@@ -11,8 +11,10 @@ import anyio
 import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from pocketmcp import formats, logs
-from pocketmcp.convert import Converter
+from pocketmcp import logs
+from pocketmcp.convert import kinds
+from pocketmcp.convert.pool import Converter
+from pocketmcp.core.paths import watched_id
 from pocketmcp.core.text import clean, decode, looks_binary, sha256, title_of
 from pocketmcp.errors import DocumentError
 from pocketmcp.messages import (
@@ -23,7 +25,6 @@ from pocketmcp.messages import (
     FileTouched,
     Hashed,
     ScanDone,
-    external_id,
 )
 from pocketmcp.pipeline.state import GONE, IndexView, InFlight, Stats
 from pocketmcp.store.queries import DocState
@@ -61,8 +62,8 @@ def _read(path: Path, max_bytes: int, known: DocState | None, force: bool,
     if len(data) > max_bytes:
         return _Read(len(data), st.st_mtime_ns, None,
                      f"larger than the limit of {max_bytes} bytes")
-    if kind not in formats.CONVERTED and looks_binary(data):
-        problem = "binary content" if kind else formats.refused_binary(path.name)
+    if kind not in kinds.CONVERTED and looks_binary(data):
+        problem = "binary content" if kind else kinds.refused_binary(path.name)
         return _Read(len(data), st.st_mtime_ns, None, problem)
     return _Read(len(data), st.st_mtime_ns, data)
 
@@ -88,7 +89,7 @@ class Hasher:
         pending = self.inflight.get(rel)
         if pending is not None:
             return None if pending == GONE else DocState(pending, None, None, "")
-        return await self.view.run(self.view.reader.doc_state, external_id(rel))
+        return await self.view.run(self.view.reader.doc_state, watched_id(rel))
 
     async def handle(self, event: FileSeen | FileGone) -> Hashed | None:
         rel = event.rel
@@ -97,10 +98,10 @@ class Hasher:
         # A file whose library changed (LIBRARY_FROM, or a moved folder) is written again.
         force = self.force or (isinstance(event, FileSeen) and event.force) or (
             known is not None and known.library not in ("", library))
-        kind = formats.kind_of(rel)
+        kind = kinds.kind_of(rel)
         read: _Read | None = None
         if isinstance(event, FileSeen):
-            unsupported = formats.refused_by_name(rel)
+            unsupported = kinds.refused_by_name(rel)
             try:
                 read = _Read(0, 0, None, unsupported) if unsupported else (
                     await anyio.to_thread.run_sync(
@@ -124,7 +125,7 @@ class Hasher:
             self.stats.unchanged += 1
             return FileTouched(rel, read.size, read.mtime_ns)
         title: str | None = None
-        if kind in formats.CONVERTED:
+        if kind in kinds.CONVERTED:
             try:
                 converted = await self.converter.convert(kind, read.data, rel)
             except DocumentError as exc:

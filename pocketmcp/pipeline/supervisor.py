@@ -1,79 +1,70 @@
-"""Wires the actors together with bounded streams and runs them in one task group."""
+"""One index file's writer actor and what feeds it, wired with bounded streams.
+
+    watcher -> hasher -> chunker -> embedder --\\
+                                                 >--> writer --> SQLite
+                          tool requests -------/
+
+The feed is optional: a named database has only tool requests. Closing the feed's source
+ends the stages in order; the writer commits its last batch and returns once the feed and
+the request inbox are both closed.
+"""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import msgspec
-from anyio.streams.memory import MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from pocketmcp.config import Config
-from pocketmcp.convert import Converter, Limits
+from pocketmcp.convert.pool import Converter
 from pocketmcp.core.chunking import Chunker
-from pocketmcp.core.paths import PathFilter
-from pocketmcp.errors import PocketError
-from pocketmcp.messages import Chunked, Embedded, Event, Hashed, ScanDone
+from pocketmcp.errors import Busy, Stopping
+from pocketmcp.messages import Chunked, Event, Hashed, ScanDone, ToWriter
 from pocketmcp.pipeline.chunker import chunk_files
 from pocketmcp.pipeline.embedder import Batcher, EmbedFn, embed_chunks
 from pocketmcp.pipeline.hasher import Hasher, hash_files
 from pocketmcp.pipeline.state import IndexView, InFlight, Stats
-from pocketmcp.pipeline.watcher import Folder, Only, scan_folder, watch_folder
-from pocketmcp.pipeline.writer import EventHook, write_index
-from pocketmcp.store.writes import IndexWriter
+from pocketmcp.pipeline.watcher import Folder, Only, path_filter, scan_folder, watch_folder
+from pocketmcp.pipeline.writer import WriterActor
 
 Source = Callable[[MemoryObjectSendStream[Event]], Coroutine[Any, Any, None]]
-
-
-class PipelineBusy(PocketError):
-    """A rescan is already running."""
-
-    code = "BUSY"
-
-
-class PipelineStopped(PocketError):
-    """The pipeline is not running (not started yet, or shutting down)."""
-
-
-def read_gitignore(config: Config) -> list[str]:
-    path = config.watch_dir / ".gitignore"
-    try:
-        return path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return []
+Feed = Literal["none", "scan", "follow"]
 
 
 class Pipeline:
-    """One run of watcher -> hasher -> chunker -> embedder batcher -> writer."""
+    """The writer of one index, fed by the folder (`scan` once, or `follow` it) or by tool
+    requests alone (`none`). Tools reach the writer through `requests`."""
 
     def __init__(
-        self, config: Config, *, writer: IndexWriter, embed: EmbedFn, dim: int,
-        chunker: Chunker, follow: bool, force: bool = False,
-        on_event: EventHook | None = None, source: Source | None = None,
-        embed_limiter: anyio.CapacityLimiter | None = None,
-        write_limiter: anyio.CapacityLimiter | None = None,
-        converter: Converter | None = None,
+        self, config: Config, *, writer: WriterActor, feed: Feed,
+        embed: EmbedFn | None = None, dim: int = 0, chunker: Chunker | None = None,
+        converter: Converter | None = None, force: bool = False,
+        source: Source | None = None, accept_requests: bool = True,
     ) -> None:
+        if feed != "none" and (embed is None or chunker is None or converter is None):
+            raise ValueError("a fed pipeline needs an embedder, a chunker and a converter")
         self.config = config
         self.writer = writer
+        self.feed = feed
         self.embed = embed
         self.dim = dim
         self.chunker = chunker
-        self.follow = follow
+        self.converter = converter
         self.force = force
-        self.on_event = on_event
         self.source = source
-        self.embed_limiter = embed_limiter or anyio.CapacityLimiter(1)
-        self.write_limiter = write_limiter or anyio.CapacityLimiter(1)
-        # A converter given by the caller is the caller's to close.
-        self._own_converter = converter is None
-        self.converter = converter or Converter(Limits.of(config))
+        self.accept_requests = accept_requests
         self.stats = Stats()
         self.inflight = InFlight()
         self.scan_done = anyio.Event()
+        if feed == "none":
+            self.stats.scan_done = True
+            self.scan_done.set()
         self._stop = anyio.Event()
+        self.requests = writer.requests
         self._sends: dict[str, MemoryObjectSendStream[Any]] = {}
         self._scans: dict[int, anyio.Event] = {}
         self._tokens = itertools.count(1)
@@ -82,8 +73,10 @@ class Pipeline:
         self._view: IndexView | None = None
 
     def stop(self) -> None:
-        """Stop watching; what is in flight drains and commits, then run() returns."""
+        """Stop the feed and take no new requests; what is in flight drains and commits, then
+        run() returns."""
         self._stop.set()
+        self.requests.close()
 
     def queue_depths(self) -> dict[str, dict[str, int]]:
         out = {}
@@ -91,6 +84,7 @@ class Pipeline:
             st = stream.statistics()
             out[name] = {"used": st.current_buffer_used, "max": int(st.max_buffer_size),
                          "waiting_senders": st.tasks_waiting_send}
+        out["writer"] = self.writer.depth()
         return out
 
     def _scan_finished(self, marker: ScanDone) -> None:
@@ -105,9 +99,9 @@ class Pipeline:
     async def rescan(self, *, force: bool = False, only: Only | None = None) -> Stats:
         """Scan the folder again inside the running pipeline; returns what it changed."""
         if not self._running or self._stop.is_set() or self._folder is None:
-            raise PipelineStopped("the indexing pipeline is not running")
+            raise Stopping("the indexing pipeline is not running")
         if self._scans:
-            raise PipelineBusy("a reindex is already running; try again when it has finished")
+            raise Busy("a reindex is already running; try again when it has finished")
         token = next(self._tokens)
         done = self._scans[token] = anyio.Event()
         before = msgspec.structs.replace(self.stats)
@@ -116,7 +110,7 @@ class Pipeline:
             outbox = self._sends["events"].clone()
         except anyio.ClosedResourceError:
             self._scans.pop(token, None)
-            raise PipelineStopped("the indexing pipeline is shutting down") from None
+            raise Stopping("the indexing pipeline is shutting down") from None
         try:
             await scan_folder(outbox, folder=self._folder, view=self._view, stats=self.stats,
                               stop=self._stop, force=force, only=only, token=token)
@@ -131,52 +125,60 @@ class Pipeline:
         return changed
 
     async def run(self) -> Stats:
-        size = self.config.queue_size
-        events_tx, events_rx = anyio.create_memory_object_stream[Event](size)
-        hashed_tx, hashed_rx = anyio.create_memory_object_stream[Hashed](size)
-        chunked_tx, chunked_rx = anyio.create_memory_object_stream[Chunked](size)
-        embedded_tx, embedded_rx = anyio.create_memory_object_stream[Embedded](size)
-        self._sends = {"events": events_tx, "hashed": hashed_tx, "chunked": chunked_tx,
-                       "embedded": embedded_tx}
-        view = self._view = IndexView(self.config.sqlite_path)
-        folder = self._folder = Folder(self.config.watch_dir, PathFilter(
-            self.config.include, self.config.ignore, read_gitignore(self.config)))
-        hasher = Hasher(root=folder.real, view=view, inflight=self.inflight, stats=self.stats,
-                        max_bytes=self.config.max_file_bytes, converter=self.converter,
-                        library_of=self.config.library_of, force=self.force)
-        batcher = Batcher(embed=self.embed, dim=self.dim, view=view, stats=self.stats,
-                          batch_size=self.config.embed_batch_size,
-                          batch_tokens=self.config.embed_batch_tokens,
-                          limiter=self.embed_limiter)
         self._running = True
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(self._write, embedded_rx, name="pocketmcp.writer")
-                tg.start_soon(self._embed, chunked_rx, embedded_tx, batcher,
-                              name="pocketmcp.embedder")
-                tg.start_soon(self._chunk, hashed_rx, chunked_tx, name="pocketmcp.chunker")
-                tg.start_soon(self._hash, events_rx, hashed_tx, hasher,
-                              name="pocketmcp.hasher")
-                if self.source is not None:
-                    tg.start_soon(self.source, events_tx, name="pocketmcp.watcher")
-                elif self.follow:
-                    tg.start_soon(self._watch, events_tx, folder, view, name="pocketmcp.watcher")
-                else:
-                    tg.start_soon(self._scan, events_tx, folder, view, name="pocketmcp.watcher")
+                tg.start_soon(self._write, name="pocketmcp.writer")
+                if self.feed != "none":
+                    self._start_feed(tg)
+                if not self.accept_requests:
+                    self.requests.close()
         finally:
             self._running = False
             for done in self._scans.values():
                 done.set()
-            view.close()
-            if self._own_converter:
-                await self.converter.aclose()
+            if self._view is not None:
+                self._view.close()
         return self.stats
 
-    async def _write(self, inbox: Any) -> None:
-        await write_index(inbox, writer=self.writer, inflight=self.inflight, stats=self.stats,
-                          batch_files=self.config.write_batch_files,
-                          limiter=self.write_limiter, on_event=self.on_event,
-                          on_scan_done=self._scan_finished)
+    def _start_feed(self, tg: anyio.abc.TaskGroup) -> None:
+        assert self.embed is not None and self.chunker is not None
+        assert self.converter is not None
+        size = self.config.queue_size
+        events_tx, events_rx = anyio.create_memory_object_stream[Event](size)
+        hashed_tx, hashed_rx = anyio.create_memory_object_stream[Hashed](size)
+        chunked_tx, chunked_rx = anyio.create_memory_object_stream[Chunked](size)
+        self._sends.update({"events": events_tx, "hashed": hashed_tx, "chunked": chunked_tx})
+        view = self._view = IndexView(self.writer.path)
+        folder = self._folder = Folder(self.config.watch_dir, path_filter(self.config))
+        hasher = Hasher(root=folder.real, view=view, inflight=self.inflight, stats=self.stats,
+                        max_bytes=self.config.max_file_bytes, converter=self.converter,
+                        library_of=self.config.library_of, force=self.force)
+        batcher = Batcher(embed=self._embed, dim=self.dim, view=view, stats=self.stats,
+                          batch_size=self.config.embed_batch_size,
+                          batch_tokens=self.config.embed_batch_tokens)
+        tg.start_soon(self._embed_chunks, chunked_rx, self.writer.feed(), batcher,
+                      name="pocketmcp.embedder")
+        tg.start_soon(self._chunk, hashed_rx, chunked_tx, name="pocketmcp.chunker")
+        tg.start_soon(self._hash, events_rx, hashed_tx, hasher, name="pocketmcp.hasher")
+        if self.source is not None:
+            tg.start_soon(self.source, events_tx, name="pocketmcp.watcher")
+        elif self.feed == "follow":
+            tg.start_soon(self._watch, events_tx, folder, view, name="pocketmcp.watcher")
+        else:
+            tg.start_soon(self._scan, events_tx, folder, view, name="pocketmcp.watcher")
+
+    async def _embed(self, texts: list[str]) -> Any:
+        assert self.embed is not None
+        return await self.embed(texts)  # looked up per call: tests may swap the model
+
+    async def _embed_chunks(self, inbox: MemoryObjectReceiveStream[Chunked],
+                            outbox: MemoryObjectSendStream[ToWriter], batcher: Batcher) -> None:
+        await embed_chunks(inbox, outbox, batcher=batcher)
+
+    async def _write(self) -> None:
+        await self.writer.run(inflight=self.inflight, stats=self.stats,
+                              on_scan_done=self._scan_finished)
 
     async def _watch(self, outbox: MemoryObjectSendStream[Event], folder: Folder,
                      view: IndexView) -> None:
@@ -187,12 +189,12 @@ class Pipeline:
                     view: IndexView) -> None:
         await scan_folder(outbox, folder=folder, view=view, stats=self.stats, stop=self._stop)
 
-    async def _hash(self, inbox: Any, outbox: Any, hasher: Hasher) -> None:
+    async def _hash(self, inbox: MemoryObjectReceiveStream[Event],
+                    outbox: MemoryObjectSendStream[Hashed], hasher: Hasher) -> None:
         await hash_files(inbox, outbox, hasher=hasher, concurrency=self.config.read_concurrency)
 
-    async def _chunk(self, inbox: Any, outbox: Any) -> None:
+    async def _chunk(self, inbox: MemoryObjectReceiveStream[Hashed],
+                     outbox: MemoryObjectSendStream[Chunked]) -> None:
+        assert self.chunker is not None
         await chunk_files(inbox, outbox, chunker=self.chunker, inflight=self.inflight,
                           stats=self.stats)
-
-    async def _embed(self, inbox: Any, outbox: Any, batcher: Batcher) -> None:
-        await embed_chunks(inbox, outbox, batcher=batcher)

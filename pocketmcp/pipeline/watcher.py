@@ -12,12 +12,24 @@ import watchfiles
 from anyio.streams.memory import MemoryObjectSendStream
 
 from pocketmcp import logs
-from pocketmcp.core.paths import PathFilter
+from pocketmcp.config import Config
+from pocketmcp.core.paths import PathFilter, rel_of, watched_id
 from pocketmcp.core.safe import is_clean_name, safe_text
-from pocketmcp.messages import Event, FileGone, FileSeen, ScanDone, external_id, rel_of
+from pocketmcp.messages import Event, FileGone, FileSeen, ScanDone
 from pocketmcp.pipeline.state import IndexView, Stats
 
 log = logs.get("pocketmcp.watcher")
+
+
+def path_filter(config: Config) -> PathFilter:
+    """Which files of WATCH_DIR are documents: INCLUDE_GLOBS minus the ignore patterns and
+    the folder's .gitignore (blocking: reads that file)."""
+    try:
+        gitignore = (config.watch_dir / ".gitignore").read_text(
+            encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        gitignore = []
+    return PathFilter(config.include, config.ignore, gitignore)
 
 
 class Folder:
@@ -115,7 +127,7 @@ async def _reconcile(folder: Folder, outbox: MemoryObjectSendStream[Event], view
     """FileGone for each indexed file under `prefix` that is no longer a wanted file."""
     after = ""
     while not stop.is_set():
-        page = await view.run(view.reader.external_ids, external_id(prefix), after)
+        page = await view.run(view.reader.external_ids, watched_id(prefix), after)
         if not page:
             return
         after = page[-1]

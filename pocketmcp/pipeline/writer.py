@@ -1,55 +1,81 @@
-"""The sink: the only actor that writes the index. One transaction per batch of files."""
+"""The sink: THE writer of one index file. Nothing else in the process changes it.
+
+Its inbox carries two kinds of work, in one order: file changes from the embedder (and scan
+markers), and tool requests (documents to write, documents to remove), each with a one-shot
+reply stream. What arrives together is committed in one transaction, each item inside its own
+savepoint; replies go out only after the commit, so a tool that has its answer can find its
+documents. A request whose reply nobody waits for any more is committed all the same.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import suppress
+from pathlib import Path
 from typing import Any
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from pocketmcp import logs
+from pocketmcp.core.paths import watched_id
+from pocketmcp.errors import InvalidRequest, PocketError, Stopping, StoreError
 from pocketmcp.messages import (
-    Embedded,
+    DocRecord,
+    DocsSubmitted,
     FileEmbedded,
     FileGone,
     FileTouched,
+    PreparedDoc,
+    RemovalAsked,
+    Removed,
     ScanDone,
-    external_id,
+    ToWriter,
+    Written,
 )
 from pocketmcp.pipeline.state import InFlight, Stats
-from pocketmcp.store.writes import DocRecord, IndexWriter
+from pocketmcp.store.writes import IndexWriter
 
 log = logs.get("pocketmcp.writer")
 
 EventHook = Callable[[dict[str, Any]], None]
+Request = DocsSubmitted | RemovalAsked
 
 
-def _apply(writer: IndexWriter, items: list[Embedded]) -> list[dict[str, Any]]:
-    """Write `items` in one transaction (blocking); one event dict per file."""
-    events: list[dict[str, Any]] = []
+class _Outcome:
+    """What one transaction did: log events, and each request's answer."""
+
+    def __init__(self, commit: int) -> None:
+        self.commit = commit
+        self.events: list[dict[str, Any]] = []
+        self.answers: dict[int, object] = {}  # position in the batch -> reply
+
+
+def _apply(writer: IndexWriter, items: Sequence[ToWriter]) -> _Outcome:
+    """Write `items` in one transaction (blocking)."""
+    outcome = _Outcome(writer.commits + 1)
     with writer.transaction():
-        for item in items:
+        for position, item in enumerate(items):
             try:
                 with writer.item():
-                    _apply_one(writer, item, events)
-            except (UnicodeError, ValueError) as exc:  # this document's own data
-                rel = item.doc.rel if isinstance(item, FileEmbedded) else getattr(item, "rel", "")
-                events.append({"event": "skipped", "path": rel,
-                               "reason": f"cannot be stored: {exc}"})
-    return events
+                    _apply_one(writer, item, position, outcome)
+            except (UnicodeError, ValueError) as exc:  # this item's own data
+                if isinstance(item, DocsSubmitted | RemovalAsked):
+                    outcome.answers[position] = InvalidRequest(f"cannot be stored: {exc}")
+                else:
+                    rel = item.doc.rel if isinstance(item, FileEmbedded) else getattr(
+                        item, "rel", "")
+                    outcome.events.append({"event": "skipped", "path": rel,
+                                           "reason": f"cannot be stored: {exc}"})
+    return outcome
 
 
-def _apply_one(writer: IndexWriter, item: Embedded, events: list[dict[str, Any]]) -> None:
+def _apply_one(writer: IndexWriter, item: ToWriter, position: int, outcome: _Outcome) -> None:
+    events = outcome.events
     if isinstance(item, FileEmbedded):
         doc = item.doc
-        record = DocRecord(
-            external_id=external_id(doc.rel), source="file", uri=doc.uri,
-            title=doc.title, content=doc.text, sha256=doc.sha256, library=doc.library,
-            size_bytes=doc.size, mtime_ns=doc.mtime_ns,
-        )
-        written = writer.upsert(record, item.chunks, item.vectors)
+        written = writer.upsert(doc_record_of(item), item.chunks, item.vectors)
         events.append({
             "event": "inserted" if written.status == "inserted" else "updated",
             "path": doc.rel, "doc_id": written.doc_id, "chunks": written.chunks,
@@ -58,71 +84,232 @@ def _apply_one(writer: IndexWriter, item: Embedded, events: list[dict[str, Any]]
             "embed_ms": round(item.embed_ms, 1),
         })
     elif isinstance(item, FileGone):
-        gone = writer.delete(external_id(item.rel))
+        gone = writer.delete(watched_id(item.rel))
         if gone is not None:
             events.append({"event": "deleted", "path": item.rel, "doc_id": gone[0],
                            "chunks_removed": gone[1]})
     elif isinstance(item, FileTouched):
-        writer.touch(external_id(item.rel), item.size, item.mtime_ns)
+        writer.touch(watched_id(item.rel), item.size, item.mtime_ns)
         events.append({"event": "skipped", "path": item.rel, "reason": "unchanged"})
+    elif isinstance(item, DocsSubmitted):
+        results: list[Written] = []
+        for prepared in item.docs:
+            written = writer.upsert(prepared.record, prepared.chunks, prepared.vectors)
+            results.append(written)
+            events.append({"event": "stored", "source": "tool",
+                           "external_id": prepared.record.external_id,
+                           "doc_id": written.doc_id, "status": written.status,
+                           "chunks": written.chunks, "chunks_reused": prepared.reused,
+                           "chunks_removed": written.chunks_removed})
+        outcome.answers[position] = results
+    elif isinstance(item, RemovalAsked):
+        removed = writer.remove(item.doc_ids, item.external_ids)
+        events.append({"event": "removed", "source": "tool", "doc_ids": list(removed.doc_ids),
+                       "chunks_removed": removed.chunks})
+        outcome.answers[position] = removed
+
+
+def doc_record_of(item: FileEmbedded) -> DocRecord:
+    """The document row of a watched file."""
+    doc = item.doc
+    return DocRecord(external_id=watched_id(doc.rel), source="file", uri=doc.uri,
+                     title=doc.title, content=doc.text, sha256=doc.sha256, library=doc.library,
+                     size_bytes=doc.size, mtime_ns=doc.mtime_ns)
+
+
+def _answer(request: Request, answer: object) -> None:
+    """Send a request its one reply and close the stream; a caller gone away is no error."""
+    with request.reply, suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+        request.reply.send_nowait(answer)
 
 
 async def write_index(
-    inbox: MemoryObjectReceiveStream[Embedded], *, writer: IndexWriter, inflight: InFlight,
-    stats: Stats, batch_files: int, limiter: anyio.CapacityLimiter,
-    on_event: EventHook | None = None, on_scan_done: Callable[[ScanDone], None] | None = None,
+    inbox: MemoryObjectReceiveStream[ToWriter], *, writer: IndexWriter, inflight: InFlight,
+    stats: Stats, batch_files: int, on_event: EventHook | None = None,
+    on_scan_done: Callable[[ScanDone], None] | None = None,
 ) -> None:
-    """Commit what arrives; `limiter` is shared with every other user of `writer`."""
+    """Commit what arrives until every sender has closed its end of `inbox`."""
 
-    async def flush(items: list[Embedded]) -> None:
-        files: list[Embedded] = [i for i in items if not isinstance(i, ScanDone)]
-        if files:
+    async def flush(items: list[ToWriter]) -> None:
+        work = [i for i in items if not isinstance(i, ScanDone)]
+        if work:
             started = time.perf_counter()
-            # Not abandoned on cancel: a started transaction always commits or rolls back.
-            events = await anyio.to_thread.run_sync(_apply, writer, files, limiter=limiter)
+            try:
+                # Not abandoned on cancel: a started transaction always commits or rolls back.
+                outcome = await anyio.to_thread.run_sync(_apply, writer, work)
+            except BaseException as exc:
+                if isinstance(exc, anyio.get_cancelled_exc_class()):  # before the thread ran
+                    failure: PocketError = Stopping(
+                        "the index writer stopped before this write was committed; nothing "
+                        "of it was written")
+                else:
+                    failure = exc if isinstance(exc, PocketError) else StoreError(
+                        f"the write was not committed: {exc!r}")
+                for item in work:
+                    if isinstance(item, DocsSubmitted | RemovalAsked):
+                        _answer(item, failure)
+                raise
             write_ms = round((time.perf_counter() - started) * 1000, 1)
-            for item in files:
+            for position, item in enumerate(work):
                 if isinstance(item, FileEmbedded):
                     inflight.done(item.doc.rel, item.doc.seq)
                 elif isinstance(item, FileGone):
                     inflight.done(item.rel, item.seq)
-            for event in events:
-                kind = event["event"]
-                if kind == "inserted":
-                    stats.added += 1
-                elif kind == "updated":
-                    stats.updated += 1
-                elif kind == "deleted":
-                    stats.removed += 1
-                if kind != "skipped":
-                    stats.chunks_written += event.get("chunks", 0)
-                event["write_ms"] = write_ms
-                event["batch_files"] = len(files)
-                if on_event is not None:
-                    on_event(event)
+                elif isinstance(item, DocsSubmitted | RemovalAsked):
+                    _answer(item, outcome.answers.get(position))
+            _count(outcome, stats, write_ms, len(work), on_event)
         for marker in items:
             if isinstance(marker, ScanDone) and on_scan_done is not None:
                 on_scan_done(marker)
 
-    async with inbox:
-        pending: list[Embedded] = []
+    pending: list[ToWriter] = []
+    try:
+        async with inbox:
+            while True:
+                try:
+                    item = inbox.receive_nowait()
+                except anyio.WouldBlock:
+                    if pending:
+                        await flush(pending)
+                        pending = []
+                        continue
+                    try:
+                        item = await inbox.receive()
+                    except anyio.EndOfStream:
+                        break
+                except anyio.EndOfStream:
+                    break
+                pending.append(item)
+                if len(pending) >= batch_files or isinstance(item, ScanDone):
+                    await flush(pending)
+                    pending = []
+            if pending:
+                await flush(pending)
+                pending = []
+    finally:
+        # Leaving early (a failure, or cancellation): every request still here is answered,
+        # so no caller waits for a commit that will not come.
+        stranded = [i for i in pending if isinstance(i, DocsSubmitted | RemovalAsked)]
         while True:
             try:
                 item = inbox.receive_nowait()
-            except anyio.WouldBlock:
-                if pending:
-                    await flush(pending)
-                    pending = []
-                    continue
-                try:
-                    item = await inbox.receive()
-                except anyio.EndOfStream:
-                    break
-            except anyio.EndOfStream:
+            except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
                 break
-            pending.append(item)
-            if len(pending) >= batch_files or isinstance(item, ScanDone):
-                await flush(pending)
-                pending = []
-        if pending:
-            await flush(pending)
+            if isinstance(item, DocsSubmitted | RemovalAsked):
+                stranded.append(item)
+        for request in stranded:
+            _answer(request, Stopping("the index writer stopped before this write was "
+                                      "committed; nothing of it was written"))
+
+
+def _count(outcome: _Outcome, stats: Stats, write_ms: float, batch: int,
+           on_event: EventHook | None) -> None:
+    for event in outcome.events:
+        kind = event["event"]
+        if event.get("source") != "tool":
+            if kind == "inserted":
+                stats.added += 1
+            elif kind == "updated":
+                stats.updated += 1
+            elif kind == "deleted":
+                stats.removed += 1
+            if kind != "skipped":
+                stats.chunks_written += event.get("chunks", 0)
+        event["write_ms"] = write_ms
+        event["batch"] = batch
+        event["commit"] = outcome.commit
+        if on_event is not None:
+            on_event(event)
+
+
+class WriterActor:
+    """THE writer of one index file: its IndexWriter (the file's lock and only writing
+    connection) and its inbox. Feeds send on clones of `feed()`; tools use `requests`."""
+
+    @classmethod
+    def open(cls, path: Path, *, model_id: str, dim: int, rebuild: bool = False,
+             queue_size: int, batch_files: int, on_event: EventHook | None = None
+             ) -> WriterActor:
+        """The writer of the index at `path`, created if missing (blocking: it takes the
+        file's writer lock and migrates its schema). WriterBusyError while another process
+        holds the lock; ModelMismatchError when the file was built with another model."""
+        writer = IndexWriter(path, model_id=model_id, dim=dim, rebuild=rebuild)
+        return cls(writer, queue_size=queue_size, batch_files=batch_files, on_event=on_event)
+
+    def __init__(self, writer: IndexWriter, *, queue_size: int, batch_files: int,
+                 on_event: EventHook | None = None) -> None:
+        self._writer = writer
+        self.path = writer.db_path
+        self.batch_files = batch_files
+        self.on_event = on_event
+        self._send, self._inbox = anyio.create_memory_object_stream[ToWriter](queue_size)
+        self.requests = WriterInbox(self._send, self.path)
+
+    def feed(self) -> MemoryObjectSendStream[ToWriter]:
+        """A send end for a feed (the embedder); it closes it when it is done."""
+        return self._send.clone()
+
+    def depth(self) -> dict[str, int]:
+        st = self._send.statistics()
+        return {"used": st.current_buffer_used, "max": int(st.max_buffer_size),
+                "waiting_senders": st.tasks_waiting_send}
+
+    async def run(self, *, inflight: InFlight, stats: Stats,
+                  on_scan_done: Callable[[ScanDone], None] | None = None) -> None:
+        """Commit what arrives until the feeds and `requests` are all closed."""
+        await write_index(self._inbox, writer=self._writer, inflight=inflight, stats=stats,
+                          batch_files=self.batch_files, on_event=self.on_event,
+                          on_scan_done=on_scan_done)
+
+    def close(self) -> None:
+        """Checkpoint, close the connection and release the lock (after `run` returned)."""
+        self._send.close()
+        self._inbox.close()
+        self._writer.close()
+
+
+class WriterInbox:
+    """How a tool reaches the writer of one index: send a request, await its commit."""
+
+    def __init__(self, send: MemoryObjectSendStream[ToWriter], path: Path) -> None:
+        self._send = send
+        self.path = path
+
+    async def store(self, docs: Sequence[PreparedDoc]) -> list[Written]:
+        """Write these documents, all in one transaction."""
+        answer = await self._ask(lambda reply: DocsSubmitted(tuple(docs), reply))
+        assert isinstance(answer, list)
+        return answer
+
+    async def remove(self, doc_ids: Sequence[int], external_ids: Sequence[str]) -> Removed:
+        answer = await self._ask(lambda reply: RemovalAsked(tuple(doc_ids), tuple(external_ids),
+                                                            reply))
+        assert isinstance(answer, Removed)
+        return answer
+
+    async def _ask(self, make: Callable[[MemoryObjectSendStream[object]], ToWriter]) -> object:
+        reply_tx, reply_rx = anyio.create_memory_object_stream[object](1)
+        with reply_rx:
+            sent = False
+            try:
+                async with self._send.clone() as send:
+                    await send.send(make(reply_tx))
+                sent = True  # the reply's send end is the writer's now
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                raise Stopping(f"the writer of {self.path} has stopped; nothing was "
+                               "written") from None
+            finally:
+                if not sent:
+                    reply_tx.close()
+            try:
+                answer = await reply_rx.receive()
+            except anyio.EndOfStream:
+                raise Stopping(f"the writer of {self.path} stopped before this write was "
+                               "committed") from None
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    def close(self) -> None:
+        """No new requests: the writer finishes what it has and stops."""
+        self._send.close()

@@ -1,8 +1,9 @@
-"""The one connection that writes: documents, chunks and vectors, in transactions.
+"""The one connection that writes an index: documents, chunks and vectors, in transactions.
 
-Every method runs synchronously and is meant to be called from one worker thread at a time
-(the writer actor serialises calls with a CapacityLimiter of one). A whole batch of files is
-one transaction, so a cancelled caller can never leave a transaction half done.
+The only SQL that changes rows outside migrations. An IndexWriter holds the index's writer
+lock (a file beside it), so one process at a time can write; inside that process only the
+writer actor (pipeline/writer.py) calls it, from one worker thread at a time. A whole batch
+is one transaction, so a cancelled caller can never leave a transaction half done.
 """
 
 from __future__ import annotations
@@ -12,37 +13,15 @@ import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-import msgspec
 from filelock import FileLock, Timeout
 
 from pocketmcp.core.cjk import index_text
 from pocketmcp.errors import StoreError, WriterBusyError
-from pocketmcp.messages import Chunk
+from pocketmcp.messages import Chunk, DocRecord, Removed, Written
 from pocketmcp.store import schema
 from pocketmcp.store.connect import open_sync_writer, sqlite_errors
-
-
-class DocRecord(msgspec.Struct, frozen=True, kw_only=True):
-    external_id: str
-    source: Literal["file", "url", "raw"]
-    uri: str | None
-    title: str
-    content: str
-    sha256: str
-    library: str = "default"
-    metadata: dict[str, Any] = {}
-    size_bytes: int | None = None
-    mtime_ns: int | None = None
-
-
-class Written(msgspec.Struct, frozen=True):
-    doc_id: int
-    status: Literal["inserted", "updated", "unchanged"]
-    chunks: int
-    chunks_removed: int
-
 
 LOG_KEEP = 200_000  # chunk changes kept for in-memory vector indexes to follow
 
@@ -77,6 +56,11 @@ class IndexWriter:
         except BaseException:
             self._lock.release()
             raise
+
+    @property
+    def commits(self) -> int:
+        """Transactions committed through this writer since it opened."""
+        return self._commits
 
     def close(self) -> None:
         """Checkpoint, close and release the lock. Safe to call twice."""
@@ -236,3 +220,25 @@ class IndexWriter:
         self._sql("DELETE FROM documents_fts WHERE rowid = ?", (doc_id,))
         self._sql("DELETE FROM documents WHERE doc_id = ?", (doc_id,))
         return doc_id, removed
+
+    def remove(self, doc_ids: Sequence[int], external_ids: Sequence[str]) -> Removed:
+        """Remove documents named by doc_id or external id; what was removed, and the ids
+        (as given) that named nothing."""
+        targets: dict[int, None] = dict.fromkeys(doc_ids)
+        missing: list[str] = []
+        for external in external_ids:
+            row = self._sql("SELECT doc_id FROM documents WHERE external_id = ?",
+                            (external,)).fetchone()
+            if row is None:
+                missing.append(external)
+            else:
+                targets[int(row[0])] = None
+        removed: list[int] = []
+        chunks = 0
+        for doc_id in targets:
+            gone = self.delete_doc(doc_id)
+            if gone is not None:
+                removed.append(gone[0])
+                chunks += gone[1]
+        missing += [str(d) for d in doc_ids if d not in removed]
+        return Removed(tuple(sorted(removed)), chunks, tuple(missing))

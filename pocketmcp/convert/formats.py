@@ -1,0 +1,307 @@
+"""The converters: PDF, Word, HTML, PowerPoint, Excel, EPUB and CSV bytes into Markdown.
+
+They run only inside the conversion worker process (`convert.worker`), never in the server: a
+hostile file can at worst take that process down. Each converter imports its parser library
+on first use (they are heavy: a worker loads only the ones for the formats it meets).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import posixpath
+import re
+import warnings
+import zipfile
+from collections.abc import Callable, Iterable
+
+from defusedxml import ElementTree
+
+from pocketmcp.convert.kinds import ZIP_KINDS, Converted
+from pocketmcp.core.text import decode
+
+# Members parsed as XML, and how much of each is read for a DTD (it can only sit in the prolog).
+_XML_MEMBERS = (".xml", ".rels", ".opf", ".ncx", ".xhtml", ".html", ".htm")
+_PROLOG = 65_536
+
+
+class Refused(Exception):
+    """The file cannot be converted; the message says why (shown to the user)."""
+
+
+# -- limits that hold before any parser runs ------------------------------------------------
+
+def check_zip(data: bytes, max_unpacked: int, max_members: int = 20_000) -> None:
+    """Refuse zip containers that would unpack to more than `max_unpacked` bytes or hold
+    absurdly many members (zip bombs). Sizes come from the central directory; the worker's
+    memory limit catches archives that lie about them."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            members = archive.infolist()
+            if len(members) > max_members:
+                raise Refused(f"zip container holds {len(members)} members "
+                              f"(limit {max_members})")
+            unpacked = sum(m.file_size for m in members)
+            if unpacked > max_unpacked:
+                raise Refused(f"zip bomb suspected: unpacks to {unpacked // 2**20} MiB "
+                              f"(limit {max_unpacked // 2**20} MiB)")
+            for member in members:
+                if member.filename.lower().endswith(_XML_MEMBERS):
+                    with archive.open(member) as stream:
+                        prolog = stream.read(_PROLOG)
+                    if b"<!ENTITY" in prolog:
+                        raise Refused(f"refused: {member.filename} declares XML entities, as "
+                                      "entity-expansion bombs (billion laughs) do")
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
+        raise Refused(f"not a valid zip container ({exc})") from None
+
+
+# -- converters --------------------------------------------------------------------------------
+
+def pdf(data: bytes) -> Converted:
+    """Text of each page; lines set clearly larger than the body text become headings."""
+    import pypdfium2 as pdfium  # heavy: loaded on first use
+
+    try:
+        document = pdfium.PdfDocument(data)
+    except pdfium.PdfiumError as exc:
+        raise Refused(f"not a readable PDF ({exc})") from None
+    try:
+        lines: list[tuple[float, str]] = []
+        for index in range(len(document)):
+            page = document[index]
+            textpage = page.get_textpage()
+            lines += _sized_lines(textpage)
+            lines.append((0.0, ""))
+            textpage.close()
+            page.close()
+        title = (document.get_metadata_dict().get("Title") or "").strip() or None
+        return Converted(_tidy(_with_headings(lines)), title, len(document))
+    finally:
+        document.close()
+
+
+def _sized_lines(textpage: object) -> list[tuple[float, str]]:
+    """(largest font size, text) of each line of a page."""
+    import pypdfium2.raw as raw  # heavy: loaded on first use
+
+    text = textpage.get_text_range()  # type: ignore[attr-defined]
+    count = raw.FPDFText_CountChars(textpage)
+    lines: list[tuple[float, str]] = []
+    current: list[str] = []
+    size = 0.0
+    for i, char in enumerate(text[:count]):
+        if char == "\n":
+            lines.append((size, "".join(current).rstrip("\r")))
+            current, size = [], 0.0
+            continue
+        current.append(char)
+        if not char.isspace():
+            size = max(size, raw.FPDFText_GetFontSize(textpage, i))
+    if current:
+        lines.append((size, "".join(current)))
+    return lines
+
+
+def _with_headings(lines: list[tuple[float, str]]) -> str:
+    """Markdown: lines whose font is at least 15% larger than the body's (the size holding
+    the most characters) are headings, larger sizes ranking higher."""
+    weight: dict[float, int] = {}
+    for size, line in lines:
+        if line.strip():
+            weight[round(size, 1)] = weight.get(round(size, 1), 0) + len(line)
+    body = max(weight, key=weight.__getitem__) if weight else 0.0
+    larger = sorted({round(size, 1) for size, line in lines
+                     if line.strip() and size >= body * 1.15}, reverse=True)
+    level = {size: min(i + 1, 6) for i, size in enumerate(larger)}
+    out = []
+    for size, line in lines:
+        rank = level.get(round(size, 1))
+        if rank and line.strip() and len(line) < 200:
+            out += ["", "#" * rank + " " + line.strip(), ""]
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+def html_to_markdown(markup: str | bytes) -> Converted:
+    from bs4 import BeautifulSoup, XMLParsedAsHTMLWarning  # heavy: loaded on first use
+    from markdownify import MarkdownConverter
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", XMLParsedAsHTMLWarning)  # XHTML (EPUB) is fine as HTML
+        soup = BeautifulSoup(markup, "lxml")
+    title_tag = soup.find("title")
+    title = title_tag.get_text(" ", strip=True) if title_tag else None
+    for tag in soup(["script", "style", "noscript", "template", "svg", "canvas", "iframe",
+                     "object", "embed", "form", "nav", "aside", "footer", "button", "head"]):
+        tag.decompose()
+    root = soup.find("main") or soup.find("article") or soup.body or soup
+    text = MarkdownConverter(heading_style="ATX", bullets="-", strip=["img", "a"],
+                             escape_misc=False).convert_soup(root)
+    if not title:
+        heading = root.find("h1") if hasattr(root, "find") else None
+        title = heading.get_text(" ", strip=True) if heading else None
+    return Converted(_tidy(text), title or None)
+
+
+def html(data: bytes) -> Converted:
+    return html_to_markdown(data)
+
+
+def docx(data: bytes) -> Converted:
+    """Paragraphs and tables in document order; Heading/Title styles become headings."""
+    import docx as python_docx  # heavy: loaded on first use
+    from docx.table import Table
+
+    document = python_docx.Document(io.BytesIO(data))
+    out = []
+    for block in document.iter_inner_content():
+        if isinstance(block, Table):
+            out.append(_table([[cell.text for cell in row.cells] for row in block.rows]))
+            continue
+        text = block.text.strip()
+        if not text:
+            continue
+        style = (block.style.name if block.style is not None else "") or ""
+        level = re.match(r"Heading (\d)", style)
+        if level:
+            out.append("#" * min(int(level.group(1)), 6) + " " + text)
+        elif style == "Title":
+            out.append("# " + text)
+        elif style.startswith("List Number"):
+            out.append("1. " + text)
+        elif style.startswith("List"):
+            out.append("- " + text)
+        else:
+            out.append(text)
+    title = (document.core_properties.title or "").strip() or None
+    return Converted("\n\n".join(out), title)
+
+
+def pptx(data: bytes) -> Converted:
+    from pptx import Presentation  # heavy: loaded on first use
+
+    deck = Presentation(io.BytesIO(data))
+    out = []
+    for number, slide in enumerate(deck.slides, 1):
+        title_shape = slide.shapes.title
+        heading = title_shape.text_frame.text.strip() if title_shape is not None else ""
+        out.append(f"## Slide {number}" + (f": {heading}" if heading else ""))
+        for shape in slide.shapes:
+            if shape is title_shape:
+                continue
+            if shape.has_text_frame and shape.text_frame.text.strip():
+                out.append(shape.text_frame.text.strip())
+            if getattr(shape, "has_table", False) and shape.has_table:
+                rows = [[cell.text for cell in row.cells] for row in shape.table.rows]
+                out.append(_table(rows))
+        if slide.has_notes_slide and slide.notes_slide.notes_text_frame is not None:
+            notes = slide.notes_slide.notes_text_frame.text.strip()
+            if notes:
+                out.append(f"Notes: {notes}")
+    return Converted("\n\n".join(out), _core_title(data), len(deck.slides))
+
+
+def xlsx(data: bytes) -> Converted:
+    from openpyxl import load_workbook  # heavy: loaded on first use
+
+    book = load_workbook(io.BytesIO(data), read_only=True, data_only=True)
+    try:
+        out = []
+        for sheet in book.worksheets:
+            rows = [["" if v is None else str(v) for v in row]
+                    for row in sheet.iter_rows(values_only=True)]
+            rows = [r for r in rows if any(c.strip() for c in r)]
+            if rows:
+                out.append(f"## {sheet.title}\n\n{_table(rows)}")
+        return Converted("\n\n".join(out), _core_title(data))
+    finally:
+        book.close()
+
+
+def epub(data: bytes) -> Converted:
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        container = ElementTree.fromstring(archive.read("META-INF/container.xml"))
+        rootfile = next((e.get("full-path") for e in container.iter()
+                         if e.tag.endswith("rootfile")), None)
+        if not rootfile:
+            raise Refused("EPUB without a package document")
+        package = ElementTree.fromstring(archive.read(rootfile))
+        base = posixpath.dirname(rootfile)
+        manifest = {e.get("id"): e.get("href") for e in package.iter()
+                    if e.tag.endswith("}item") and e.get("href")}
+        spine = [e.get("idref") for e in package.iter() if e.tag.endswith("}itemref")]
+        title = next((e.text for e in package.iter()
+                      if e.tag.endswith("}title") and e.text), None)
+        parts = []
+        for idref in spine:
+            href = manifest.get(idref)
+            if href:
+                member = posixpath.normpath(posixpath.join(base, href.split("#")[0]))
+                parts.append(html_to_markdown(archive.read(member)).text)
+    return Converted("\n\n".join(p for p in parts if p), title, len(parts))
+
+
+def csv_table(data: bytes) -> Converted:
+    text, _ = decode(data)
+    try:
+        dialect: type[csv.Dialect] | csv.Dialect = csv.Sniffer().sniff(text[:8192])
+    except csv.Error:
+        dialect = csv.excel
+    rows = [row for row in csv.reader(io.StringIO(text), dialect) if row]
+    return Converted(_table(rows) if rows else "")
+
+
+CONVERTERS: dict[str, Callable[[bytes], Converted]] = {
+    "pdf": pdf, "docx": docx, "html": html, "pptx": pptx, "xlsx": xlsx, "epub": epub,
+    "csv": csv_table,
+}
+
+
+def convert(kind: str, data: bytes, *, max_unpacked: int) -> Converted:
+    """Markdown of `data`. Raises Refused for files that are not what they claim to be."""
+    converter = CONVERTERS.get(kind)
+    if converter is None:
+        raise Refused(f"unsupported format {kind!r}")
+    if kind in ZIP_KINDS:
+        check_zip(data, max_unpacked)
+    return converter(data)
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+def _cell(value: str) -> str:
+    return " ".join(value.replace("|", "\\|").split())
+
+
+def _table(rows: Iterable[list[str]]) -> str:
+    rows = [[_cell(c) for c in row] for row in rows]
+    if not rows:
+        return ""
+    width = max(len(r) for r in rows)
+    rows = [r + [""] * (width - len(r)) for r in rows]
+    lines = ["| " + " | ".join(rows[0]) + " |", "|" + " --- |" * width]
+    lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+    return "\n".join(lines)
+
+
+def _tidy(text: str) -> str:
+    lines = [line.rstrip() for line in text.splitlines()]
+    out: list[str] = []
+    for line in lines:
+        if not line and (not out or not out[-1]):
+            continue
+        out.append(line)
+    return "\n".join(out).strip()
+
+
+def _core_title(data: bytes) -> str | None:
+    """dc:title of an Office file's docProps/core.xml, when set."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            core = ElementTree.fromstring(archive.read("docProps/core.xml"))
+    except (KeyError, zipfile.BadZipFile, ElementTree.ParseError, ValueError):
+        return None
+    title = next((e.text for e in core.iter() if e.tag.endswith("}title") and e.text), None)
+    return title.strip() if title and title.strip() else None

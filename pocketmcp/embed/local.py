@@ -1,0 +1,144 @@
+"""The built-in provider: a fastembed ONNX session for documents and, for the default
+model, a second small session for queries. Both run in worker threads.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import anyio
+import numpy as np
+from tokenizers import Tokenizer
+
+from pocketmcp.config import DEFAULT_MODEL_ID
+from pocketmcp.embed.base import F32, normalised
+from pocketmcp.embed.models import BUNDLED_MAX_TOKENS, ModelSpec
+from pocketmcp.errors import EmbeddingError
+
+
+class LocalEmbedder:
+    """One onnxruntime session for documents (one batch at a time) and a query session.
+
+    `load` blocks (seconds): call it from a worker thread. The embed methods are async and run
+    the model in worker threads: document batches one at a time, queries two at a time.
+    """
+
+    def __init__(self, spec: ModelSpec) -> None:
+        self.spec = spec
+        self.model_id = spec.model_id
+        _quiet_loguru()
+        from fastembed import TextEmbedding  # heavy (about a second): imported with the model
+
+        kwargs: dict[str, Any] = {}
+        if spec.path is not None:
+            kwargs["specific_model_path"] = str(spec.path)
+            kwargs["local_files_only"] = True
+        try:
+            self._model = TextEmbedding(
+                spec.model_id, cache_dir=str(spec.cache_dir / "fastembed"),
+                threads=spec.threads, **kwargs,
+            )
+        except Exception as exc:  # onnxruntime, tokenizers and download failures alike
+            raise EmbeddingError(f"cannot load model {spec.model_id!r}: {exc}") from exc
+        inner: Any = self._model.model
+        self.tokenizer: Tokenizer = inner.tokenizer
+        truncation = self.tokenizer.truncation or {}
+        self.max_tokens = int(truncation.get("max_length", BUNDLED_MAX_TOKENS))
+        self.dim = spec.dim
+        self._queries: _QueryEncoder | None = None
+        self._query_lock = threading.Lock()
+        self._documents_limiter = anyio.CapacityLimiter(1)
+        self._query_limiter = anyio.CapacityLimiter(2)
+
+    async def embed_documents(self, texts: list[str]) -> F32:
+        return await anyio.to_thread.run_sync(self.embed, texts,
+                                              limiter=self._documents_limiter)
+
+    async def embed_query(self, text: str) -> F32:
+        return await anyio.to_thread.run_sync(self.embed_query_now, text,
+                                              limiter=self._query_limiter)
+
+    def _query_encoder(self) -> _QueryEncoder | None:
+        """The query session, made on the first query (indexing alone never needs it)."""
+        spec = self.spec
+        if spec.model_id != DEFAULT_MODEL_ID or spec.path is None:
+            return None
+        with self._query_lock:
+            if self._queries is None:
+                self._queries = _QueryEncoder(spec.path / "model.onnx", self.tokenizer)
+        return self._queries
+
+    def embed(self, texts: list[str]) -> F32:
+        """Vectors of `texts` as one float32 array, rows normalised to length 1 (blocking)."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        try:
+            rows = list(self._model.embed(texts, batch_size=len(texts)))
+        except Exception as exc:
+            raise EmbeddingError(f"embedding failed: {exc}") from exc
+        return normalised(np.asarray(rows, dtype=np.float32))
+
+    def embed_query_now(self, text: str) -> F32:
+        """The vector of one query (blocking)."""
+        queries = self._query_encoder()
+        if queries is not None:
+            return queries.embed(text)
+        try:
+            rows = list(self._model.query_embed([text]))
+        except Exception as exc:
+            raise EmbeddingError(f"embedding failed: {exc}") from exc
+        vector: F32 = normalised(np.asarray(rows, dtype=np.float32))[0]
+        return vector
+
+
+class _QueryEncoder:
+    """A second, small onnxruntime session for queries of the default (mean-pooled) model.
+
+    One thread that does not spin after each run: a query takes a few milliseconds and
+    neither waits behind indexing batches nor steals the other core from the search.
+    """
+
+    def __init__(self, onnx_path: Path, tokenizer: Tokenizer) -> None:
+        import onnxruntime as ort  # heavy: already loaded by fastembed when this runs
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        try:
+            self._session = ort.InferenceSession(str(onnx_path), sess_options=options,
+                                                 providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime's own errors
+            raise EmbeddingError(f"cannot load {onnx_path}: {exc}") from exc
+        self._inputs = {i.name for i in self._session.get_inputs()}
+        self._tokenizer = tokenizer
+
+    def embed(self, text: str) -> F32:
+        encoding = self._tokenizer.encode(text)
+        ids = np.asarray([encoding.ids], dtype=np.int64)
+        mask = np.asarray([encoding.attention_mask], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask,
+                 "token_type_ids": np.zeros_like(ids)}
+        try:
+            hidden = self._session.run(None, {k: v for k, v in feeds.items()
+                                              if k in self._inputs})[0]
+        except Exception as exc:
+            raise EmbeddingError(f"embedding failed: {exc}") from exc
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        vector: F32 = normalised(pooled.astype(np.float32))[0]
+        return vector
+
+
+def _quiet_loguru() -> None:
+    """fastembed logs through loguru: keep it on stderr and to warnings."""
+    try:  # optional: fastembed's logger, present when fastembed is
+        from loguru import logger
+    except ImportError:
+        return
+    logger.remove()
+    logger.add(sys.stderr, level="WARNING")

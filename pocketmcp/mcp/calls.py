@@ -1,0 +1,62 @@
+"""What every tool call shares: one JSON log line, coded tool errors, sanitised results."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+from pydantic import BaseModel
+
+from pocketmcp import logs
+from pocketmcp.core.safe import safe, safe_text
+from pocketmcp.errors import PocketError
+
+log = logs.get("pocketmcp.tools")
+M = TypeVar("M", bound=BaseModel)
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
+                            open_world_hint=False)
+WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
+                         open_world_hint=False)
+DELETES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
+                          open_world_hint=False)
+FETCHES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
+                          open_world_hint=True)
+
+
+@asynccontextmanager
+async def tool_call(tool: str, **fields: Any) -> AsyncIterator[dict[str, Any]]:
+    """One log line per call with its duration and the counts the body adds; a PocketError
+    becomes a tool error whose message starts with its code."""
+    started = time.perf_counter()
+    counts: dict[str, Any] = {}
+    outcome = "ok"
+    try:
+        yield counts
+    except PocketError as exc:
+        outcome = "error"
+        counts["error"] = str(exc)
+        raise ToolError(safe_text(f"{exc.code}: {exc}")) from exc
+    except BaseException as exc:
+        outcome = "error"
+        counts["error"] = repr(exc)
+        raise
+    finally:
+        log.info("tool_call", tool=tool, outcome=outcome,
+                 duration_ms=round((time.perf_counter() - started) * 1000, 1),
+                 **fields, **counts)
+
+
+def render(result: M) -> M:
+    """`result` with every string cleaned of lone surrogates and control characters, so no
+    file name or document can break the client's JSON-RPC stream."""
+    return type(result).model_validate(safe(result.model_dump()))
+
+
+def logged(value: str | None, limit: int = 80) -> str | None:
+    """A client-given name as logged: cut short and made safe."""
+    return None if value is None else safe_text(value[:limit])

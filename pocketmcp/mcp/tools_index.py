@@ -1,0 +1,38 @@
+"""Tools about the index as a whole: reindex and status."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from mcp.server.mcpserver import Context, MCPServer
+from pydantic import Field
+
+from pocketmcp.mcp.calls import READ_ONLY, WRITES, render, tool_call
+from pocketmcp.ops import index
+from pocketmcp.ops.results import ReindexResult, StatusResult
+from pocketmcp.runtime import Runtime
+
+
+def register(mcp: MCPServer, rt: Runtime) -> None:
+
+    @mcp.tool(name="reindex", title="Rescan the watched folder", annotations=WRITES)
+    async def reindex_tool(
+        ctx: Context,
+        force: Annotated[bool, Field(
+            description="Re-read and re-embed every file, even unchanged ones.")] = False,
+        path_glob: Annotated[str | None, Field(
+            description="Only rescan files whose path matches this glob.")] = None,
+    ) -> ReindexResult:
+        """Scan the watched folder again and bring the index up to date."""
+        async with tool_call("reindex", force=force) as counts:
+            pipeline = await rt.rescanner()
+            result = await index.reindex(pipeline, await rt.read_index(), force=force,
+                                         path_glob=path_glob, progress=ctx.report_progress)
+            counts.update(result.model_dump())
+            return result
+
+    @mcp.tool(name="status", title="Index status", annotations=READ_ONLY)
+    async def status_tool() -> StatusResult:
+        """Documents, chunks, model, index path, queues and progress of indexing."""
+        async with tool_call("status"):
+            return render(await index.status(rt.snapshot(), rt.opened()))

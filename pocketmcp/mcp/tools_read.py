@@ -1,0 +1,150 @@
+"""Tools and resources that read: search, find_similar_documents, get_document,
+list_documents, list_libraries, and the document and chunk resources."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError
+from pydantic import Field
+
+from pocketmcp.core.safe import safe
+from pocketmcp.errors import NotFound
+from pocketmcp.mcp.calls import READ_ONLY, logged, render, tool_call
+from pocketmcp.ops import documents, search
+from pocketmcp.ops.checks import check_metadata_filter
+from pocketmcp.ops.results import (
+    Document,
+    DocumentList,
+    FindSimilarResult,
+    LibraryList,
+    Page,
+    SearchFilter,
+    SearchResult,
+)
+from pocketmcp.runtime import Runtime
+
+DB_NAME = ("Name of a database made by create_database: 1-64 letters, digits, '_' or '-'. "
+           "Leave it out to use the main index.")
+
+
+def register(mcp: MCPServer, rt: Runtime) -> None:
+    config = rt.config
+
+    @mcp.tool(name="search", title="Search documents", annotations=READ_ONLY)
+    async def search_tool(
+        query: Annotated[str, Field(min_length=1, max_length=4000,
+                                    description="What to look for, in natural language.")],
+        top_k: Annotated[int, Field(ge=1, le=50, description="Number of matches.")] = 8,
+        library: Annotated[str | None, Field(
+            max_length=100, description="Only this library (see list_libraries); "
+                                        "all when omitted.")] = None,
+        filter: SearchFilter | None = None,
+        score_threshold: Annotated[float | None, Field(
+            description="Drop matches whose `score` is below this (in vector mode a cosine "
+                        "similarity, e.g. 0.3).")] = None,
+        mode: Annotated[Literal["hybrid", "vector", "keyword"], Field(
+            description="hybrid: meaning and keywords fused (best overall); vector: meaning "
+                        "only; keyword: BM25 on words only.")] = "hybrid",
+        unique_docs: Annotated[bool, Field(
+            description="At most one match (the best chunk) per document.")] = False,
+        context: Annotated[int, Field(
+            ge=0, le=3, description="Also return this many neighbouring chunks on each side, "
+                                    "joined, in `context`.")] = 0,
+    ) -> SearchResult:
+        """Find the passages most relevant to a query, best first."""
+        async with tool_call("search", top_k=top_k, mode=mode) as counts:
+            scope = search.Scope.of(filter, library)
+            result = await search.search(
+                await rt.reading(), query, top_k=top_k, scope=scope,
+                score_threshold=score_threshold, mode=mode, unique_docs=unique_docs,
+                context=context)
+            counts["matches"] = len(result.matches)
+            return render(result)
+
+    @mcp.tool(name="find_similar_documents", title="Find similar documents",
+              annotations=READ_ONLY)
+    async def find_tool(
+        text: Annotated[str, Field(description="Text to find passages similar in meaning to.")],
+        top_k: Annotated[int, Field(ge=1, le=search.MAX_SIMILAR,
+                                    description="Number of results.")] = 10,
+        db_name: Annotated[str | None, Field(description=DB_NAME)] = None,
+    ) -> FindSimilarResult:
+        """The chunks closest in meaning to `text` by cosine similarity, best first. Returns
+        an object {results: [...]} because MCP structured output must be an object."""
+        async with tool_call("find_similar_documents", db=logged(db_name),
+                             top_k=top_k) as counts:
+            result = await search.find_similar(await rt.reading(db_name), text, top_k,
+                                               max_bytes=config.max_file_bytes)
+            counts["results"] = len(result.results)
+            return render(result)
+
+    @mcp.tool(name="list_documents", title="List documents", annotations=READ_ONLY)
+    async def list_tool(
+        page: Page | None = None,
+        library: Annotated[str | None, Field(
+            max_length=100, description="Only this library; all when omitted.")] = None,
+        metadata: Annotated[dict[str, str | int | float | bool] | None, Field(
+            description="Only documents whose metadata has these top-level values.")] = None,
+    ) -> DocumentList:
+        """Indexed documents in doc_id order, a page at a time."""
+        page = page or Page(limit=50, cursor=None)
+        async with tool_call("list_documents", limit=page.limit, library=library) as counts:
+            result = await documents.list_documents(
+                await rt.read_index(), page.limit, page.cursor, library=library,
+                metadata=check_metadata_filter(metadata))
+            counts["documents"] = len(result.documents)
+            return render(result)
+
+    @mcp.tool(name="get_document", title="Get a whole document", annotations=READ_ONLY)
+    async def get_tool(doc_id: Annotated[int, Field(ge=1)]) -> Document:
+        """The whole text of one document, with its metadata."""
+        async with tool_call("get_document", doc_id=doc_id) as counts:
+            result = await documents.get_document(await rt.read_index(), doc_id)
+            counts["chars"] = len(result.text)
+            return render(result)
+
+    @mcp.tool(name="list_libraries", title="List libraries", annotations=READ_ONLY)
+    async def list_libraries_tool() -> LibraryList:
+        """Libraries (named collections) with their document and chunk counts."""
+        async with tool_call("list_libraries") as counts:
+            result = await documents.libraries(await rt.read_index(), config.default_library)
+            counts["libraries"] = len(result.libraries)
+            return render(result)
+
+    @mcp.resource("mcp+doc://{doc_id}", name="document", mime_type="application/json",
+                  description="A whole document: text and metadata.")
+    async def document_resource(doc_id: str) -> str:
+        async with tool_call("resource_document", doc_id=doc_id):
+            try:
+                row = await documents.get_document(await rt.read_index(), _int(doc_id))
+            except NotFound as exc:
+                raise ResourceNotFoundError(str(exc)) from exc
+            return _json(row.model_dump())
+
+    @mcp.resource("mcp+doc://{doc_id}#{chunk_id}", name="chunk", mime_type="application/json",
+                  description="One chunk: its exact text and offsets in the document.")
+    async def chunk_resource(doc_id: str, chunk_id: str) -> str:
+        async with tool_call("resource_chunk", doc_id=doc_id, chunk_id=chunk_id):
+            try:
+                row = await documents.get_chunk(await rt.read_index(), _int(doc_id),
+                                                _int(chunk_id))
+            except NotFound as exc:
+                raise ResourceNotFoundError(str(exc)) from exc
+            return _json(row.model_dump())
+
+
+def _int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ResourceNotFoundError(f"{text!r} is not a numeric id") from None
+    if value < 1:
+        raise ResourceNotFoundError(f"{text!r} is not a valid id")
+    return value
+
+
+def _json(row: dict[str, Any]) -> str:
+    return json.dumps(safe(row), ensure_ascii=False)

@@ -1,0 +1,136 @@
+"""Tools that write: upsert_documents and insert_document (one operation), delete_documents
+and delete_document (one operation), ingest_file, ingest_url and create_database. Each
+returns after the index's writer has committed."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import MCPServer
+from pydantic import Field
+
+from pocketmcp.config import MAX_DOCS_PER_CALL
+from pocketmcp.errors import NotFound
+from pocketmcp.mcp.calls import DELETES, FETCHES, WRITES, logged, render, tool_call
+from pocketmcp.mcp.tools_read import DB_NAME
+from pocketmcp.ops import documents, ingest
+from pocketmcp.ops.results import (
+    CreateDatabaseResult,
+    DeleteDocumentResult,
+    DeleteResult,
+    IngestResult,
+    InsertDocumentResult,
+    NewDocument,
+    UpsertResult,
+)
+from pocketmcp.runtime import Runtime
+
+
+def register(mcp: MCPServer, rt: Runtime) -> None:
+    config = rt.config
+
+    @mcp.tool(name="upsert_documents", title="Add or update documents", annotations=WRITES)
+    async def upsert_tool(
+        docs: Annotated[list[NewDocument], Field(
+            min_length=1, max_length=MAX_DOCS_PER_CALL,
+            description="Documents to insert, or update by external_id.")],
+    ) -> UpsertResult:
+        """Index text given directly; it is searchable as soon as this returns."""
+        async with tool_call("upsert_documents", docs=len(docs)) as counts:
+            result = await documents.upsert(await rt.writing(), docs,
+                                            max_bytes=config.max_file_bytes)
+            counts["chunks"] = sum(r.chunks for r in result.results)
+            return render(result)
+
+    @mcp.tool(name="insert_document", title="Insert a document", annotations=WRITES)
+    async def insert_tool(
+        text: Annotated[str, Field(description="The document's text (Markdown or plain).")],
+        metadata: dict[str, Any] | None = None,
+        db_name: Annotated[str | None, Field(description=DB_NAME)] = None,
+    ) -> InsertDocumentResult:
+        """Chunk, embed and store one document; searchable as soon as this returns. The same
+        text inserted again is the same document (its metadata is updated)."""
+        async with tool_call("insert_document", db=logged(db_name)) as counts:
+            doc = NewDocument.model_construct(text=text, metadata=metadata, external_id=None,
+                                              title=None)  # checked by the operation itself
+            result = await documents.upsert(await rt.writing(db_name), [doc],
+                                            max_bytes=config.max_file_bytes)
+            item = result.results[0]
+            counts["chunks"] = item.chunks
+            return InsertDocumentResult(doc_id=item.doc_id, chunk_count=item.chunks)
+
+    @mcp.tool(name="delete_documents", title="Delete documents", annotations=DELETES)
+    async def delete_tool(
+        doc_ids: list[int] | None = None, external_ids: list[str] | None = None,
+    ) -> DeleteResult:
+        """Remove documents and their chunks. A deleted file of the watched folder comes back
+        when it changes or at the next start; delete the file itself to remove it for good."""
+        async with tool_call("delete_documents") as counts:
+            result = await documents.delete(await rt.writing(), doc_ids, external_ids)
+            counts["deleted"] = len(result.deleted_doc_ids)
+            return render(result)
+
+    @mcp.tool(name="delete_document", title="Delete a document", annotations=DELETES)
+    async def delete_one_tool(
+        doc_id: Annotated[int, Field(ge=1)],
+        db_name: Annotated[str | None, Field(description=DB_NAME)] = None,
+    ) -> DeleteDocumentResult:
+        """Remove one document and its chunks. An unknown doc_id is a NOT_FOUND error."""
+        async with tool_call("delete_document", db=logged(db_name), doc_id=doc_id) as counts:
+            result = await documents.delete(await rt.writing(db_name), [doc_id], None)
+            if not result.deleted_doc_ids:
+                where = "the main index" if db_name is None else f"database {db_name!r}"
+                raise NotFound(f"no document with doc_id {doc_id} in {where}")
+            counts["deleted_chunks"] = result.deleted_chunks
+            return DeleteDocumentResult(deleted_chunks=result.deleted_chunks)
+
+    @mcp.tool(name="ingest_file", title="Index a file", annotations=WRITES)
+    async def ingest_file_tool(
+        path: Annotated[str, Field(min_length=1, max_length=4096, description=(
+            "The file: absolute, or relative to the watched folder. It must lie inside the "
+            "watched folder or ALLOWED_ROOTS."))],
+        library: Annotated[str | None, Field(
+            max_length=100, description="Library to put it in (default: DEFAULT_LIBRARY, or "
+                                        "its folder's library for a watched file).")] = None,
+        metadata: Annotated[dict[str, Any] | None, Field(
+            description="Your fields, returned with it and usable as search filters.")] = None,
+    ) -> IngestResult:
+        """Convert (PDF, Word, HTML, PowerPoint, Excel, EPUB, CSV, text) and index one file
+        now; searchable when this returns. Asking again re-reads it: unchanged content is
+        skipped."""
+        async with tool_call("ingest_file", library=library) as counts:
+            result = await ingest.ingest_file(
+                await rt.writing(), rt.converter, config, path, library=library,
+                metadata=metadata, watching=rt.plan.feed != "none")
+            counts.update(status=result.status, chunks=result.chunks, format=result.format)
+            return render(result)
+
+    @mcp.tool(name="ingest_url", title="Index a web page", annotations=FETCHES)
+    async def ingest_url_tool(
+        url: Annotated[str, Field(min_length=1, max_length=4096,
+                                  description="An http or https URL.")],
+        library: Annotated[str | None, Field(
+            max_length=100, description="Library to put it in (default: DEFAULT_LIBRARY).")
+        ] = None,
+        metadata: Annotated[dict[str, Any] | None, Field(
+            description="Your fields, returned with it and usable as search filters.")] = None,
+    ) -> IngestResult:
+        """Download a page or document (HTML, PDF, Office, text; within MAX_FILE_MB and
+        URL_TIMEOUT_S), convert it to text and index it."""
+        async with tool_call("ingest_url", library=library) as counts:
+            result = await ingest.ingest_url(await rt.writing(), rt.converter, config, url,
+                                             library=library, metadata=metadata)
+            counts.update(status=result.status, chunks=result.chunks, format=result.format)
+            return render(result)
+
+    @mcp.tool(name="create_database", title="Create a separate database", annotations=WRITES)
+    async def create_tool(
+        db_name: Annotated[str, Field(description="1-64 letters, digits, '_' or '-'.")],
+    ) -> CreateDatabaseResult:
+        """Create a separate, empty database (its own SQLite file) to insert documents into
+        and search apart from the main index. Creating one that exists is fine: `created`
+        says which happened."""
+        async with tool_call("create_database", db=logged(db_name)) as counts:
+            path, created = await rt.create_database(db_name)
+            counts["created"] = created
+            return render(CreateDatabaseResult(success=True, db_path=path, created=created))

@@ -1,0 +1,47 @@
+"""Checks of tool arguments that the schemas cannot express; each failure names the fix."""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from typing import Any
+
+from pocketmcp.core.safe import safe, safe_text
+from pocketmcp.errors import InvalidRequest
+from pocketmcp.ops.results import Scalar
+
+MAX_METADATA_BYTES = 16_384
+
+
+def check_library(name: str | None, default: str) -> str:
+    """A library name (NFC, 1-100 characters, no control characters), or `default`."""
+    if name is None:
+        return default
+    name = unicodedata.normalize("NFC", name.strip())
+    if not name or len(name) > 100 or any(unicodedata.category(c)[0] == "C" for c in name):
+        raise InvalidRequest("library must be 1-100 characters without control characters")
+    return name
+
+
+def check_metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:
+    """Metadata to store: JSON of at most MAX_METADATA_BYTES, strings made safe."""
+    if not metadata:
+        return {}
+    clean_meta = safe(metadata)
+    if len(json.dumps(clean_meta, ensure_ascii=False)) > MAX_METADATA_BYTES:
+        raise InvalidRequest(f"metadata is larger than {MAX_METADATA_BYTES} bytes as JSON")
+    return dict(clean_meta)
+
+
+def check_metadata_filter(metadata: dict[str, Any] | None) -> dict[str, Scalar] | None:
+    """Metadata to match: top-level keys equal to string, number or boolean values."""
+    if not metadata:
+        return None
+    for key, value in metadata.items():
+        if not key or '"' in key or "\\" in key:
+            raise InvalidRequest(f"metadata filter key {key!r} is not usable: it must be "
+                                 "non-empty and hold no quotes or backslashes")
+        if not isinstance(value, str | int | float | bool):
+            raise InvalidRequest(f"metadata filter {key!r} must be a string, number or "
+                                 "boolean (values are matched for equality)")
+    return {k: safe_text(v) if isinstance(v, str) else v for k, v in metadata.items()}

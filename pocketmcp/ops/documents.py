@@ -1,0 +1,143 @@
+"""Documents given directly (not from the watched folder): write, remove, list, read.
+
+`upsert_documents` and `insert_document` are one operation (`upsert`); `delete_documents` and
+`delete_document` are one (`delete`). Writes go to the index's writer and return after their
+commit, so what they wrote is searchable when they answer.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Sequence
+
+from pocketmcp.config import MAX_DOCS_PER_CALL
+from pocketmcp.core.paths import path_of
+from pocketmcp.core.safe import safe_text
+from pocketmcp.core.text import clean, sha256, title_of
+from pocketmcp.errors import InvalidRequest, NotFound
+from pocketmcp.messages import DocRecord
+from pocketmcp.ops.checks import check_metadata
+from pocketmcp.ops.results import (
+    ChunkText,
+    DeleteResult,
+    Document,
+    DocumentInfo,
+    DocumentList,
+    Library,
+    LibraryList,
+    NewDocument,
+    Scalar,
+    UpsertResult,
+    UpsertResultItem,
+)
+from pocketmcp.runtime import Writing
+from pocketmcp.store.queries import DocumentRow, IndexReader
+from pocketmcp.store.readers import ReadIndex
+
+# External ids of watched files, ingested files and ingested pages.
+RESERVED_PREFIXES = ("file:", "path:", "url:")
+
+
+def _record(doc: NewDocument, max_bytes: int) -> DocRecord:
+    text = clean(safe_text(doc.text))
+    if not text.strip():
+        raise InvalidRequest("a document's text is empty")
+    if len(text.encode("utf-8")) > max_bytes:
+        raise InvalidRequest(f"a document is larger than MAX_FILE_MB ({max_bytes} bytes)")
+    digest = sha256(text)
+    external = safe_text(doc.external_id.strip()) if doc.external_id else f"raw:{digest[:32]}"
+    if not external or external.startswith(RESERVED_PREFIXES):
+        raise InvalidRequest(
+            f"external_id {external!r} is not allowed: it must be non-empty and must not start "
+            "with 'file:', 'path:' or 'url:' (reserved for files and pages)")
+    title = safe_text(doc.title) if doc.title else title_of(text, external)
+    return DocRecord(external_id=external, source="raw", uri=None, title=title, content=text,
+                     sha256=digest, metadata=check_metadata(doc.metadata))
+
+
+async def upsert(writing: Writing, docs: Sequence[NewDocument], *, max_bytes: int
+                 ) -> UpsertResult:
+    """Insert or update raw documents, all in one transaction; searchable on return."""
+    if not docs:
+        raise InvalidRequest("docs is empty: give at least one {text: ...}")
+    if len(docs) > MAX_DOCS_PER_CALL:
+        raise InvalidRequest(f"at most {MAX_DOCS_PER_CALL} documents per call")
+    records = [_record(d, max_bytes) for d in docs]
+    prepared = await writing.prepare.prepare(records, writing.index)
+    written = await writing.writes.store(prepared)
+    return UpsertResult(results=[
+        UpsertResultItem(doc_id=w.doc_id, external_id=r.external_id, chunks=w.chunks,
+                         status=w.status) for w, r in zip(written, records, strict=True)])
+
+
+async def delete(writing: Writing, doc_ids: Sequence[int] | None,
+                 external_ids: Sequence[str] | None) -> DeleteResult:
+    """Remove documents and their chunks, by doc_id and by external id."""
+    if not doc_ids and not external_ids:
+        raise InvalidRequest("give doc_ids or external_ids (or both)")
+    removed = await writing.writes.remove(list(doc_ids or []),
+                                          [safe_text(e) for e in external_ids or []])
+    return DeleteResult(deleted_doc_ids=list(removed.doc_ids), deleted_chunks=removed.chunks,
+                        not_found=list(removed.not_found))
+
+
+# -- reading -----------------------------------------------------------------------------------
+
+def encode_cursor(doc_id: int) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"after": doc_id}).encode()).decode()
+
+
+def decode_cursor(cursor: str) -> int:
+    try:
+        after = json.loads(base64.urlsafe_b64decode(cursor.encode()))["after"]
+    except (ValueError, KeyError, TypeError):
+        raise InvalidRequest("cursor is not one this server returned") from None
+    if not isinstance(after, int) or after < 0:
+        raise InvalidRequest("cursor is not one this server returned")
+    return after
+
+
+def _info(row: DocumentRow) -> DocumentInfo:
+    return DocumentInfo(
+        doc_id=row.doc_id, external_id=row.external_id, title=row.title,
+        source=row.source,  # type: ignore[arg-type]  # the schema's CHECK keeps it one of three
+        path=path_of(row.external_id, row.source), uri=row.uri, library=row.library,
+        metadata=json.loads(row.metadata), chunk_count=row.chunk_count,
+        updated_at=row.updated_at)
+
+
+async def list_documents(index: ReadIndex, limit: int, cursor: str | None, *,
+                         library: str | None = None,
+                         metadata: dict[str, Scalar] | None = None) -> DocumentList:
+    """Documents in doc_id order, a page at a time."""
+    after = decode_cursor(cursor) if cursor else 0
+    rows = await index.run(lambda r: r.documents_page(after, limit + 1, library, metadata))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return DocumentList(documents=[_info(r) for r in rows],
+                        next_cursor=encode_cursor(rows[-1].doc_id) if more else None)
+
+
+async def get_document(index: ReadIndex, doc_id: int) -> Document:
+    def read(reader: IndexReader) -> tuple[DocumentRow | None, str | None]:
+        return reader.document(doc_id), reader.content(doc_id)
+
+    row, text = await index.run(read)
+    if row is None or text is None:
+        raise NotFound(f"no document with doc_id {doc_id}; search or list_documents gives ids")
+    return Document(**_info(row).model_dump(), created_at=row.created_at, text=text)
+
+
+async def get_chunk(index: ReadIndex, doc_id: int, chunk_id: int) -> ChunkText:
+    row = await index.run(lambda r: r.chunk(chunk_id))
+    if row is None or row.doc_id != doc_id:
+        raise NotFound(f"no chunk {chunk_id} in document {doc_id}")
+    return ChunkText(doc_id=row.doc_id, chunk_id=row.chunk_id, idx=row.idx, text=row.text,
+                     start_off=row.start_off, end_off=row.end_off, title=row.title)
+
+
+async def libraries(index: ReadIndex, default_library: str) -> LibraryList:
+    rows = await index.run(lambda r: r.libraries())
+    return LibraryList(libraries=[Library(name=n, documents=d, chunks=c) for n, d, c in rows],
+                       default_library=default_library)

@@ -1,0 +1,77 @@
+"""The index as a whole: rescanning the watched folder, and its status."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+import anyio
+import msgspec
+import pathspec
+
+from pocketmcp import __version__
+from pocketmcp.errors import Busy, PocketError
+from pocketmcp.ops.results import ReindexResult, StatusResult
+from pocketmcp.pipeline.state import Stats
+from pocketmcp.pipeline.supervisor import Pipeline
+from pocketmcp.runtime import Snapshot
+from pocketmcp.store.readers import ReadIndex
+
+Progress = Callable[[int, int | None, str], Awaitable[None]]
+PROGRESS_EVERY_S = 0.25
+
+
+async def reindex(pipeline: Pipeline, index: ReadIndex, *, force: bool, path_glob: str | None,
+                  progress: Progress | None = None) -> ReindexResult:
+    """Scan the watched folder again inside the running pipeline; `progress(done, total,
+    message)` is called every PROGRESS_EVERY_S while it runs."""
+    only = pathspec.PathSpec.from_lines("gitignore", [path_glob]).match_file if (
+        path_glob) else None
+    started = time.perf_counter()
+    stats = pipeline.stats
+    before, seen_before = stats.processed + stats.removed, stats.seen
+    result: dict[str, Stats | PocketError] = {}
+    finished = anyio.Event()
+
+    async def run() -> None:
+        try:
+            result["stats"] = await pipeline.rescan(force=force, only=only)
+        except PocketError as exc:
+            result["error"] = exc
+        finally:
+            finished.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run, name="pocketmcp.reindex")
+        while not finished.is_set():
+            if progress is not None:
+                done = stats.processed + stats.removed - before
+                total = max(stats.seen - seen_before, done)
+                await progress(done, total or None, f"{done} of {total} files checked")
+            with anyio.move_on_after(PROGRESS_EVERY_S):
+                await finished.wait()
+    error = result.get("error")
+    if isinstance(error, Busy):
+        raise Busy("a reindex is already running; wait for it to finish")
+    if isinstance(error, PocketError):
+        raise error
+    s = result["stats"]
+    assert isinstance(s, Stats)
+    counts = await index.run(lambda r: r.counts())
+    return ReindexResult(
+        files_added=s.added, files_updated=s.updated, files_removed=s.removed,
+        files_unchanged=s.unchanged, files_skipped=s.skipped,
+        chunks_embedded=s.chunks_embedded, chunks_total=counts["chunks"],
+        elapsed_ms=round((time.perf_counter() - started) * 1000),
+    )
+
+
+async def status(state: Snapshot, index: ReadIndex | None) -> StatusResult:
+    """What this process serves and how far indexing is; counts once the index is open."""
+    counts = await index.run(lambda r: r.counts()) if index is not None else None
+    return StatusResult(
+        **msgspec.structs.asdict(state),
+        documents=counts["documents"] if counts else None,
+        chunks=counts["chunks"] if counts else None,
+        version=__version__,
+    )

@@ -1,0 +1,423 @@
+"""Opens an index once, for every entry point: model, store, readers, writer, readiness.
+
+`serve`, `index`, `watch`, `search` and `eval` all start here with a Plan saying what they
+need. Start-up never blocks a front end: the model loads and the index opens in the background
+while callers wait, a bounded time, for what they ask for. This is the one place that knows
+"still loading" and "read-only".
+
+Every index file this process writes has exactly one writer actor: the main index's is fed by
+the watched folder (and by tools), a named database's by tools alone. One process per file
+holds its writer lock; the others serve it read-only, and a process that serves the main index
+read-only takes its lock over when the holder goes away.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import anyio
+import anyio.abc
+import msgspec
+
+from pocketmcp import logs
+from pocketmcp.config import Config
+from pocketmcp.convert.pool import Converter, Limits
+from pocketmcp.core.chunking import Chunker
+from pocketmcp.core.safe import safe_text
+from pocketmcp.databases import Databases
+from pocketmcp.embed.base import Embedder
+from pocketmcp.embed.local import LocalEmbedder
+from pocketmcp.embed.models import ModelSpec, canonical_id
+from pocketmcp.errors import (
+    InvalidRequest,
+    ModelMismatchError,
+    NotReady,
+    PocketError,
+    ReadOnly,
+    WriterBusyError,
+)
+from pocketmcp.pipeline.prepare import Preparer
+from pocketmcp.pipeline.supervisor import Feed, Pipeline
+from pocketmcp.pipeline.writer import EventHook, WriterActor, WriterInbox
+from pocketmcp.store.readers import ReadIndex
+from pocketmcp.store.registry import Registry
+
+log = logs.get("pocketmcp.runtime")
+
+READY_WAIT_S = 5.0  # how long a request waits for start-up before NOT_READY
+WRITER_RETRY_S = 2.0  # how often a read-only process tries to take the writer lock
+
+
+class Plan(msgspec.Struct, frozen=True, kw_only=True):
+    """What an entry point needs from the runtime."""
+
+    writer: Literal["never", "try", "must"] = "try"  # the main index's writer lock
+    feed: Feed = "none"  # the watched folder: not at all, one scan, or followed
+    requests: bool = True  # tools may write
+    search: bool = True  # vectors in memory and the query session warm before `ready`
+    rebuild: bool = False  # empty the main index first
+    force: bool = False  # re-read and re-embed every file
+    keep_serving: bool = False  # a failure is recorded and reads go on, instead of raising
+
+
+def serving(watch: bool) -> Plan:
+    return Plan(feed="follow" if watch else "none", keep_serving=True)
+
+
+INDEXING = Plan(writer="must", feed="scan", requests=False, search=False)
+WATCHING = Plan(writer="must", feed="follow", requests=False, search=False)
+READING = Plan(writer="never")
+
+
+class Status(msgspec.Struct, kw_only=True):
+    phase: Literal["starting", "loading_model", "indexing", "ready", "failed"] = "starting"
+    role: Literal["pending", "writer", "reader"] = "pending"
+    model_ready: bool = False
+    initial_indexing_done: bool = False
+    last_error: str | None = None
+    started_at: float = msgspec.field(default_factory=time.time)
+
+
+class Snapshot(msgspec.Struct, frozen=True, kw_only=True):
+    """The state of this process, as `status` reports it."""
+
+    phase: str
+    role: str
+    model: str
+    model_ready: bool
+    dimensions: int | None
+    index_path: str
+    watch_dir: str | None
+    initial_indexing_done: bool
+    queue_depths: dict[str, dict[str, int]]
+    files_indexed_since_start: int
+    last_error: str | None
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What a search needs: the index as readers see it, the model for queries, and whether
+    the first scan of the watched folder is complete."""
+
+    index: ReadIndex
+    embedder: Embedder
+    complete: bool
+
+
+@dataclass(frozen=True)
+class Writing:
+    """What a write needs: the index (to reuse vectors), the way to its writer, and the
+    chunker and model to prepare documents with."""
+
+    index: ReadIndex
+    writes: WriterInbox
+    prepare: Preparer
+
+
+class Runtime:
+    def __init__(self, config: Config, plan: Plan, *, on_event: EventHook | None = None) -> None:
+        self.config = config
+        self.plan = plan
+        self.on_event = on_event
+        self.status = Status()
+        self.ready = anyio.Event()
+        self.fed = anyio.Event()  # the main index's pipeline has returned (or never started)
+        self.fed_seconds = 0.0  # how long it ran
+        self.registry = Registry(config.sqlite_path, config.databases_dir)
+        self.converter = Converter(Limits.of(config))
+        self.spec: ModelSpec | None = None
+        self.embedder: LocalEmbedder | None = None
+        self.chunker: Chunker | None = None
+        self.main: ReadIndex | None = None
+        self.pipeline: Pipeline | None = None  # the main index's writer, when this holds it
+        self.databases: Databases | None = None
+        self._stopping = anyio.Event()
+        self._stopped = anyio.Event()
+
+    # -- life cycle ---------------------------------------------------------------------------
+
+    async def run(self, tg: anyio.abc.TaskGroup) -> None:
+        """Open, load and (with a feed) index until `shutdown()`; named databases' writers
+        run in `tg`."""
+        try:
+            await self._boot(tg)
+            await self._serve_main()
+        except PocketError as exc:
+            self.status.phase = "failed"
+            self.status.last_error = str(exc)
+            log.error("failed", error=str(exc))
+            if not self.plan.keep_serving:
+                raise
+        finally:
+            self.fed.set()
+            with anyio.CancelScope(shield=True):
+                await self.converter.aclose()
+            self._stopped.set()
+
+    async def _boot(self, tg: anyio.abc.TaskGroup) -> None:
+        self.status.phase = "loading_model"
+        spec = self.spec = await anyio.to_thread.run_sync(ModelSpec, self.config)
+        writer: WriterActor | None = None
+        if self.plan.writer != "never":
+            try:
+                writer = await anyio.to_thread.run_sync(self._open_main_writer, spec)
+            except WriterBusyError:
+                if self.plan.writer == "must":
+                    raise
+                log.info("read_only", index=str(self.config.sqlite_path),
+                         reason="another process holds the writer lock")
+        self.status.role = "writer" if writer is not None else "reader"
+        embedder = self.embedder = await anyio.to_thread.run_sync(LocalEmbedder, spec)
+        self.chunker = Chunker(embedder.tokenizer, size=self.config.chunk_size,
+                               overlap=self.config.chunk_overlap,
+                               max_tokens=embedder.max_tokens)
+        self.main = ReadIndex(self.config.sqlite_path, spec.dim)
+        self.databases = Databases(self.config, self.registry, model_id=spec.model_id,
+                                   dim=spec.dim, tg=tg, on_event=self.on_event)
+        self.status.model_ready = True
+        if writer is None:
+            await self._wait_for_index(spec)
+        if self.plan.search and not self._stopping.is_set():
+            await self.main.load_vectors()  # every vector in memory before the first search
+            await embedder.embed_query("warm up")  # the query session loads on first use
+        if writer is not None:
+            self.pipeline = self._pipeline_for(writer)  # before `ready`: writes can queue
+        self.ready.set()
+        watching = self.pipeline is not None and self.pipeline.feed != "none"
+        self.status.phase = "indexing" if watching else "ready"
+        (log.info if self.plan.keep_serving else log.debug)(
+            "ready", role=self.status.role, model=spec.model_id,
+            index=str(self.config.sqlite_path),
+            seconds=round(time.time() - self.status.started_at, 3))
+
+    def _open_main_writer(self, spec: ModelSpec) -> WriterActor:
+        return WriterActor.open(self.config.sqlite_path, model_id=spec.model_id, dim=spec.dim,
+                                rebuild=self.plan.rebuild, queue_size=self.config.queue_size,
+                                batch_files=self.config.write_batch_files,
+                                on_event=self.on_event)
+
+    async def _wait_for_index(self, spec: ModelSpec) -> None:
+        """A reader waits until some writer has created the index, then checks its model."""
+        while not self.config.sqlite_path.exists():
+            with anyio.move_on_after(0.2):
+                await self._stopping.wait()
+            if self._stopping.is_set():
+                return
+        assert self.main is not None
+        stored = await self.main.run(lambda r: r.model())
+        if stored is not None and stored != (spec.model_id, spec.dim):
+            raise ModelMismatchError(self.config.sqlite_path, stored[0], stored[1],
+                                     spec.model_id, spec.dim)
+
+    def _pipeline_for(self, actor: WriterActor) -> Pipeline:
+        """The main index's writer actor, fed as the plan says. Without the folder to feed
+        it, it still takes tool requests; the missing folder is reported."""
+        assert self.embedder is not None and self.spec is not None
+        feed = self.plan.feed
+        if feed != "none" and not self.config.watch_dir.is_dir():
+            self.status.last_error = (f"WATCH_DIR={self.config.watch_dir} is not a folder; "
+                                      "nothing is watched")
+            log.error("not_watching", error=self.status.last_error)
+            feed = "none"
+        return Pipeline(
+            self.config, writer=actor, feed=feed, embed=self.embedder.embed_documents,
+            dim=self.spec.dim, chunker=self.chunker, converter=self.converter,
+            force=self.plan.force, accept_requests=self.plan.requests)
+
+    async def _serve_main(self) -> None:
+        """Run the main index's writer while this holds its lock; else wait to take it."""
+        assert self.spec is not None
+        while not self._stopping.is_set():
+            if self.pipeline is not None:
+                await self._run_main_pipeline(self.pipeline)
+                return
+            if self.plan.writer != "try":
+                await self._stopping.wait()
+                return
+            with anyio.move_on_after(WRITER_RETRY_S):
+                await self._stopping.wait()
+            if self._stopping.is_set():
+                return
+            try:
+                writer = await anyio.to_thread.run_sync(self._open_main_writer, self.spec)
+            except WriterBusyError:
+                continue
+            self.pipeline = self._pipeline_for(writer)
+            self.status.role = "writer"
+            log.info("writer_lock_acquired", index=str(self.config.sqlite_path))
+
+    async def _run_main_pipeline(self, pipeline: Pipeline) -> None:
+        if self._stopping.is_set():
+            pipeline.stop()
+        started = time.perf_counter()
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._mark_indexed, pipeline, name="pocketmcp.indexed")
+                await pipeline.run()
+                tg.cancel_scope.cancel()
+        finally:
+            self.fed_seconds = time.perf_counter() - started
+            self.fed.set()
+
+    async def _mark_indexed(self, pipeline: Pipeline) -> None:
+        await pipeline.scan_done.wait()
+        self.status.initial_indexing_done = True
+        if self.status.phase == "indexing":
+            self.status.phase = "ready"
+        if pipeline.feed != "none":
+            s = pipeline.stats
+            log.info("initial_indexing_done", added=s.added, updated=s.updated,
+                     unchanged=s.unchanged, removed=s.removed, skipped=s.skipped)
+
+    async def shutdown(self) -> None:
+        """Stop the feed and take no new writes; wait until work in flight is committed."""
+        self._stopping.set()
+        if self.pipeline is not None:
+            self.pipeline.stop()
+        if self.databases is not None:
+            await self.databases.shutdown()
+        await self._stopped.wait()
+
+    def close(self) -> None:
+        """Release everything: writers (checkpoint, unlock) and read-only connections."""
+        if self.databases is not None:
+            self.databases.close()
+        if self.main is not None:
+            self.main.close()
+        if self.pipeline is not None:
+            self.pipeline.writer.close()
+
+    def snapshot(self) -> Snapshot:
+        st, pipeline = self.status, self.pipeline
+        watched = self.plan.feed != "none"
+        return Snapshot(
+            phase=st.phase, role=st.role, model=canonical_id(self.config.model_id),
+            model_ready=st.model_ready, dimensions=self.spec.dim if self.spec else None,
+            index_path=str(self.config.sqlite_path.resolve()),
+            watch_dir=str(self.config.watch_dir.resolve()) if watched else None,
+            initial_indexing_done=st.initial_indexing_done,
+            queue_depths=pipeline.queue_depths() if pipeline else {},
+            files_indexed_since_start=(pipeline.stats.added + pipeline.stats.updated
+                                       if pipeline else 0),
+            last_error=safe_text(st.last_error) if st.last_error else None)
+
+    def opened(self) -> ReadIndex | None:
+        """The main index once it is open for reading, without waiting."""
+        return self.main if self.ready.is_set() else None
+
+    # -- what a request needs, once it is there -----------------------------------------------
+
+    async def started(self) -> None:
+        """Wait until ready for as long as it takes; raise if start-up failed."""
+        while not self.ready.is_set():
+            if self.status.phase == "failed":
+                raise PocketError(self.status.last_error or "the index could not be opened")
+            with anyio.move_on_after(0.1):
+                await self.ready.wait()
+
+    async def _wait_ready(self) -> None:
+        if self.ready.is_set():
+            return
+        if self.status.phase == "failed":
+            raise NotReady(f"the index could not be opened: {self.status.last_error}")
+        with anyio.move_on_after(READY_WAIT_S):
+            await self.ready.wait()
+        if not self.ready.is_set():
+            detail = self.status.last_error or f"phase: {self.status.phase}"
+            raise NotReady("index still loading (the model or the index is not ready yet, "
+                           f"{detail}); try again in a few seconds")
+
+    async def _scan_settled(self) -> bool:
+        """Wait (bounded) for the first scan of the watched folder; True when it is done or
+        there is none to wait for."""
+        pipeline = self.pipeline
+        if self.status.initial_indexing_done or pipeline is None:
+            return True
+        with anyio.move_on_after(READY_WAIT_S):
+            await pipeline.scan_done.wait()
+        return pipeline.scan_done.is_set()
+
+    async def read_index(self, db_name: str | None = None) -> ReadIndex:
+        """The main index (or database `db_name`) for listing and reading."""
+        if db_name is not None:
+            self.registry.existing(db_name)  # a bad or unknown name fails before any wait
+        await self._wait_ready()
+        if db_name is None:
+            assert self.main is not None
+            return self.main
+        assert self.databases is not None
+        return self.databases.reading(db_name)
+
+    async def reading(self, db_name: str | None = None) -> Reading:
+        """The main index (or database `db_name`) for searching."""
+        index = await self.read_index(db_name)
+        assert self.embedder is not None
+        complete = await self._scan_settled() if db_name is None else True
+        return Reading(index, self.embedder, complete)
+
+    async def writing(self, db_name: str | None = None) -> Writing:
+        """The main index (or database `db_name`) for writing: READ_ONLY while another
+        process holds its writer lock."""
+        if db_name is not None:
+            self.registry.existing(db_name)
+        await self._wait_ready()
+        assert self.chunker is not None and self.embedder is not None
+        prepare = Preparer(self.chunker, self.embedder,
+                           batch_size=self.config.embed_batch_size)
+        if db_name is not None:
+            assert self.databases is not None
+            index, writes = await self.databases.writing(db_name)
+            return Writing(index, writes, prepare)
+        if self.pipeline is None or not self.plan.requests:
+            raise ReadOnly(
+                "this server is read-only: another PocketMCP process holds the writer lock "
+                f"of {self.config.sqlite_path}; send writes to that process")
+        assert self.main is not None
+        return Writing(self.main, self.pipeline.requests, prepare)
+
+    async def create_database(self, name: str) -> tuple[str, bool]:
+        """Make sure database `name` exists; (its file, whether this call created it)."""
+        self.registry.path(name)  # a bad name fails before any wait
+        await self._wait_ready()
+        assert self.databases is not None
+        return await self.databases.create(name)
+
+    async def rescanner(self) -> Pipeline:
+        """The main index's running pipeline, to scan the watched folder again."""
+        await self._wait_ready()
+        if self.pipeline is None and self.status.role == "reader":
+            raise ReadOnly("this server is read-only: the process holding the writer lock "
+                           f"of {self.config.sqlite_path} indexes the folder")
+        if self.pipeline is None or self.pipeline.feed == "none":
+            raise InvalidRequest("no folder is watched: start the server with WATCH_DIR (or "
+                                 "--data-folder) set to reindex it")
+        return self.pipeline
+
+
+@asynccontextmanager
+async def open_runtime(config: Config, plan: Plan, *, on_event: EventHook | None = None
+                       ) -> AsyncIterator[Runtime]:
+    """A runtime started in the background; on leaving, work in flight is committed and
+    everything is released. A failure of its own tasks is raised as itself, not as a group."""
+    runtime = Runtime(config, plan, on_event=on_event)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(runtime.run, tg, name="pocketmcp.runtime")
+            yield runtime
+            await runtime.shutdown()
+    except BaseExceptionGroup as group:
+        raise single(group) from None
+    finally:
+        runtime.close()
+
+
+def single(group: BaseExceptionGroup[Any]) -> BaseException:
+    """The one error inside nested exception groups, else the group itself."""
+    found: BaseException = group
+    while isinstance(found, BaseExceptionGroup) and len(found.exceptions) == 1:
+        found = found.exceptions[0]
+    return found

@@ -1,0 +1,61 @@
+"""Reading an index: pooled read-only connections, and the in-memory vectors beside them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import anyio
+
+from pocketmcp.store.queries import IndexReader
+from pocketmcp.store.vectors import VectorIndex
+
+T = TypeVar("T")
+
+
+class ReaderPool:
+    """Read-only connections handed out one caller at a time, run in worker threads."""
+
+    def __init__(self, path: Path, size: int = 4) -> None:
+        self._path = path
+        self._free: list[IndexReader] = []
+        self._slots = anyio.Semaphore(size)
+
+    async def run(self, fn: Callable[[IndexReader], T]) -> T:
+        async with self._slots:
+            reader = self._free.pop() if self._free else await anyio.to_thread.run_sync(
+                IndexReader, self._path)
+            try:
+                result = await anyio.to_thread.run_sync(fn, reader)
+            except BaseException:
+                reader.close()
+                raise
+            self._free.append(reader)
+            return result
+
+    def close(self) -> None:
+        while self._free:
+            self._free.pop().close()
+
+
+class ReadIndex:
+    """One index file as searches and listings see it: read-only connections, and every
+    chunk vector in memory (kept in step with what is committed on each use)."""
+
+    def __init__(self, path: Path, dim: int, readers: int = 4) -> None:
+        self.path = path
+        self.dim = dim
+        self.readers = ReaderPool(path, readers)
+        self.vectors = VectorIndex(dim)
+
+    async def run(self, fn: Callable[[IndexReader], T]) -> T:
+        """`fn(reader)` on a free read-only connection, in a worker thread."""
+        return await self.readers.run(fn)
+
+    async def load_vectors(self) -> None:
+        """Bring the in-memory vectors up to date (all of them the first time)."""
+        await self.readers.run(self.vectors.sync)
+
+    def close(self) -> None:
+        self.readers.close()

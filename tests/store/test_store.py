@@ -1,0 +1,243 @@
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pocketmcp.core.text import sha256
+from pocketmcp.errors import ModelMismatchError, StoreError, WriterBusyError
+from pocketmcp.messages import Chunk, DocRecord
+from pocketmcp.store import schema
+from pocketmcp.store.connect import sqlite_module
+from pocketmcp.store.queries import IndexReader
+from pocketmcp.store.writes import IndexWriter
+
+DIM = 8
+
+
+def _chunks(*texts: str) -> tuple[Chunk, ...]:
+    out, start = [], 0
+    for i, text in enumerate(texts):
+        out.append(Chunk(idx=i, start=start, end=start + len(text), text=text, tokens=5,
+                         sha256=sha256(text)))
+        start += len(text)
+    return tuple(out)
+
+
+def _vectors(n: int, seed: int = 0) -> bytes:
+    rows = np.random.default_rng(seed).normal(size=(n, DIM)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    return rows.tobytes()
+
+
+def _doc(ext: str, text: str) -> DocRecord:
+    return DocRecord(external_id=ext, source="raw", uri=None, title=ext, content=text,
+                     sha256=sha256(text))
+
+
+def _rows(db: Path, sql: str) -> list[tuple]:
+    conn = sqlite_module().connect(str(db))
+    try:
+        sqlite_module_vec(conn)
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+def sqlite_module_vec(conn) -> None:
+    import sqlite_vec
+
+    conn.enable_load_extension(True)
+    sqlite_vec.load(conn)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "sub" / "index.db"
+
+
+def test_a_new_index_is_migrated_in_wal_mode_and_records_its_model(db: Path) -> None:
+    IndexWriter(db, model_id="m", dim=DIM).close()
+    assert _rows(db, "PRAGMA user_version") == [(schema.SCHEMA_VERSION,)]
+    assert _rows(db, "PRAGMA journal_mode") == [("wal",)]
+    reader = IndexReader(db)
+    try:
+        assert reader.model() == ("m", DIM)
+    finally:
+        reader.close()
+
+
+def test_opening_with_another_model_says_how_to_rebuild(db: Path) -> None:
+    IndexWriter(db, model_id="m", dim=DIM).close()
+    with pytest.raises(ModelMismatchError, match="--rebuild") as caught:
+        IndexWriter(db, model_id="other", dim=16)
+    assert "'m'" in str(caught.value) and "'other'" in str(caught.value)
+    IndexWriter(db, model_id="other", dim=16, rebuild=True).close()
+    reader = IndexReader(db)
+    try:
+        assert reader.model() == ("other", 16)
+    finally:
+        reader.close()
+
+
+def test_only_one_writer_holds_an_index(db: Path) -> None:
+    first = IndexWriter(db, model_id="m", dim=DIM)
+    try:
+        with pytest.raises(WriterBusyError):
+            IndexWriter(db, model_id="m", dim=DIM)
+        probe = subprocess.run(
+            [sys.executable, "-c",
+             "import sys; from pathlib import Path; from pocketmcp.store.writes import "
+             "IndexWriter\ntry:\n IndexWriter(Path(sys.argv[1]), model_id='m', dim=8)\n"
+             "except Exception as e: print(type(e).__name__)", str(db)],
+            capture_output=True, text=True, check=True,
+        )
+        assert probe.stdout.strip() == "WriterBusyError"
+    finally:
+        first.close()
+    IndexWriter(db, model_id="m", dim=DIM).close()
+
+
+def test_readers_cannot_write(db: Path) -> None:
+    IndexWriter(db, model_id="m", dim=DIM).close()
+    reader = IndexReader(db)
+    try:
+        with pytest.raises((sqlite3.Error, sqlite_module().Error)):
+            reader._conn.execute("DELETE FROM documents")
+    finally:
+        reader.close()
+
+
+def test_a_reader_needs_an_existing_index(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="pocketmcp index"):
+        IndexReader(tmp_path / "missing.db")
+
+
+def test_upsert_replaces_chunks_and_vectors_together(db: Path) -> None:
+    writer = IndexWriter(db, model_id="m", dim=DIM)
+    try:
+        writer.begin()
+        first = writer.upsert(_doc("d", "abc"), _chunks("a", "b", "c"), _vectors(3))
+        writer.commit()
+        assert (first.status, first.chunks) == ("inserted", 3)
+        writer.begin()
+        second = writer.upsert(_doc("d", "xy"), _chunks("x", "y"), _vectors(2, seed=1))
+        writer.commit()
+        assert (second.status, second.chunks_removed, second.doc_id) == ("updated", 3,
+                                                                         first.doc_id)
+        writer.begin()
+        same = writer.upsert(_doc("d", "xy"), _chunks("x", "y"), _vectors(2, seed=1))
+        writer.commit()
+        assert same.status == "unchanged"
+    finally:
+        writer.close()
+    assert _rows(db, "SELECT count(*) FROM chunks") == [(2,)]
+    assert _rows(db, "SELECT count(*) FROM vec_chunks") == [(2,)]
+    assert sorted(_rows(db, "SELECT text FROM vec_chunks")) == [("x",), ("y",)]
+
+
+def test_delete_removes_the_document_its_chunks_and_vectors(db: Path) -> None:
+    writer = IndexWriter(db, model_id="m", dim=DIM)
+    try:
+        writer.begin()
+        writer.upsert(_doc("d", "ab"), _chunks("a", "b"), _vectors(2))
+        writer.upsert(_doc("e", "c"), _chunks("c"), _vectors(1))
+        writer.commit()
+        writer.begin()
+        assert writer.delete("d") is not None
+        assert writer.delete("missing") is None
+        writer.commit()
+    finally:
+        writer.close()
+    assert _rows(db, "SELECT external_id FROM documents") == [("e",)]
+    assert _rows(db, "SELECT count(*) FROM chunks") == [(1,)]
+    assert _rows(db, "SELECT count(*) FROM vec_chunks") == [(1,)]
+
+
+def test_vectors_are_found_by_chunk_text(db: Path) -> None:
+    writer = IndexWriter(db, model_id="m", dim=DIM)
+    vectors = _vectors(2)
+    try:
+        writer.begin()
+        writer.upsert(_doc("d", "ab"), _chunks("alpha", "beta"), vectors)
+        writer.commit()
+    finally:
+        writer.close()
+    reader = IndexReader(db)
+    try:
+        found = reader.vectors_for([sha256("beta"), sha256("gamma")])
+    finally:
+        reader.close()
+    assert list(found) == [sha256("beta")]
+    assert found[sha256("beta")] == vectors[DIM * 4:]
+
+
+def test_a_failed_batch_leaves_nothing_behind(db: Path) -> None:
+    writer = IndexWriter(db, model_id="m", dim=DIM)
+    try:
+        writer.begin()
+        writer.upsert(_doc("d", "ab"), _chunks("a", "b"), _vectors(2))
+        with pytest.raises(StoreError):
+            writer.upsert(_doc("e", "c"), _chunks("c"), b"short")
+        writer.rollback()
+    finally:
+        writer.close()
+    assert _rows(db, "SELECT count(*) FROM documents") == [(0,)]
+    assert _rows(db, "SELECT count(*) FROM vec_chunks") == [(0,)]
+
+
+def test_migration_4_reindexes_cjk_rows_as_bigrams_and_leaves_others_alone(db: Path) -> None:
+    ja = "東京都に行きました。京都にも行きたい。"
+    writer = IndexWriter(db, model_id="m", dim=DIM)
+    writer.begin()
+    ja_id = writer.upsert(DocRecord(external_id="ja", source="raw", uri=None, title="旅行メモ",
+                                    content=ja, sha256=sha256(ja)),
+                          (Chunk(idx=0, start=0, end=8, text=ja[:8], tokens=5, sha256="a"),
+                           Chunk(idx=1, start=8, end=len(ja), text=ja[8:], tokens=5,
+                                 sha256="b", section="旅行メモ > 京都")), _vectors(2)).doc_id
+    writer.upsert(_doc("en", "plain english papyrus"), _chunks("plain english papyrus"),
+                  _vectors(1, seed=1))
+    writer.commit()
+    writer.close()
+    # Make it a version 3 file: its keyword rows as unicode61 alone tokenized them.
+    conn = sqlite_module().connect(str(db), isolation_level=None)
+    sqlite_module_vec(conn)
+    for doc_id, title, content in conn.execute(
+            "SELECT doc_id, title, content FROM documents").fetchall():
+        conn.execute("DELETE FROM documents_fts WHERE rowid = ?", (doc_id,))
+        conn.execute("INSERT INTO documents_fts(rowid, title, content) VALUES (?, ?, ?)",
+                     (doc_id, title, content))
+    for chunk_id, head, text in conn.execute(
+            "SELECT c.chunk_id, coalesce(nullif(c.section, ''), d.title), v.text FROM chunks c "
+            "JOIN documents d USING (doc_id) JOIN vec_chunks v USING (chunk_id)").fetchall():
+        conn.execute("DELETE FROM chunks_fts WHERE rowid = ?", (chunk_id,))
+        conn.execute("INSERT INTO chunks_fts(rowid, title, text) VALUES (?, ?, ?)",
+                     (chunk_id, head, text))
+    conn.execute("PRAGMA user_version = 3")
+    conn.close()
+    reader = IndexReader(db)
+    try:
+        assert reader.search_keyword('"東京"', 5) == []
+        assert reader.search_documents('"東京"', 5) == []
+        assert reader.term_docs(["東京都に行きまし"]) == {"東京都に行きまし": 1}
+    finally:
+        reader.close()
+
+    IndexWriter(db, model_id="m", dim=DIM).close()
+    assert _rows(db, "PRAGMA user_version") == [(schema.SCHEMA_VERSION,)]
+    reader = IndexReader(db)
+    try:
+        assert [r[2] for r in reader.search_keyword('"東京"', 5)] == [ja_id]
+        # 京都 is in both chunks: in the first as part of 東京都 (see core/cjk.py).
+        assert sorted(r[2] for r in reader.search_keyword('"京都"', 5)) == [ja_id, ja_id]
+        assert [r[0] for r in reader.search_documents('"京都"', 5)] == [ja_id]
+        assert [r[0] for r in reader.search_documents('"旅行 行メ メモ"', 5)] == [ja_id]
+        assert reader.term_docs(["東京都に行きまし", "京都", "旅行", "papyru"]) == {
+            "京都": 2, "旅行": 2, "papyru": 1}
+        assert len(reader.search_keyword('"papyrus"', 5)) == 1
+    finally:
+        reader.close()
