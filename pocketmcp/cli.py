@@ -17,12 +17,12 @@ import msgspec
 
 from pocketmcp import __version__, logs
 from pocketmcp.config import SETTINGS, Config, load
-from pocketmcp.errors import PocketError
+from pocketmcp.embed.models import canonical_id
+from pocketmcp.errors import PocketError, single
 from pocketmcp.mcp.serve import serve
 from pocketmcp.ops import evaluate
 from pocketmcp.ops.search import MODES, Mode, Params, search
-from pocketmcp.pipeline.supervisor import Pipeline
-from pocketmcp.runtime import INDEXING, READING, WATCHING, Plan, Runtime, open_runtime, single
+from pocketmcp.runtime import INDEXING, READING, WATCHING, Plan, Runtime, open_runtime
 
 
 def _add_settings(parser: argparse.ArgumentParser) -> None:
@@ -147,27 +147,36 @@ def _failed(exc: BaseException) -> int:
     raise exc
 
 
-async def _stop_on_signals(runtime: Runtime, scope: anyio.CancelScope) -> None:
-    """First SIGINT/SIGTERM: stop the feed and commit what is in flight. Second: at once."""
+async def _stop_on_signals(runtime: Runtime, everything: anyio.CancelScope) -> None:
+    """First SIGINT/SIGTERM: stop, committing what is in flight. Second: stop at once (a
+    transaction already started still commits or rolls back whole)."""
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         stopping = False
         async for _ in signals:
             if stopping:
-                scope.cancel()
+                everything.cancel()
                 return
             stopping = True
-            if runtime.pipeline is not None:
-                runtime.pipeline.stop()
+            runtime.stop()
 
 
-def _printer(name: str) -> Any:
-    log = logs.get(name)
-
-    def on_event(event: dict[str, Any]) -> None:
-        kind = event.pop("event")
-        log.info(kind, **event)
-
-    return on_event
+async def _fed(config: Config, plan: Plan, *, progress: bool = False,
+               on_event: Any = None) -> Runtime:
+    """Open the runtime and wait until its feed has run to its end (a scan), or until
+    SIGINT/SIGTERM; the runtime, closed, with its pipeline's counts."""
+    with anyio.CancelScope() as everything:
+        async with open_runtime(config, plan, on_event=on_event
+                                ) as runtime, anyio.create_task_group() as tg:
+            tg.start_soon(_stop_on_signals, runtime, everything, name="pocketmcp.signals")
+            if progress:
+                tg.start_soon(_progress, runtime, name="pocketmcp.progress")
+            await runtime.fed.wait()
+            tg.cancel_scope.cancel()
+    if everything.cancelled_caught:
+        raise KeyboardInterrupt
+    if runtime.pipeline is None:
+        raise PocketError(runtime.status.last_error or "indexing did not start")
+    return runtime
 
 
 async def _index(config: Config, args: argparse.Namespace) -> int:
@@ -176,13 +185,9 @@ async def _index(config: Config, args: argparse.Namespace) -> int:
     started = time.perf_counter()
     plan = msgspec.structs.replace(INDEXING, rebuild=args.rebuild, force=args.force)
     show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
-    async with open_runtime(config, plan) as runtime, anyio.create_task_group() as tg:
-        tg.start_soon(_stop_on_signals, runtime, tg.cancel_scope, name="pocketmcp.signals")
-        if show:
-            tg.start_soon(_progress, runtime, name="pocketmcp.progress")
-        pipeline = await _until_fed(runtime)
-        tg.cancel_scope.cancel()
-    s = pipeline.stats
+    runtime = await _fed(config, plan, progress=show)
+    assert runtime.pipeline is not None
+    s = runtime.pipeline.stats
     summary = {
         "folder": str(config.watch_dir), "index": str(config.sqlite_path),
         "files_seen": s.seen, "added": s.added, "updated": s.updated,
@@ -204,15 +209,6 @@ async def _index(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _until_fed(runtime: Runtime) -> Pipeline:
-    """Wait until the main index's feed has run to its end; its pipeline."""
-    await runtime.fed.wait()
-    if runtime.pipeline is None:  # start-up failed: its error is raised by the runtime
-        await runtime.started()
-        raise PocketError(runtime.status.last_error or "indexing did not start")
-    return runtime.pipeline
-
-
 async def _progress(runtime: Runtime) -> None:
     from tqdm import tqdm  # only with a progress bar: kept out of the other commands
 
@@ -232,15 +228,11 @@ async def _watch(config: Config) -> int:
     if not config.watch_dir.is_dir():
         raise PocketError(f"WATCH_DIR={config.watch_dir} is not a folder")
     log = logs.get("pocketmcp.watch")
-    async with open_runtime(config, WATCHING, on_event=_printer("pocketmcp.watch")
-                            ) as runtime, anyio.create_task_group() as tg:
-        tg.start_soon(_stop_on_signals, runtime, tg.cancel_scope, name="pocketmcp.signals")
-        await runtime.started()
-        log.info("watching", folder=str(config.watch_dir), index=str(config.sqlite_path),
-                 model=runtime.snapshot().model)
-        pipeline = await _until_fed(runtime)
-        tg.cancel_scope.cancel()
-    log.info("stopped", **msgspec.structs.asdict(pipeline.stats))
+    log.info("watching", folder=str(config.watch_dir), index=str(config.sqlite_path),
+             model=canonical_id(config.model_id))
+    runtime = await _fed(config, WATCHING, on_event=logs.events("pocketmcp.watch"))
+    assert runtime.pipeline is not None
+    log.info("stopped", **msgspec.structs.asdict(runtime.pipeline.stats))
     return 0
 
 
@@ -267,10 +259,12 @@ async def _eval(config: Config, args: argparse.Namespace) -> int:
             async with anyio.create_task_group() as tg:
                 if sys.stderr.isatty():
                     tg.start_soon(_progress, runtime, name="pocketmcp.progress")
-                pipeline = await _until_fed(runtime)
+                await runtime.fed.wait()
                 tg.cancel_scope.cancel()
-            built = {"files": pipeline.stats.seen,
-                     "chunks_embedded": pipeline.stats.chunks_embedded,
+            await runtime.started()  # raises when start-up failed
+            assert runtime.pipeline is not None
+            stats = runtime.pipeline.stats
+            built = {"files": stats.seen, "chunks_embedded": stats.chunks_embedded,
                      "seconds": round(time.perf_counter() - started, 1)}
             reading = await runtime.reading()
             counts = await reading.index.run(lambda r: r.counts())

@@ -7,6 +7,7 @@ built from structured arguments where the same error is raised in several places
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 
 class PocketError(Exception):
@@ -120,3 +121,12 @@ class DocumentError(PocketError):
         self.path = path
         self.reason = reason
         super().__init__(f"{path}: {reason}")
+
+
+def single(group: BaseExceptionGroup[Any]) -> BaseException:
+    """The one error inside nested exception groups (anyio's task groups wrap every child's
+    failure in one), else the group itself."""
+    found: BaseException = group
+    while isinstance(found, BaseExceptionGroup) and len(found.exceptions) == 1:
+        found = found.exceptions[0]
+    return found

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import structlog
 
@@ -45,3 +47,15 @@ def configure(level: str = "info", *, json: bool = True) -> None:
 def get(name: str) -> structlog.typing.FilteringBoundLogger:
     logger: structlog.typing.FilteringBoundLogger = structlog.get_logger(name)
     return logger
+
+
+def events(name: str) -> Callable[[dict[str, Any]], None]:
+    """A hook that logs each event dict as one line: its "event" key names the line."""
+    log = get(name)
+
+    def on_event(event: dict[str, Any]) -> None:
+        fields = dict(event)
+        kind = fields.pop("event")
+        log.info(kind, **fields)
+
+    return on_event

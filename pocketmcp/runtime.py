@@ -13,11 +13,12 @@ read-only takes its lock over when the holder goes away.
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal, TypeVar
 
 import anyio
 import anyio.abc
@@ -27,11 +28,10 @@ from pocketmcp import logs
 from pocketmcp.config import Config
 from pocketmcp.convert.pool import Converter, Limits
 from pocketmcp.core.chunking import Chunker
-from pocketmcp.core.safe import safe_text
 from pocketmcp.databases import Databases
 from pocketmcp.embed.base import Embedder
 from pocketmcp.embed.local import LocalEmbedder
-from pocketmcp.embed.models import ModelSpec, canonical_id
+from pocketmcp.embed.models import ModelSpec
 from pocketmcp.errors import (
     InvalidRequest,
     ModelMismatchError,
@@ -39,6 +39,7 @@ from pocketmcp.errors import (
     PocketError,
     ReadOnly,
     WriterBusyError,
+    single,
 )
 from pocketmcp.pipeline.prepare import Preparer
 from pocketmcp.pipeline.supervisor import Feed, Pipeline
@@ -47,6 +48,9 @@ from pocketmcp.store.readers import ReadIndex
 from pocketmcp.store.registry import Registry
 
 log = logs.get("pocketmcp.runtime")
+
+T = TypeVar("T")
+Open = Callable[[], Awaitable[T]]  # what an op calls once its arguments are found good
 
 READY_WAIT_S = 5.0  # how long a request waits for start-up before NOT_READY
 WRITER_RETRY_S = 2.0  # how often a read-only process tries to take the writer lock
@@ -82,22 +86,6 @@ class Status(msgspec.Struct, kw_only=True):
     started_at: float = msgspec.field(default_factory=time.time)
 
 
-class Snapshot(msgspec.Struct, frozen=True, kw_only=True):
-    """The state of this process, as `status` reports it."""
-
-    phase: str
-    role: str
-    model: str
-    model_ready: bool
-    dimensions: int | None
-    index_path: str
-    watch_dir: str | None
-    initial_indexing_done: bool
-    queue_depths: dict[str, dict[str, int]]
-    files_indexed_since_start: int
-    last_error: str | None
-
-
 @dataclass(frozen=True)
 class Reading:
     """What a search needs: the index as readers see it, the model for queries, and whether
@@ -106,6 +94,12 @@ class Reading:
     index: ReadIndex
     embedder: Embedder
     complete: bool
+
+    def require_complete(self) -> None:
+        """NOT_READY when the first scan has not finished: an empty answer would mislead."""
+        if not self.complete:
+            raise NotReady("index still loading: the first scan of the folder has not "
+                           "finished and nothing matches yet; try again in a few seconds")
 
 
 @dataclass(frozen=True)
@@ -144,8 +138,11 @@ class Runtime:
         """Open, load and (with a feed) index until `shutdown()`; named databases' writers
         run in `tg`."""
         try:
-            await self._boot(tg)
-            await self._serve_main()
+            try:
+                await self._boot(tg)
+                await self._serve_main()
+            except BaseExceptionGroup as group:  # an actor's failure, from inside its group
+                raise single(group) from None
         except PocketError as exc:
             self.status.phase = "failed"
             self.status.last_error = str(exc)
@@ -171,7 +168,12 @@ class Runtime:
                 log.info("read_only", index=str(self.config.sqlite_path),
                          reason="another process holds the writer lock")
         self.status.role = "writer" if writer is not None else "reader"
-        embedder = self.embedder = await anyio.to_thread.run_sync(LocalEmbedder, spec)
+        try:
+            embedder = self.embedder = await anyio.to_thread.run_sync(LocalEmbedder, spec)
+        except BaseException:
+            if writer is not None:
+                writer.close()  # its lock goes with the failed start
+            raise
         self.chunker = Chunker(embedder.tokenizer, size=self.config.chunk_size,
                                overlap=self.config.chunk_overlap,
                                max_tokens=embedder.max_tokens)
@@ -273,13 +275,20 @@ class Runtime:
             log.info("initial_indexing_done", added=s.added, updated=s.updated,
                      unchanged=s.unchanged, removed=s.removed, skipped=s.skipped)
 
-    async def shutdown(self) -> None:
-        """Stop the feed and take no new writes; wait until work in flight is committed."""
+    def stop(self) -> None:
+        """Stop the feed (or its start) and take no new writes; what is in flight is still
+        committed. `shutdown` waits for that."""
         self._stopping.set()
         if self.pipeline is not None:
             self.pipeline.stop()
         if self.databases is not None:
-            await self.databases.shutdown()
+            self.databases.stop()
+
+    async def shutdown(self) -> None:
+        """`stop`, then wait until work in flight is committed."""
+        self.stop()
+        if self.databases is not None:
+            await self.databases.wait_stopped()
         await self._stopped.wait()
 
     def close(self) -> None:
@@ -291,19 +300,11 @@ class Runtime:
         if self.pipeline is not None:
             self.pipeline.writer.close()
 
-    def snapshot(self) -> Snapshot:
-        st, pipeline = self.status, self.pipeline
-        watched = self.plan.feed != "none"
-        return Snapshot(
-            phase=st.phase, role=st.role, model=canonical_id(self.config.model_id),
-            model_ready=st.model_ready, dimensions=self.spec.dim if self.spec else None,
-            index_path=str(self.config.sqlite_path.resolve()),
-            watch_dir=str(self.config.watch_dir.resolve()) if watched else None,
-            initial_indexing_done=st.initial_indexing_done,
-            queue_depths=pipeline.queue_depths() if pipeline else {},
-            files_indexed_since_start=(pipeline.stats.added + pipeline.stats.updated
-                                       if pipeline else 0),
-            last_error=safe_text(st.last_error) if st.last_error else None)
+    @property
+    def watching(self) -> bool:
+        """Whether this process indexes the watched folder (its files are then documents of
+        the main index already)."""
+        return self.pipeline is not None and self.pipeline.feed != "none"
 
     def opened(self) -> ReadIndex | None:
         """The main index once it is open for reading, without waiting."""
@@ -350,7 +351,7 @@ class Runtime:
             assert self.main is not None
             return self.main
         assert self.databases is not None
-        return self.databases.reading(db_name)
+        return await self.databases.reading(db_name)
 
     async def reading(self, db_name: str | None = None) -> Reading:
         """The main index (or database `db_name`) for searching."""
@@ -399,25 +400,23 @@ class Runtime:
 
 
 @asynccontextmanager
-async def open_runtime(config: Config, plan: Plan, *, on_event: EventHook | None = None
-                       ) -> AsyncIterator[Runtime]:
-    """A runtime started in the background; on leaving, work in flight is committed and
-    everything is released. A failure of its own tasks is raised as itself, not as a group."""
+async def open_runtime(config: Config, plan: Plan, *, on_event: EventHook | None = None,
+                       drain_s: float | None = None) -> AsyncIterator[Runtime]:
+    """A runtime started in the background. On leaving, work in flight is committed (within
+    `drain_s` seconds when given; what is left then is cancelled, and every started
+    transaction still commits or rolls back whole) and everything is released. A failure of
+    its own tasks is raised as itself, not as a group."""
     runtime = Runtime(config, plan, on_event=on_event)
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(runtime.run, tg, name="pocketmcp.runtime")
             yield runtime
-            await runtime.shutdown()
+            with anyio.move_on_after(math.inf if drain_s is None else drain_s) as drain:
+                await runtime.shutdown()
+            if drain.cancelled_caught:
+                log.warning("drain_timeout", seconds=drain_s)
+            tg.cancel_scope.cancel()
     except BaseExceptionGroup as group:
         raise single(group) from None
     finally:
         runtime.close()
-
-
-def single(group: BaseExceptionGroup[Any]) -> BaseException:
-    """The one error inside nested exception groups, else the group itself."""
-    found: BaseException = group
-    while isinstance(found, BaseExceptionGroup) and len(found.exceptions) == 1:
-        found = found.exceptions[0]
-    return found

@@ -22,8 +22,9 @@ from pocketmcp.errors import EmbeddingError
 class LocalEmbedder:
     """One onnxruntime session for documents (one batch at a time) and a query session.
 
-    `load` blocks (seconds): call it from a worker thread. The embed methods are async and run
-    the model in worker threads: document batches one at a time, queries two at a time.
+    Making one loads the model (about a second): do it in a worker thread. The embed methods
+    are async and run the model in worker threads: document batches one at a time, queries two
+    at a time.
     """
 
     def __init__(self, spec: ModelSpec) -> None:

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from pocketmcp import logs
 from pocketmcp.core.safe import safe, safe_text
-from pocketmcp.errors import PocketError
+from pocketmcp.errors import PocketError, single
 
 log = logs.get("pocketmcp.tools")
 M = TypeVar("M", bound=BaseModel)
@@ -36,7 +36,10 @@ async def tool_call(tool: str, **fields: Any) -> AsyncIterator[dict[str, Any]]:
     counts: dict[str, Any] = {}
     outcome = "ok"
     try:
-        yield counts
+        try:
+            yield counts
+        except BaseExceptionGroup as group:  # one error from inside an op's task group
+            raise single(group) from None
     except PocketError as exc:
         outcome = "error"
         counts["error"] = str(exc)
@@ -55,6 +58,11 @@ def render(result: M) -> M:
     """`result` with every string cleaned of lone surrogates and control characters, so no
     file name or document can break the client's JSON-RPC stream."""
     return type(result).model_validate(safe(result.model_dump()))
+
+
+DB_NAME = ("Name of a database made by create_database: 1-64 letters, digits, '_' or '-'. "
+           "Leave it out to use the main index.")
+MAX_ID = 2**63 - 1  # SQLite's largest rowid: doc_id and chunk_id are at most this
 
 
 def logged(value: str | None, limit: int = 80) -> str | None:

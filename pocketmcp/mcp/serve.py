@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import signal
 import time
-from typing import Any
 
 import anyio
 
@@ -13,7 +12,7 @@ from pocketmcp import logs
 from pocketmcp.config import Config
 from pocketmcp.mcp.server import build_server
 from pocketmcp.mcp.stdio import serve_stdio
-from pocketmcp.runtime import Runtime, serving
+from pocketmcp.runtime import open_runtime, serving
 
 # Time allowed to drain work in flight once the client has gone or SIGTERM arrived.
 DRAIN_S = 3.5
@@ -23,20 +22,13 @@ async def serve(config: Config, title: str = "pocketmcp", instructions: str | No
     log = logs.get("pocketmcp.serve")
     started = time.perf_counter()
     watch = config.watch_dir_given or config.watch_dir.is_dir()
-    events = logs.get("pocketmcp.index")
-
-    def on_event(event: dict[str, Any]) -> None:
-        kind = event.pop("event")
-        events.info(kind, **event)
-
-    runtime = Runtime(config, serving(watch), on_event=on_event)
-    server = build_server(runtime, name=title, instructions=instructions)
     log.info("serving", transport="stdio", index=str(config.sqlite_path),
              watch_dir=str(config.watch_dir) if watch else None, title=title)
     reason = "stdin closed"
     try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(runtime.run, tg, name="pocketmcp.runtime")
+        async with open_runtime(config, serving(watch), on_event=logs.events("pocketmcp.index"),
+                                drain_s=DRAIN_S) as runtime:
+            server = build_server(runtime, name=title, instructions=instructions)
             async with anyio.create_task_group() as front:
 
                 async def on_signal() -> None:
@@ -51,12 +43,6 @@ async def serve(config: Config, title: str = "pocketmcp", instructions: str | No
                 await serve_stdio(server)
                 front.cancel_scope.cancel()
             log.info("stopping", reason=reason)
-            with anyio.move_on_after(DRAIN_S) as drain:
-                await runtime.shutdown()
-            if drain.cancelled_caught:
-                log.warning("drain_timeout", seconds=DRAIN_S)
-            tg.cancel_scope.cancel()
     finally:
-        runtime.close()
         log.info("stopped", seconds=round(time.perf_counter() - started, 3))
     return 0

@@ -10,20 +10,29 @@ from pocketmcp.config import TOOL_NAMES
 from pocketmcp.mcp import tools_index, tools_read, tools_write
 from pocketmcp.runtime import Runtime
 
-DEFAULT_INSTRUCTIONS = (
-    "PocketMCP searches the user's local documents (notes, PDFs, Word files, web pages) by "
-    "meaning and keywords. Call `search` with a natural-language query; each match has a "
-    "`resource` URI (mcp+doc://DOC#CHUNK) to read the exact passage, and `get_document` "
-    "returns a whole document. Documents sit in libraries (`list_libraries`); `search` can be "
-    "limited to one. `ingest_file` and `ingest_url` add a file or a web page, "
-    "`upsert_documents` adds text; `status` tells whether indexing is done."
-)
+
+def instructions_for(tools: tuple[str, ...]) -> str:
+    """What the client's model is told about the tools this server offers."""
+    text = ("PocketMCP searches the user's local documents (notes, PDFs, Word files, web pages) "
+            "by meaning and keywords. Call `search` with a natural-language query; each match "
+            "has a `resource` URI (mcp+doc://DOC#CHUNK) to read the exact passage")
+    text += ", and `get_document` returns a whole document." if "get_document" in tools else "."
+    if "list_libraries" in tools:
+        text += (" Documents sit in libraries (`list_libraries`); `search` can be limited to "
+                 "one.")
+    adders = [f"`{t}`" for t in ("ingest_file", "ingest_url", "upsert_documents") if t in tools]
+    if adders:
+        text += f" {', '.join(adders)} add files, web pages or text."
+    if "status" in tools:
+        text += " `status` tells whether indexing is done."
+    return text
 
 
 def build_server(rt: Runtime, *, name: str = "pocketmcp",
                  instructions: str | None = None) -> MCPServer:
-    mcp: MCPServer = MCPServer(name=name, instructions=instructions or DEFAULT_INSTRUCTIONS,
-                               version=__version__)
+    mcp: MCPServer = MCPServer(
+        name=name, instructions=instructions or instructions_for(rt.config.tools),
+        version=__version__)
     tools_read.register(mcp, rt)
     tools_write.register(mcp, rt)
     tools_index.register(mcp, rt)

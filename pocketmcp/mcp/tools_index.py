@@ -35,4 +35,6 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
     async def status_tool() -> StatusResult:
         """Documents, chunks, model, index path, queues and progress of indexing."""
         async with tool_call("status"):
-            return render(await index.status(rt.snapshot(), rt.opened()))
+            return render(await index.status(
+                rt.status, rt.config, dimensions=rt.spec.dim if rt.spec else None,
+                watching=rt.watching, pipeline=rt.pipeline, index=rt.opened()))

@@ -12,9 +12,8 @@ from pydantic import Field
 
 from pocketmcp.core.safe import safe
 from pocketmcp.errors import NotFound
-from pocketmcp.mcp.calls import READ_ONLY, logged, render, tool_call
+from pocketmcp.mcp.calls import DB_NAME, MAX_ID, READ_ONLY, logged, render, tool_call
 from pocketmcp.ops import documents, search
-from pocketmcp.ops.checks import check_metadata_filter
 from pocketmcp.ops.results import (
     Document,
     DocumentList,
@@ -25,9 +24,6 @@ from pocketmcp.ops.results import (
     SearchResult,
 )
 from pocketmcp.runtime import Runtime
-
-DB_NAME = ("Name of a database made by create_database: 1-64 letters, digits, '_' or '-'. "
-           "Leave it out to use the main index.")
 
 
 def register(mcp: MCPServer, rt: Runtime) -> None:
@@ -76,7 +72,7 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
         an object {results: [...]} because MCP structured output must be an object."""
         async with tool_call("find_similar_documents", db=logged(db_name),
                              top_k=top_k) as counts:
-            result = await search.find_similar(await rt.reading(db_name), text, top_k,
+            result = await search.find_similar(lambda: rt.reading(db_name), text, top_k,
                                                max_bytes=config.max_file_bytes)
             counts["results"] = len(result.results)
             return render(result)
@@ -93,13 +89,12 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
         page = page or Page(limit=50, cursor=None)
         async with tool_call("list_documents", limit=page.limit, library=library) as counts:
             result = await documents.list_documents(
-                await rt.read_index(), page.limit, page.cursor, library=library,
-                metadata=check_metadata_filter(metadata))
+                rt.read_index, page.limit, page.cursor, library=library, metadata=metadata)
             counts["documents"] = len(result.documents)
             return render(result)
 
     @mcp.tool(name="get_document", title="Get a whole document", annotations=READ_ONLY)
-    async def get_tool(doc_id: Annotated[int, Field(ge=1)]) -> Document:
+    async def get_tool(doc_id: Annotated[int, Field(ge=1, le=MAX_ID)]) -> Document:
         """The whole text of one document, with its metadata."""
         async with tool_call("get_document", doc_id=doc_id) as counts:
             result = await documents.get_document(await rt.read_index(), doc_id)

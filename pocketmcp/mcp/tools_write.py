@@ -11,8 +11,16 @@ from pydantic import Field
 
 from pocketmcp.config import MAX_DOCS_PER_CALL
 from pocketmcp.errors import NotFound
-from pocketmcp.mcp.calls import DELETES, FETCHES, WRITES, logged, render, tool_call
-from pocketmcp.mcp.tools_read import DB_NAME
+from pocketmcp.mcp.calls import (
+    DB_NAME,
+    DELETES,
+    FETCHES,
+    MAX_ID,
+    WRITES,
+    logged,
+    render,
+    tool_call,
+)
 from pocketmcp.ops import documents, ingest
 from pocketmcp.ops.results import (
     CreateDatabaseResult,
@@ -37,8 +45,7 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
     ) -> UpsertResult:
         """Index text given directly; it is searchable as soon as this returns."""
         async with tool_call("upsert_documents", docs=len(docs)) as counts:
-            result = await documents.upsert(await rt.writing(), docs,
-                                            max_bytes=config.max_file_bytes)
+            result = await documents.upsert(rt.writing, docs, max_bytes=config.max_file_bytes)
             counts["chunks"] = sum(r.chunks for r in result.results)
             return render(result)
 
@@ -53,7 +60,7 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
         async with tool_call("insert_document", db=logged(db_name)) as counts:
             doc = NewDocument.model_construct(text=text, metadata=metadata, external_id=None,
                                               title=None)  # checked by the operation itself
-            result = await documents.upsert(await rt.writing(db_name), [doc],
+            result = await documents.upsert(lambda: rt.writing(db_name), [doc],
                                             max_bytes=config.max_file_bytes)
             item = result.results[0]
             counts["chunks"] = item.chunks
@@ -66,18 +73,18 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
         """Remove documents and their chunks. A deleted file of the watched folder comes back
         when it changes or at the next start; delete the file itself to remove it for good."""
         async with tool_call("delete_documents") as counts:
-            result = await documents.delete(await rt.writing(), doc_ids, external_ids)
+            result = await documents.delete(rt.writing, doc_ids, external_ids)
             counts["deleted"] = len(result.deleted_doc_ids)
             return render(result)
 
     @mcp.tool(name="delete_document", title="Delete a document", annotations=DELETES)
     async def delete_one_tool(
-        doc_id: Annotated[int, Field(ge=1)],
+        doc_id: Annotated[int, Field(ge=1, le=MAX_ID)],
         db_name: Annotated[str | None, Field(description=DB_NAME)] = None,
     ) -> DeleteDocumentResult:
         """Remove one document and its chunks. An unknown doc_id is a NOT_FOUND error."""
         async with tool_call("delete_document", db=logged(db_name), doc_id=doc_id) as counts:
-            result = await documents.delete(await rt.writing(db_name), [doc_id], None)
+            result = await documents.delete(lambda: rt.writing(db_name), [doc_id], None)
             if not result.deleted_doc_ids:
                 where = "the main index" if db_name is None else f"database {db_name!r}"
                 raise NotFound(f"no document with doc_id {doc_id} in {where}")
@@ -100,8 +107,8 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
         skipped."""
         async with tool_call("ingest_file", library=library) as counts:
             result = await ingest.ingest_file(
-                await rt.writing(), rt.converter, config, path, library=library,
-                metadata=metadata, watching=rt.plan.feed != "none")
+                rt.writing, rt.converter, config, path, library=library, metadata=metadata,
+                watching=rt.watching)
             counts.update(status=result.status, chunks=result.chunks, format=result.format)
             return render(result)
 
@@ -118,7 +125,7 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
         """Download a page or document (HTML, PDF, Office, text; within MAX_FILE_MB and
         URL_TIMEOUT_S), convert it to text and index it."""
         async with tool_call("ingest_url", library=library) as counts:
-            result = await ingest.ingest_url(await rt.writing(), rt.converter, config, url,
+            result = await ingest.ingest_url(rt.writing, rt.converter, config, url,
                                              library=library, metadata=metadata)
             counts.update(status=result.status, chunks=result.chunks, format=result.format)
             return render(result)

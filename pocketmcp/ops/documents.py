@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from pocketmcp.config import MAX_DOCS_PER_CALL
 from pocketmcp.core.paths import path_of
@@ -17,7 +18,7 @@ from pocketmcp.core.safe import safe_text
 from pocketmcp.core.text import clean, sha256, title_of
 from pocketmcp.errors import InvalidRequest, NotFound
 from pocketmcp.messages import DocRecord
-from pocketmcp.ops.checks import check_metadata
+from pocketmcp.ops.checks import check_ids, check_metadata, check_metadata_filter
 from pocketmcp.ops.results import (
     ChunkText,
     DeleteResult,
@@ -27,11 +28,10 @@ from pocketmcp.ops.results import (
     Library,
     LibraryList,
     NewDocument,
-    Scalar,
     UpsertResult,
     UpsertResultItem,
 )
-from pocketmcp.runtime import Writing
+from pocketmcp.runtime import Open, Writing
 from pocketmcp.store.queries import DocumentRow, IndexReader
 from pocketmcp.store.readers import ReadIndex
 
@@ -56,14 +56,16 @@ def _record(doc: NewDocument, max_bytes: int) -> DocRecord:
                      sha256=digest, metadata=check_metadata(doc.metadata))
 
 
-async def upsert(writing: Writing, docs: Sequence[NewDocument], *, max_bytes: int
+async def upsert(open_writing: Open[Writing], docs: Sequence[NewDocument], *, max_bytes: int
                  ) -> UpsertResult:
-    """Insert or update raw documents, all in one transaction; searchable on return."""
+    """Insert or update raw documents, all in one transaction; searchable on return.
+    `open_writing` is called once the arguments are found good."""
     if not docs:
         raise InvalidRequest("docs is empty: give at least one {text: ...}")
     if len(docs) > MAX_DOCS_PER_CALL:
         raise InvalidRequest(f"at most {MAX_DOCS_PER_CALL} documents per call")
     records = [_record(d, max_bytes) for d in docs]
+    writing = await open_writing()
     prepared = await writing.prepare.prepare(records, writing.index)
     written = await writing.writes.store(prepared)
     return UpsertResult(results=[
@@ -71,13 +73,14 @@ async def upsert(writing: Writing, docs: Sequence[NewDocument], *, max_bytes: in
                          status=w.status) for w, r in zip(written, records, strict=True)])
 
 
-async def delete(writing: Writing, doc_ids: Sequence[int] | None,
+async def delete(open_writing: Open[Writing], doc_ids: Sequence[int] | None,
                  external_ids: Sequence[str] | None) -> DeleteResult:
     """Remove documents and their chunks, by doc_id and by external id."""
     if not doc_ids and not external_ids:
         raise InvalidRequest("give doc_ids or external_ids (or both)")
-    removed = await writing.writes.remove(list(doc_ids or []),
-                                          [safe_text(e) for e in external_ids or []])
+    ids = check_ids(doc_ids or [])
+    writing = await open_writing()
+    removed = await writing.writes.remove(ids, [safe_text(e) for e in external_ids or []])
     return DeleteResult(deleted_doc_ids=list(removed.doc_ids), deleted_chunks=removed.chunks,
                         not_found=list(removed.not_found))
 
@@ -107,12 +110,14 @@ def _info(row: DocumentRow) -> DocumentInfo:
         updated_at=row.updated_at)
 
 
-async def list_documents(index: ReadIndex, limit: int, cursor: str | None, *,
+async def list_documents(open_index: Open[ReadIndex], limit: int, cursor: str | None, *,
                          library: str | None = None,
-                         metadata: dict[str, Scalar] | None = None) -> DocumentList:
+                         metadata: dict[str, Any] | None = None) -> DocumentList:
     """Documents in doc_id order, a page at a time."""
     after = decode_cursor(cursor) if cursor else 0
-    rows = await index.run(lambda r: r.documents_page(after, limit + 1, library, metadata))
+    wanted = check_metadata_filter(metadata)
+    index = await open_index()
+    rows = await index.run(lambda r: r.documents_page(after, limit + 1, library, wanted))
     more = len(rows) > limit
     rows = rows[:limit]
     return DocumentList(documents=[_info(r) for r in rows],

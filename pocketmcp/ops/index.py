@@ -6,15 +6,17 @@ import time
 from collections.abc import Awaitable, Callable
 
 import anyio
-import msgspec
 import pathspec
 
 from pocketmcp import __version__
+from pocketmcp.config import Config
+from pocketmcp.core.safe import safe_text
+from pocketmcp.embed.models import canonical_id
 from pocketmcp.errors import Busy, PocketError
 from pocketmcp.ops.results import ReindexResult, StatusResult
 from pocketmcp.pipeline.state import Stats
 from pocketmcp.pipeline.supervisor import Pipeline
-from pocketmcp.runtime import Snapshot
+from pocketmcp.runtime import Status
 from pocketmcp.store.readers import ReadIndex
 
 Progress = Callable[[int, int | None, str], Awaitable[None]]
@@ -66,12 +68,21 @@ async def reindex(pipeline: Pipeline, index: ReadIndex, *, force: bool, path_glo
     )
 
 
-async def status(state: Snapshot, index: ReadIndex | None) -> StatusResult:
+async def status(state: Status, config: Config, *, dimensions: int | None, watching: bool,
+                 pipeline: Pipeline | None, index: ReadIndex | None) -> StatusResult:
     """What this process serves and how far indexing is; counts once the index is open."""
     counts = await index.run(lambda r: r.counts()) if index is not None else None
     return StatusResult(
-        **msgspec.structs.asdict(state),
+        phase=state.phase, role=state.role, model=canonical_id(config.model_id),
+        model_ready=state.model_ready, dimensions=dimensions,
+        index_path=str(config.sqlite_path.resolve()),
+        watch_dir=str(config.watch_dir.resolve()) if watching else None,
         documents=counts["documents"] if counts else None,
         chunks=counts["chunks"] if counts else None,
+        initial_indexing_done=state.initial_indexing_done,
+        queue_depths=pipeline.queue_depths() if pipeline else {},
+        files_indexed_since_start=(pipeline.stats.added + pipeline.stats.updated
+                                   if pipeline else 0),
+        last_error=safe_text(state.last_error) if state.last_error else None,
         version=__version__,
     )

@@ -33,7 +33,7 @@ from pocketmcp.messages import DocRecord
 from pocketmcp.ops.checks import check_library, check_metadata
 from pocketmcp.ops.results import IngestResult
 from pocketmcp.pipeline.watcher import path_filter
-from pocketmcp.runtime import Writing
+from pocketmcp.runtime import Open, Writing
 
 Status = Literal["indexed", "skipped", "replaced"]
 STATUS: dict[str, Status] = {"inserted": "indexed", "unchanged": "skipped",
@@ -91,7 +91,8 @@ def _identity(config: Config, watching: bool, resolved: Path, library: str | Non
     return f"path:{lib}:{resolved.as_posix()}", lib
 
 
-async def ingest_file(writing: Writing, converter: Converter, config: Config, path: str, *,
+async def ingest_file(open_writing: Open[Writing], converter: Converter, config: Config,
+                      path: str, *,
                       library: str | None, metadata: dict[str, Any] | None,
                       watching: bool) -> IngestResult:
     """Convert and index one file from WATCH_DIR or ALLOWED_ROOTS; `watching` says whether
@@ -102,6 +103,7 @@ async def ingest_file(writing: Writing, converter: Converter, config: Config, pa
     resolved = await anyio.to_thread.run_sync(
         lambda: resolve_inside(path, config.roots(), config.watch_dir))
     kind = _kind_by_name(resolved.name)
+    writing = await open_writing()
     try:
         data = await anyio.to_thread.run_sync(_read_file, resolved, config.max_file_bytes)
     except OSError as exc:
@@ -181,12 +183,14 @@ def _kind_of_page(body: bytes, content_type: str, url: str) -> str | None:
     return kind
 
 
-async def ingest_url(writing: Writing, converter: Converter, config: Config, url: str, *,
+async def ingest_url(open_writing: Open[Writing], converter: Converter, config: Config,
+                     url: str, *,
                      library: str | None, metadata: dict[str, Any] | None) -> IngestResult:
     """Download a page or document within MAX_FILE_MB and URL_TIMEOUT_S, and index it."""
     url = check_url(url)
     lib = check_library(library, config.default_library)
     meta = check_metadata(metadata)
+    writing = await open_writing()
     body, content_type, final = await _download(url, config.max_file_bytes,
                                                 config.url_timeout_s)
     kind = _kind_of_page(body, content_type, final)

@@ -46,7 +46,7 @@ class SearchMatch(BaseModel):
     doc_id: int
     idx: int = Field(description="Position of the chunk in its document.")
     score: float = Field(description=(
-        "Higher is better. vector mode: the cosine similarity; keyword mode: BM25 scaled to "
+        "Higher is better. vector mode: 1 - cosine distance; keyword mode: BM25 scaled to "
         "0-1 within the results; hybrid: the fused score (a weighted sum of the two lists' "
         "standard scores, shifted to start at 0; compare it within one result list)."))
     vector_score: float | None = Field(description="Cosine similarity, when it was scored.")

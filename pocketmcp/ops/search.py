@@ -23,7 +23,7 @@ from pocketmcp.core.fusion import RRF_K
 from pocketmcp.core.keywords import fts_query, terms, vocab_terms
 from pocketmcp.core.paths import path_of
 from pocketmcp.core.safe import preview, safe_text
-from pocketmcp.errors import InvalidRequest, NotReady
+from pocketmcp.errors import InvalidRequest
 from pocketmcp.ops.checks import check_metadata_filter
 from pocketmcp.ops.results import (
     FindSimilarResult,
@@ -32,7 +32,7 @@ from pocketmcp.ops.results import (
     SearchResult,
     SimilarChunk,
 )
-from pocketmcp.runtime import Reading
+from pocketmcp.runtime import Open, Reading
 from pocketmcp.store.queries import HitRow, IndexReader
 from pocketmcp.store.readers import ReadIndex
 
@@ -103,7 +103,7 @@ async def search(reading: Reading, query: str, *, top_k: int = 8, scope: Scope |
     return SearchResult(matches=[_match(h) for h in hits])
 
 
-async def find_similar(reading: Reading, text: str, top_k: int = 10, *,
+async def find_similar(open_reading: Open[Reading], text: str, top_k: int = 10, *,
                        max_bytes: int) -> FindSimilarResult:
     """The chunks nearest to `text` by cosine similarity, best first: a vector search."""
     if not 1 <= top_k <= MAX_SIMILAR:
@@ -113,10 +113,10 @@ async def find_similar(reading: Reading, text: str, top_k: int = 10, *,
         raise InvalidRequest("text is empty: give the text to find similar documents to")
     if len(query.encode("utf-8")) > max_bytes:
         raise InvalidRequest(f"text is larger than MAX_FILE_MB ({max_bytes} bytes)")
-    hits = await _ranked(reading, query, top_k=top_k, mode="vector")
+    hits = await _ranked(await open_reading(), query, top_k=top_k, mode="vector")
     return FindSimilarResult(results=[
         SimilarChunk(chunk_id=h.row.chunk_id, doc_id=h.row.doc_id, text=h.row.text,
-                     score=h.score) for h in hits])
+                     score=round(h.score, 6)) for h in hits])
 
 
 async def _ranked(reading: Reading, query: str, *, top_k: int, scope: Scope | None = None,
@@ -182,9 +182,8 @@ async def _ranked(reading: Reading, query: str, *, top_k: int, scope: Scope | No
         return _with_context(reader, found, context) if context and found else found
 
     hits = await index.run(details) if chosen else []
-    if not hits and not reading.complete:
-        raise NotReady("index still loading: the first scan of the folder has not finished "
-                       "and nothing matches yet; try again in a few seconds")
+    if not hits:
+        reading.require_complete()
     return hits
 
 

@@ -17,7 +17,8 @@ import numpy.typing as npt
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from pocketmcp.messages import Chunk, Chunked, Embedded, FileChunked, FileEmbedded
-from pocketmcp.pipeline.state import IndexView, Stats
+from pocketmcp.pipeline.state import Stats
+from pocketmcp.store.readers import ReaderPool
 
 EmbedFn = Callable[[list[str]], Awaitable[npt.NDArray[np.float32]]]
 
@@ -49,7 +50,7 @@ class _Slot:
 
 
 class Batcher:
-    def __init__(self, *, embed: EmbedFn, dim: int, view: IndexView | None, stats: Stats,
+    def __init__(self, *, embed: EmbedFn, dim: int, view: ReaderPool | None, stats: Stats,
                  batch_size: int, batch_tokens: int) -> None:
         self.embed = embed
         self.dim = dim
@@ -68,8 +69,8 @@ class Batcher:
         self.queue.append(slot)
         known: dict[str, bytes] = {}
         if self.view is not None and item.chunks:
-            known = await self.view.run(self.view.reader.vectors_for,
-                                        [c.sha256 for c in item.chunks])
+            digests = [c.sha256 for c in item.chunks]
+            known = await self.view.run(lambda reader: reader.vectors_for(digests))
         missing = reuse(item.chunks, known, slot.vectors)
         slot.reused = len(item.chunks) - len(missing)
         slot.missing = len(missing)

@@ -26,8 +26,9 @@ from pocketmcp.messages import (
     Hashed,
     ScanDone,
 )
-from pocketmcp.pipeline.state import GONE, IndexView, InFlight, Stats
+from pocketmcp.pipeline.state import GONE, InFlight, Stats
 from pocketmcp.store.queries import DocState
+from pocketmcp.store.readers import ReaderPool
 
 log = logs.get("pocketmcp.hasher")
 
@@ -69,7 +70,7 @@ def _read(path: Path, max_bytes: int, known: DocState | None, force: bool,
 
 
 class Hasher:
-    def __init__(self, *, root: Path, view: IndexView, inflight: InFlight, stats: Stats,
+    def __init__(self, *, root: Path, view: ReaderPool, inflight: InFlight, stats: Stats,
                  max_bytes: int, converter: Converter,
                  library_of: Callable[[str], str] = lambda rel: "default",
                  force: bool = False) -> None:
@@ -89,7 +90,7 @@ class Hasher:
         pending = self.inflight.get(rel)
         if pending is not None:
             return None if pending == GONE else DocState(pending, None, None, "")
-        return await self.view.run(self.view.reader.doc_state, watched_id(rel))
+        return await self.view.run(lambda reader: reader.doc_state(watched_id(rel)))
 
     async def handle(self, event: FileSeen | FileGone) -> Hashed | None:
         rel = event.rel

@@ -1,18 +1,12 @@
-"""State shared by the actors of one pipeline: in-flight files, counters, the index view."""
+"""State shared by the actors of one pipeline: in-flight files, counters, queue depths."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import anyio
 import msgspec
-
-from pocketmcp.store.queries import IndexReader
-
-T = TypeVar("T")
+from anyio.streams.memory import MemoryObjectSendStream
 
 GONE = "<gone>"
 
@@ -69,19 +63,8 @@ class Stats(msgspec.Struct, kw_only=True):
         return self.added + self.updated + self.unchanged + self.touched + self.skipped
 
 
-class IndexView:
-    """Async read-only access to the index for the actors, one query at a time."""
-
-    def __init__(self, db_path: Path) -> None:
-        self._reader = IndexReader(db_path)
-        self._limiter = anyio.CapacityLimiter(1)
-
-    async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        return await anyio.to_thread.run_sync(fn, *args, limiter=self._limiter)
-
-    @property
-    def reader(self) -> IndexReader:
-        return self._reader
-
-    def close(self) -> None:
-        self._reader.close()
+def depth(stream: MemoryObjectSendStream[Any]) -> dict[str, int]:
+    """How full a stream between two actors is, and how many senders wait on it."""
+    st = stream.statistics()
+    return {"used": st.current_buffer_used, "max": int(st.max_buffer_size),
+            "waiting_senders": st.tasks_waiting_send}

@@ -27,9 +27,10 @@ from pocketmcp.messages import Chunked, Event, Hashed, ScanDone, ToWriter
 from pocketmcp.pipeline.chunker import chunk_files
 from pocketmcp.pipeline.embedder import Batcher, EmbedFn, embed_chunks
 from pocketmcp.pipeline.hasher import Hasher, hash_files
-from pocketmcp.pipeline.state import IndexView, InFlight, Stats
+from pocketmcp.pipeline.state import InFlight, Stats, depth
 from pocketmcp.pipeline.watcher import Folder, Only, path_filter, scan_folder, watch_folder
 from pocketmcp.pipeline.writer import WriterActor
+from pocketmcp.store.readers import ReaderPool
 
 Source = Callable[[MemoryObjectSendStream[Event]], Coroutine[Any, Any, None]]
 Feed = Literal["none", "scan", "follow"]
@@ -70,7 +71,7 @@ class Pipeline:
         self._tokens = itertools.count(1)
         self._running = False
         self._folder: Folder | None = None
-        self._view: IndexView | None = None
+        self._view: ReaderPool | None = None
 
     def stop(self) -> None:
         """Stop the feed and take no new requests; what is in flight drains and commits, then
@@ -79,11 +80,7 @@ class Pipeline:
         self.requests.close()
 
     def queue_depths(self) -> dict[str, dict[str, int]]:
-        out = {}
-        for name, stream in self._sends.items():
-            st = stream.statistics()
-            out[name] = {"used": st.current_buffer_used, "max": int(st.max_buffer_size),
-                         "waiting_senders": st.tasks_waiting_send}
+        out = {name: depth(stream) for name, stream in self._sends.items()}
         out["writer"] = self.writer.depth()
         return out
 
@@ -149,7 +146,7 @@ class Pipeline:
         hashed_tx, hashed_rx = anyio.create_memory_object_stream[Hashed](size)
         chunked_tx, chunked_rx = anyio.create_memory_object_stream[Chunked](size)
         self._sends.update({"events": events_tx, "hashed": hashed_tx, "chunked": chunked_tx})
-        view = self._view = IndexView(self.writer.path)
+        view = self._view = ReaderPool(self.writer.path, size=1)
         folder = self._folder = Folder(self.config.watch_dir, path_filter(self.config))
         hasher = Hasher(root=folder.real, view=view, inflight=self.inflight, stats=self.stats,
                         max_bytes=self.config.max_file_bytes, converter=self.converter,
@@ -181,12 +178,12 @@ class Pipeline:
                               on_scan_done=self._scan_finished)
 
     async def _watch(self, outbox: MemoryObjectSendStream[Event], folder: Folder,
-                     view: IndexView) -> None:
+                     view: ReaderPool) -> None:
         await watch_folder(outbox, folder=folder, view=view, stats=self.stats, stop=self._stop,
                            debounce_ms=self.config.debounce_ms)
 
     async def _scan(self, outbox: MemoryObjectSendStream[Event], folder: Folder,
-                    view: IndexView) -> None:
+                    view: ReaderPool) -> None:
         await scan_folder(outbox, folder=folder, view=view, stats=self.stats, stop=self._stop)
 
     async def _hash(self, inbox: MemoryObjectReceiveStream[Event],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -16,7 +17,9 @@ from pocketmcp.config import Config
 from pocketmcp.core.paths import PathFilter, rel_of, watched_id
 from pocketmcp.core.safe import is_clean_name, safe_text
 from pocketmcp.messages import Event, FileGone, FileSeen, ScanDone
-from pocketmcp.pipeline.state import IndexView, Stats
+from pocketmcp.pipeline.state import Stats
+from pocketmcp.store.queries import IndexReader
+from pocketmcp.store.readers import ReaderPool
 
 log = logs.get("pocketmcp.watcher")
 
@@ -122,12 +125,16 @@ async def _walk(folder: Folder, outbox: MemoryObjectSendStream[Event], start: st
     return count
 
 
-async def _reconcile(folder: Folder, outbox: MemoryObjectSendStream[Event], view: IndexView,
+def _page(prefix: str, after: str, reader: IndexReader) -> list[str]:
+    return reader.external_ids(prefix, after)
+
+
+async def _reconcile(folder: Folder, outbox: MemoryObjectSendStream[Event], view: ReaderPool,
                      prefix: str, stop: anyio.Event, only: Only | None = None) -> None:
     """FileGone for each indexed file under `prefix` that is no longer a wanted file."""
     after = ""
     while not stop.is_set():
-        page = await view.run(view.reader.external_ids, watched_id(prefix), after)
+        page = await view.run(partial(_page, watched_id(prefix), after))
         if not page:
             return
         after = page[-1]
@@ -140,7 +147,7 @@ async def _reconcile(folder: Folder, outbox: MemoryObjectSendStream[Event], view
 
 
 async def scan_folder(
-    outbox: MemoryObjectSendStream[Event], *, folder: Folder, view: IndexView, stats: Stats,
+    outbox: MemoryObjectSendStream[Event], *, folder: Folder, view: ReaderPool, stats: Stats,
     stop: anyio.Event, force: bool = False, only: Only | None = None, token: int = 0,
 ) -> None:
     """One pass: every wanted file, then every indexed file that went away, then ScanDone."""
@@ -151,7 +158,7 @@ async def scan_folder(
 
 
 async def watch_folder(
-    outbox: MemoryObjectSendStream[Event], *, folder: Folder, view: IndexView, stats: Stats,
+    outbox: MemoryObjectSendStream[Event], *, folder: Folder, view: ReaderPool, stats: Stats,
     stop: anyio.Event, debounce_ms: int,
 ) -> None:
     """Follow changes until `stop` is set, scanning once the watch is in place.
@@ -196,7 +203,7 @@ def _classify(folder: Folder, changes: set[tuple[watchfiles.Change, str]]
 _WATCH_TIMEOUT_MS = 100
 
 
-async def _follow(outbox: MemoryObjectSendStream[Event], folder: Folder, view: IndexView,
+async def _follow(outbox: MemoryObjectSendStream[Event], folder: Folder, view: ReaderPool,
                   stop: anyio.Event, debounce_ms: int, watching: anyio.Event) -> None:
     async with outbox:
         async for changes in watchfiles.awatch(

@@ -34,13 +34,18 @@ from pocketmcp.messages import (
     ToWriter,
     Written,
 )
-from pocketmcp.pipeline.state import InFlight, Stats
+from pocketmcp.pipeline.state import InFlight, Stats, depth
 from pocketmcp.store.writes import IndexWriter
 
 log = logs.get("pocketmcp.writer")
 
 EventHook = Callable[[dict[str, Any]], None]
 Request = DocsSubmitted | RemovalAsked
+
+
+# Errors of one item (a value SQLite cannot bind, text it rejects, a constraint): they undo
+# that item's savepoint and the batch goes on. Failures of BEGIN or COMMIT end the writer.
+ITEM_ERRORS = (UnicodeError, ValueError, OverflowError, StoreError)
 
 
 class _Outcome:
@@ -60,9 +65,10 @@ def _apply(writer: IndexWriter, items: Sequence[ToWriter]) -> _Outcome:
             try:
                 with writer.item():
                     _apply_one(writer, item, position, outcome)
-            except (UnicodeError, ValueError) as exc:  # this item's own data
+            except ITEM_ERRORS as exc:  # this item's own data: only its savepoint is undone
                 if isinstance(item, DocsSubmitted | RemovalAsked):
-                    outcome.answers[position] = InvalidRequest(f"cannot be stored: {exc}")
+                    outcome.answers[position] = exc if isinstance(exc, PocketError) else (
+                        InvalidRequest(f"cannot be stored: {exc}"))
                 else:
                     rel = item.doc.rel if isinstance(item, FileEmbedded) else getattr(
                         item, "rel", "")
@@ -163,8 +169,8 @@ async def write_index(
                 on_scan_done(marker)
 
     pending: list[ToWriter] = []
-    try:
-        async with inbox:
+    async with inbox:
+        try:
             while True:
                 try:
                     item = inbox.receive_nowait()
@@ -186,20 +192,26 @@ async def write_index(
             if pending:
                 await flush(pending)
                 pending = []
-    finally:
-        # Leaving early (a failure, or cancellation): every request still here is answered,
-        # so no caller waits for a commit that will not come.
-        stranded = [i for i in pending if isinstance(i, DocsSubmitted | RemovalAsked)]
-        while True:
-            try:
-                item = inbox.receive_nowait()
-            except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
-                break
-            if isinstance(item, DocsSubmitted | RemovalAsked):
-                stranded.append(item)
-        for request in stranded:
-            _answer(request, Stopping("the index writer stopped before this write was "
-                                      "committed; nothing of it was written"))
+        finally:
+            # Leaving early (a failure, or cancellation): every request still here is
+            # answered before the inbox closes, so no caller waits for a commit that will not
+            # come. Nothing can arrive meanwhile: this runs without a checkpoint.
+            _answer_stranded(pending, inbox)
+
+
+def _answer_stranded(pending: list[ToWriter],
+                     inbox: MemoryObjectReceiveStream[ToWriter]) -> None:
+    stranded = [i for i in pending if isinstance(i, DocsSubmitted | RemovalAsked)]
+    while True:
+        try:
+            item = inbox.receive_nowait()
+        except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+            break
+        if isinstance(item, DocsSubmitted | RemovalAsked):
+            stranded.append(item)
+    for request in stranded:
+        _answer(request, Stopping("the index writer stopped before this write was "
+                                  "committed; nothing of it was written"))
 
 
 def _count(outcome: _Outcome, stats: Stats, write_ms: float, batch: int,
@@ -250,9 +262,7 @@ class WriterActor:
         return self._send.clone()
 
     def depth(self) -> dict[str, int]:
-        st = self._send.statistics()
-        return {"used": st.current_buffer_used, "max": int(st.max_buffer_size),
-                "waiting_senders": st.tasks_waiting_send}
+        return depth(self._send)
 
     async def run(self, *, inflight: InFlight, stats: Stats,
                   on_scan_done: Callable[[ScanDone], None] | None = None) -> None:
@@ -261,8 +271,13 @@ class WriterActor:
                           batch_files=self.batch_files, on_event=self.on_event,
                           on_scan_done=on_scan_done)
 
+    def close_file(self) -> None:
+        """Checkpoint, close the connection and release the lock, once `run` has returned
+        (blocking: may run in a worker thread)."""
+        self._writer.close()
+
     def close(self) -> None:
-        """Checkpoint, close the connection and release the lock (after `run` returned)."""
+        """Close the inbox (on the event loop) and the file."""
         self._send.close()
         self._inbox.close()
         self._writer.close()

@@ -40,7 +40,10 @@ class IndexWriter:
     def __init__(self, db_path: Path, *, model_id: str, dim: int, rebuild: bool = False) -> None:
         self.db_path = db_path
         self.dim = dim
-        db_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            db_path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a file in the way, no permission, a full disk
+            raise StoreError(f"cannot create the folder of {db_path}: {exc}") from exc
         self._closed = False
         self._commits = 0
         self._lock = FileLock(str(lock_path(db_path)), blocking=False)

@@ -13,7 +13,7 @@ from conftest import Tools, make_config, running
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_harness import call, mcp_session, tool_error, until
 
-from pocketmcp.errors import InvalidRequest, NotFound, ReadOnly
+from pocketmcp.errors import InvalidRequest, ModelMismatchError, NotFound, ReadOnly
 from pocketmcp.store.writes import IndexWriter
 
 SPACE = "Tardigrades, the water bears, survive the vacuum of space and deep freezing."
@@ -183,13 +183,25 @@ async def test_a_database_another_process_writes_is_readable_but_not_writable(
     tmp_path: Path
 ) -> None:
     config = make_config(tmp_path)
-    async with running(config) as holder:
-        assert holder.spec is not None
-        spec = holder.spec
-        mine = Tools(holder)
-        await mine("create_database", db_name="shared")
-        doc = await mine("insert_document", text=SPACE, db_name="shared")
-        async with running(config) as other_rt:  # the same files, another writer lock holder
+    held, release, released = anyio.Event(), anyio.Event(), anyio.Event()
+    shared: dict[str, Any] = {}
+
+    async def hold() -> None:  # another process, in effect: it holds the database's lock
+        async with running(config) as holder:
+            assert holder.spec is not None
+            shared["spec"] = holder.spec
+            mine = Tools(holder)
+            await mine("create_database", db_name="shared")
+            shared["doc"] = await mine("insert_document", text=SPACE, db_name="shared")
+            held.set()
+            await release.wait()
+        released.set()  # its writers closed, their locks went
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(hold)
+        await held.wait()
+        doc, spec = shared["doc"], shared["spec"]
+        async with running(config) as other_rt:  # the same files
             other = Tools(other_rt)
             again = await other("create_database", db_name="shared")
             assert again["created"] is False
@@ -199,12 +211,21 @@ async def test_a_database_another_process_writes_is_readable_but_not_writable(
                 await other("insert_document", text=BREAD, db_name="shared")
             with pytest.raises(ReadOnly, match="writer lock"):
                 await other("delete_document", doc_id=doc["doc_id"], db_name="shared")
-            assert holder.databases is not None
-            await holder.databases.release("shared")  # its writer closes and its lock goes
+            release.set()
+            await released.wait()
             deleted = await other("delete_document", doc_id=doc["doc_id"], db_name="shared")
             assert deleted["deleted_chunks"] >= 1
     # Closing the runtimes released every database's lock.
     IndexWriter(config.databases_dir / "shared.db", model_id=spec.model_id, dim=spec.dim).close()
+
+
+async def test_a_database_made_with_another_model_is_refused_clearly(tools: Tools) -> None:
+    config = tools.rt.config
+    IndexWriter(config.databases_dir / "old.db", model_id="another/model", dim=384).close()
+    with pytest.raises(ModelMismatchError, match="another/model"):
+        await similar(tools, "space", db_name="old")
+    with pytest.raises(ModelMismatchError, match="another/model"):
+        await tools("insert_document", text=SPACE, db_name="old")
 
 
 # -- over stdio -------------------------------------------------------------------------------

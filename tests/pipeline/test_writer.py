@@ -8,10 +8,11 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import numpy as np
+import pytest
 from conftest import Tools, make_config, running
 
 from pocketmcp.core.text import sha256
-from pocketmcp.errors import Stopping
+from pocketmcp.errors import InvalidRequest, PocketError, Stopping, StoreError
 from pocketmcp.messages import Chunk, DocRecord, PreparedDoc
 from pocketmcp.pipeline.state import InFlight, Stats
 from pocketmcp.pipeline.writer import WriterActor
@@ -181,3 +182,75 @@ async def test_tool_writes_and_file_changes_racing_on_one_index_commit_in_order(
     assert commits == sorted(commits)
     # Each tool call waited for its own commit before the next was made.
     assert len({e["commit"] for e in tool_events}) == rounds
+
+
+async def test_a_request_the_index_cannot_take_fails_alone_and_the_writer_goes_on(
+    tmp_path: Path
+) -> None:
+    db = tmp_path / "index.db"
+    actor = WriterActor(IndexWriter(db, model_id="m", dim=DIM), queue_size=4, batch_files=8)
+    outcomes: dict[str, object] = {}
+    all_answered = anyio.Event()
+
+    async def ask(name: str, request: Any) -> None:
+        try:
+            outcomes[name] = await request
+        except PocketError as exc:
+            outcomes[name] = exc
+        if len(outcomes) == 3:
+            all_answered.set()
+
+    try:
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                # Queued together, so they share one transaction.
+                tg.start_soon(ask, "before", actor.requests.store([prepared("a", "alpha")]))
+                tg.start_soon(ask, "huge id", actor.requests.remove([2**63], []))
+                tg.start_soon(ask, "after", actor.requests.store([prepared("b", "beta")]))
+                await anyio.wait_all_tasks_blocked()
+                tg.start_soon(lambda: actor.run(inflight=InFlight(), stats=Stats()))
+                await all_answered.wait()
+                actor.requests.close()
+    finally:
+        actor.close()
+    assert isinstance(outcomes["huge id"], InvalidRequest)
+    assert [w.status for w in outcomes["before"]] == ["inserted"]  # type: ignore[attr-defined]
+    assert [w.status for w in outcomes["after"]] == ["inserted"]  # type: ignore[attr-defined]
+    assert stored(db, "a") and stored(db, "b")
+
+
+async def test_requests_queued_behind_a_failed_transaction_are_answered(
+    tmp_path: Path
+) -> None:
+    writer = IndexWriter(tmp_path / "index.db", model_id="m", dim=DIM)
+    broken = anyio.Event()
+
+    def remove(doc_ids: Any, external_ids: Any) -> Any:  # the disk goes away mid-transaction
+        broken.set()
+        raise RuntimeError("I/O error")
+
+    writer.remove = remove  # type: ignore[method-assign]
+    actor = WriterActor(writer, queue_size=4, batch_files=1)
+    outcomes: list[BaseException] = []
+
+    async def ask(request: Any) -> None:
+        try:
+            await request
+        except PocketError as exc:
+            outcomes.append(exc)
+
+    try:
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ask, actor.requests.remove([1], []))
+                await anyio.wait_all_tasks_blocked()
+                for i in range(3):  # these arrive while the first is being written
+                    tg.start_soon(ask, actor.requests.store([prepared(f"d{i}", f"text {i}")]))
+                with pytest.raises(RuntimeError):
+                    await actor.run(inflight=InFlight(), stats=Stats())
+    finally:
+        actor.close()
+    assert broken.is_set()
+    assert len(outcomes) == 4
+    assert isinstance(outcomes[0], StoreError)
+    assert all(isinstance(o, Stopping) for o in outcomes[1:])
