@@ -203,15 +203,20 @@ class Runtime:
                                 on_event=self.on_event)
 
     async def _wait_for_index(self, spec: ModelSpec) -> None:
-        """A reader waits until some writer has created the index, then checks its model."""
-        while not self.config.sqlite_path.exists():
+        """A reader waits until some writer has made the index (the file exists and its
+        schema, which records the model, is committed), then checks the model."""
+        assert self.main is not None
+        main = self.main
+        while True:
+            if self.config.sqlite_path.exists():
+                stored = await main.run(lambda r: r.model())
+                if stored is not None:
+                    break
             with anyio.move_on_after(0.2):
                 await self._stopping.wait()
             if self._stopping.is_set():
                 return
-        assert self.main is not None
-        stored = await self.main.run(lambda r: r.model())
-        if stored is not None and stored != (spec.model_id, spec.dim):
+        if stored != (spec.model_id, spec.dim):
             raise ModelMismatchError(self.config.sqlite_path, stored[0], stored[1],
                                      spec.model_id, spec.dim)
 

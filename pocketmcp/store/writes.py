@@ -46,7 +46,9 @@ class IndexWriter:
             raise StoreError(f"cannot create the folder of {db_path}: {exc}") from exc
         self._closed = False
         self._commits = 0
-        self._lock = FileLock(str(lock_path(db_path)), blocking=False)
+        # Not thread-local: the lock is taken in a worker thread and released where the
+        # writer closes, often another thread.
+        self._lock = FileLock(str(lock_path(db_path)), blocking=False, thread_local=False)
         try:
             self._lock.acquire()
         except Timeout:

@@ -241,3 +241,20 @@ def test_migration_4_reindexes_cjk_rows_as_bigrams_and_leaves_others_alone(db: P
         assert len(reader.search_keyword('"papyrus"', 5)) == 1
     finally:
         reader.close()
+
+
+def test_the_writer_lock_is_released_from_another_thread_than_took_it(tmp_path: Path) -> None:
+    import threading
+
+    db = tmp_path / "index.db"
+    opened: list[IndexWriter] = []
+    taker = threading.Thread(target=lambda: opened.append(IndexWriter(db, model_id="m",
+                                                                      dim=DIM)))
+    taker.start()
+    taker.join()
+    opened[0].close()  # here, not in the thread that took the lock
+    probe = subprocess.run(
+        [sys.executable, "-c", "import sys; from filelock import FileLock; "
+         "FileLock(sys.argv[1], blocking=False).acquire(); print('free')",
+         str(db) + ".writer.lock"], capture_output=True, text=True, timeout=60)
+    assert probe.stdout.strip() == "free", probe.stderr[-500:]

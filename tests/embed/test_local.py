@@ -1,0 +1,31 @@
+"""The built-in provider: the bundled model behind the one embedder interface."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pocketmcp.embed.local import LocalEmbedder
+
+
+async def test_documents_and_queries_are_unit_vectors_of_the_model_dimension(
+    embedder: LocalEmbedder
+) -> None:
+    docs = await embedder.embed_documents(["Owls hunt at night.", "Bread needs yeast."])
+    query = await embedder.embed_query("nocturnal birds of prey")
+    assert docs.shape == (2, embedder.dim) and query.shape == (embedder.dim,)
+    assert np.allclose(np.linalg.norm(docs, axis=1), 1.0, atol=1e-5)
+    assert np.isclose(np.linalg.norm(query), 1.0, atol=1e-5)
+    assert float(docs[0] @ query) > float(docs[1] @ query) + 0.2  # meaning, not chance
+
+
+async def test_a_text_embeds_the_same_as_a_document_and_as_a_query_alone_or_in_a_batch(
+    embedder: LocalEmbedder
+) -> None:
+    # This model has no document or query prefixes, and its two sessions agree.
+    text = "Tides follow the moon."
+    alone = await embedder.embed_documents([text])
+    batch = await embedder.embed_documents([text, "Something else entirely."])
+    query = await embedder.embed_query(text)
+    assert np.allclose(alone[0], batch[0], atol=1e-3)
+    assert float(alone[0] @ query) > 0.999
+    assert (await embedder.embed_documents([])).shape == (0, embedder.dim)

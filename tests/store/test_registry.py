@@ -1,0 +1,28 @@
+"""Where each index file lives, and which names may name one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pocketmcp.errors import InvalidRequest, NotFound
+from pocketmcp.store.registry import Registry, check_name
+
+
+def test_the_main_index_and_named_databases_have_their_own_files(tmp_path: Path) -> None:
+    registry = Registry(tmp_path / "index.db", tmp_path / "dbs")
+    assert registry.path(None) == tmp_path / "index.db"
+    assert registry.path("notes_2-a") == tmp_path / "dbs" / "notes_2-a.db"
+    with pytest.raises(NotFound, match="create_database"):
+        registry.existing("notes")
+    (tmp_path / "dbs").mkdir()
+    (tmp_path / "dbs" / "notes.db").write_bytes(b"")
+    assert registry.existing("notes") == tmp_path / "dbs" / "notes.db"
+
+
+@pytest.mark.parametrize("name", ["../x", "a/b", "x.db", "", "a" * 65, "a b", "..", "café",
+                                  "a\n", "/abs"])
+def test_names_that_could_reach_another_file_are_refused(name: str) -> None:
+    with pytest.raises(InvalidRequest, match="db_name"):
+        check_name(name)

@@ -1,0 +1,70 @@
+"""The runtime: one boot for every entry point, readiness and roles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+from conftest import Tools, make_config, running
+
+from pocketmcp.errors import ReadOnly, WriterBusyError
+from pocketmcp.runtime import INDEXING, READING, open_runtime
+
+
+async def test_a_second_runtime_on_one_index_reads_and_takes_over_when_the_first_stops(
+    tmp_path: Path
+) -> None:
+    config = make_config(tmp_path)
+    stop_first, first_stopped = anyio.Event(), anyio.Event()
+    shared: dict[str, int] = {}
+    first_up = anyio.Event()
+
+    async def first() -> None:
+        async with running(config) as rt:
+            shared.update(await Tools(rt).add(("a", "Owls hunt at night.")))
+            first_up.set()
+            await stop_first.wait()
+        first_stopped.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(first)
+        await first_up.wait()
+        async with running(config) as rt:
+            second = Tools(rt)
+            assert rt.status.role == "reader"
+            found = await second.search("owls", mode="keyword")
+            assert [m["doc_id"] for m in found] == [shared["a"]]  # it reads the other's writes
+            with pytest.raises(ReadOnly, match="writer lock"):
+                await second.add(("b", "Bats hunt at night too."))
+            stop_first.set()
+            await first_stopped.wait()
+            with anyio.fail_after(20):  # the lock is free: the reader becomes the writer
+                while rt.status.role != "writer":  # noqa: ASYNC110 - no event marks the role
+                    await anyio.sleep(0.1)
+            assert "b" in await second.add(("b", "Bats hunt at night too."))
+
+
+async def test_indexing_needs_the_writer_lock_and_says_who_has_it(tmp_path: Path) -> None:
+    config = make_config(tmp_path)
+    async with running(config):
+        with pytest.raises(WriterBusyError, match="writer lock"):
+            async with open_runtime(config, INDEXING) as rt:
+                await rt.fed.wait()
+
+
+async def test_a_reader_waits_for_the_index_to_exist_and_never_takes_the_lock(
+    tmp_path: Path
+) -> None:
+    config = make_config(tmp_path)
+    async with open_runtime(config, READING) as reader:
+        with anyio.move_on_after(0.5):
+            await reader.ready.wait()
+        assert not reader.ready.is_set()  # no index yet: nothing to read
+        async with running(config) as writer:
+            await Tools(writer).add(("n", "Newts live in ponds."))
+            with anyio.fail_after(30):
+                await reader.started()
+            assert reader.status.role == "reader"
+            found = await Tools(reader).search("newts", mode="keyword")
+            assert len(found) == 1
