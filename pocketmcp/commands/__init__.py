@@ -1,0 +1,1 @@
+"""The command line's commands, each importing only what it needs."""

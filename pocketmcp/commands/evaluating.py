@@ -1,0 +1,61 @@
+"""`pocketmcp eval DATASET_DIR`: index a BEIR-format data set's corpus, then measure retrieval
+quality through the search tool's code path."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import cast
+
+import anyio
+import msgspec
+
+from pocketmcp.commands.indexing import progress_bar
+from pocketmcp.config import Config
+from pocketmcp.errors import PocketError
+from pocketmcp.ops import evaluate
+from pocketmcp.ops.search import MODES, Mode, Params
+from pocketmcp.runtime import Plan, open_runtime
+
+
+async def run(config: Config, args: argparse.Namespace) -> int:
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown or not modes:
+        raise PocketError(f"--modes {args.modes!r} is not valid: it accepts "
+                          + ", ".join(MODES))
+    try:
+        params = msgspec.convert(json.loads(args.params), Params) if args.params else Params()
+    except (ValueError, msgspec.ValidationError) as exc:
+        raise PocketError(f"--params is not valid: {exc}") from None
+    dataset_dir = Path(args.dataset)
+    dataset = evaluate.load_dataset(dataset_dir, args.split)
+    with tempfile.TemporaryDirectory(prefix="pocketmcp-eval-") as tmp:
+        db = Path(args.index) if args.index else Path(tmp) / "index.db"
+        corpus = db.with_name(db.name + ".corpus")
+        files = await anyio.to_thread.run_sync(evaluate.write_corpus, corpus, dataset_dir)
+        config = config.replace(watch_dir=corpus, sqlite_path=db, watch_dir_given=True)
+        started = time.perf_counter()
+        plan = Plan(writer="must", feed="scan", requests=False)
+        async with open_runtime(config, plan) as runtime:
+            async with anyio.create_task_group() as tg:
+                if sys.stderr.isatty():
+                    tg.start_soon(progress_bar, runtime, name="pocketmcp.progress")
+                await runtime.fed.wait()
+                tg.cancel_scope.cancel()
+            await runtime.started()  # raises when start-up failed
+            assert runtime.pipeline is not None
+            stats = runtime.pipeline.stats
+            built = {"files": stats.seen, "chunks_embedded": stats.chunks_embedded,
+                     "seconds": round(time.perf_counter() - started, 1)}
+            reading = await runtime.reading()
+            counts = await reading.index.run(lambda r: r.counts())
+            metrics = await evaluate.evaluate(reading, dataset, cast(list[Mode], modes), params)
+    report = evaluate.report(dataset_dir, files, dataset, counts["chunks"], built, params,
+                             metrics)
+    print(json.dumps(report, indent=2) if args.json else evaluate.table(report))  # noqa: T201
+    return 0
