@@ -1,7 +1,8 @@
 """Search over an index: the one code path behind `search`, `find_similar_documents`, the
 CLI and `eval`.
 
-Modes: `vector` (in-memory two-pass scan; the returned matches rescored exactly from SQLite),
+Modes: `vector` (in-memory two-pass scan over float16 copies, within about 0.001 of the exact
+cosine; `find_similar_documents` rescores what it returns from the stored float32 vectors),
 `keyword` (FTS5 BM25 over chunk text and document title) and `hybrid` (both, fused).
 Documents rank at their best chunk when `unique_docs` is set; `context` adds neighbouring
 chunks to each match.
@@ -113,7 +114,7 @@ async def find_similar(open_reading: Open[Reading], text: str, top_k: int = 10, 
         raise InvalidRequest("text is empty: give the text to find similar documents to")
     if len(query.encode("utf-8")) > max_bytes:
         raise InvalidRequest(f"text is larger than MAX_FILE_MB ({max_bytes} bytes)")
-    hits = await _ranked(await open_reading(), query, top_k=top_k, mode="vector")
+    hits = await _ranked(await open_reading(), query, top_k=top_k, mode="vector", exact=True)
     return FindSimilarResult(results=[
         SimilarChunk(chunk_id=h.row.chunk_id, doc_id=h.row.doc_id, text=h.row.text,
                      score=round(h.score, 6)) for h in hits])
@@ -122,7 +123,9 @@ async def find_similar(open_reading: Open[Reading], text: str, top_k: int = 10, 
 async def _ranked(reading: Reading, query: str, *, top_k: int, scope: Scope | None = None,
                   score_threshold: float | None = None, mode: Mode = "hybrid",
                   unique_docs: bool = False, context: int = 0,
-                  params: Params = DEFAULT_PARAMS) -> list[_Hit]:
+                  params: Params = DEFAULT_PARAMS, exact: bool = False) -> list[_Hit]:
+    """The best hits; with `exact`, vector scores come from the stored float32 vectors (a
+    lookup per hit, about 0.3 ms each at 50k chunks) instead of the float16 copies."""
     if mode not in MODES:
         raise InvalidRequest(f"mode must be one of {', '.join(MODES)}")
     index = reading.index
@@ -167,17 +170,18 @@ async def _ranked(reading: Reading, query: str, *, top_k: int, scope: Scope | No
 
     def details(reader: IndexReader) -> list[_Hit]:
         rows = reader.hits(chosen)  # details only for what is returned
-        exact = _exact_scores(reader, index, chosen, query_vector[0]) if query_vector else {}
+        rescored = _exact_scores(reader, index, chosen, query_vector[0]) if (
+            exact and query_vector) else {}
         found = []
         for chunk_id in chosen:
             if chunk_id not in rows:
                 continue
-            vector_score = exact.get(chunk_id, stage.vector.get(chunk_id))
+            vector_score = rescored.get(chunk_id, stage.vector.get(chunk_id))
             score = vector_score if mode == "vector" and vector_score is not None else (
                 scores[chunk_id])
             found.append(_Hit(rows[chunk_id], score, vector_score,
                               stage.keyword.get(chunk_id)))
-        if mode == "vector":
+        if rescored and mode == "vector":
             found.sort(key=lambda h: -h.score)
         return _with_context(reader, found, context) if context and found else found
 
