@@ -73,24 +73,37 @@ def _bundled_files() -> tuple[Path, Path, str]:
 
 
 def _place(src: Path, dst: Path) -> None:
-    if dst.is_symlink() or dst.exists():
-        dst.unlink()
+    """`dst` becomes a link to `src` (a copy where links fail), replaced atomically."""
+    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
     try:
-        dst.symlink_to(src)
+        tmp.symlink_to(src)
     except OSError:
-        shutil.copyfile(src, dst)
+        shutil.copyfile(src, tmp)
+    os.replace(tmp, dst)
+
+
+def _write(path: Path, text: str) -> None:
+    """Write `text` to `path` atomically: a reader sees the old file or the new, whole."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def bundled_model_dir(cache_dir: Path) -> Path:
-    """A fastembed-format folder for the bundled model, assembled on first use."""
+    """A fastembed-format folder for the bundled model, assembled on first use.
+
+    Each installation (its own site-packages) gets its own folder, and every file is replaced
+    atomically: processes of two installations, or two processes starting at once, never
+    read a file half written or re-linked under them."""
     onnx, tokenizer, digest = _bundled_files()
-    folder = cache_dir / "models" / f"all-MiniLM-L6-v2-int8-{digest[:12]}"
+    sources = [str(onnx), str(tokenizer)]
+    install = hashlib.sha256("\0".join(sources).encode()).hexdigest()[:8]
+    folder = cache_dir / "models" / f"all-MiniLM-L6-v2-int8-{digest[:12]}-{install}"
     stamp = folder / "pocketmcp.json"
-    if stamp.is_file() and (folder / "model.onnx").is_file() and (
-        folder / "tokenizer.json"
-    ).is_file():
+    if stamp.is_file():
         try:
-            if json.loads(stamp.read_text())["sources"] == [str(onnx), str(tokenizer)]:
+            if json.loads(stamp.read_text())["sources"] == sources:
                 return folder
         except (ValueError, KeyError):
             pass
@@ -101,12 +114,10 @@ def bundled_model_dir(cache_dir: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     _place(onnx, folder / "model.onnx")
     _place(tokenizer, folder / "tokenizer.json")
-    (folder / "tokenizer_config.json").write_text(json.dumps(_TOKENIZER_CONFIG, indent=1))
-    (folder / "special_tokens_map.json").write_text(json.dumps(_SPECIAL_TOKENS, indent=1))
-    (folder / "config.json").write_text(json.dumps(_CONFIG, indent=1))
-    tmp = stamp.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"sources": [str(onnx), str(tokenizer)]}))
-    os.replace(tmp, stamp)
+    _write(folder / "tokenizer_config.json", json.dumps(_TOKENIZER_CONFIG, indent=1))
+    _write(folder / "special_tokens_map.json", json.dumps(_SPECIAL_TOKENS, indent=1))
+    _write(folder / "config.json", json.dumps(_CONFIG, indent=1))
+    _write(stamp, json.dumps({"sources": sources}))  # last: the folder is complete
     return folder
 
 
