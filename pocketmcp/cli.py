@@ -17,6 +17,8 @@ from pocketmcp.errors import PocketError, single
 def _add_settings(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("settings (each overrides its environment variable)")
     for s in SETTINGS:
+        if not s.flag:
+            continue  # environment only
         kwargs: dict[str, Any] = {"dest": s.field, "default": None, "metavar": s.env,
                                   "help": f"{s.help} [{s.env}, default {s.default!r}]"}
         if s.choices:
@@ -36,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("index", help="index the folder once, then exit")
     p.add_argument("dir", nargs="?", help="folder to index (default: WATCH_DIR)")
     p.add_argument("--rebuild", action="store_true",
-                   help="empty the index first (needed after changing MODEL_ID)")
+                   help="empty the index first (needed after changing the embedding model, "
+                        "provider, dimensions or prefixes)")
     p.add_argument("--force", action="store_true",
                    help="re-read every file even when its size and time are unchanged")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -53,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--modes", default="hybrid,vector,keyword",
                    help="comma-separated modes to measure (default: all three)")
     p.add_argument("--split", help="qrels file to use, e.g. train (default: the first)")
+    p.add_argument("--corpus", help="index this folder as the corpus (no corpus.jsonl needed); "
+                                    "corpus ids are file paths relative to it, e.g. "
+                                    "docs/config/build.md")
     p.add_argument("--index", help="keep the index in this file and reuse it next time "
                                    "(default: a throwaway index)")
     p.add_argument("--params", help="JSON overrides of the search tuning, e.g. "
@@ -61,7 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_settings(p)
 
     p = sub.add_parser(
-        "serve", help="run the MCP server on stdio (the default when no command is given)")
+        "serve", help="run the MCP server: on stdio (the default when no command is given), or "
+                      "over HTTP for many clients (--transport http)")
     _add_serve_flags(p)
     _add_settings(p)
 
@@ -71,9 +78,41 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=("hybrid", "vector", "keyword"), default="hybrid",
                    help="hybrid (default): meaning and keywords fused")
     p.add_argument("--unique-docs", action="store_true", help="one hit per document")
-    p.add_argument("--json", action="store_true", help="print hits as JSON")
+    p.add_argument("--max-per-doc", type=int, default=2,
+                   help="hits per document, neighbours merged (default 2; 0: no limit)")
+    p.add_argument("--json", action="store_true",
+                   help="print hits as JSON (the fields of the search tool's matches)")
+    _add_filter_flags(p)
     _add_settings(p)
+
+    for name, help_text in (
+        ("export", "write every document, chunk and vector of the index to FILE (JSON Lines)"),
+        ("import", "add the documents of an export FILE to the index (vectors reused when "
+                   "the model matches)"),
+        ("backup", "copy the index to FILE, consistently, even while a server writes it"),
+    ):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("file", metavar="FILE")
+        p.add_argument("--json", action="store_true", help="print the summary as JSON")
+        _add_settings(p)
     return parser
+
+
+def _add_filter_flags(parser: argparse.ArgumentParser) -> None:
+    when = "an ISO date or time, or a span back from now (12h, 7d, 2w, 3m, 1y)"
+    parser.add_argument("--tag", action="append", metavar="TAG",
+                        help="only documents with this tag (repeat: any of them)")
+    parser.add_argument("--all-tags", action="append", metavar="TAG",
+                        help="only documents with this tag (repeat: all of them)")
+    parser.add_argument("--path", metavar="GLOB", help="only files whose path matches GLOB")
+    parser.add_argument("--library", help="only this library")
+    parser.add_argument("--modified-after", metavar="WHEN", help=f"changed since: {when}")
+    parser.add_argument("--modified-before", metavar="WHEN", help=f"changed before: {when}")
+    parser.add_argument("--created-after", metavar="WHEN", help=f"created since: {when}")
+    parser.add_argument("--created-before", metavar="WHEN", help=f"created before: {when}")
+    parser.add_argument("--metadata", metavar="JSON",
+                        help='metadata conditions as the search tool takes them, e.g. '
+                             '\'{"status": "draft", "priority": {"gte": 2}}\'')
 
 
 def _add_serve_flags(parser: argparse.ArgumentParser) -> None:
@@ -121,6 +160,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             from pocketmcp.commands import evaluating
 
             return anyio.run(evaluating.run, config, args, backend="asyncio")
+        if args.command in ("export", "import", "backup"):
+            from pocketmcp.commands import archiving
+
+            run = {"export": archiving.export, "import": archiving.restore,
+                   "backup": archiving.backup}[args.command]
+            return anyio.run(run, config, args, backend="asyncio")
         if args.command == "serve":
             from pocketmcp.mcp.serve import serve
 

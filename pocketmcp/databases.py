@@ -14,6 +14,7 @@ import anyio.abc
 
 from pocketmcp import logs
 from pocketmcp.config import Config
+from pocketmcp.core.identity import Identity
 from pocketmcp.errors import ModelMismatchError, PocketError, ReadOnly, Stopping, WriterBusyError
 from pocketmcp.pipeline.state import InFlight, Stats
 from pocketmcp.pipeline.writer import EventHook, WriterActor, WriterInbox
@@ -35,12 +36,11 @@ class _Database:
 class Databases:
     """Named databases by name: read indexes, and writer actors started on demand in `tg`."""
 
-    def __init__(self, config: Config, registry: Registry, *, model_id: str, dim: int,
+    def __init__(self, config: Config, registry: Registry, *, identity: Identity,
                  tg: anyio.abc.TaskGroup, on_event: EventHook | None) -> None:
         self._config = config
         self._registry = registry
-        self._model_id = model_id
-        self._dim = dim
+        self._identity = identity
         self._tg = tg
         self._on_event = on_event
         self._open: dict[str, _Database] = {}
@@ -49,12 +49,13 @@ class Databases:
     async def _get(self, name: str) -> _Database:
         db = self._open.get(name)
         if db is None:
-            db = self._open[name] = _Database(ReadIndex(self._registry.path(name), self._dim))
+            db = self._open[name] = _Database(ReadIndex(self._registry.path(name),
+                                                        self._identity.dim))
         if not db.checked and db.index.path.is_file():
-            stored = await db.index.run(lambda r: r.model())
-            if stored is not None and stored != (self._model_id, self._dim):
-                raise ModelMismatchError(db.index.path, stored[0], stored[1], self._model_id,
-                                         self._dim)
+            stored = await db.index.run(lambda r: r.identity())
+            if stored is not None and stored != self._identity:
+                raise ModelMismatchError(db.index.path, stored.describe(),
+                                         stored.differences(self._identity))
             db.checked = stored is not None
         return db
 
@@ -75,7 +76,7 @@ class Databases:
                 path = db.index.path
                 try:
                     db.writer = await anyio.to_thread.run_sync(lambda: WriterActor.open(
-                        path, model_id=self._model_id, dim=self._dim,
+                        path, self._identity,
                         queue_size=self._config.queue_size,
                         batch_files=self._config.write_batch_files, on_event=self._on_event))
                 except WriterBusyError:
@@ -116,6 +117,7 @@ class Databases:
         for db in self._open.values():
             if db.writer is not None:
                 db.writer.requests.close()
+                db.writer.stop_repair()
 
     async def wait_stopped(self) -> None:
         for db in list(self._open.values()):

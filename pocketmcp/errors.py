@@ -68,6 +68,18 @@ class Stopping(PocketError):
     code = "STOPPING"
 
 
+class AlreadyServing(PocketError):
+    """An HTTP server of this index runs already."""
+
+    code = "ALREADY_SERVING"
+
+
+class ListenFailed(PocketError):
+    """The HTTP server cannot listen on the address asked for."""
+
+    code = "LISTEN_FAILED"
+
+
 class ConfigError(PocketError):
     def __init__(self, variable: str, value: object, accepts: str) -> None:
         self.variable = variable
@@ -83,14 +95,17 @@ class StoreError(PocketError):
 
 
 class ModelMismatchError(StoreError):
-    def __init__(self, db_path: Path, stored: str, stored_dim: int, wanted: str, dim: int) -> None:
-        self.stored = stored
-        self.wanted = wanted
+    """The index was built by another provider, model, dimension or prefixes."""
+
+    def __init__(self, db_path: Path, stored: str, differences: list[str]) -> None:
+        self.differences = differences
         super().__init__(
-            f"the index {db_path} was built with model {stored!r} ({stored_dim} dimensions), "
-            f"but the configured model is {wanted!r} ({dim} dimensions). Vectors from different "
-            f"models cannot be mixed. Either set MODEL_ID back to {stored!r}, point SQLITE_PATH at "
-            f"another file, or rebuild this index with `pocketmcp index --rebuild`."
+            f"the index {db_path} was built with {stored}, and the settings differ: "
+            + "; ".join(differences) + ". Vectors from different models or prefixes cannot "
+            "be mixed. Either set the embedding settings back (EMBED_PROVIDER, MODEL_ID or "
+            "EMBED_MODEL, EMBED_DIMENSIONS, EMBED_DOC_PREFIX, EMBED_QUERY_PREFIX, "
+            "EMBED_INPUT_TYPE), point SQLITE_PATH at another file, or rebuild this index "
+            "with `pocketmcp index --rebuild`."
         )
 
 
@@ -110,8 +125,48 @@ class WriterBusyError(StoreError):
         )
 
 
+class VectorFileError(StoreError):
+    """An index's vector file is missing, damaged or out of step; searches answer from
+    SQLite until it is rebuilt."""
+
+
 class EmbeddingError(PocketError):
     """The embedding model could not be loaded or run."""
+
+
+class ProviderError(EmbeddingError):
+    """A remote embedding provider failed a call. `retry_in`: seconds until it is tried
+    again; meanwhile calls fail at once with this error."""
+
+    def __init__(self, message: str, *, retry_in: float | None = None) -> None:
+        self.retry_in = retry_in
+        super().__init__(message)
+
+
+class ProviderUnavailable(ProviderError):
+    """The provider did not answer, or answered with errors that retries did not cure."""
+
+    code = "EMBEDDING_UNAVAILABLE"
+
+
+class ProviderRejected(ProviderError):
+    """The provider refused the request as configured (a key, a model, a dimension): the
+    message names the setting to fix."""
+
+    code = "EMBEDDING_REJECTED"
+
+
+class InputRejected(EmbeddingError):
+    """The provider refused some texts while it took others. `rejected`: position -> reason;
+    `vectors`: every row, the rejected ones zero."""
+
+    code = "INVALID_REQUEST"
+
+    def __init__(self, rejected: dict[int, str], vectors: Any) -> None:
+        self.rejected = rejected
+        self.vectors = vectors
+        first = next(iter(rejected.values()), "")
+        super().__init__(f"the embedding provider refused {len(rejected)} text(s): {first}")
 
 
 class DocumentError(PocketError):

@@ -27,6 +27,26 @@ class FileGone(msgspec.Struct, frozen=True):
     seq: int = 0
 
 
+class Link(msgspec.Struct, frozen=True):
+    """A link from one document to another, as written and as a key to resolve it by."""
+
+    target: str  # as written: "Note", "folder/Note", "../other.md"
+    key: str  # the target's name as documents are named (core/notes.py: doc_keys)
+    kind: Literal["wiki", "markdown"]
+
+
+class DocFacts(msgspec.Struct, frozen=True, kw_only=True):
+    """What a document says about itself: front matter or document properties, tags,
+    links, and its own dates (UTC ISO strings, core/dates.py)."""
+
+    properties: dict[str, Any] = {}
+    tags: tuple[str, ...] = ()
+    links: tuple[Link, ...] = ()
+    created: str | None = None
+    modified: str | None = None
+    body_start: int = 0  # where the text after the front matter starts: chunks start there
+
+
 class FileHashed(msgspec.Struct, frozen=True):
     """`rel` was read and its content differs from what the index holds."""
 
@@ -39,6 +59,7 @@ class FileHashed(msgspec.Struct, frozen=True):
     size: int
     mtime_ns: int
     library: str = "default"
+    facts: DocFacts = msgspec.field(default_factory=DocFacts)
 
 
 class FileTouched(msgspec.Struct, frozen=True):
@@ -58,10 +79,15 @@ class Chunk(msgspec.Struct, frozen=True):
     sha256: str  # of prefix + text: equal digests share a vector
     section: str = ""  # heading path, "Title > Section"
     prefix: str = ""  # put before the text when embedding
+    indexed: str = ""  # the text as embedded and indexed for keywords, when not `text`
 
     @property
     def embed_text(self) -> str:
-        return self.prefix + self.text
+        return self.prefix + (self.indexed or self.text)
+
+    @property
+    def keyword_text(self) -> str:
+        return self.indexed or self.text
 
 
 class FileChunked(msgspec.Struct, frozen=True):
@@ -104,6 +130,7 @@ class DocRecord(msgspec.Struct, frozen=True, kw_only=True):
     metadata: dict[str, Any] = {}
     size_bytes: int | None = None
     mtime_ns: int | None = None
+    facts: DocFacts = msgspec.field(default_factory=DocFacts)
 
 
 class PreparedDoc(msgspec.Struct, frozen=True):

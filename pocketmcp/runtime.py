@@ -28,15 +28,17 @@ from pocketmcp import logs
 from pocketmcp.config import Config
 from pocketmcp.convert.pool import Converter, Limits
 from pocketmcp.core.chunking import Chunker
+from pocketmcp.core.identity import Identity
 from pocketmcp.databases import Databases
+from pocketmcp.embed import factory
 from pocketmcp.embed.base import Embedder
-from pocketmcp.embed.local import LocalEmbedder
-from pocketmcp.embed.models import ModelSpec
 from pocketmcp.errors import (
     InvalidRequest,
     ModelMismatchError,
     NotReady,
     PocketError,
+    ProviderError,
+    ProviderUnavailable,
     ReadOnly,
     WriterBusyError,
     single,
@@ -44,7 +46,7 @@ from pocketmcp.errors import (
 from pocketmcp.pipeline.prepare import Preparer
 from pocketmcp.pipeline.supervisor import Feed, Pipeline
 from pocketmcp.pipeline.writer import EventHook, WriterActor, WriterInbox
-from pocketmcp.store.readers import ReadIndex
+from pocketmcp.store.readers import ReadIndex, recorded_identity
 from pocketmcp.store.registry import Registry
 
 log = logs.get("pocketmcp.runtime")
@@ -62,7 +64,7 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
     writer: Literal["never", "try", "must"] = "try"  # the main index's writer lock
     feed: Feed = "none"  # the watched folder: not at all, one scan, or followed
     requests: bool = True  # tools may write
-    search: bool = True  # vectors in memory and the query session warm before `ready`
+    search: bool = True  # the vector file mapped and the query session warm before `ready`
     rebuild: bool = False  # empty the main index first
     force: bool = False  # re-read and re-embed every file
     keep_serving: bool = False  # a failure is recorded and reads go on, instead of raising
@@ -84,6 +86,8 @@ class Status(msgspec.Struct, kw_only=True):
     initial_indexing_done: bool = False
     last_error: str | None = None
     started_at: float = msgspec.field(default_factory=time.time)
+    index_open_s: float | None = None  # the writer lock taken and the vector file mapped
+    model_load_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -123,8 +127,8 @@ class Runtime:
         self.fed_seconds = 0.0  # how long it ran
         self.registry = Registry(config.sqlite_path, config.databases_dir)
         self.converter = Converter(Limits.of(config))
-        self.spec: ModelSpec | None = None
-        self.embedder: LocalEmbedder | None = None
+        self.identity: Identity | None = None  # provider, model, dimension, prefixes
+        self.embedder: Embedder | None = None
         self.chunker: Chunker | None = None
         self.main: ReadIndex | None = None
         self.pipeline: Pipeline | None = None  # the main index's writer, when this holds it
@@ -153,77 +157,111 @@ class Runtime:
             self.fed.set()
             with anyio.CancelScope(shield=True):
                 await self.converter.aclose()
+                if self.embedder is not None:
+                    await self.embedder.aclose()
             self._stopped.set()
 
     async def _boot(self, tg: anyio.abc.TaskGroup) -> None:
         self.status.phase = "loading_model"
-        spec = self.spec = await anyio.to_thread.run_sync(ModelSpec, self.config)
-        writer: WriterActor | None = None
+        want = await anyio.to_thread.run_sync(factory.wanted, self.config)
+        identity = self.identity = await self._identity_for(want)
+        self.main = ReadIndex(self.config.sqlite_path, identity.dim,
+                              root=self.config.watch_dir.absolute())
+        opened: list[WriterActor] = []  # filled in its thread: a cancelled wait loses nothing
+        try:
+            async with anyio.create_task_group() as boot:  # the model loads meanwhile
+                boot.start_soon(self._load_model, want, identity, name="pocketmcp.model")
+                await self._open_index(identity, opened)
+        except BaseException:
+            for writer in opened:
+                writer.close()  # its lock goes with the failed start
+            raise
+        assert self.embedder is not None
+        self.databases = Databases(self.config, self.registry, identity=identity, tg=tg,
+                                   on_event=self.on_event)
+        if self.plan.search and not self._stopping.is_set():
+            try:  # the query session loads on first use
+                await self.embedder.embed_query("warm up")
+            except ProviderError as exc:  # searches answer by keywords until it is back
+                log.warning("provider_unavailable", error=str(exc))
+        if opened:
+            self.pipeline = self._pipeline_for(opened[0])  # before `ready`: writes can queue
+        self.ready.set()
+        watching = self.pipeline is not None and self.pipeline.feed != "none"
+        self.status.phase = "indexing" if watching else "ready"
+        (log.info if self.plan.keep_serving else log.debug)(
+            "ready", role=self.status.role, embedding=identity.describe(),
+            index=str(self.config.sqlite_path), index_open_s=self.status.index_open_s,
+            model_load_s=self.status.model_load_s, vectors=self.main.vectors.reason or "file",
+            seconds=round(time.time() - self.status.started_at, 3))
+
+    async def _load_model(self, want: factory.Wanted, identity: Identity) -> None:
+        started = time.perf_counter()
+        embedder = self.embedder = await anyio.to_thread.run_sync(
+            factory.make, self.config, want, identity)
+        self.chunker = Chunker(embedder.tokenizer, size=self.config.chunk_size,
+                               overlap=self.config.chunk_overlap,
+                               max_tokens=embedder.max_tokens)
+        self.status.model_ready = True
+        self.status.model_load_s = round(time.perf_counter() - started, 3)
+
+    async def _open_index(self, identity: Identity, opened: list[WriterActor]) -> None:
+        """Take the writer lock if the plan asks, and map the vector file: milliseconds."""
+        started = time.perf_counter()
+        assert self.main is not None
         if self.plan.writer != "never":
             try:
-                writer = await anyio.to_thread.run_sync(self._open_main_writer, spec)
+                await anyio.to_thread.run_sync(lambda: opened.append(
+                    self._open_main_writer(identity)))
             except WriterBusyError:
                 if self.plan.writer == "must":
                     raise
                 log.info("read_only", index=str(self.config.sqlite_path),
                          reason="another process holds the writer lock")
-        self.status.role = "writer" if writer is not None else "reader"
-        try:
-            embedder = self.embedder = await anyio.to_thread.run_sync(LocalEmbedder, spec)
-        except BaseException:
-            if writer is not None:
-                writer.close()  # its lock goes with the failed start
-            raise
-        self.chunker = Chunker(embedder.tokenizer, size=self.config.chunk_size,
-                               overlap=self.config.chunk_overlap,
-                               max_tokens=embedder.max_tokens)
-        self.main = ReadIndex(self.config.sqlite_path, spec.dim)
-        self.databases = Databases(self.config, self.registry, model_id=spec.model_id,
-                                   dim=spec.dim, tg=tg, on_event=self.on_event)
-        self.status.model_ready = True
-        if writer is None:
-            await self._wait_for_index(spec)
+        self.status.role = "writer" if opened else "reader"
+        if not opened:
+            await self._wait_for_index(identity)
         if self.plan.search and not self._stopping.is_set():
-            await self.main.load_vectors()  # every vector in memory before the first search
-            await embedder.embed_query("warm up")  # the query session loads on first use
-        if writer is not None:
-            self.pipeline = self._pipeline_for(writer)  # before `ready`: writes can queue
-        self.ready.set()
-        watching = self.pipeline is not None and self.pipeline.feed != "none"
-        self.status.phase = "indexing" if watching else "ready"
-        (log.info if self.plan.keep_serving else log.debug)(
-            "ready", role=self.status.role, model=spec.model_id,
-            index=str(self.config.sqlite_path),
-            seconds=round(time.time() - self.status.started_at, 3))
+            await self.main.open_vectors()
+        self.status.index_open_s = round(time.perf_counter() - started, 3)
 
-    def _open_main_writer(self, spec: ModelSpec) -> WriterActor:
-        return WriterActor.open(self.config.sqlite_path, model_id=spec.model_id, dim=spec.dim,
-                                rebuild=self.plan.rebuild, queue_size=self.config.queue_size,
+    async def _identity_for(self, want: factory.Wanted) -> Identity:
+        """What the main index is (to be) built with: the settings, completed by what the
+        index records (nothing when it is rebuilt)."""
+        path = self.config.sqlite_path
+        stored = None
+        if not self.plan.rebuild and path.is_file():
+            stored = await anyio.to_thread.run_sync(recorded_identity, path)
+        return await factory.resolve(self.config, want, stored)
+
+    def _open_main_writer(self, identity: Identity) -> WriterActor:
+        return WriterActor.open(self.config.sqlite_path, identity, rebuild=self.plan.rebuild,
+                                queue_size=self.config.queue_size,
                                 batch_files=self.config.write_batch_files,
                                 on_event=self.on_event)
 
-    async def _wait_for_index(self, spec: ModelSpec) -> None:
+    async def _wait_for_index(self, identity: Identity) -> None:
         """A reader waits until some writer has made the index (the file exists and its
         schema, which records the model, is committed), then checks the model."""
         assert self.main is not None
         main = self.main
         while True:
             if self.config.sqlite_path.exists():
-                stored = await main.run(lambda r: r.model())
+                stored = await main.run(lambda r: r.identity())
                 if stored is not None:
                     break
             with anyio.move_on_after(0.2):
                 await self._stopping.wait()
             if self._stopping.is_set():
                 return
-        if stored != (spec.model_id, spec.dim):
-            raise ModelMismatchError(self.config.sqlite_path, stored[0], stored[1],
-                                     spec.model_id, spec.dim)
+        if stored != identity:
+            raise ModelMismatchError(self.config.sqlite_path, stored.describe(),
+                                     stored.differences(identity))
 
     def _pipeline_for(self, actor: WriterActor) -> Pipeline:
         """The main index's writer actor, fed as the plan says. Without the folder to feed
         it, it still takes tool requests; the missing folder is reported."""
-        assert self.embedder is not None and self.spec is not None
+        assert self.embedder is not None and self.identity is not None
         feed = self.plan.feed
         if feed != "none" and not self.config.watch_dir.is_dir():
             self.status.last_error = (f"WATCH_DIR={self.config.watch_dir} is not a folder; "
@@ -232,12 +270,15 @@ class Runtime:
             feed = "none"
         return Pipeline(
             self.config, writer=actor, feed=feed, embed=self.embedder.embed_documents,
-            dim=self.spec.dim, chunker=self.chunker, converter=self.converter,
-            force=self.plan.force, accept_requests=self.plan.requests)
+            dim=self.identity.dim, chunker=self.chunker, converter=self.converter,
+            force=self.plan.force, accept_requests=self.plan.requests,
+            batching=self.embedder.batching,
+            # Watching, a failing provider is waited for; one scan ends with its error.
+            wait_for_provider=feed == "follow")
 
     async def _serve_main(self) -> None:
         """Run the main index's writer while this holds its lock; else wait to take it."""
-        assert self.spec is not None
+        assert self.identity is not None
         while not self._stopping.is_set():
             if self.pipeline is not None:
                 await self._run_main_pipeline(self.pipeline)
@@ -250,7 +291,7 @@ class Runtime:
             if self._stopping.is_set():
                 return
             try:
-                writer = await anyio.to_thread.run_sync(self._open_main_writer, self.spec)
+                writer = await anyio.to_thread.run_sync(self._open_main_writer, self.identity)
             except WriterBusyError:
                 continue
             self.pipeline = self._pipeline_for(writer)
@@ -372,8 +413,7 @@ class Runtime:
             self.registry.existing(db_name)
         await self._wait_ready()
         assert self.chunker is not None and self.embedder is not None
-        prepare = Preparer(self.chunker, self.embedder,
-                           batch_size=self.config.embed_batch_size)
+        prepare = Preparer(self.chunker, self.embedder)
         if db_name is not None:
             assert self.databases is not None
             index, writes = await self.databases.writing(db_name)
@@ -401,6 +441,12 @@ class Runtime:
         if self.pipeline is None or self.pipeline.feed == "none":
             raise InvalidRequest("no folder is watched: start the server with WATCH_DIR (or "
                                  "--data-folder) set to reindex it")
+        usage = self.embedder.usage if self.embedder is not None else None
+        left = usage.retry_in() if usage is not None else None
+        if usage is not None and left is not None:
+            raise ProviderUnavailable(
+                f"the embedding provider is failing ({usage.last_error}); the folder is "
+                f"indexed as soon as it answers again (next try in {left:.0f} s)")
         return self.pipeline
 
 

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from provider_server import ProviderServer, provider_server
 
 from pocketmcp.config import Config, load
 from pocketmcp.convert.pool import Converter, Limits
@@ -32,13 +33,29 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def make_config(tmp_path: Path, **changes: Any) -> Config:
+def make_config(tmp_path: Path, env: Mapping[str, str] | None = None, **changes: Any
+                ) -> Config:
     kb = tmp_path / "kb"
     kb.mkdir(exist_ok=True)
-    env = {"SQLITE_PATH": str(tmp_path / "data" / "index.db"), "WATCH_DIR": str(kb),
-           "DEBOUNCE_MS": "50", "POCKETMCP_CACHE": os.environ.get(
-               "POCKETMCP_TEST_CACHE", str(Path.home() / ".cache" / "pocketmcp"))}
-    return load(changes, environ=env)
+    environ = {"SQLITE_PATH": str(tmp_path / "data" / "index.db"), "WATCH_DIR": str(kb),
+               "DEBOUNCE_MS": "50", "POCKETMCP_CACHE": os.environ.get(
+                   "POCKETMCP_TEST_CACHE", str(Path.home() / ".cache" / "pocketmcp")),
+               **(env or {})}
+    return load(changes, environ=environ)
+
+
+# Remote providers in tests: short backoffs, so faults resolve in moments; the timeout is
+# generous (a loaded machine is slow), tests of hangs set their own.
+FAST_RETRIES = {"embed_timeout_s": "10", "embed_retries": "2", "embed_retry_base_s": "0.01"}
+
+
+def remote_config(tmp_path: Path, server: ProviderServer, env: Mapping[str, str] | None = None,
+                  **changes: Any) -> Config:
+    """Settings for the test provider at `server`: OpenAI's API, the built-in model's
+    vectors (all-minilm: 384 dimensions, no prefixes)."""
+    settings = {"embed_provider": "openai", "embed_base_url": server.url + "/v1",
+                "embed_model": "all-minilm", **FAST_RETRIES, **changes}
+    return make_config(tmp_path, env, **settings)
 
 
 @pytest.fixture
@@ -50,6 +67,13 @@ def config(tmp_path: Path) -> Config:
 def embedder() -> LocalEmbedder:
     """The real bundled model, loaded once per test session."""
     return LocalEmbedder(ModelSpec(load({}, environ={})))
+
+
+@pytest.fixture
+def provider(embedder: LocalEmbedder) -> Iterator[ProviderServer]:
+    """A fault-injecting embedding provider on 127.0.0.1 with the built-in model's vectors."""
+    with provider_server(embedder.embed, refuse="POISON") as server:
+        yield server
 
 
 @pytest.fixture(scope="session")
@@ -76,8 +100,7 @@ class Index:
         return await self.embedder.embed_documents(texts)
 
     def writer(self) -> IndexWriter:
-        return IndexWriter(self.config.sqlite_path, model_id=self.embedder.spec.model_id,
-                           dim=self.embedder.dim)
+        return IndexWriter(self.config.sqlite_path, self.embedder.identity)
 
     def pipeline(self, writer: IndexWriter, *, follow: bool, **kw: Any) -> Pipeline:
         kw.setdefault("converter", Converter(Limits.of(self.config)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import zipfile
 import zlib
@@ -9,6 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 Section = tuple[str, str]  # (heading, body)
+AUTHOR = "Ada Lovelace"
+CREATED = dt.datetime(2021, 6, 1, 12, 30, tzinfo=dt.UTC)  # the properties documents carry
 
 
 def pdf(path: Path, title: str, sections: Sequence[Section]) -> Path:
@@ -16,6 +19,8 @@ def pdf(path: Path, title: str, sections: Sequence[Section]) -> Path:
 
     doc = FPDF()
     doc.set_title(title)
+    doc.set_author(AUTHOR)
+    doc.set_creation_date(CREATED)
     for heading, body in sections:
         doc.add_page()
         doc.set_font("Helvetica", "B", 16)
@@ -31,6 +36,8 @@ def docx(path: Path, title: str, sections: Sequence[Section]) -> Path:
 
     doc = python_docx.Document()
     doc.core_properties.title = title
+    doc.core_properties.author = AUTHOR
+    doc.core_properties.created = CREATED.replace(tzinfo=None)
     doc.add_heading(title, 1)
     for heading, body in sections:
         doc.add_heading(heading, 2)
@@ -54,6 +61,8 @@ def pptx(path: Path, title: str, sections: Sequence[Section]) -> Path:
 
     deck = Presentation()
     deck.core_properties.title = title
+    deck.core_properties.author = AUTHOR
+    deck.core_properties.created = CREATED.replace(tzinfo=None)
     for heading, body in sections:
         slide = deck.slides.add_slide(deck.slide_layouts[1])
         slide.shapes.title.text = heading

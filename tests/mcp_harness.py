@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
+import httpx2
 from mcp import ClientSession, StdioServerParameters
+from mcp.client.sse import sse_client
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from pocketmcp.mcp import discovery
 
 T = TypeVar("T")
 
@@ -87,3 +95,77 @@ async def paths_for(session: ClientSession, query: str, top_k: int = 5) -> list[
         if match["path"] and match["path"] not in paths:
             paths.append(match["path"])
     return paths
+
+
+class HttpServer:
+    """A real `pocketmcp serve --transport http` process on 127.0.0.1 and a free port."""
+
+    def __init__(self, process: subprocess.Popen[bytes], root: Path, url: str, token: str
+                 ) -> None:
+        self.process = process
+        self.root = root
+        self.url = url
+        self.token = token
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+    def stderr(self) -> str:
+        return (self.root / "http.err").read_text()
+
+    @asynccontextmanager
+    async def session(self, transport: str = "http", **kw: Any) -> AsyncIterator[ClientSession]:
+        """An initialized SDK client session over Streamable HTTP ("http") or SSE ("sse")."""
+        if transport == "sse":
+            async with sse_client(self.url + "/sse", headers=self.auth) as (read, write), \
+                    ClientSession(read, write, **kw) as session:
+                await session.initialize()
+                yield session
+            return
+        async with httpx2.AsyncClient(headers=self.auth, trust_env=False,
+                                      timeout=httpx2.Timeout(30, read=300)) as http, \
+                streamable_http_client(self.url + "/mcp", http_client=http) as (read, write), \
+                ClientSession(read, write, **kw) as session:
+            await session.initialize()
+            yield session
+
+
+def start_http(root: Path, *args: str, ready: bool = True, **env: str) -> HttpServer:
+    """Start the server (its index and folder under `root`); wait until its discovery file
+    names it and, with `ready`, until it is ready. Stop it with `stop_http`."""
+    (root / "kb").mkdir(exist_ok=True)
+    index = root / "data" / "index.db"
+    with open(root / "http.err", "wb") as errlog:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "pocketmcp", "serve", "--transport", "http", "--port", "0",
+             *args], env=server_env(root, **env), cwd=root, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=errlog)
+    deadline = time.monotonic() + 60
+    found = None
+    while found is None or found.pid != process.pid:
+        assert process.poll() is None, (root / "http.err").read_text()[-3000:]
+        assert time.monotonic() < deadline, "the server did not publish its URL"
+        time.sleep(0.05)
+        found = discovery.find(index)
+    token = env.get("POCKETMCP_TOKEN") or discovery.token_file(index).read_text().strip()
+    server = HttpServer(process, root, found.url, token)
+    while ready and httpx2.get(found.url + "/health/ready", trust_env=False).status_code != 200:
+        assert time.monotonic() < deadline, "the server did not become ready"
+        time.sleep(0.05)
+    return server
+
+
+def stop_http(server: HttpServer) -> int:
+    if server.process.poll() is None:
+        server.process.send_signal(signal.SIGTERM)
+        try:
+            server.process.wait(10)
+        except subprocess.TimeoutExpired:
+            server.process.kill()
+            server.process.wait()
+    return server.process.returncode

@@ -72,3 +72,44 @@ def test_another_model_on_an_existing_index_is_refused_with_advice(tmp_path: Pat
     done = _run(tmp_path, "index", env={"MODEL_ID": "BAAI/bge-small-en-v1.5"})
     assert done.returncode == 1
     assert "--rebuild" in done.stderr and "all-MiniLM-L6-v2" in done.stderr
+
+
+def test_search_json_carries_the_tool_fields_and_filters_by_flags(tmp_path: Path) -> None:
+    from pocketmcp.ops.results import SearchMatch
+
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "a.md").write_text("---\ntags: [bread]\n---\n" + A)
+    (kb / "b.md").write_text(B)
+    assert _run(tmp_path, "index").returncode == 0
+    found = _run(tmp_path, "search", "sourdough", "--json", "--tag", "bread")
+    assert found.returncode == 0, found.stderr
+    [hit] = json.loads(found.stdout)["hits"]
+    assert set(hit) == {"rank", *SearchMatch.model_fields}
+    assert (hit["path"], hit["tags"], hit["stale"]) == ("a.md", ["bread"], False)
+    assert hit["modified_at"] and hit["indexed_at"]
+    none = _run(tmp_path, "search", "sourdough", "--json", "--modified-before", "2000-01-01")
+    assert json.loads(none.stdout)["hits"] == []
+    bad = _run(tmp_path, "search", "sourdough", "--modified-after", "someday")
+    assert bad.returncode == 1 and "modified_after" in bad.stderr
+
+
+def test_export_import_and_backup_from_the_command_line(tmp_path: Path) -> None:
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "a.md").write_text(A)
+    (kb / "b.md").write_text(B)
+    assert _run(tmp_path, "index").returncode == 0
+    exported = _run(tmp_path, "export", str(tmp_path / "all.jsonl"), "--json")
+    assert exported.returncode == 0, exported.stderr
+    assert json.loads(exported.stdout)["documents"] == 2
+    backup = _run(tmp_path, "backup", str(tmp_path / "copy.db"))
+    assert backup.returncode == 0 and "backed up" in backup.stdout
+    other = {"SQLITE_PATH": str(tmp_path / "other" / "index.db")}
+    imported = _run(tmp_path, "import", str(tmp_path / "all.jsonl"), "--json", env=other)
+    assert imported.returncode == 0, imported.stderr
+    assert json.loads(imported.stdout)["chunks_embedded"] == 0
+    for env in (other, {"SQLITE_PATH": str(tmp_path / "copy.db")}):
+        found = _run(tmp_path, "search", "ownership and borrowing", "-k", "1", "--json",
+                     env=env)
+        assert json.loads(found.stdout)["hits"][0]["path"] == "b.md"

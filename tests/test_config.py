@@ -71,3 +71,59 @@ def test_the_committed_env_example_and_readme_table_are_current() -> None:
     assert (root / ".env.example").read_text() == env_example(), "run scripts/gen_docs.py"
     readme = (root / "README.md").read_text()
     assert settings_table() in readme, "run scripts/gen_docs.py"
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.20", "::", "notes.lan"])
+def test_listening_beyond_loopback_without_a_token_is_refused(host: str) -> None:
+    with pytest.raises(ConfigError, match="POCKETMCP_TOKEN"):
+        load({"transport": "http", "host": host}, environ={})
+    config = load({"transport": "http", "host": host}, environ={"POCKETMCP_TOKEN": "s3cret-x"})
+    assert config.token is not None and config.token.reveal() == "s3cret-x"
+    assert load({"host": host}, environ={}).transport == "stdio"  # stdio listens nowhere
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "localhost", "::1", "[::1]"])
+def test_loopback_addresses_need_no_token(host: str) -> None:
+    assert load({"transport": "http", "host": host}, environ={}).token is None
+
+
+def test_the_token_never_shows_in_a_repr_or_an_error() -> None:
+    config = load({}, environ={"POCKETMCP_TOKEN": "s3cret-value"})
+    assert "s3cret-value" not in repr(config) and "s3cret-value" not in repr(config.token)
+    with pytest.raises(ConfigError) as refused:
+        load({}, environ={"POCKETMCP_TOKEN": "two words-s3cret"})
+    assert "s3cret" not in str(refused.value)
+def test_remote_providers_get_their_own_batch_defaults_and_the_key_from_the_named_variable(
+) -> None:
+    local = load({}, environ={"OPENAI_API_KEY": "sk-1"})
+    assert (local.embed_batch_size, local.embed_batch_tokens) == (1, 4096)
+    remote = load({}, environ={"EMBED_PROVIDER": "openai", "OPENAI_API_KEY": "sk-1"})
+    assert (remote.embed_batch_size, remote.embed_batch_tokens) == (100, 100_000)
+    assert remote.embed_api_key is not None and remote.embed_api_key.reveal() == "sk-1"
+    assert "sk-1" not in repr(remote) and "sk-1" not in str(remote.embed_api_key)
+    named = load({"embed_api_key_env": "VLLM_KEY"},
+                 environ={"EMBED_PROVIDER": "openai", "VLLM_KEY": "v-2", "OPENAI_API_KEY": "x"})
+    assert named.embed_api_key is not None and named.embed_api_key.reveal() == "v-2"
+    ollama = load({}, environ={"EMBED_PROVIDER": "ollama", "OPENAI_API_KEY": "sk-1"})
+    assert ollama.embed_api_key is None  # not sent to Ollama unless a variable is named
+
+
+def test_prefixes_keep_their_spaces_and_none_means_no_prefix() -> None:
+    config = load({}, environ={"EMBED_DOC_PREFIX": "search_document: ",
+                               "EMBED_QUERY_PREFIX": "None"})
+    assert (config.embed_doc_prefix, config.embed_query_prefix) == ("search_document: ", "")
+    assert load({}, environ={"EMBED_DOC_PREFIX": ""}).embed_doc_prefix is None
+
+
+@pytest.mark.parametrize(("env", "variable"), [
+    ({"EMBED_PROVIDER": "cohere"}, "EMBED_PROVIDER"),
+    ({"EMBED_BASE_URL": "localhost:11434"}, "EMBED_BASE_URL"),
+    ({"EMBED_TIMEOUT_S": "0"}, "EMBED_TIMEOUT_S"),
+    ({"EMBED_TIMEOUT_S": "nan"}, "EMBED_TIMEOUT_S"),
+    ({"EMBED_API_KEY_ENV": "MY-KEY"}, "EMBED_API_KEY_ENV"),
+    ({"EMBED_BATCH_SIZE": "5000"}, "EMBED_BATCH_SIZE"),
+])
+def test_bad_provider_settings_name_the_variable(env, variable) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load({}, environ=env)
+    assert caught.value.variable == variable

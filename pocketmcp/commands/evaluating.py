@@ -33,11 +33,19 @@ async def run(config: Config, args: argparse.Namespace) -> int:
     except (ValueError, msgspec.ValidationError) as exc:
         raise PocketError(f"--params is not valid: {exc}") from None
     dataset_dir = Path(args.dataset)
-    dataset = evaluate.load_dataset(dataset_dir, args.split)
+    folder = Path(args.corpus) if args.corpus else None
+    if folder is not None and not folder.is_dir():
+        raise PocketError(f"--corpus {folder} is not a folder")
+    dataset = evaluate.load_dataset(dataset_dir, args.split, corpus=folder is None)
+    name = evaluate.doc_of if folder is None else str
     with tempfile.TemporaryDirectory(prefix="pocketmcp-eval-") as tmp:
         db = Path(args.index) if args.index else Path(tmp) / "index.db"
-        corpus = db.with_name(db.name + ".corpus")
-        files = await anyio.to_thread.run_sync(evaluate.write_corpus, corpus, dataset_dir)
+        if folder is None:
+            corpus = db.with_name(db.name + ".corpus")
+            files = await anyio.to_thread.run_sync(evaluate.write_corpus, corpus, dataset_dir)
+        else:
+            corpus = folder
+            files = sum(1 for p in folder.rglob("*") if p.is_file())
         config = config.replace(watch_dir=corpus, sqlite_path=db, watch_dir_given=True)
         started = time.perf_counter()
         plan = Plan(writer="must", feed="scan", requests=False)
@@ -54,7 +62,8 @@ async def run(config: Config, args: argparse.Namespace) -> int:
                      "seconds": round(time.perf_counter() - started, 1)}
             reading = await runtime.reading()
             counts = await reading.index.run(lambda r: r.counts())
-            metrics = await evaluate.evaluate(reading, dataset, cast(list[Mode], modes), params)
+            metrics = await evaluate.evaluate(reading, dataset, cast(list[Mode], modes), params,
+                                              name)
     report = evaluate.report(dataset_dir, files, dataset, counts["chunks"], built, params,
                              metrics)
     print(json.dumps(report, indent=2) if args.json else evaluate.table(report))  # noqa: T201

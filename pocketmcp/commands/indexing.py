@@ -58,8 +58,9 @@ async def index(config: Config, args: argparse.Namespace) -> int:
     plan = msgspec.structs.replace(INDEXING, rebuild=args.rebuild, force=args.force)
     show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
     runtime = await fed(config, plan, progress=show)
-    assert runtime.pipeline is not None
+    assert runtime.pipeline is not None and runtime.embedder is not None
     s = runtime.pipeline.stats
+    identity, usage = runtime.embedder.identity, runtime.embedder.usage
     summary = {
         "folder": str(config.watch_dir), "index": str(config.sqlite_path),
         "files_seen": s.seen, "added": s.added, "updated": s.updated,
@@ -67,7 +68,14 @@ async def index(config: Config, args: argparse.Namespace) -> int:
         "chunks_embedded": s.chunks_embedded, "chunks_reused": s.chunks_reused,
         "elapsed_s": round(time.perf_counter() - started, 2),
         "pipeline_s": round(runtime.fed_seconds, 3), "embed_s": round(s.embed_ms / 1000, 3),
+        "provider": identity.provider, "model": identity.model,
+        "provider_calls": usage.calls, "provider_tokens": usage.tokens,
+        "provider_retries": usage.retries, "provider_s": round(usage.seconds, 3),
     }
+    spent = (f"  embedding: {identity.provider} {identity.model}, {usage.calls} calls, "
+             + (f"{usage.tokens} tokens sent, {usage.retries} retries, " if
+                identity.provider != "local" else "")
+             + f"{usage.seconds:.1f} s\n")
     if args.json:
         print(json.dumps(summary))  # noqa: T201
     else:
@@ -76,6 +84,7 @@ async def index(config: Config, args: argparse.Namespace) -> int:
             f"  files: {s.added} added, {s.updated} updated, {s.unchanged} unchanged, "
             f"{s.removed} removed, {s.skipped} skipped\n"
             f"  chunks: {s.chunks_embedded} embedded, {s.chunks_reused} reused\n"
+            f"{spent}"
             f"  elapsed: {summary['elapsed_s']} s"
         )
     return 0
@@ -101,7 +110,8 @@ async def watch(config: Config) -> int:
         raise PocketError(f"WATCH_DIR={config.watch_dir} is not a folder")
     log = logs.get("pocketmcp.watch")
     log.info("watching", folder=str(config.watch_dir), index=str(config.sqlite_path),
-             model=canonical_id(config.model_id))
+             provider=config.embed_provider,
+             model=config.embed_model or canonical_id(config.model_id))
     runtime = await fed(config, WATCHING, on_event=logs.events("pocketmcp.watch"))
     assert runtime.pipeline is not None
     log.info("stopped", **msgspec.structs.asdict(runtime.pipeline.stats))

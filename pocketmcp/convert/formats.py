@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from defusedxml import ElementTree
 
 from pocketmcp.convert.kinds import ZIP_KINDS, Converted
+from pocketmcp.core import dates
 from pocketmcp.core.text import decode
 
 # Members parsed as XML, and how much of each is read for a DTD (it can only sit in the prolog).
@@ -75,8 +76,8 @@ def pdf(data: bytes) -> Converted:
             lines.append((0.0, ""))
             textpage.close()
             page.close()
-        title = (document.get_metadata_dict().get("Title") or "").strip() or None
-        return Converted(_tidy(_with_headings(lines)), title, len(document))
+        props = _pdf_properties(document.get_metadata_dict())
+        return Converted(_tidy(_with_headings(lines)), props.get("title"), len(document), props)
     finally:
         document.close()
 
@@ -175,8 +176,8 @@ def docx(data: bytes) -> Converted:
             out.append("- " + text)
         else:
             out.append(text)
-    title = (document.core_properties.title or "").strip() or None
-    return Converted("\n\n".join(out), title)
+    props = _core_properties(data)
+    return Converted("\n\n".join(out), props.get("title"), properties=props)
 
 
 def pptx(data: bytes) -> Converted:
@@ -200,7 +201,8 @@ def pptx(data: bytes) -> Converted:
             notes = slide.notes_slide.notes_text_frame.text.strip()
             if notes:
                 out.append(f"Notes: {notes}")
-    return Converted("\n\n".join(out), _core_title(data), len(deck.slides))
+    props = _core_properties(data)
+    return Converted("\n\n".join(out), props.get("title"), len(deck.slides), props)
 
 
 def xlsx(data: bytes) -> Converted:
@@ -215,7 +217,8 @@ def xlsx(data: bytes) -> Converted:
             rows = [r for r in rows if any(c.strip() for c in r)]
             if rows:
                 out.append(f"## {sheet.title}\n\n{_table(rows)}")
-        return Converted("\n\n".join(out), _core_title(data))
+        props = _core_properties(data)
+        return Converted("\n\n".join(out), props.get("title"), properties=props)
     finally:
         book.close()
 
@@ -232,15 +235,15 @@ def epub(data: bytes) -> Converted:
         manifest = {e.get("id"): e.get("href") for e in package.iter()
                     if e.tag.endswith("}item") and e.get("href")}
         spine = [e.get("idref") for e in package.iter() if e.tag.endswith("}itemref")]
-        title = next((e.text for e in package.iter()
-                      if e.tag.endswith("}title") and e.text), None)
+        props = _dublin_core(package)
+        title = props.get("title")
         parts = []
         for idref in spine:
             href = manifest.get(idref)
             if href:
                 member = posixpath.normpath(posixpath.join(base, href.split("#")[0]))
                 parts.append(html_to_markdown(archive.read(member)).text)
-    return Converted("\n\n".join(p for p in parts if p), title, len(parts))
+    return Converted("\n\n".join(p for p in parts if p), title, len(parts), props)
 
 
 def csv_table(data: bytes) -> Converted:
@@ -296,12 +299,46 @@ def _tidy(text: str) -> str:
     return "\n".join(out).strip()
 
 
-def _core_title(data: bytes) -> str | None:
-    """dc:title of an Office file's docProps/core.xml, when set."""
+# Dublin Core and OOXML core property names, as the index names them.
+_PROPERTY_NAMES = {"title": "title", "creator": "author", "subject": "subject",
+                   "keywords": "keywords", "description": "description", "created": "created",
+                   "modified": "modified", "date": "created", "lastModifiedBy": "modified_by"}
+_DATES = ("created", "modified")
+
+
+def _dublin_core(root: object) -> dict[str, str]:
+    """Document properties from an element tree holding Dublin Core (and OOXML core)
+    elements: title, author, subject, keywords, description, created, modified."""
+    props: dict[str, str] = {}
+    for element in root.iter():  # type: ignore[attr-defined]
+        name = _PROPERTY_NAMES.get(str(element.tag).rsplit("}", 1)[-1])
+        text = (element.text or "").strip()
+        if name is None or not text or name in props:
+            continue
+        value = dates.normalise(text) if name in _DATES else text[:1000]
+        if value:
+            props[name] = value
+    return props
+
+
+def _core_properties(data: bytes) -> dict[str, str]:
+    """The properties in an Office file's docProps/core.xml, when it has one."""
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             core = ElementTree.fromstring(archive.read("docProps/core.xml"))
     except (KeyError, zipfile.BadZipFile, ElementTree.ParseError, ValueError):
-        return None
-    title = next((e.text for e in core.iter() if e.tag.endswith("}title") and e.text), None)
-    return title.strip() if title and title.strip() else None
+        return {}
+    return _dublin_core(core)
+
+
+def _pdf_properties(info: dict[str, str]) -> dict[str, str]:
+    """A PDF's document information as the index names it."""
+    props: dict[str, str] = {}
+    for key, name in (("Title", "title"), ("Author", "author"), ("Subject", "subject"),
+                      ("Keywords", "keywords"), ("CreationDate", "created"),
+                      ("ModDate", "modified")):
+        text = (info.get(key) or "").strip()
+        value = dates.pdf_date(text) if name in _DATES and text else text[:1000]
+        if value:
+            props[name] = value
+    return props

@@ -79,3 +79,6 @@ class Converted(msgspec.Struct, frozen=True):
     text: str
     title: str | None = None
     pages: int | None = None
+    # The file's own properties: title, author, subject, keywords, created, modified (dates
+    # as core/dates.py stores them).
+    properties: dict[str, str] = {}

@@ -24,6 +24,7 @@ from pocketmcp.convert.worker import HEADER, Reply, Request
 from pocketmcp.errors import DocumentError
 
 log = logs.get("pocketmcp.convert")
+_START_S = 30.0  # longest wait for a new worker to be ready, seconds
 
 
 class Limits(msgspec.Struct, frozen=True, kw_only=True):
@@ -48,6 +49,12 @@ class _Worker:
         self.stdin = process.stdin
         self.stdout = BufferedByteReceiveStream(process.stdout)
         self.last_used = anyio.current_time()
+
+    async def started(self) -> None:
+        """Wait for the empty frame a worker sends once its imports are done."""
+        size = HEADER.unpack(await self.stdout.receive_exactly(HEADER.size))[0]
+        if size:
+            raise anyio.BrokenResourceError
 
     async def ask(self, request: bytes) -> Reply:
         await self.stdin.send(HEADER.pack(len(request)) + request)
@@ -81,7 +88,12 @@ class Converter:
             kind=kind, data=data, max_chars=self.limits.max_chars,
             max_unpacked=self.limits.max_unpacked))
         async with self._slots:
-            worker = await self._take()
+            try:
+                worker = await self._take()
+            except (TimeoutError, anyio.EndOfStream, anyio.IncompleteRead,
+                    anyio.BrokenResourceError) as exc:
+                raise DocumentError(name, "the converter could not start "
+                                          f"({type(exc).__name__})") from None
             try:
                 with anyio.fail_after(self.limits.timeout_s):
                     reply = await worker.ask(request)
@@ -107,7 +119,7 @@ class Converter:
                 self._idle.append(worker)
         if not reply.ok:
             raise DocumentError(name, reply.error)
-        return Converted(reply.text, reply.title, reply.pages)
+        return Converted(reply.text, reply.title, reply.pages, reply.properties)
 
     async def _take(self) -> _Worker:
         while self._idle:
@@ -122,7 +134,15 @@ class Converter:
              str(self.limits.idle_s)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None)
         self.started += 1
-        return _Worker(process)
+        worker = _Worker(process)
+        try:
+            # Interpreter start-up is not the file's fault: it gets its own, wider bound.
+            with anyio.fail_after(max(_START_S, self.limits.timeout_s)):
+                await worker.started()
+        except BaseException:
+            await worker.kill()
+            raise
+        return worker
 
     async def aclose(self) -> None:
         workers, self._idle = self._idle, []

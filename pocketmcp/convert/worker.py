@@ -36,6 +36,7 @@ class Reply(msgspec.Struct, frozen=True):
     text: str = ""
     title: str | None = None
     pages: int | None = None
+    properties: dict[str, str] = {}
     error: str = ""
     fatal: bool = False  # the worker exits after this reply
 
@@ -96,7 +97,8 @@ def answer(request: Request) -> Reply:
     if len(text) > request.max_chars:
         return Reply(ok=False, error=f"converted text is {len(text)} characters, over the "
                                      f"limit of {request.max_chars} (MAX_FILE_MB)")
-    return Reply(ok=True, text=text, title=result.title, pages=result.pages)
+    return Reply(ok=True, text=text, title=result.title, pages=result.pages,
+                 properties=result.properties)
 
 
 def main(argv: list[str]) -> int:
@@ -109,6 +111,7 @@ def main(argv: list[str]) -> int:
     os.dup2(2, 1)
     requests = os.fdopen(0, "rb", buffering=0)  # unbuffered: select() sees every byte
     encoder, decoder = msgspec.msgpack.Encoder(), msgspec.msgpack.Decoder(Request)
+    write_frame(replies, b"")  # started: the parent's time limit covers conversions only
     while True:
         ready, _, _ = select.select([requests], [], [], idle_s)
         if not ready:

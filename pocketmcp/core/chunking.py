@@ -17,9 +17,11 @@ import bisect
 import re
 from functools import cache
 
+import msgspec
 from semantic_text_splitter import TextSplitter
 from tokenizers import Tokenizer
 
+from pocketmcp.core import markdown
 from pocketmcp.core.text import sha256
 from pocketmcp.messages import Chunk
 
@@ -33,18 +35,23 @@ _FENCE = re.compile(r"^ {0,3}(```|~~~)", re.MULTILINE)
 
 
 def sections(text: str) -> tuple[list[int], list[str]]:
-    """(start offsets, section paths) of the Markdown headings, outside code fences."""
-    fences = [m.start() for m in _FENCE.finditer(text)]
+    """(start offsets, section paths) of the Markdown headings, outside code fences and
+    front matter; heading text without attribute lists, comments or closing hashes."""
+    body = markdown.front_matter_end(text)
+    fences = [m.start() for m in _FENCE.finditer(text, body)]
     starts: list[int] = []
     paths: list[str] = []
     stack: list[tuple[int, str]] = []
-    for match in _HEADING.finditer(text):
+    for match in _HEADING.finditer(text, body):
         if bisect.bisect_right(fences, match.start()) % 2:
             continue  # inside a code block
+        title = markdown.heading_text(match.group(2))
+        if not title:
+            continue
         level = len(match.group(1))
         while stack and stack[-1][0] >= level:
             stack.pop()
-        stack.append((level, " ".join(match.group(2).split())))
+        stack.append((level, title))
         starts.append(match.start())
         paths.append(" > ".join(title for _, title in stack))
     return starts, paths
@@ -68,20 +75,30 @@ class Chunker:
         """Tokens of each text as the model sees it, special tokens included."""
         return [len(e.ids) for e in self._tokenizer.encode_batch(texts, add_special_tokens=True)]
 
-    def split(self, text: str) -> tuple[Chunk, ...]:
+    def split(self, text: str, skip: int = 0) -> tuple[Chunk, ...]:
+        """Chunks of `text` after its first `skip` characters (a note's front matter);
+        offsets are into the whole text."""
+        if skip:
+            return tuple(msgspec.structs.replace(c, start=c.start + skip, end=c.end + skip)
+                         for c in self.split(text[skip:]))
         heading_starts, heading_paths = sections(text)
-        pieces: list[tuple[int, str]] = self._by_chars.chunk_indices(text)
+        pieces: list[tuple[int, str]] = []
+        for begin, end in _blocks(text, heading_starts):
+            pieces.extend((begin + start, piece)
+                          for start, piece in self._by_chars.chunk_indices(text[begin:end]))
         out: list[tuple[int, str, str]] = []  # (start, text, section path)
         for start, piece in pieces:
             path = self._path_at(start, piece, heading_starts, heading_paths)
             out.extend(self._fit(start, piece, path))
         prefixes = [_prefix(piece, path) for _, piece, path in out]
-        counts = self.count([p + piece for p, (_, piece, _) in zip(prefixes, out, strict=True)])
+        cleaned = [markdown.clean(piece) for _, piece, _ in out]
+        counts = self.count([p + c for p, c in zip(prefixes, cleaned, strict=True)])
         return tuple(
             Chunk(idx=i, start=start, end=start + len(piece), text=piece, tokens=tokens,
-                  sha256=sha256(prefix + piece), section=path, prefix=prefix)
-            for i, ((start, piece, path), prefix, tokens) in enumerate(
-                zip(out, prefixes, counts, strict=True))
+                  sha256=sha256(prefix + body), section=path, prefix=prefix,
+                  indexed="" if body is piece else body)
+            for i, ((start, piece, path), prefix, body, tokens) in enumerate(
+                zip(out, prefixes, cleaned, counts, strict=True))
         )
 
     def _path_at(self, start: int, piece: str, starts: list[int], paths: list[str]) -> str:
@@ -130,6 +147,27 @@ class Chunker:
             out.append((start, piece[:cut], path))
             start, piece = start + cut, piece[cut:]
         return out
+
+
+def _blocks(text: str, heading_starts: list[int]) -> list[tuple[int, int]]:
+    """Spans of `text` to chunk apart: front matter is left out, and each heading starts a new
+    span unless the span before it holds nothing but headings ("# A" then "## B" stay
+    together)."""
+    begin = markdown.front_matter_end(text)
+    spans: list[tuple[int, int]] = []
+    for cut in [*(s for s in heading_starts if s > begin), len(text)]:
+        if cut <= begin:
+            continue
+        if cut < len(text) and _only_headings(text[begin:cut]):
+            continue  # only headings so far: they go with what follows
+        spans.append((begin, cut))
+        begin = cut
+    return spans
+
+
+def _only_headings(piece: str) -> bool:
+    return all(not line.strip() or _HEADING_LINE.match(line.strip())
+               for line in piece.splitlines())
 
 
 def _body_offset(piece: str) -> int:

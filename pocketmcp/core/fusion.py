@@ -41,7 +41,12 @@ def zscore(scores: Mapping[int, float]) -> dict[int, float]:
     return {item: (score - mean) / spread - low for item, score in scores.items()}
 
 
-NORMALISERS = {"minmax": minmax, "zscore": zscore}
+def unscaled(scores: Mapping[int, float]) -> dict[int, float]:
+    """Scores as they are (for lists already on a common scale)."""
+    return dict(scores)
+
+
+NORMALISERS = {"minmax": minmax, "zscore": zscore, "none": unscaled}
 
 
 def convex(lists: Sequence[Mapping[int, float]], weights: Sequence[float],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from functools import cache
@@ -101,18 +102,38 @@ def fts_query(query: str, df: Mapping[str, int] | None = None, total: int = 0,
     almost nothing to BM25, yet an OR-query has to score every chunk that holds any of them.
     A CJK phrase counts as one word, in as many chunks as its rarest bigram (at most).
     """
+    kept = query_words(query, df, total, common=common, most=most, budget=budget)
+    return match_of(kept) if kept else None
+
+
+def query_words(query: str, df: Mapping[str, int] | None = None, total: int = 0, *,
+                common: float = COMMON_SHARE, most: int = MAX_QUERY_TERMS,
+                budget: int = POSTINGS_BUDGET) -> list[tuple[str, int]]:
+    """The words `fts_query` searches for, each with the chunks holding it (0 without `df`)."""
     words = terms(query)
     if not words:
-        return None
-    if df is not None and total > 0:
-        counts = [min(df.get(key, 0) for key in keys) for keys in _keys(words)]
-        ranked = sorted(range(len(words)), key=lambda i: counts[i])
-        keep = ranked[:1]
-        spent = counts[ranked[0]]
-        for i in ranked[1:most]:
-            if counts[i] > common * total or spent + counts[i] > budget:
-                break
-            keep.append(i)
-            spent += counts[i]
-        words = [words[i] for i in sorted(keep)]
-    return " OR ".join(_match_term(w) for w in words)
+        return []
+    if df is None or total <= 0:
+        return [(w, 0) for w in words]
+    counts = [min(df.get(key, 0) for key in keys) for keys in _keys(words)]
+    ranked = sorted(range(len(words)), key=lambda i: counts[i])
+    keep = ranked[:1]
+    spent = counts[ranked[0]]
+    for i in ranked[1:most]:
+        if counts[i] > common * total or spent + counts[i] > budget:
+            break
+        keep.append(i)
+        spent += counts[i]
+    return [(words[i], counts[i]) for i in sorted(keep)]
+
+
+def match_of(words: list[tuple[str, int]]) -> str:
+    """The FTS5 MATCH expression for words of `query_words`: any of them."""
+    return " OR ".join(_match_term(w) for w, _ in words)
+
+
+def reference_bm25(counts: list[int], total: int) -> float:
+    """The BM25 that FTS5 gives a text of average length holding each word once: the sum of
+    the words' idf (FTS5's formula, at least 1e-6 each). A keyword score divided by it is
+    comparable across queries and indexes."""
+    return sum(max(1e-6, math.log((total - n + 0.5) / (n + 0.5))) for n in counts) or 1.0

@@ -1,33 +1,73 @@
 """The one interface every embedding provider offers to the pipeline and the search.
 
-Documents and queries are embedded by separate methods, because some models want different
-prefixes (or sessions) for each. Both are async: a provider runs its blocking or remote work
-off the event loop and bounds its own concurrency.
+Documents and queries are embedded by separate methods, because most retrieval models want
+different prefixes for each (embed/prefixes.py); the provider adds them. Both are async: a
+provider runs its blocking or remote work off the event loop and bounds its own concurrency.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Protocol
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 from tokenizers import Tokenizer
 
+from pocketmcp.core.identity import Identity
+
 F32 = npt.NDArray[np.float32]
 
 
+class Batching(msgspec.Struct, frozen=True):
+    """How many chunks a caller should hand over in one embed_documents call."""
+
+    size: int  # chunks
+    tokens: int  # tokens of those chunks: the longest times the count when `padded`, else summed
+    padded: bool = True
+
+
+class Usage(msgspec.Struct, kw_only=True):
+    """What a provider has done since it was made (mutated on the event loop only)."""
+
+    calls: int = 0  # model calls, or HTTP requests answered
+    inputs: int = 0  # texts embedded
+    tokens: int = 0  # tokens sent, as the provider counted them when it says
+    retries: int = 0  # requests sent again after a failure
+    failures: int = 0  # calls that failed after their retries
+    seconds: float = 0.0  # time spent in the model or waiting for the provider
+    last_error: str | None = None
+    retry_at: float | None = None  # time.time() before which calls fail at once (provider down)
+
+    def retry_in(self) -> float | None:
+        """Seconds until the provider is tried again, while it is taken to be down."""
+        if self.retry_at is None:
+            return None
+        left = self.retry_at - time.time()
+        return left if left > 0 else None
+
+
 class Embedder(Protocol):
+    identity: Identity  # what the index records: provider, model, dimensions, prefixes
     model_id: str
     dim: int
-    max_tokens: int  # the model's window: chunks are cut to fit it
-    tokenizer: Tokenizer  # counts tokens as the model does, for chunking
+    max_tokens: int  # the most tokens a chunk may have, counted with `tokenizer`
+    tokenizer: Tokenizer  # counts tokens as the model does (or close to it), for chunking
+    batching: Batching
+    usage: Usage
+    where: str | None  # the provider's endpoint as reported (None: in this process)
 
     async def embed_documents(self, texts: list[str]) -> F32:
-        """Unit vectors of `texts`, one row each, in order."""
+        """Unit vectors of `texts`, one row each, in order (the document prefix is added)."""
         ...
 
     async def embed_query(self, text: str) -> F32:
-        """The unit vector of one search query."""
+        """The unit vector of one search query (the query prefix is added)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections (nothing for an in-process model)."""
         ...
 
 

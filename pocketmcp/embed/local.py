@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +16,22 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from pocketmcp.config import DEFAULT_MODEL_ID
-from pocketmcp.embed.base import F32, normalised
+from pocketmcp.core.identity import Identity
+from pocketmcp.embed.base import F32, Batching, Usage, normalised
 from pocketmcp.embed.models import BUNDLED_MAX_TOKENS, ModelSpec
+from pocketmcp.embed.prefixes import family
 from pocketmcp.errors import EmbeddingError
+
+QUERY_CACHE = 1024  # query vectors kept (1.5 KiB each at 384 dimensions), least recent out
+
+
+def local_identity(spec: ModelSpec, doc_prefix: str | None = None,
+                   query_prefix: str | None = None) -> Identity:
+    """The local model's identity: its prefixes are its family's unless given."""
+    known = family(spec.model_id)
+    return Identity(model=spec.model_id, dim=spec.dim,
+                    doc_prefix=known.doc_prefix if doc_prefix is None else doc_prefix,
+                    query_prefix=known.query_prefix if query_prefix is None else query_prefix)
 
 
 class LocalEmbedder:
@@ -27,9 +42,14 @@ class LocalEmbedder:
     at a time.
     """
 
-    def __init__(self, spec: ModelSpec) -> None:
+    def __init__(self, spec: ModelSpec, identity: Identity | None = None,
+                 batching: Batching | None = None) -> None:
         self.spec = spec
+        self.identity = identity or local_identity(spec)
         self.model_id = spec.model_id
+        self.batching = batching or Batching(size=1, tokens=4096)
+        self.usage = Usage()
+        self.where: str | None = None
         _quiet_loguru()
         from fastembed import TextEmbedding  # heavy (about a second): imported with the model
 
@@ -47,20 +67,41 @@ class LocalEmbedder:
         inner: Any = self._model.model
         self.tokenizer: Tokenizer = inner.tokenizer
         truncation = self.tokenizer.truncation or {}
-        self.max_tokens = int(truncation.get("max_length", BUNDLED_MAX_TOKENS))
+        window = int(truncation.get("max_length", BUNDLED_MAX_TOKENS))
+        prefix = self.identity.doc_prefix
+        # The document prefix takes its place in the window ([CLS] and [SEP] are counted once).
+        self.max_tokens = window - (len(self.tokenizer.encode(prefix).ids) - 2 if prefix else 0)
         self.dim = spec.dim
         self._queries: _QueryEncoder | None = None
         self._query_lock = threading.Lock()
         self._documents_limiter = anyio.CapacityLimiter(1)
         self._query_limiter = anyio.CapacityLimiter(2)
+        self._recent: OrderedDict[tuple[str, str], F32] = OrderedDict()  # of query vectors
+        self._recent_lock = threading.Lock()
 
     async def embed_documents(self, texts: list[str]) -> F32:
-        return await anyio.to_thread.run_sync(self.embed, texts,
-                                              limiter=self._documents_limiter)
+        started = time.perf_counter()
+        try:
+            return await anyio.to_thread.run_sync(self.embed, texts,
+                                                  limiter=self._documents_limiter)
+        finally:
+            self._count(len(texts), started)
 
     async def embed_query(self, text: str) -> F32:
-        return await anyio.to_thread.run_sync(self.embed_query_now, text,
-                                              limiter=self._query_limiter)
+        started = time.perf_counter()
+        try:
+            return await anyio.to_thread.run_sync(self.embed_query_now, text,
+                                                  limiter=self._query_limiter)
+        finally:
+            self._count(1, started)
+
+    def _count(self, texts: int, started: float) -> None:
+        self.usage.calls += 1
+        self.usage.inputs += texts
+        self.usage.seconds += time.perf_counter() - started
+
+    async def aclose(self) -> None:
+        pass  # nothing held beyond memory
 
     def _query_encoder(self) -> _QueryEncoder | None:
         """The query session, made on the first query (indexing alone never needs it)."""
@@ -76,6 +117,8 @@ class LocalEmbedder:
         """Vectors of `texts` as one float32 array, rows normalised to length 1 (blocking)."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if self.identity.doc_prefix:
+            texts = [self.identity.doc_prefix + t for t in texts]
         try:
             rows = list(self._model.embed(texts, batch_size=len(texts)))
         except Exception as exc:
@@ -83,7 +126,24 @@ class LocalEmbedder:
         return normalised(np.asarray(rows, dtype=np.float32))
 
     def embed_query_now(self, text: str) -> F32:
-        """The vector of one query (blocking)."""
+        """The vector of one query (blocking); a query asked recently is not embedded again.
+        The vector is read-only: callers share it."""
+        key = (self.model_id, text)
+        with self._recent_lock:
+            vector = self._recent.get(key)
+            if vector is not None:
+                self._recent.move_to_end(key)
+                return vector
+        vector = self._embed_query(text)
+        vector.setflags(write=False)
+        with self._recent_lock:
+            self._recent[key] = vector
+            if len(self._recent) > QUERY_CACHE:
+                self._recent.popitem(last=False)
+        return vector
+
+    def _embed_query(self, text: str) -> F32:
+        text = self.identity.query_prefix + text
         queries = self._query_encoder()
         if queries is not None:
             return queries.embed(text)

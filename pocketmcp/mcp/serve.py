@@ -1,48 +1,62 @@
-"""`pocketmcp serve`: the runtime and the MCP server on stdio, until the client goes away or a
-signal comes; then the work in flight is committed (within DRAIN_S) and the locks released."""
+"""`pocketmcp serve`: choose how to serve.
+
+- MCP_TRANSPORT=http (or sse): one process for many clients over HTTP (mcp/host.py).
+- stdio, while an HTTP server of the same index runs (its discovery file beside the index
+  names it, its process is alive and it takes the token): a bridge that relays the client's
+  messages to it, with no model loaded (mcp/bridge.py).
+- stdio otherwise: the server itself, for the client that started it (mcp/host.py).
+"""
 
 from __future__ import annotations
 
-import signal
-import time
-
-import anyio
+from pathlib import Path
 
 from pocketmcp import logs
-from pocketmcp.config import Config
-from pocketmcp.mcp.server import build_server
-from pocketmcp.mcp.stdio import serve_stdio
-from pocketmcp.runtime import open_runtime, serving
+from pocketmcp.config import Config, Secret
+from pocketmcp.errors import StoreError
+from pocketmcp.mcp import discovery
 
-# Time allowed to drain work in flight once the client has gone or SIGTERM arrived.
-DRAIN_S = 3.5
+log = logs.get("pocketmcp.serve")
 
 
 async def serve(config: Config, title: str = "pocketmcp", instructions: str | None = None) -> int:
-    log = logs.get("pocketmcp.serve")
-    started = time.perf_counter()
-    watch = config.watch_dir_given or config.watch_dir.is_dir()
-    log.info("serving", transport="stdio", index=str(config.sqlite_path),
-             watch_dir=str(config.watch_dir) if watch else None, title=title)
-    reason = "stdin closed"
-    try:
-        async with open_runtime(config, serving(watch), on_event=logs.events("pocketmcp.index"),
-                                drain_s=DRAIN_S) as runtime:
-            server = build_server(runtime, name=title, instructions=instructions)
-            async with anyio.create_task_group() as front:
+    # host and bridge are imported only when chosen: the host loads the runtime (pipeline,
+    # model libraries), which a bridge must not pay for.
+    if config.transport != "stdio":
+        from pocketmcp.mcp.host import host_http
 
-                async def on_signal() -> None:
-                    nonlocal reason
-                    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                        async for signum in signals:
-                            reason = signal.Signals(signum).name
-                            front.cancel_scope.cancel()
-                            return
+        return await host_http(config, title, instructions)
+    upstream = await find_upstream(config)
+    if upstream is not None:
+        from pocketmcp.mcp.bridge import bridge
 
-                front.start_soon(on_signal, name="pocketmcp.signals")
-                await serve_stdio(server)
-                front.cancel_scope.cancel()
-            log.info("stopping", reason=reason)
-    finally:
-        log.info("stopped", seconds=round(time.perf_counter() - started, 3))
-    return 0
+        return await bridge(*upstream)
+    from pocketmcp.mcp.host import host_stdio
+
+    return await host_stdio(config, title, instructions)
+
+
+async def find_upstream(config: Config) -> tuple[discovery.Published, Secret] | None:
+    """The HTTP server already serving this index, and the token it takes; None when there
+    is none to relay to (the reason is logged when one was found but cannot be used)."""
+    found = discovery.find(config.sqlite_path)
+    if found is None:
+        return None
+    token = config.token
+    if token is None and found.token_file is not None:
+        try:
+            token = discovery.read_token(Path(found.token_file))
+        except StoreError as exc:
+            log.warning("not_bridging", url=found.url, reason=str(exc))
+            return None
+    if token is None:
+        log.warning("not_bridging", url=found.url, reason=(
+            "that server's token is its POCKETMCP_TOKEN, and POCKETMCP_TOKEN is not set here"))
+        return None
+    status = await discovery.answers(found.url, "/tools", token.reveal())
+    if status == 200:
+        return found, token
+    reason = ("no answer" if status is None else
+              "it refused the token (HTTP 401)" if status == 401 else f"HTTP {status}")
+    log.warning("not_bridging", url=found.url, pid=found.pid, reason=reason)
+    return None

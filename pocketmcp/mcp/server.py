@@ -3,6 +3,8 @@ tools the TOOLS setting offers."""
 
 from __future__ import annotations
 
+from mcp.server.auth.provider import TokenVerifier
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 
 from pocketmcp import __version__
@@ -23,16 +25,23 @@ def instructions_for(tools: tuple[str, ...]) -> str:
     adders = [f"`{t}`" for t in ("ingest_file", "ingest_url", "upsert_documents") if t in tools]
     if adders:
         text += f" {', '.join(adders)} add files, web pages or text."
+    text += (" Filters take tags, dates (`modified_after: \"7d\"`) and metadata; each result "
+             "has `modified_at`, `tags`, and `stale` (true: the file changed since it was "
+             "indexed).")
+    if "links" in tools:
+        text += " `links` lists the notes a document links to and those linking to it."
     if "status" in tools:
         text += " `status` tells whether indexing is done."
     return text
 
 
-def build_server(rt: Runtime, *, name: str = "pocketmcp",
-                 instructions: str | None = None) -> MCPServer:
+def build_server(rt: Runtime, *, name: str = "pocketmcp", instructions: str | None = None,
+                 token_verifier: TokenVerifier | None = None,
+                 auth: AuthSettings | None = None) -> MCPServer:
+    """The server over `rt`; over HTTP with the verifier of the bearer token and its auth."""
     mcp: MCPServer = MCPServer(
         name=name, instructions=instructions or instructions_for(rt.config.tools),
-        version=__version__)
+        version=__version__, token_verifier=token_verifier, auth=auth)
     tools_read.register(mcp, rt)
     tools_write.register(mcp, rt)
     tools_index.register(mcp, rt)

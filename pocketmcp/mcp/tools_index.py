@@ -36,5 +36,5 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
         """Documents, chunks, model, index path, queues and progress of indexing."""
         async with tool_call("status"):
             return render(await index.status(
-                rt.status, rt.config, dimensions=rt.spec.dim if rt.spec else None,
+                rt.status, rt.config, embedder=rt.embedder,
                 watching=rt.watching, pipeline=rt.pipeline, index=rt.opened()))

@@ -13,12 +13,13 @@ from pydantic import Field
 from pocketmcp.core.safe import safe
 from pocketmcp.errors import NotFound
 from pocketmcp.mcp.calls import DB_NAME, MAX_ID, READ_ONLY, logged, render, tool_call
-from pocketmcp.ops import documents, search
+from pocketmcp.ops import documents, links, search
 from pocketmcp.ops.results import (
     Document,
     DocumentList,
     FindSimilarResult,
     LibraryList,
+    LinksResult,
     Page,
     SearchFilter,
     SearchResult,
@@ -38,14 +39,22 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
             max_length=100, description="Only this library (see list_libraries); "
                                         "all when omitted.")] = None,
         filter: SearchFilter | None = None,
-        score_threshold: Annotated[float | None, Field(
-            description="Drop matches whose `score` is below this (in vector mode a cosine "
-                        "similarity, e.g. 0.3).")] = None,
+        score_threshold: Annotated[float, Field(
+            ge=0, le=1, description="Drop matches whose `score` (relevance from 0 to 1, the "
+                                    "same scale in every mode) is below this: 0.2 drops what "
+                                    "shares neither words nor much meaning with the query, "
+                                    "0.3 keeps close matches only, 0 keeps everything."
+                                    )] = search.SCORE_THRESHOLD,
         mode: Annotated[Literal["hybrid", "vector", "keyword"], Field(
             description="hybrid: meaning and keywords fused (best overall); vector: meaning "
                         "only; keyword: BM25 on words only.")] = "hybrid",
         unique_docs: Annotated[bool, Field(
             description="At most one match (the best chunk) per document.")] = False,
+        max_per_doc: Annotated[int, Field(
+            ge=0, le=50, description="At most this many matches from one document; a match "
+                                     "next to a better one is merged into it as one passage "
+                                     "(`context`, `merged_idx`). 0: no limit, no merging."
+                                     )] = search.MAX_PER_DOC,
         context: Annotated[int, Field(
             ge=0, le=3, description="Also return this many neighbouring chunks on each side, "
                                     "joined, in `context`.")] = 0,
@@ -56,7 +65,7 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
             result = await search.search(
                 await rt.reading(), query, top_k=top_k, scope=scope,
                 score_threshold=score_threshold, mode=mode, unique_docs=unique_docs,
-                context=context)
+                context=context, max_per_doc=max_per_doc)
             counts["matches"] = len(result.matches)
             return render(result)
 
@@ -84,13 +93,29 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
             max_length=100, description="Only this library; all when omitted.")] = None,
         metadata: Annotated[dict[str, str | int | float | bool] | None, Field(
             description="Only documents whose metadata has these top-level values.")] = None,
+        filter: SearchFilter | None = None,
+        sort: Annotated[Literal["doc_id", "modified"], Field(
+            description="doc_id: oldest first; modified: most recently changed first.")
+        ] = "doc_id",
     ) -> DocumentList:
-        """Indexed documents in doc_id order, a page at a time."""
+        """Indexed documents, a page at a time, in doc_id order or by last change; `filter`
+        takes the same conditions as search's (tags, dates, path glob, metadata)."""
         page = page or Page(limit=50, cursor=None)
-        async with tool_call("list_documents", limit=page.limit, library=library) as counts:
+        async with tool_call("list_documents", limit=page.limit, library=library,
+                             sort=sort) as counts:
             result = await documents.list_documents(
-                rt.read_index, page.limit, page.cursor, library=library, metadata=metadata)
+                rt.read_index, page.limit, page.cursor, library=library, metadata=metadata,
+                flt=filter, sort=sort)
             counts["documents"] = len(result.documents)
+            return render(result)
+
+    @mcp.tool(name="links", title="Links of a document", annotations=READ_ONLY)
+    async def links_tool(doc_id: Annotated[int, Field(ge=1, le=MAX_ID)]) -> LinksResult:
+        """The notes a document links to (wiki links and relative Markdown links, each with
+        the indexed documents it points to) and the notes linking to it."""
+        async with tool_call("links", doc_id=doc_id) as counts:
+            result = await links.links(await rt.read_index(), doc_id)
+            counts.update(outgoing=len(result.outgoing), incoming=len(result.incoming))
             return render(result)
 
     @mcp.tool(name="get_document", title="Get a whole document", annotations=READ_ONLY)

@@ -10,15 +10,21 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+import anyio
+import msgspec
+
 from pocketmcp.config import MAX_DOCS_PER_CALL
+from pocketmcp.core.notes import read_note
 from pocketmcp.core.paths import path_of
 from pocketmcp.core.safe import safe_text
 from pocketmcp.core.text import clean, sha256, title_of
 from pocketmcp.errors import InvalidRequest, NotFound
 from pocketmcp.messages import DocRecord
-from pocketmcp.ops.checks import check_ids, check_metadata, check_metadata_filter
+from pocketmcp.ops.checks import check_ids, check_metadata
+from pocketmcp.ops.filters import Scope, is_stale
 from pocketmcp.ops.results import (
     ChunkText,
     DeleteResult,
@@ -28,11 +34,12 @@ from pocketmcp.ops.results import (
     Library,
     LibraryList,
     NewDocument,
+    SearchFilter,
     UpsertResult,
     UpsertResultItem,
 )
 from pocketmcp.runtime import Open, Writing
-from pocketmcp.store.queries import DocumentRow, IndexReader
+from pocketmcp.store.queries import DocumentRow, IndexReader, Sort
 from pocketmcp.store.readers import ReadIndex
 
 # External ids of watched files, ingested files and ingested pages.
@@ -51,9 +58,10 @@ def _record(doc: NewDocument, max_bytes: int) -> DocRecord:
         raise InvalidRequest(
             f"external_id {external!r} is not allowed: it must be non-empty and must not start "
             "with 'file:', 'path:' or 'url:' (reserved for files and pages)")
-    title = safe_text(doc.title) if doc.title else title_of(text, external)
+    note = read_note(text)  # raw text may be a note too: front matter, tags, links
+    title = safe_text(doc.title) if doc.title else (note.title or title_of(text, external))
     return DocRecord(external_id=external, source="raw", uri=None, title=title, content=text,
-                     sha256=digest, metadata=check_metadata(doc.metadata))
+                     sha256=digest, metadata=check_metadata(doc.metadata), facts=note.facts)
 
 
 async def upsert(open_writing: Open[Writing], docs: Sequence[NewDocument], *, max_bytes: int
@@ -64,7 +72,8 @@ async def upsert(open_writing: Open[Writing], docs: Sequence[NewDocument], *, ma
         raise InvalidRequest("docs is empty: give at least one {text: ...}")
     if len(docs) > MAX_DOCS_PER_CALL:
         raise InvalidRequest(f"at most {MAX_DOCS_PER_CALL} documents per call")
-    records = [_record(d, max_bytes) for d in docs]
+    # Off the event loop: front matter is parsed and links are found in every text.
+    records = await anyio.to_thread.run_sync(lambda: [_record(d, max_bytes) for d in docs])
     writing = await open_writing()
     prepared = await writing.prepare.prepare(records, writing.index)
     written = await writing.writes.store(prepared)
@@ -87,51 +96,68 @@ async def delete(open_writing: Open[Writing], doc_ids: Sequence[int] | None,
 
 # -- reading -----------------------------------------------------------------------------------
 
-def encode_cursor(doc_id: int) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"after": doc_id}).encode()).decode()
+def encode_cursor(doc_id: int, modified: str | None = None) -> str:
+    place: dict[str, Any] = {"after": doc_id}
+    if modified is not None:
+        place["m"] = modified
+    return base64.urlsafe_b64encode(json.dumps(place).encode()).decode()
 
 
-def decode_cursor(cursor: str) -> int:
+def decode_cursor(cursor: str, sort: Sort = "doc_id") -> tuple[str, int]:
+    """(modified, doc_id) the previous page ended on."""
     try:
-        after = json.loads(base64.urlsafe_b64decode(cursor.encode()))["after"]
+        place = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        after, modified = place["after"], place.get("m", "") if sort == "doc_id" else place["m"]
     except (ValueError, KeyError, TypeError):
-        raise InvalidRequest("cursor is not one this server returned") from None
-    if not isinstance(after, int) or after < 0:
+        raise InvalidRequest("cursor is not one this server returned for this sort") from None
+    if not isinstance(after, int) or after < 0 or not isinstance(modified, str):
         raise InvalidRequest("cursor is not one this server returned")
-    return after
+    return modified, after
 
 
-def _info(row: DocumentRow) -> DocumentInfo:
+def _info(row: DocumentRow, root: Path | None) -> DocumentInfo:
+    """A document as tools show it; its file is looked at (blocking) for `stale`."""
     return DocumentInfo(
         doc_id=row.doc_id, external_id=row.external_id, title=row.title,
         source=row.source,  # type: ignore[arg-type]  # the schema's CHECK keeps it one of three
         path=path_of(row.external_id, row.source), uri=row.uri, library=row.library,
-        metadata=json.loads(row.metadata), chunk_count=row.chunk_count,
-        updated_at=row.updated_at)
+        metadata={**json.loads(row.properties), **json.loads(row.metadata)},
+        chunk_count=row.chunk_count, updated_at=row.updated_at, modified_at=row.modified,
+        created=row.created, indexed_at=row.updated_at, tags=json.loads(row.tags),
+        stale=is_stale(root, row.external_id, row.source, row.size_bytes, row.mtime_ns))
 
 
 async def list_documents(open_index: Open[ReadIndex], limit: int, cursor: str | None, *,
-                         library: str | None = None,
-                         metadata: dict[str, Any] | None = None) -> DocumentList:
-    """Documents in doc_id order, a page at a time."""
-    after = decode_cursor(cursor) if cursor else 0
-    wanted = check_metadata_filter(metadata)
+                         library: str | None = None, metadata: dict[str, Any] | None = None,
+                         flt: SearchFilter | None = None, sort: Sort = "doc_id"
+                         ) -> DocumentList:
+    """Documents in doc_id order, or by last change (newest first), a page at a time."""
+    after = decode_cursor(cursor, sort) if cursor else None
+    scope = Scope.of(flt, library, metadata) or Scope()
     index = await open_index()
-    rows = await index.run(lambda r: r.documents_page(after, limit + 1, library, wanted))
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return DocumentList(documents=[_info(r) for r in rows],
-                        next_cursor=encode_cursor(rows[-1].doc_id) if more else None)
+
+    def page(reader: IndexReader) -> tuple[list[DocumentInfo], bool]:
+        where = scope.where
+        if scope.path_glob:
+            where = msgspec.structs.replace(where, doc_ids=tuple(scope.doc_ids(reader) or ()))
+        rows = reader.documents_page(where, limit + 1, sort=sort, after=after)
+        return [_info(r, index.root) for r in rows[:limit]], len(rows) > limit
+
+    found, more = await index.run(page)
+    last = found[-1] if found else None
+    return DocumentList(documents=found, next_cursor=encode_cursor(
+        last.doc_id, last.modified_at if sort == "modified" else None) if more and last else None)
 
 
 async def get_document(index: ReadIndex, doc_id: int) -> Document:
-    def read(reader: IndexReader) -> tuple[DocumentRow | None, str | None]:
-        return reader.document(doc_id), reader.content(doc_id)
+    def read(reader: IndexReader) -> tuple[DocumentInfo | None, DocumentRow | None, str | None]:
+        row = reader.document(doc_id)
+        return (_info(row, index.root) if row else None), row, reader.content(doc_id)
 
-    row, text = await index.run(read)
-    if row is None or text is None:
+    info, row, text = await index.run(read)
+    if info is None or row is None or text is None:
         raise NotFound(f"no document with doc_id {doc_id}; search or list_documents gives ids")
-    return Document(**_info(row).model_dump(), created_at=row.created_at, text=text)
+    return Document(**info.model_dump(), created_at=row.created_at, text=text)
 
 
 async def get_chunk(index: ReadIndex, doc_id: int, chunk_id: int) -> ChunkText:

@@ -1,15 +1,17 @@
 """Retrieval quality on a BEIR-format data set (`pocketmcp eval DATASET_DIR`).
 
 The corpus is written as Markdown files (`# title` then the text) for the normal pipeline to
-index. Every query then goes through `ops.search.search`, the code path of the MCP `search`
-tool, in each mode, with one match per document. Reports nDCG@10, Recall@100 and MRR@10.
+index; or, with `--corpus FOLDER`, the folder itself is indexed and its files' paths relative
+to it are the corpus ids. Every query then goes through `ops.search.search`, the code path of
+the MCP `search` tool, in each mode, with one match per document. Reports nDCG@10,
+Recall@100, MRR@10, hit@1 and hit@5.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +35,9 @@ def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
                 yield json.loads(line)
 
 
-def load_dataset(folder: Path, split: str | None = None) -> Dataset:
-    for name in ("corpus.jsonl", "queries.jsonl"):
+def load_dataset(folder: Path, split: str | None = None, *, corpus: bool = True) -> Dataset:
+    """Queries and qrels; `corpus`: corpus.jsonl must be there too."""
+    for name in ("corpus.jsonl", "queries.jsonl") if corpus else ("queries.jsonl",):
         if not (folder / name).is_file():
             raise PocketError(f"{folder} is not a BEIR data set: {name} is missing")
     qrel_files = sorted((folder / "qrels").glob("*.tsv"))
@@ -80,16 +83,18 @@ def write_corpus(folder: Path, dataset_dir: Path) -> int:
 # -- running ------------------------------------------------------------------------------------
 
 async def evaluate(reading: Reading, dataset: Dataset, modes: Sequence[Mode],
-                   params: Params) -> dict[str, dict[str, float]]:
-    """Metrics per mode, every query through the search op with one match per document."""
+                   params: Params, name: Callable[[str], str] = doc_of
+                   ) -> dict[str, dict[str, float]]:
+    """Metrics per mode, every query through the search op with one match per document;
+    `name` turns a match's path into its corpus id."""
     results: dict[str, dict[str, float]] = {}
     for mode in modes:
         runs: dict[str, list[str]] = {}
         started = time.perf_counter()
         for qid, text in dataset.queries.items():
             found = await search(reading, text, top_k=100, mode=mode, unique_docs=True,
-                                 params=params)
-            runs[qid] = [doc_of(m.path) for m in found.matches if m.path]
+                                 params=params, fallback=False)
+            runs[qid] = [name(m.path) for m in found.matches if m.path]
         elapsed = time.perf_counter() - started
         results[mode] = {**score_run(runs, dataset.qrels),
                          "ms_per_query": elapsed * 1000 / max(1, len(runs))}
@@ -107,9 +112,10 @@ def report(dataset_dir: Path, files: int, dataset: Dataset, chunks: int,
 def table(report: Mapping[str, Any]) -> str:
     lines = [f"{report['dataset']}: {report['documents']} documents, {report['chunks']} chunks, "
              f"{report['queries']} queries",
-             "| mode | nDCG@10 | Recall@100 | MRR@10 | ms/query |",
-             "| --- | --- | --- | --- | --- |"]
+             "| mode | nDCG@10 | Recall@100 | MRR@10 | hit@1 | hit@5 | ms/query |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for mode, m in report["modes"].items():
         lines.append(f"| {mode} | {m['ndcg@10']:.4f} | {m['recall@100']:.4f} | "
-                     f"{m['mrr@10']:.4f} | {m['ms_per_query']:.1f} |")
+                     f"{m['mrr@10']:.4f} | {m['hit@1']:.4f} | {m['hit@5']:.4f} | "
+                     f"{m['ms_per_query']:.1f} |")
     return "\n".join(lines)

@@ -11,9 +11,10 @@ import pathspec
 from pocketmcp import __version__
 from pocketmcp.config import Config
 from pocketmcp.core.safe import safe_text
+from pocketmcp.embed.base import Embedder
 from pocketmcp.embed.models import canonical_id
 from pocketmcp.errors import Busy, PocketError
-from pocketmcp.ops.results import ReindexResult, StatusResult
+from pocketmcp.ops.results import EmbeddingStatus, HealthResult, ReindexResult, StatusResult
 from pocketmcp.pipeline.state import Stats
 from pocketmcp.pipeline.supervisor import Pipeline
 from pocketmcp.runtime import Status
@@ -68,13 +69,29 @@ async def reindex(pipeline: Pipeline, index: ReadIndex, *, force: bool, path_glo
     )
 
 
-async def status(state: Status, config: Config, *, dimensions: int | None, watching: bool,
+def embedding_status(embedder: Embedder) -> EmbeddingStatus:
+    identity, usage = embedder.identity, embedder.usage
+    retry_in = usage.retry_in()
+    return EmbeddingStatus(
+        provider=identity.provider, model=identity.model, dimensions=identity.dim,
+        doc_prefix=identity.doc_prefix, query_prefix=identity.query_prefix,
+        url=embedder.where, available=retry_in is None,
+        retry_in_s=None if retry_in is None else round(retry_in, 1), calls=usage.calls,
+        inputs=usage.inputs, tokens=usage.tokens, retries=usage.retries,
+        failures=usage.failures, seconds=round(usage.seconds, 3),
+        last_error=safe_text(usage.last_error) if usage.last_error else None)
+
+
+async def status(state: Status, config: Config, *, embedder: Embedder | None, watching: bool,
                  pipeline: Pipeline | None, index: ReadIndex | None) -> StatusResult:
     """What this process serves and how far indexing is; counts once the index is open."""
     counts = await index.run(lambda r: r.counts()) if index is not None else None
+    model = embedder.identity.model if embedder is not None else (
+        config.embed_model or config.model_id if config.embed_provider != "local"
+        else canonical_id(config.model_id))
     return StatusResult(
-        phase=state.phase, role=state.role, model=canonical_id(config.model_id),
-        model_ready=state.model_ready, dimensions=dimensions,
+        phase=state.phase, role=state.role, model=model, model_ready=state.model_ready,
+        dimensions=embedder.dim if embedder is not None else None,
         index_path=str(config.sqlite_path.resolve()),
         watch_dir=str(config.watch_dir.resolve()) if watching else None,
         documents=counts["documents"] if counts else None,
@@ -84,5 +101,19 @@ async def status(state: Status, config: Config, *, dimensions: int | None, watch
         files_indexed_since_start=(pipeline.stats.added + pipeline.stats.updated
                                    if pipeline else 0),
         last_error=safe_text(state.last_error) if state.last_error else None,
+        embedding=embedding_status(embedder) if embedder is not None else None,
         version=__version__,
+    )
+
+
+def health(state: Status, *, opened: bool, watching: bool) -> HealthResult:
+    """Liveness and readiness: `opened` when the model and the index are there, `watching`
+    when this process feeds the index from a folder (then readiness waits for its first
+    scan)."""
+    return HealthResult(
+        alive=state.phase != "failed",
+        ready=opened and state.phase != "failed" and (
+            state.initial_indexing_done or not watching),
+        phase=state.phase, role=state.role, model_ready=state.model_ready,
+        initial_indexing_done=state.initial_indexing_done, version=__version__,
     )

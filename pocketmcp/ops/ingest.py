@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import stat
 from pathlib import Path
 from typing import Any, Literal
@@ -19,8 +20,10 @@ import anyio
 from pocketmcp.config import Config
 from pocketmcp.convert import kinds
 from pocketmcp.convert.pool import Converter
-from pocketmcp.core.paths import watched_id
-from pocketmcp.core.safe import safe_text
+from pocketmcp.core import dates
+from pocketmcp.core.notes import converted_facts, read_note
+from pocketmcp.core.paths import path_of, watched_id
+from pocketmcp.core.safe import safe, safe_text
 from pocketmcp.core.text import clean, decode, looks_binary, sha256, title_of
 from pocketmcp.errors import (
     DocumentError,
@@ -66,7 +69,8 @@ def resolve_inside(path: str, roots: tuple[Path, ...], base: Path) -> Path:
 
 # -- ingest_file -------------------------------------------------------------------------------
 
-def _read_file(path: Path, max_bytes: int) -> bytes:
+def _read_file(path: Path, max_bytes: int) -> tuple[bytes, int]:
+    """The file's bytes and its modification time (ns)."""
     st = os.stat(path)
     if not stat.S_ISREG(st.st_mode):
         raise InvalidRequest(f"{safe_text(str(path))} is not a regular file")
@@ -74,7 +78,7 @@ def _read_file(path: Path, max_bytes: int) -> bytes:
         raise InvalidRequest(f"{safe_text(str(path))} is {st.st_size} bytes, over the limit of "
                              f"{max_bytes} (MAX_FILE_MB)")
     with open(path, "rb") as handle:
-        return handle.read(max_bytes + 1)
+        return handle.read(max_bytes + 1), st.st_mtime_ns
 
 
 def _identity(config: Config, watching: bool, resolved: Path, library: str | None
@@ -105,7 +109,8 @@ async def ingest_file(open_writing: Open[Writing], converter: Converter, config:
     kind = _kind_by_name(resolved.name)
     writing = await open_writing()
     try:
-        data = await anyio.to_thread.run_sync(_read_file, resolved, config.max_file_bytes)
+        data, mtime_ns = await anyio.to_thread.run_sync(_read_file, resolved,
+                                                        config.max_file_bytes)
     except OSError as exc:
         raise InvalidRequest(f"cannot read {safe_text(path)!r}: {exc.strerror}") from None
     if len(data) > config.max_file_bytes:
@@ -114,7 +119,15 @@ async def ingest_file(open_writing: Open[Writing], converter: Converter, config:
                                                    library)
     return await _ingest(writing, converter, data, kind, external_id=external, library=lib,
                          metadata=meta, source="file", uri=resolved.as_uri(),
-                         name=resolved.name, fallback_title=resolved.stem)
+                         name=resolved.name, fallback_title=resolved.stem, mtime_ns=mtime_ns,
+                         folder=_folder(external, resolved))
+
+
+def _folder(external_id: str, resolved: Path) -> str:
+    """The folder a file's relative links start from: inside the watched folder for its
+    documents, else the file's own absolute folder."""
+    path = path_of(external_id, "file") or resolved.as_posix()
+    return posixpath.dirname(path)
 
 
 def _kind_by_name(name: str) -> str | None:
@@ -209,7 +222,8 @@ async def ingest_url(open_writing: Open[Writing], converter: Converter, config: 
 async def _ingest(writing: Writing, converter: Converter, data: bytes, kind: str | None, *,
                   external_id: str, library: str, metadata: dict[str, Any],
                   source: Literal["file", "url"], uri: str, name: str,
-                  fallback_title: str) -> IngestResult:
+                  fallback_title: str, mtime_ns: int | None = None,
+                  folder: str = "") -> IngestResult:
     digest = sha256(data)
     row = await writing.index.run(lambda r: r.document_by_external(external_id))
     if row is not None and (row.content_sha256, row.library, json.loads(row.metadata)) == (
@@ -217,25 +231,29 @@ async def _ingest(writing: Writing, converter: Converter, data: bytes, kind: str
         return IngestResult(doc_id=row.doc_id, external_id=external_id, library=library,
                             status="skipped", chunks=row.chunk_count, title=row.title,
                             format=kind or kinds.TEXT)
-    title: str | None = None
+    modified = dates.from_ns(mtime_ns) if mtime_ns else None
     if kind in kinds.CONVERTED:
         try:
             converted = await converter.convert(kind, data, name)
         except DocumentError as exc:
             raise InvalidRequest(f"{safe_text(name)} could not be converted: {exc.reason}"
                                  ) from None
-        text, title = converted.text, converted.title
+        text = clean(safe_text(converted.text))
+        title = converted.title
+        facts = converted_facts(safe(converted.properties), modified)
     else:
         if looks_binary(data):
             raise UnsupportedFormat(f"{safe_text(name)}: {kinds.refused_binary(name)}")
-        text = decode(data)[0]
-    text = clean(safe_text(text))
+        text = clean(safe_text(decode(data)[0]))
+        note = await anyio.to_thread.run_sync(
+            lambda: read_note(text, folder=folder, modified=modified))
+        title, facts = note.title, note.facts
     if not text.strip():
         raise InvalidRequest(f"{safe_text(name)} holds no text (a scanned PDF needs OCR first)")
     record = DocRecord(external_id=external_id, source=source, uri=uri,
                        title=safe_text(title or title_of(text, fallback_title)), content=text,
                        sha256=digest, library=library, metadata=metadata,
-                       size_bytes=len(data))
+                       size_bytes=len(data), mtime_ns=mtime_ns, facts=facts)
     prepared = await writing.prepare.prepare([record], writing.index)
     written = (await writing.writes.store(prepared))[0]
     return IngestResult(doc_id=written.doc_id, external_id=external_id, library=library,

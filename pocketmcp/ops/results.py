@@ -16,13 +16,34 @@ from pydantic import BaseModel, Field
 Scalar = str | int | float | bool
 
 
+class Range(BaseModel):
+    """Bounds of one field (numbers, or dates as in the filter's); all given must hold."""
+
+    gt: float | str | None = None
+    gte: float | str | None = None
+    lt: float | str | None = None
+    lte: float | str | None = None
+    exists: bool | None = Field(None, description="true: the field is set; false: unset.")
+
+
 class SearchFilter(BaseModel):
+    """All conditions given must hold. Dates: ISO (2024-03-01, 2024-03-01T09:30Z) or a span
+    back from now (12h, 7d, 2w, 3m, 1y)."""
+
     doc_ids: list[int] | None = Field(None, description="Only these documents.")
     path_glob: str | None = Field(
         None, description="Only files whose path matches this glob, e.g. 'notes/**/*.md'.")
-    metadata: dict[str, Scalar] | None = Field(
-        None, description="Only documents whose metadata has these top-level values, e.g. "
-                          "{\"project\": \"apollo\"}.")
+    metadata: dict[str, Scalar | list[Scalar] | Range] | None = Field(
+        None, description=(
+            "Metadata or front matter fields: a value, a list (any of them) or a range, e.g. "
+            "{\"status\": \"draft\", \"priority\": {\"gte\": 2}, \"due\": {\"lt\": \"7d\"}}."))
+    tags: list[str] | None = Field(
+        None, description="Any of these tags ('project' matches 'project/apollo').")
+    tags_all: list[str] | None = Field(None, description="All of these tags.")
+    modified_after: str | None = Field(None, description="Changed at or after this.")
+    modified_before: str | None = None
+    created_after: str | None = None
+    created_before: str | None = None
 
 
 class NewDocument(BaseModel):
@@ -41,16 +62,23 @@ class Page(BaseModel):
 
 # -- search ------------------------------------------------------------------------------------
 
+MODIFIED = "Last change: front matter or file properties, else the file's mtime (UTC)."
+CREATED = "Front matter or file properties, else modified_at."
+INDEXED = "When the index last took in the content."
+STALE = "true: the file changed since it was indexed (re-read it); null: not a file."
+
 class SearchMatch(BaseModel):
     chunk_id: int
     doc_id: int
     idx: int = Field(description="Position of the chunk in its document.")
     score: float = Field(description=(
-        "Higher is better. vector mode: 1 - cosine distance; keyword mode: BM25 scaled to "
-        "0-1 within the results; hybrid: the fused score (a weighted sum of the two lists' "
-        "standard scores, shifted to start at 0; compare it within one result list)."))
+        "Relevance from 0 to 1, with the same meaning in every mode and index: vector mode, "
+        "the cosine similarity; keyword mode, BM25 against the BM25 of a text that holds each "
+        "query word once (0.5 for that text); hybrid, the two weighted by the vector weight. "
+        "Below about 0.2 a match is rarely useful."))
     vector_score: float | None = Field(description="Cosine similarity, when it was scored.")
-    keyword_score: float | None = Field(description="BM25 score, when it matched keywords.")
+    keyword_score: float | None = Field(description="Raw BM25 score, when it matched keywords "
+                                                    "(its scale depends on the index).")
     preview: str
     resource: str = Field(description="URI of the exact chunk text: read it as a resource.")
     path: str | None = Field(description="Path in the watched folder (None for raw text).")
@@ -60,11 +88,24 @@ class SearchMatch(BaseModel):
     start_off: int
     end_off: int
     context: str | None = Field(
-        None, description="The chunk with its neighbours, when `context` was asked for.")
+        None, description="The chunk with its neighbours, when `context` was asked for, or "
+                          "the passage of neighbouring matches merged into this one.")
+    merged_idx: list[int] = Field(
+        default_factory=list,
+        description="Positions (`idx`) of the chunks merged into this match as one passage, "
+                    "in document order; empty when it is a single chunk.")
+    modified_at: str | None = Field(None, description=MODIFIED)
+    created: str | None = Field(None, description=CREATED)
+    indexed_at: str | None = Field(None, description=INDEXED)
+    tags: list[str] = Field(default_factory=list)
+    stale: bool | None = Field(None, description=STALE)
 
 
 class SearchResult(BaseModel):
     matches: list[SearchMatch]
+    notice: str | None = Field(None, description=(
+        "Set when the search could not run as asked: the embedding provider is unavailable, "
+        "so only keyword results are shown, and why."))
 
 
 class SimilarChunk(BaseModel):
@@ -77,6 +118,9 @@ class SimilarChunk(BaseModel):
 
 class FindSimilarResult(BaseModel):
     results: list[SimilarChunk] = Field(description="Best first.")
+    notice: str | None = Field(None, description=(
+        "Set when the embedding provider is unavailable: the results are then keyword "
+        "matches and `score` is a keyword score, not a cosine similarity."))
 
 
 # -- documents ---------------------------------------------------------------------------------
@@ -115,9 +159,15 @@ class DocumentInfo(BaseModel):
     path: str | None
     uri: str | None
     library: str
-    metadata: dict[str, Any]
+    metadata: dict[str, Any] = Field(description=(
+        "Fields given with the document, over its own front matter or file properties."))
     chunk_count: int
     updated_at: str
+    modified_at: str | None = Field(None, description=MODIFIED)
+    created: str | None = Field(None, description=CREATED)
+    indexed_at: str | None = Field(None, description=INDEXED)
+    tags: list[str] = Field(default_factory=list)
+    stale: bool | None = Field(None, description=STALE)
 
 
 class DocumentList(BaseModel):
@@ -128,6 +178,28 @@ class DocumentList(BaseModel):
 class Document(DocumentInfo):
     created_at: str
     text: str
+
+
+class LinkedDocument(BaseModel):
+    doc_id: int
+    title: str
+    path: str | None
+
+
+class OutgoingLink(BaseModel):
+    target: str = Field(description="The link as written: 'Note', '../other.md'.")
+    kind: Literal["wiki", "markdown"]
+    documents: list[LinkedDocument] = Field(description=(
+        "The indexed documents it points to: none when its target is not indexed, several "
+        "when more than one document has that name."))
+
+
+class LinksResult(BaseModel):
+    doc_id: int
+    title: str
+    path: str | None
+    outgoing: list[OutgoingLink] = Field(description="What this document links to, in order.")
+    incoming: list[LinkedDocument] = Field(description="Documents that link to this one.")
 
 
 class ChunkText(BaseModel):
@@ -182,6 +254,45 @@ class ReindexResult(BaseModel):
     elapsed_ms: int
 
 
+class ExportResult(BaseModel):
+    path: str
+    documents: int
+    chunks: int
+    bytes: int
+    elapsed_ms: int
+
+
+class ImportResult(BaseModel):
+    path: str
+    documents: int
+    chunks: int
+    chunks_embedded: int = Field(description="0 when the export's model is the index's.")
+    same_model: bool
+    elapsed_ms: int
+
+
+class BackupResult(BaseModel):
+    path: str
+    bytes: int
+    elapsed_ms: int
+class EmbeddingStatus(BaseModel):
+    provider: str = Field(description="local (the built-in model), openai or ollama.")
+    model: str
+    dimensions: int
+    doc_prefix: str
+    query_prefix: str
+    url: str | None = Field(description="The provider's endpoint (remote providers).")
+    available: bool = Field(description="False while the provider is taken to be down.")
+    retry_in_s: float | None = Field(description="When it is tried again, while it is down.")
+    calls: int = Field(description="Requests (or model calls) since start.")
+    inputs: int = Field(description="Texts embedded since start.")
+    tokens: int = Field(description="Tokens sent, as the provider counted them when it says.")
+    retries: int
+    failures: int = Field(description="Calls that failed after their retries.")
+    seconds: float = Field(description="Time spent in the model or waiting for the provider.")
+    last_error: str | None
+
+
 class StatusResult(BaseModel):
     phase: str
     role: str = Field(description="writer: this process indexes; reader: another one does.")
@@ -196,4 +307,18 @@ class StatusResult(BaseModel):
     queue_depths: dict[str, dict[str, int]]
     files_indexed_since_start: int
     last_error: str | None
+    embedding: EmbeddingStatus | None = None
+    version: str
+
+
+class HealthResult(BaseModel):
+    """What a supervisor or a container probe learns without a token: no paths, no counts."""
+
+    alive: bool = Field(description="false only when start-up failed for good.")
+    ready: bool = Field(description="the model is loaded, the index open and, when a folder "
+                                    "is watched, its first scan done.")
+    phase: str
+    role: str
+    model_ready: bool
+    initial_indexing_done: bool
     version: str

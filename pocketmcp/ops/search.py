@@ -1,34 +1,36 @@
 """Search over an index: the one code path behind `search`, `find_similar_documents`, the
 CLI and `eval`.
 
-Modes: `vector` (in-memory two-pass scan over float16 copies, within about 0.001 of the exact
-cosine; `find_similar_documents` rescores what it returns from the stored float32 vectors),
-`keyword` (FTS5 BM25 over chunk text and document title) and `hybrid` (both, fused).
-Documents rank at their best chunk when `unique_docs` is set; `context` adds neighbouring
-chunks to each match.
+Modes: `vector` (the index's vector file: 1-bit passes, then float16 copies, within about
+0.001 of the exact cosine; `find_similar_documents` rescores what it returns from the stored
+float32 vectors),
+`keyword` (FTS5 BM25 over chunk text and document title) and `hybrid` (both, fused; see
+`ranking` for how, and for the 0..1 `score`). Documents rank at their best chunk when
+`unique_docs` is set; otherwise at most `max_per_doc` matches come from one document, and a
+match next to a better one is merged into it. `context` adds neighbouring chunks to each
+match.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from typing import Literal
 
 import anyio
 import msgspec
 import numpy as np
 import numpy.typing as npt
-import pathspec
 
+from pocketmcp import logs
 from pocketmcp.core import fusion
-from pocketmcp.core.fusion import RRF_K
-from pocketmcp.core.keywords import fts_query, terms, vocab_terms
+from pocketmcp.core.keywords import match_of, query_words, reference_bm25, terms, vocab_terms
 from pocketmcp.core.paths import path_of
 from pocketmcp.core.safe import preview, safe_text
-from pocketmcp.errors import InvalidRequest
-from pocketmcp.ops.checks import check_metadata_filter
+from pocketmcp.errors import EmbeddingError, InvalidRequest
+from pocketmcp.ops.filters import Scope, is_stale
+from pocketmcp.ops.ranking import DEFAULT_PARAMS, MODES, Mode, Params, Stage, fuse, relevance
 from pocketmcp.ops.results import (
     FindSimilarResult,
-    SearchFilter,
     SearchMatch,
     SearchResult,
     SimilarChunk,
@@ -37,44 +39,12 @@ from pocketmcp.runtime import Open, Reading
 from pocketmcp.store.queries import HitRow, IndexReader
 from pocketmcp.store.readers import ReadIndex
 
-Mode = Literal["hybrid", "vector", "keyword"]
-MODES: tuple[Mode, ...] = ("hybrid", "vector", "keyword")
+log = logs.get("pocketmcp.search")
+
 MAX_SIMILAR = 100
-
-
-class Params(msgspec.Struct, frozen=True, kw_only=True):
-    """Tuning of the search stages; defaults chosen by `pocketmcp eval` on SciFact."""
-
-    fusion: Literal["convex", "rrf"] = "convex"
-    vector_weight: float = 0.6  # convex: weight of the vector list; keyword gets the rest
-    rrf_k: int = RRF_K
-    depth: int = 100  # results taken from each list before fusion
-    candidates: int = 0  # rows kept by the 1-bit pass of the vector scan; 0: by index size
-    title_weight: float = 1.0  # BM25 weight of the document title against the chunk text
-    normalise: Literal["minmax", "zscore"] = "zscore"  # convex: how each list is scaled
-    document_keywords: bool = True  # one match per document: BM25 over whole documents
-
-
-DEFAULT_PARAMS = Params()
-
-
-class Scope(msgspec.Struct, frozen=True, kw_only=True):
-    """Which documents a search may return (None: no limit of that kind)."""
-
-    doc_ids: tuple[int, ...] | None = None
-    path_glob: str | None = None
-    library: str | None = None
-    metadata: dict[str, str | int | float | bool] | None = None
-
-    @classmethod
-    def of(cls, flt: SearchFilter | None, library: str | None) -> Scope | None:
-        """The scope of a tool's `filter` and `library` arguments; None when unscoped."""
-        meta = check_metadata_filter(flt.metadata) if flt is not None else None
-        doc_ids = tuple(flt.doc_ids) if flt is not None and flt.doc_ids is not None else None
-        glob = flt.path_glob if flt is not None and flt.path_glob else None
-        if library is None and doc_ids is None and glob is None and not meta:
-            return None
-        return cls(doc_ids=doc_ids, path_glob=glob, library=library, metadata=meta)
+MAX_PER_DOC = 2  # matches from one document, by default
+SCORE_THRESHOLD = 0.2  # the search tool's default
+__all__ = ["DEFAULT_PARAMS", "MODES", "Mode", "Params", "Scope", "find_similar", "search"]
 
 
 class _Hit(msgspec.Struct, frozen=True):
@@ -83,25 +53,28 @@ class _Hit(msgspec.Struct, frozen=True):
     vector_score: float | None
     keyword_score: float | None
     context: str | None = None
-
-
-class _Stage(msgspec.Struct):
-    vector: dict[int, float]
-    keyword: dict[int, float]
-    doc_of: dict[int, int]
-    doc_keyword: dict[int, float] = msgspec.field(default_factory=dict)
-    first_chunk: dict[int, int] = msgspec.field(default_factory=dict)
+    first: int = -1  # with merged neighbours: the span of chunk positions it covers
+    last: int = -1
+    stale: bool | None = None
 
 
 async def search(reading: Reading, query: str, *, top_k: int = 8, scope: Scope | None = None,
                  score_threshold: float | None = None, mode: Mode = "hybrid",
                  unique_docs: bool = False, context: int = 0,
-                 params: Params = DEFAULT_PARAMS) -> SearchResult:
-    """The best matches for `query`, best first."""
-    hits = await _ranked(reading, query, top_k=top_k, scope=scope,
-                         score_threshold=score_threshold, mode=mode, unique_docs=unique_docs,
-                         context=context, params=params)
-    return SearchResult(matches=[_match(h) for h in hits])
+                 max_per_doc: int = MAX_PER_DOC,
+                 params: Params = DEFAULT_PARAMS, fallback: bool = True) -> SearchResult:
+    """The best matches for `query`, best first. At most `max_per_doc` matches come from one
+    document (0: no limit), and a match next to a better one of the same document is merged
+    into it as one passage (not with 0). When the query cannot be embedded (the provider is
+    down), hybrid and vector searches answer with keyword matches and a notice saying so;
+    without `fallback` they raise instead."""
+    if max_per_doc < 0:
+        raise InvalidRequest("max_per_doc must be 0 (no limit) or more")
+    hits, notice = await _ranked(reading, query, top_k=top_k, scope=scope,
+                                 score_threshold=score_threshold, mode=mode,
+                                 unique_docs=unique_docs, context=context, params=params,
+                                 per_doc=max_per_doc, fallback=fallback)
+    return SearchResult(matches=[_match(h) for h in hits], notice=notice)
 
 
 async def find_similar(open_reading: Open[Reading], text: str, top_k: int = 10, *,
@@ -114,30 +87,42 @@ async def find_similar(open_reading: Open[Reading], text: str, top_k: int = 10, 
         raise InvalidRequest("text is empty: give the text to find similar documents to")
     if len(query.encode("utf-8")) > max_bytes:
         raise InvalidRequest(f"text is larger than MAX_FILE_MB ({max_bytes} bytes)")
-    hits = await _ranked(await open_reading(), query, top_k=top_k, mode="vector", exact=True)
-    return FindSimilarResult(results=[
+    hits, notice = await _ranked(await open_reading(), query, top_k=top_k, mode="vector",
+                                 exact=True)
+    if notice:
+        notice += "; `score` is then a keyword score, not a cosine similarity"
+    return FindSimilarResult(results=[  # the cosine itself, as documented
         SimilarChunk(chunk_id=h.row.chunk_id, doc_id=h.row.doc_id, text=h.row.text,
-                     score=round(h.score, 6)) for h in hits])
+                     score=round(h.score if h.vector_score is None else h.vector_score, 6))
+        for h in hits], notice=notice)
 
 
-async def _ranked(reading: Reading, query: str, *, top_k: int, scope: Scope | None = None,
-                  score_threshold: float | None = None, mode: Mode = "hybrid",
-                  unique_docs: bool = False, context: int = 0,
-                  params: Params = DEFAULT_PARAMS, exact: bool = False) -> list[_Hit]:
-    """The best hits; with `exact`, vector scores come from the stored float32 vectors (a
-    lookup per hit, about 0.3 ms each at 50k chunks) instead of the float16 copies."""
+async def gather(reading: Reading, query: str, *, mode: Mode, depth: int,
+                 scope: Scope | None = None, params: Params = DEFAULT_PARAMS,
+                 unique_docs: bool = False, fallback: bool = True,
+                 ) -> tuple[Stage, npt.NDArray[np.float32] | None, str | None]:
+    """Both retrievers' lists for `query`, the query's vector when it was embedded, and a
+    notice when it could not be (the lists are then keyword lists; without `fallback` the
+    embedding error is raised)."""
     if mode not in MODES:
         raise InvalidRequest(f"mode must be one of {', '.join(MODES)}")
     index = reading.index
-    # Documents can hold many chunks: look deeper when only one per document is kept.
-    depth = max(params.depth, top_k * (4 if unique_docs else 1))
-    stage = _Stage({}, {}, {})
+    stage = Stage({}, {}, {})
     # The scope's documents, worked out once for both retrievers.
-    allowed = None if scope is None else await index.run(lambda r: _allowed(r, scope))
+    allowed = None if scope is None else await index.run(scope.doc_ids)
     query_vector: list[npt.NDArray[np.float32]] = []
+    notice: str | None = None
 
     async def by_meaning() -> None:
-        vector = await reading.embedder.embed_query(query)
+        nonlocal notice
+        try:
+            vector = await reading.embedder.embed_query(query)
+        except EmbeddingError as exc:
+            if not fallback:
+                raise
+            notice = f"only keyword results are shown: the query could not be embedded ({exc})"
+            log.warning("keyword_fallback", mode=mode, error=str(exc))
+            return
         query_vector.append(vector)
         await index.run(lambda r: _vector_stage(index, r, stage, vector, depth, allowed,
                                                 params))
@@ -153,145 +138,140 @@ async def _ranked(reading: Reading, query: str, *, top_k: int, scope: Scope | No
             tg.start_soon(by_meaning, name="pocketmcp.search.vector")
         if mode != "vector":
             tg.start_soon(by_words, name="pocketmcp.search.keyword")
-    scores = _fuse_by_document(stage, params, mode) if unique_docs and mode != "vector" else (
-        _fuse(stage, mode, params))
-    chosen: list[int] = []
+    if notice is not None and mode == "vector":
+        await by_words()  # keywords alone, by their own scale
+    return stage, (query_vector[0] if query_vector else None), notice
+
+
+async def _ranked(reading: Reading, query: str, *, top_k: int, scope: Scope | None = None,
+                  score_threshold: float | None = None, mode: Mode = "hybrid",
+                  unique_docs: bool = False, context: int = 0,
+                  params: Params = DEFAULT_PARAMS, exact: bool = False,
+                  per_doc: int = 0, fallback: bool = True) -> tuple[list[_Hit], str | None]:
+    """The best hits, and a notice when they are keyword hits only because the query could
+    not be embedded; with `exact`, vector scores come from the stored float32 vectors (a
+    lookup per hit, about 0.3 ms each at 50k chunks) instead of the float16 copies. With
+    `per_doc`, at most that many hits per document, neighbours merged."""
+    index = reading.index
+    # Documents can hold many chunks: look deeper when only one per document is kept.
+    depth = max(params.depth, top_k * (4 if unique_docs else 1))
+    stage, query_vector, notice = await gather(
+        reading, query, mode=mode, depth=depth, scope=scope, params=params,
+        unique_docs=unique_docs, fallback=fallback)
+    if notice is not None:
+        mode, score_threshold = "keyword", None
+    scores = fuse(stage, mode, params, unique_docs)
+    order: list[int] = []
     seen_docs: set[int] = set()
     for chunk_id in fusion.ranked(scores):
         doc = stage.doc_of[chunk_id]
         if unique_docs and doc in seen_docs:
             continue
-        if score_threshold is not None and scores[chunk_id] < score_threshold:
-            break
         seen_docs.add(doc)
-        chosen.append(chunk_id)
-        if len(chosen) == top_k:
+        order.append(chunk_id)
+        # Spares: a chunk removed by a commit since the stages ran is skipped, not missed.
+        if len(order) == top_k * (4 if per_doc else 2):
             break
+    words = stage.doc_keyword if unique_docs and stage.doc_keyword else None
+    stat_cache: dict[int, bool | None] = {}
+
+    def stale_of(row: HitRow) -> bool | None:
+        if row.doc_id not in stat_cache:  # one stat per document, in this worker thread
+            stat_cache[row.doc_id] = is_stale(index.root, row.external_id, row.source,
+                                              row.size_bytes, row.mtime_ns)
+        return stat_cache[row.doc_id]
 
     def details(reader: IndexReader) -> list[_Hit]:
-        rows = reader.hits(chosen)  # details only for what is returned
-        rescored = _exact_scores(reader, index, chosen, query_vector[0]) if (
-            exact and query_vector) else {}
-        found = []
-        for chunk_id in chosen:
+        # A hybrid match found by words alone gets its cosine from the stored vector, so
+        # that its score weighs both; `exact` rescores every returned vector score.
+        missing = [c for c in order if c not in stage.vector] if (
+            mode == "hybrid" and query_vector is not None) else []
+        looked_up = _exact_scores(reader, index, missing, query_vector) if (
+            missing and query_vector is not None) else {}
+        rows = reader.hits(order)  # gone since the stages ran: not there, and skipped
+        kept: list[tuple[int, float]] = []
+        spans: dict[int, list[list[int]]] = {}  # doc -> [first, last, place in kept]
+        for chunk_id in order:
+            vec = looked_up.get(chunk_id, stage.vector.get(chunk_id))
+            kw = words.get(stage.doc_of[chunk_id]) if words is not None else (
+                stage.keyword.get(chunk_id))
+            score = relevance(vec, kw, mode, params, stage.keyword_ref)
+            if score_threshold is not None and score < score_threshold:
+                continue
             if chunk_id not in rows:
                 continue
-            vector_score = rescored.get(chunk_id, stage.vector.get(chunk_id))
-            score = vector_score if mode == "vector" and vector_score is not None else (
-                scores[chunk_id])
-            found.append(_Hit(rows[chunk_id], score, vector_score,
-                              stage.keyword.get(chunk_id)))
+            if per_doc:
+                row = rows[chunk_id]
+                doc_spans = spans.setdefault(row.doc_id, [])
+                near = next((sp for sp in doc_spans
+                             if sp[0] - 1 <= row.idx <= sp[1] + 1), None)
+                if near is not None:  # a neighbour of a better match: one passage
+                    near[0], near[1] = min(near[0], row.idx), max(near[1], row.idx)
+                    continue
+                if len(doc_spans) >= per_doc:
+                    continue
+                doc_spans.append([row.idx, row.idx, len(kept)])
+            kept.append((chunk_id, score))
+            if len(kept) == top_k:
+                break
+        merged = {kept[sp[2]][0]: (sp[0], sp[1]) for doc_spans in spans.values()
+                  for sp in doc_spans if sp[0] != sp[1]}
+        chosen = [c for c, _ in kept]
+        rescored = _exact_scores(reader, index, chosen, query_vector) if (
+            exact and query_vector is not None) else {}
+        found = []
+        for chunk_id, score in kept:
+            if chunk_id not in rows:
+                continue
+            vector_score = rescored.get(chunk_id, looked_up.get(
+                chunk_id, stage.vector.get(chunk_id)))
+            if rescored and mode == "vector" and vector_score is not None:
+                score = relevance(vector_score, None, mode, params, stage.keyword_ref)
+            first, last = merged.get(chunk_id, (-1, -1))
+            row = rows[chunk_id]
+            found.append(_Hit(row, score, vector_score, stage.keyword.get(chunk_id),
+                              first=first, last=last, stale=stale_of(row)))
         if rescored and mode == "vector":
             found.sort(key=lambda h: -h.score)
+        found = _with_passages(reader, found)
         return _with_context(reader, found, context) if context and found else found
 
-    hits = await index.run(details) if chosen else []
+    hits = await index.run(details) if order else []
     if not hits:
         reading.require_complete()
-    return hits
+    return hits, notice
 
 
 def _exact_scores(reader: IndexReader, index: ReadIndex, chunk_ids: Sequence[int],
                   query: npt.NDArray[np.float32]) -> dict[int, float]:
-    """Cosine similarities from the stored float32 vectors (the in-memory ones are float16)."""
+    """Cosine similarities from the stored float32 vectors (the vector file's are float16)."""
     ids, _, vectors = reader.vectors_by_ids(chunk_ids, index.dim)
     return dict(zip(ids.tolist(), (vectors @ query).tolist(), strict=True))
 
 
-def _glob_doc_ids(reader: IndexReader, glob: str) -> list[int]:
-    """Documents whose path (files) or external id (others) matches a gitignore-style glob."""
-    spec = pathspec.PathSpec.from_lines("gitignore", [glob])
-    out = []
-    for doc_id, ext in reader.all_external_ids():
-        name = (path_of(ext, "file") if ext.startswith(("file:", "path:")) else None) or ext
-        if spec.match_file(name):
-            out.append(doc_id)
-    return out
-
-
-def _allowed(reader: IndexReader, scope: Scope) -> list[int] | None:
-    allowed: list[int] | None = None
-    if scope.doc_ids is not None:
-        allowed = sorted(set(scope.doc_ids))
-    if scope.path_glob:
-        matching = _glob_doc_ids(reader, scope.path_glob)
-        allowed = matching if allowed is None else sorted(set(allowed) & set(matching))
-    if scope.library is not None or scope.metadata:
-        matching = reader.doc_ids_where(scope.library, scope.metadata)
-        allowed = matching if allowed is None else sorted(set(allowed) & set(matching))
-    return allowed
-
-
-def _fuse_by_document(stage: _Stage, params: Params, mode: Mode) -> dict[int, float]:
-    """Scores when one match per document is wanted. A document's best chunk for meaning and
-    its BM25 as a whole (or its best chunk for words) are fused, and the document is shown
-    by its chunk that fuses best (its first chunk when only the document matched)."""
-    words = stage.doc_keyword or _best_per_doc(stage.keyword, stage.doc_of)
-    if mode == "keyword":
-        doc_scores = fusion.minmax(words)
-    else:
-        per_doc = [_best_per_doc(stage.vector, stage.doc_of), words]
-        weights = [params.vector_weight, 1 - params.vector_weight]
-        if params.fusion == "rrf":
-            doc_scores = fusion.rrf([fusion.ranked(d) for d in per_doc], weights,
-                                    params.rrf_k)
-        else:
-            doc_scores = fusion.convex(per_doc, weights, params.normalise)
-    chunk_scores = _fuse(stage, mode, params)
-    best: dict[int, int] = {}
-    for chunk_id in fusion.ranked(chunk_scores):
-        best.setdefault(stage.doc_of[chunk_id], chunk_id)
-    for doc, chunk_id in stage.first_chunk.items():
-        if doc not in best:
-            best[doc] = chunk_id
-            stage.doc_of[chunk_id] = doc
-    return {chunk_id: doc_scores[doc] for doc, chunk_id in best.items() if doc in doc_scores}
-
-
-def _best_per_doc(scores: dict[int, float], doc_of: dict[int, int]) -> dict[int, float]:
-    out: dict[int, float] = {}
-    for chunk_id, score in scores.items():
-        doc = doc_of[chunk_id]
-        if score > out.get(doc, float("-inf")):
-            out[doc] = score
-    return out
-
-
-def _fuse(stage: _Stage, mode: Mode, params: Params) -> dict[int, float]:
-    if mode == "vector":
-        return stage.vector
-    if mode == "keyword":
-        return fusion.minmax(stage.keyword)
-    weights = [params.vector_weight, 1 - params.vector_weight]
-    if params.fusion == "rrf":
-        return fusion.rrf([fusion.ranked(stage.vector), fusion.ranked(stage.keyword)],
-                          weights, params.rrf_k)
-    return fusion.convex([stage.vector, stage.keyword], weights, params.normalise)
-
-
-def _vector_stage(index: ReadIndex, reader: IndexReader, stage: _Stage,
+def _vector_stage(index: ReadIndex, reader: IndexReader, stage: Stage,
                   vector: npt.NDArray[np.float32], depth: int, allowed: list[int] | None,
                   params: Params) -> None:
     """Nearest chunks by meaning into `stage` (blocking)."""
     vectors = index.vectors
-    vectors.sync(reader)
-    docs = None if allowed is None else np.asarray(allowed, dtype=np.int64)
-    ids, scores, doc_ids = vectors.search(vector, depth, candidates_for(vectors.live, params),
-                                          docs)
+    ids, scores, doc_ids = vectors.search(reader.log, vector, depth,
+                                          candidates_for(vectors.live, params), allowed)
     stage.vector = dict(zip(ids.tolist(), scores.tolist(), strict=True))
     stage.doc_of.update(zip(ids.tolist(), doc_ids.tolist(), strict=True))
 
 
-def _keyword_stage(reader: IndexReader, stage: _Stage, query: str, depth: int,
+def _keyword_stage(reader: IndexReader, stage: Stage, query: str, depth: int,
                    allowed: list[int] | None, params: Params, total: int,
                    documents: bool) -> None:
     """Best chunks (and with `documents`, best whole documents) by BM25 into `stage`."""
     words = terms(query)
     if not words:
         return
-    match = fts_query(query, reader.term_docs(vocab_terms(words)), total)
-    if match is None:
+    kept = query_words(query, reader.term_docs(vocab_terms(words)), total)
+    if not kept:
         return
+    match = match_of(kept)
+    stage.keyword_ref = reference_bm25([n for _, n in kept], total)
     for chunk_id, score, doc_id in reader.search_keyword(match, depth, allowed,
                                                          params.title_weight):
         stage.keyword[chunk_id] = score
@@ -303,8 +283,8 @@ def _keyword_stage(reader: IndexReader, stage: _Stage, query: str, depth: int,
 
 
 def candidates_for(live: int, params: Params) -> int:
-    """Rows that survive the 1-bit pass: 1% of the index, at least 2000."""
-    return params.candidates or max(2000, live // 100)
+    """Rows rescored in float16 after the 1-bit passes: 0.2% of the index, at least 1000."""
+    return params.candidates or max(1000, live // 500)
 
 
 def _match(hit: _Hit) -> SearchMatch:
@@ -316,6 +296,9 @@ def _match(hit: _Hit) -> SearchMatch:
         preview=preview(row.text), resource=f"mcp+doc://{row.doc_id}#{row.chunk_id}",
         path=path_of(row.external_id, row.source), title=row.title, start_off=row.start_off,
         end_off=row.end_off, section=row.section, library=row.library, context=hit.context,
+        merged_idx=[] if hit.first < 0 else list(range(hit.first, hit.last + 1)),
+        modified_at=row.modified, created=row.created, indexed_at=row.indexed_at,
+        tags=json.loads(row.tags), stale=hit.stale,
     )
 
 
@@ -324,14 +307,35 @@ def _with_context(reader: IndexReader, hits: Sequence[_Hit], around: int) -> lis
     offsets so overlaps are not repeated."""
     out = []
     for h in hits:
-        row = h.row
-        parts = reader.neighbours(row.doc_id, max(0, row.idx - around), row.idx + around)
-        text, end = "", -1
-        for _idx, start, stop, chunk in parts:
-            if end < 0:
-                text, end = chunk, stop
-            elif stop > end:
-                text += chunk[max(0, end - start):] if start < end else "\n\n" + chunk
-                end = stop
+        first, last = (h.first, h.last) if h.first >= 0 else (h.row.idx, h.row.idx)
+        text, _, _ = _joined(reader.neighbours(h.row.doc_id, max(0, first - around),
+                                               last + around))
         out.append(msgspec.structs.replace(h, context=text))
     return out
+
+
+def _with_passages(reader: IndexReader, hits: Sequence[_Hit]) -> list[_Hit]:
+    """Hits that merged neighbouring matches carry the joined passage as `context`, and
+    their offsets span it."""
+    out = []
+    for h in hits:
+        if h.first < 0:
+            out.append(h)
+            continue
+        text, start, end = _joined(reader.neighbours(h.row.doc_id, h.first, h.last))
+        row = msgspec.structs.replace(h.row, start_off=start, end_off=end)
+        out.append(msgspec.structs.replace(h, row=row, context=text))
+    return out
+
+
+def _joined(parts: Sequence[tuple[int, int, int, str]]) -> tuple[str, int, int]:
+    """Chunks in order joined at their offsets, so overlaps are not repeated; (text, start,
+    end)."""
+    text, begin, end = "", -1, -1
+    for _idx, start, stop, chunk in parts:
+        if end < 0:
+            text, begin, end = chunk, start, stop
+        elif stop > end:
+            text += chunk[max(0, end - start):] if start < end else "\n\n" + chunk
+            end = stop
+    return text, begin, end

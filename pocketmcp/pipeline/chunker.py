@@ -23,7 +23,8 @@ async def chunk_files(
                 await outbox.send(item)
                 continue
             try:
-                chunks = await anyio.to_thread.run_sync(chunker.split, item.text)
+                chunks = await anyio.to_thread.run_sync(chunker.split, item.text,
+                                                        item.facts.body_start)
             except (ValueError, RuntimeError) as exc:  # the splitter's or tokenizer's own
                 inflight.done(item.rel, item.seq)
                 stats.skipped += 1

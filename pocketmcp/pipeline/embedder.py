@@ -1,8 +1,16 @@
 """Batches chunks across files for the model, reusing vectors of text already indexed.
 
-Batches are bounded by count and by padded tokens (longest chunk x count), since the model's
-memory grows with both. A batch goes to the model as soon as it is full or the inbox is
-empty, so nothing waits on a timer. Files leave in the order they came.
+Batches are bounded by count and by tokens: padded (longest chunk x count) for the local
+model, whose memory grows with both, summed for a remote provider. A batch goes to the model
+as soon as it is full or the inbox is empty, so nothing waits on a timer. Files leave in the
+order they came.
+
+A remote provider can fail. When it refuses some texts, their files are skipped (logged, not
+recorded: a later scan tries them again) and the rest go on. When it fails a whole batch,
+the batch goes back to the head of the queue and, when watching, the stage waits until the
+provider is to be tried again: everything upstream waits with it (backpressure), nothing is
+recorded as indexed meanwhile, and stopping abandons the waiting files to the next start.
+One scan (`pocketmcp index`) ends with the error instead.
 """
 
 from __future__ import annotations
@@ -16,9 +24,14 @@ import numpy as np
 import numpy.typing as npt
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from pocketmcp import logs
+from pocketmcp.embed.base import Batching
+from pocketmcp.errors import InputRejected, ProviderError
 from pocketmcp.messages import Chunk, Chunked, Embedded, FileChunked, FileEmbedded
-from pocketmcp.pipeline.state import Stats
+from pocketmcp.pipeline.state import InFlight, Stats
 from pocketmcp.store.readers import ReaderPool
+
+log = logs.get("pocketmcp.embedder")
 
 EmbedFn = Callable[[list[str]], Awaitable[npt.NDArray[np.float32]]]
 
@@ -47,17 +60,27 @@ class _Slot:
         self.missing = len(item.chunks)
         self.reused = 0
         self.embed_ms = 0.0
+        self.dropped = False  # the provider refused one of its chunks
+
+
+class Abandoned(Exception):
+    """Stopping while waiting for the provider: the files still here are left for later."""
 
 
 class Batcher:
     def __init__(self, *, embed: EmbedFn, dim: int, view: ReaderPool | None, stats: Stats,
-                 batch_size: int, batch_tokens: int) -> None:
+                 batching: Batching, inflight: InFlight | None = None,
+                 stop: anyio.Event | None = None) -> None:
         self.embed = embed
         self.dim = dim
         self.view = view
         self.stats = stats
-        self.batch_size = batch_size
-        self.batch_tokens = batch_tokens
+        self.batch_size = batching.size
+        self.batch_tokens = batching.tokens
+        self.padded = batching.padded
+        self.inflight = inflight or InFlight()
+        self.stop = stop  # set: a failing provider is waited for until this is set
+        self.waits = 0  # waits for the provider in a row
         self.queue: deque[_Slot | Embedded] = deque()  # in arrival order
         self.todo: deque[tuple[_Slot, int]] = deque()  # chunks waiting for the model
 
@@ -80,18 +103,25 @@ class Batcher:
         return len(self.todo) >= self.batch_size or self._tokens_waiting() >= self.batch_tokens
 
     def _tokens_waiting(self) -> int:
-        longest = max((s.item.chunks[i].tokens for s, i in self.todo), default=0)
-        return longest * len(self.todo)
+        counts = [s.item.chunks[i].tokens for s, i in self.todo]
+        if not self.padded:
+            return sum(counts)
+        return max(counts, default=0) * len(counts)
 
     def _take(self) -> list[tuple[_Slot, int]]:
         batch: list[tuple[_Slot, int]] = []
-        longest = 0
+        longest = total = 0
         while self.todo and len(batch) < self.batch_size:
             slot, i = self.todo[0]
+            if slot.dropped:
+                self.todo.popleft()
+                continue
             tokens = slot.item.chunks[i].tokens
-            if batch and max(longest, tokens) * (len(batch) + 1) > self.batch_tokens:
+            cost = max(longest, tokens) * (len(batch) + 1) if self.padded else total + tokens
+            if batch and cost > self.batch_tokens:
                 break
             longest = max(longest, tokens)
+            total += tokens
             batch.append(self.todo.popleft())
         return batch
 
@@ -101,20 +131,82 @@ class Batcher:
             return
         texts = [slot.item.chunks[i].embed_text for slot, i in batch]
         started = time.perf_counter()
-        vectors = await self.embed(texts)
+        try:
+            vectors = await self.embed(texts)
+        except InputRejected as exc:  # some texts refused: their files are skipped
+            vectors = exc.vectors
+            for position, reason in exc.rejected.items():
+                self._drop(batch[position][0], reason)
+        except ProviderError as exc:  # the whole batch failed: try it again later
+            self.todo.extendleft(reversed(batch))
+            await self._wait_for_provider(exc)
+            return
+        self.waits = 0
         elapsed = (time.perf_counter() - started) * 1000
         self.stats.embed_ms += elapsed
         self.stats.chunks_embedded += len(batch)
         for row, (slot, i) in enumerate(batch):
+            if slot.dropped:
+                continue
             slot.vectors[i] = vectors[row]
             slot.missing -= 1
             slot.embed_ms += elapsed / len(batch)
+
+    def _drop(self, slot: _Slot, reason: str) -> None:
+        if slot.dropped:
+            return
+        slot.dropped = True
+        self.inflight.done(slot.item.doc.rel, slot.item.doc.seq)
+        self.stats.skipped += 1
+        log.warning("skipped", path=slot.item.doc.rel,
+                    reason=f"the embedding provider refused a chunk: {reason}")
+
+    async def _wait_for_provider(self, exc: ProviderError) -> None:
+        """Wait until the provider is to be tried again; Abandoned when stopping meanwhile.
+        Without a stop event to wait on, the error ends the stage."""
+        if self.stop is None:
+            raise exc
+        self.waits += 1
+        delay = exc.retry_in if exc.retry_in is not None else min(60.0, 2.0 ** self.waits)
+        self.stats.last_error = str(exc)
+        log.warning("embedding_waits", error=str(exc), retry_in_s=round(delay, 3),
+                    chunks_waiting=len(self.todo), files_waiting=self._files_waiting())
+        with anyio.move_on_after(delay):
+            await self.stop.wait()
+        if self.stop.is_set():
+            raise Abandoned
+
+    def _files_waiting(self) -> int:
+        return sum(1 for item in self.queue if isinstance(item, _Slot) and not item.dropped)
+
+    def abandon(self) -> list[Embedded]:
+        """Give up the files still waiting (they stay unrecorded, for the next start); what
+        else is queued (removals, stat updates, scan markers) still goes on."""
+        out: list[Embedded] = []
+        dropped = 0
+        for item in self.queue:
+            if isinstance(item, _Slot):
+                if not item.dropped:
+                    dropped += 1
+                    self.inflight.done(item.item.doc.rel, item.item.doc.seq)
+            else:
+                out.append(item)
+        self.queue.clear()
+        self.todo.clear()
+        if dropped:
+            log.warning("abandoned", files=dropped,
+                        reason="stopping while the embedding provider fails; they are "
+                               "indexed at the next start")
+        return out
 
     def ready(self) -> list[Embedded]:
         """Items at the head of the queue whose vectors are all there."""
         out: list[Embedded] = []
         while self.queue:
             head = self.queue[0]
+            if isinstance(head, _Slot) and head.dropped:
+                self.queue.popleft()
+                continue
             if isinstance(head, _Slot):
                 if head.missing:
                     break
@@ -132,28 +224,42 @@ async def embed_chunks(
     batcher: Batcher,
 ) -> None:
     async with inbox, outbox:
-        done = False
-        while not done:
-            try:
-                item = inbox.receive_nowait()
-            except anyio.WouldBlock:
-                if batcher.todo:
-                    await batcher.run_batch()
-                else:
-                    try:
-                        item = await inbox.receive()
-                    except anyio.EndOfStream:
-                        done = True
-                    else:
-                        await batcher.add(item)
-            except anyio.EndOfStream:
-                done = True
-            else:
-                await batcher.add(item)
-            while batcher.full():
-                await batcher.run_batch()
-            if done:
-                while batcher.todo:
-                    await batcher.run_batch()
-            for out in batcher.ready():
+        try:
+            await _embed_all(inbox, outbox, batcher)
+        except Abandoned:
+            for out in batcher.abandon():
                 await outbox.send(out)
+            async for item in inbox:  # the feed has stopped: what is left drains unembedded
+                if isinstance(item, FileChunked):
+                    batcher.inflight.done(item.doc.rel, item.doc.seq)
+                else:
+                    await outbox.send(item)
+
+
+async def _embed_all(inbox: MemoryObjectReceiveStream[Chunked],
+                     outbox: MemoryObjectSendStream[Embedded], batcher: Batcher) -> None:
+    done = False
+    while not done:
+        try:
+            item = inbox.receive_nowait()
+        except anyio.WouldBlock:
+            if batcher.todo:
+                await batcher.run_batch()
+            else:
+                try:
+                    item = await inbox.receive()
+                except anyio.EndOfStream:
+                    done = True
+                else:
+                    await batcher.add(item)
+        except anyio.EndOfStream:
+            done = True
+        else:
+            await batcher.add(item)
+        while batcher.full():
+            await batcher.run_batch()
+        if done:
+            while batcher.todo:
+                await batcher.run_batch()
+        for out in batcher.ready():
+            await outbox.send(out)

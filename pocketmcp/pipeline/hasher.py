@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import posixpath
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +15,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from pocketmcp import logs
 from pocketmcp.convert import kinds
 from pocketmcp.convert.pool import Converter
+from pocketmcp.core import dates
+from pocketmcp.core.notes import converted_facts, read_note
 from pocketmcp.core.paths import watched_id
 from pocketmcp.core.text import clean, decode, looks_binary, sha256, title_of
 from pocketmcp.errors import DocumentError
@@ -125,7 +128,7 @@ class Hasher:
         if known is not None and known.sha256 == digest and not force:
             self.stats.unchanged += 1
             return FileTouched(rel, read.size, read.mtime_ns)
-        title: str | None = None
+        modified = dates.from_ns(read.mtime_ns)
         if kind in kinds.CONVERTED:
             try:
                 converted = await self.converter.convert(kind, read.data, rel)
@@ -133,17 +136,23 @@ class Hasher:
                 self.stats.skipped += 1
                 log.warning("skipped", path=rel, reason=exc.reason, size=read.size)
                 return None if known is None else FileGone(rel, self.inflight.begin(rel, GONE))
-            text, title = converted.text, converted.title
+            text = clean(converted.text)
+            title, facts = converted.title, converted_facts(converted.properties, modified)
         else:
             text, exact = decode(read.data)
             if not exact:
                 log.warning("decoded_with_replacement", path=rel,
                             reason="invalid UTF-8 bytes were replaced with U+FFFD")
-        text = clean(text)
+            text = clean(text)
+            note = await anyio.to_thread.run_sync(lambda: read_note(
+                text, folder=posixpath.dirname(rel), modified=modified))
+            if note.problem is not None:
+                log.warning("front_matter_skipped", path=rel, reason=note.problem)
+            title, facts = note.title, note.facts
         return FileHashed(
             rel=rel, seq=self.inflight.begin(rel, digest), uri=(self.root / rel).as_uri(),
             title=title or title_of(text, Path(rel).stem), text=text, sha256=digest,
-            size=read.size, mtime_ns=read.mtime_ns, library=library,
+            size=read.size, mtime_ns=read.mtime_ns, library=library, facts=facts,
         )
 
     async def work(self, inbox: MemoryObjectReceiveStream[Event],

@@ -20,10 +20,10 @@ from pocketmcp.store.readers import ReadIndex
 
 
 class Preparer:
-    def __init__(self, chunker: Chunker, embedder: Embedder, *, batch_size: int) -> None:
+    def __init__(self, chunker: Chunker, embedder: Embedder) -> None:
         self.chunker = chunker
         self.embedder = embedder
-        self.batch_size = batch_size
+        self.batch_size = embedder.batching.size
 
     async def prepare(self, records: Sequence[DocRecord], index: ReadIndex
                       ) -> tuple[PreparedDoc, ...]:
@@ -31,7 +31,8 @@ class Preparer:
         return tuple([await self._prepare(record, index) for record in records])
 
     async def _prepare(self, record: DocRecord, index: ReadIndex) -> PreparedDoc:
-        chunks = await anyio.to_thread.run_sync(self.chunker.split, record.content)
+        chunks = await anyio.to_thread.run_sync(self.chunker.split, record.content,
+                                                record.facts.body_start)
         digests = [c.sha256 for c in chunks]
         known = await index.run(lambda reader: reader.vectors_for(digests))
         vectors = np.zeros((len(chunks), self.embedder.dim), dtype=np.float32)

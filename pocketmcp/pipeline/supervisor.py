@@ -22,6 +22,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from pocketmcp.config import Config
 from pocketmcp.convert.pool import Converter
 from pocketmcp.core.chunking import Chunker
+from pocketmcp.embed.base import Batching
 from pocketmcp.errors import Busy, Stopping
 from pocketmcp.messages import Chunked, Event, Hashed, ScanDone, ToWriter
 from pocketmcp.pipeline.chunker import chunk_files
@@ -45,6 +46,7 @@ class Pipeline:
         embed: EmbedFn | None = None, dim: int = 0, chunker: Chunker | None = None,
         converter: Converter | None = None, force: bool = False,
         source: Source | None = None, accept_requests: bool = True,
+        batching: Batching | None = None, wait_for_provider: bool = True,
     ) -> None:
         if feed != "none" and (embed is None or chunker is None or converter is None):
             raise ValueError("a fed pipeline needs an embedder, a chunker and a converter")
@@ -58,6 +60,9 @@ class Pipeline:
         self.force = force
         self.source = source
         self.accept_requests = accept_requests
+        self.batching = batching or Batching(size=config.embed_batch_size,
+                                             tokens=config.embed_batch_tokens)
+        self.wait_for_provider = wait_for_provider
         self.stats = Stats()
         self.inflight = InFlight()
         self.scan_done = anyio.Event()
@@ -78,6 +83,7 @@ class Pipeline:
         run() returns."""
         self._stop.set()
         self.requests.close()
+        self.writer.stop_repair()
 
     def queue_depths(self) -> dict[str, dict[str, int]]:
         out = {name: depth(stream) for name, stream in self._sends.items()}
@@ -152,8 +158,8 @@ class Pipeline:
                         max_bytes=self.config.max_file_bytes, converter=self.converter,
                         library_of=self.config.library_of, force=self.force)
         batcher = Batcher(embed=self._embed, dim=self.dim, view=view, stats=self.stats,
-                          batch_size=self.config.embed_batch_size,
-                          batch_tokens=self.config.embed_batch_tokens)
+                          batching=self.batching, inflight=self.inflight,
+                          stop=self._stop if self.wait_for_provider else None)
         tg.start_soon(self._embed_chunks, chunked_rx, self.writer.feed(), batcher,
                       name="pocketmcp.embedder")
         tg.start_soon(self._chunk, hashed_rx, chunked_tx, name="pocketmcp.chunker")

@@ -205,20 +205,23 @@ _WATCH_TIMEOUT_MS = 100
 
 async def _follow(outbox: MemoryObjectSendStream[Event], folder: Folder, view: ReaderPool,
                   stop: anyio.Event, debounce_ms: int, watching: anyio.Event) -> None:
-    async with outbox:
-        async for changes in watchfiles.awatch(
-            folder.real, debounce=max(debounce_ms, 1), step=50, stop_event=stop,
-            recursive=True, watch_filter=None, ignore_permission_denied=True,
-            rust_timeout=_WATCH_TIMEOUT_MS, yield_on_timeout=True,
-        ):
-            watching.set()
-            if not changes:
-                continue
-            wanted, folders = await anyio.to_thread.run_sync(_classify, folder, changes)
-            for rel in wanted:
-                await outbox.send(FileSeen(rel))
-            for rel, is_dir in folders:
-                if is_dir:
-                    # A new or changed folder: files created in it may have no events.
-                    await _walk(folder, outbox, rel, None, stop)
-                await _reconcile(folder, outbox, view, rel + "/", stop)
+    try:
+        async with outbox:
+            async for changes in watchfiles.awatch(
+                folder.real, debounce=max(debounce_ms, 1), step=50, stop_event=stop,
+                recursive=True, watch_filter=None, ignore_permission_denied=True,
+                rust_timeout=_WATCH_TIMEOUT_MS, yield_on_timeout=True,
+            ):
+                watching.set()
+                if not changes:
+                    continue
+                wanted, folders = await anyio.to_thread.run_sync(_classify, folder, changes)
+                for rel in wanted:
+                    await outbox.send(FileSeen(rel))
+                for rel, is_dir in folders:
+                    if is_dir:
+                        # A new or changed folder: files created in it may have no events.
+                        await _walk(folder, outbox, rel, None, stop)
+                    await _reconcile(folder, outbox, view, rel + "/", stop)
+    finally:
+        watching.set()  # also when stopped before the watch was in place: the scan must not wait

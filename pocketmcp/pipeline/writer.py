@@ -19,8 +19,9 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from pocketmcp import logs
+from pocketmcp.core.identity import Identity
 from pocketmcp.core.paths import watched_id
-from pocketmcp.errors import InvalidRequest, PocketError, Stopping, StoreError
+from pocketmcp.errors import InvalidRequest, PocketError, Stopping, StoreError, single
 from pocketmcp.messages import (
     DocRecord,
     DocsSubmitted,
@@ -120,7 +121,7 @@ def doc_record_of(item: FileEmbedded) -> DocRecord:
     doc = item.doc
     return DocRecord(external_id=watched_id(doc.rel), source="file", uri=doc.uri,
                      title=doc.title, content=doc.text, sha256=doc.sha256, library=doc.library,
-                     size_bytes=doc.size, mtime_ns=doc.mtime_ns)
+                     size_bytes=doc.size, mtime_ns=doc.mtime_ns, facts=doc.facts)
 
 
 def _answer(request: Request, answer: object) -> None:
@@ -133,6 +134,7 @@ async def write_index(
     inbox: MemoryObjectReceiveStream[ToWriter], *, writer: IndexWriter, inflight: InFlight,
     stats: Stats, batch_files: int, on_event: EventHook | None = None,
     on_scan_done: Callable[[ScanDone], None] | None = None,
+    after_commit: Callable[[], None] | None = None,
 ) -> None:
     """Commit what arrives until every sender has closed its end of `inbox`."""
 
@@ -164,6 +166,8 @@ async def write_index(
                 elif isinstance(item, DocsSubmitted | RemovalAsked):
                     _answer(item, outcome.answers.get(position))
             _count(outcome, stats, write_ms, len(work), on_event)
+            if after_commit is not None:
+                after_commit()
         for marker in items:
             if isinstance(marker, ScanDone) and on_scan_done is not None:
                 on_scan_done(marker)
@@ -239,13 +243,14 @@ class WriterActor:
     connection) and its inbox. Feeds send on clones of `feed()`; tools use `requests`."""
 
     @classmethod
-    def open(cls, path: Path, *, model_id: str, dim: int, rebuild: bool = False,
+    def open(cls, path: Path, identity: Identity, *, rebuild: bool = False,
              queue_size: int, batch_files: int, on_event: EventHook | None = None
              ) -> WriterActor:
         """The writer of the index at `path`, created if missing (blocking: it takes the
         file's writer lock and migrates its schema). WriterBusyError while another process
-        holds the lock; ModelMismatchError when the file was built with another model."""
-        writer = IndexWriter(path, model_id=model_id, dim=dim, rebuild=rebuild)
+        holds the lock; ModelMismatchError when the file was built with another provider,
+        model, dimension or prefixes."""
+        writer = IndexWriter(path, identity, rebuild=rebuild)
         return cls(writer, queue_size=queue_size, batch_files=batch_files, on_event=on_event)
 
     def __init__(self, writer: IndexWriter, *, queue_size: int, batch_files: int,
@@ -256,6 +261,7 @@ class WriterActor:
         self.on_event = on_event
         self._send, self._inbox = anyio.create_memory_object_stream[ToWriter](queue_size)
         self.requests = WriterInbox(self._send, self.path)
+        self._repairing = False
 
     def feed(self) -> MemoryObjectSendStream[ToWriter]:
         """A send end for a feed (the embedder); it closes it when it is done."""
@@ -266,10 +272,34 @@ class WriterActor:
 
     async def run(self, *, inflight: InFlight, stats: Stats,
                   on_scan_done: Callable[[ScanDone], None] | None = None) -> None:
-        """Commit what arrives until the feeds and `requests` are all closed."""
-        await write_index(self._inbox, writer=self._writer, inflight=inflight, stats=stats,
-                          batch_files=self.batch_files, on_event=self.on_event,
-                          on_scan_done=on_scan_done)
+        """Commit what arrives until the feeds and `requests` are all closed. Meanwhile a
+        background thread brings the index's vector file up to date and checks it; once the
+        inbox is closed that is awaited, unless `stop_repair` was called."""
+        try:
+            async with anyio.create_task_group() as tg:
+                def repair_if_needed() -> None:
+                    if self._writer.vectors.wants_repair and not self._repairing:
+                        self._repairing = True
+                        tg.start_soon(self._repair, name="pocketmcp.writer.vectors")
+
+                repair_if_needed()
+                await write_index(self._inbox, writer=self._writer, inflight=inflight,
+                                  stats=stats, batch_files=self.batch_files,
+                                  on_event=self.on_event, on_scan_done=on_scan_done,
+                                  after_commit=repair_if_needed)
+        except BaseExceptionGroup as group:  # a failed transaction, as callers expect it
+            raise single(group) from None
+
+    async def _repair(self) -> None:
+        try:
+            # Abandoned on cancel: closing the writer stops the thread and waits for it.
+            await anyio.to_thread.run_sync(self._writer.repair_vectors, abandon_on_cancel=True)
+        finally:
+            self._repairing = False
+
+    def stop_repair(self) -> None:
+        """Stop the vector file's repair soon (the next start takes it up again)."""
+        self._writer.vectors.stop()
 
     def close_file(self) -> None:
         """Checkpoint, close the connection and release the lock, once `run` has returned

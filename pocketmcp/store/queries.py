@@ -2,27 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
-import numpy as np
-import numpy.typing as npt
 
+from pocketmcp.core.identity import Identity
 from pocketmcp.errors import StoreError
-from pocketmcp.store import schema
+from pocketmcp.store import filters, schema
 from pocketmcp.store.connect import open_sync_reader, sqlite_errors
+from pocketmcp.store.filters import DocFilter
+from pocketmcp.store.log import VECTOR_BY_ID, ChunkLog, Vectors
 
 
-def _vector_arrays(rows: list[Any], dim: int) -> tuple[
-    npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float32]
-]:
-    ids = np.asarray([r[0] for r in rows], dtype=np.int64)
-    docs = np.asarray([r[1] for r in rows], dtype=np.int64)
-    vectors = (np.frombuffer(b"".join(bytes(r[2]) for r in rows), dtype=np.float32)
-               .reshape(-1, dim) if rows else np.zeros((0, dim), np.float32))
-    return ids, docs, vectors
+def _id_list(ids: Sequence[int]) -> str:
+    """Ids as one JSON argument, for `IN (SELECT value FROM json_each(?))`: SQLite limits
+    the number of arguments, not the length of one."""
+    return msgspec.json.encode([int(i) for i in ids]).decode()
 
 
 class HitRow(msgspec.Struct, frozen=True):
@@ -38,6 +36,12 @@ class HitRow(msgspec.Struct, frozen=True):
     source: str
     section: str
     library: str
+    size_bytes: int | None
+    mtime_ns: int | None
+    created: str | None
+    modified: str | None
+    indexed_at: str
+    tags: str  # JSON list
 
 
 class VectorHit(HitRow, frozen=True):
@@ -56,27 +60,19 @@ class DocumentRow(msgspec.Struct, frozen=True):
     chunk_count: int
     created_at: str
     updated_at: str
+    properties: str
+    tags: str  # JSON list
+    created: str | None
+    modified: str | None
+    size_bytes: int | None
+    mtime_ns: int | None
 
 
-# vec0 finds one rowid directly but scans every vector for `rowid IN (...)`.
-_VECTOR_BY_ID = "SELECT chunk_id, doc_id, embedding FROM vec_chunks WHERE chunk_id = ?"
 _CHUNK_TEXT = "substr(d.content, c.start_off + 1, c.end_off - c.start_off)"
-Scalar = str | int | float | bool
-
-
-def _doc_filter(library: str | None, metadata: Mapping[str, Scalar] | None
-                ) -> tuple[str, list[Any]]:
-    """SQL conditions (each starting with AND) on documents' library and metadata values."""
-    where, args = "", list[Any]()
-    if library is not None:
-        where += " AND library = ?"
-        args.append(library)
-    for key, value in (metadata or {}).items():
-        # A quoted JSON path, so keys may hold dots and spaces (quotes are refused earlier).
-        path = '$."' + key + '"'
-        where += " AND json_extract(metadata, ?) = ?"
-        args += [path, value]
-    return where, args
+# What a search match shows of its document, after its chunk's own columns.
+_HIT_DOC = ("d.external_id, d.uri, d.title, d.source, c.section, d.library, d.size_bytes, "
+            "d.mtime_ns, d.created, d.modified, d.updated_at, d.tags")
+Sort = Literal["doc_id", "modified"]
 
 
 class DocState(msgspec.Struct, frozen=True):
@@ -86,8 +82,9 @@ class DocState(msgspec.Struct, frozen=True):
     library: str
 
 
-_DOC_COLUMNS = ("doc_id, external_id, source, uri, title, library, metadata, content_sha256, "
-                "chunk_count, created_at, updated_at")
+_DOC_COLUMNS = ("d.doc_id, d.external_id, d.source, d.uri, d.title, d.library, d.metadata, "
+                "d.content_sha256, d.chunk_count, d.created_at, d.updated_at, d.properties, "
+                "d.tags, d.created, d.modified, d.size_bytes, d.mtime_ns")
 
 
 class ChunkRow(msgspec.Struct, frozen=True):
@@ -107,6 +104,7 @@ class IndexReader:
     def __init__(self, db_path: Path) -> None:
         self.db_path = db_path
         self._conn = open_sync_reader(db_path)
+        self.log = ChunkLog(self._conn, db_path)
 
     def close(self) -> None:
         self._conn.close()
@@ -117,9 +115,26 @@ class IndexReader:
         except sqlite_errors() as exc:
             raise StoreError(f"{self.db_path}: {exc}") from exc
 
-    def model(self) -> tuple[str, int] | None:
+    def query(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        """Rows of a read-only query (for the store's other reading modules)."""
+        return self._rows(sql, args)
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """One read transaction: every query inside sees the same committed state."""
         try:
-            return schema.stored_model(self._conn)
+            self._conn.execute("BEGIN")
+        except sqlite_errors() as exc:
+            raise StoreError(f"{self.db_path}: {exc}") from exc
+        try:
+            yield
+        finally:
+            self._conn.execute("COMMIT")
+
+    def identity(self) -> Identity | None:
+        """The provider, model, dimension and prefixes the index records."""
+        try:
+            return schema.stored_identity(self._conn)
         except sqlite_errors() as exc:
             raise StoreError(f"{self.db_path}: {exc}") from exc
 
@@ -142,7 +157,7 @@ class IndexReader:
                 owners.setdefault(sha, chunk_id)
         found: dict[str, bytes] = {}
         for sha, chunk_id in owners.items():
-            rows = self._rows(_VECTOR_BY_ID, (chunk_id,))
+            rows = self._rows(VECTOR_BY_ID, (chunk_id,))
             if rows:
                 found[sha] = bytes(rows[0][2])
         return found
@@ -162,7 +177,7 @@ class IndexReader:
     def search_vector(self, query: bytes, k: int,
                       doc_ids: Sequence[int] | None = None) -> list[VectorHit]:
         """Exact k nearest chunks by sqlite-vec's own scan, optionally only among `doc_ids`
-        (filtered inside the KNN). Search uses the in-memory index; this is the reference
+        (filtered inside the KNN). Search uses the vector file; this is the reference
         it can be checked against."""
         where, args = "", [query, k]
         if doc_ids is not None:
@@ -174,17 +189,13 @@ class IndexReader:
             "WITH knn AS (SELECT chunk_id, doc_id, idx, start_off, end_off, text, distance "
             f"FROM vec_chunks WHERE embedding MATCH ? AND k = ?{where}) "
             "SELECT knn.chunk_id, knn.doc_id, knn.idx, knn.start_off, knn.end_off, knn.text, "
-            "d.external_id, d.uri, d.title, d.source, c.section, d.library, knn.distance "
+            f"{_HIT_DOC}, knn.distance "
             "FROM knn "
             "JOIN documents d ON d.doc_id = knn.doc_id "
             "JOIN chunks c ON c.chunk_id = knn.chunk_id ORDER BY knn.distance",
             args,
         )
         return [VectorHit(*row) for row in rows]
-
-    def data_version(self) -> int:
-        """Changes whenever another connection commits (SQLite's own counter)."""
-        return int(self._rows("PRAGMA data_version")[0][0])
 
     def term_docs(self, terms: Sequence[str]) -> dict[str, int]:
         """How many chunks hold each (stemmed) term; for "x*", the sum over terms starting
@@ -210,9 +221,12 @@ class IndexReader:
         if doc_ids is not None:
             if not doc_ids:
                 return []
-            where = (" AND f.rowid IN (SELECT chunk_id FROM chunks WHERE doc_id IN "
-                     f"({','.join('?' * len(doc_ids))}))")
-            args.extend(doc_ids)
+            # `+` keeps the condition out of FTS5, which would otherwise look up every
+            # allowed rowid on its own (500 times slower at 1% of 50,000 chunks): the MATCH
+            # runs once and its rows are checked against the allowed set.
+            where = (" AND +f.rowid IN (SELECT chunk_id FROM chunks WHERE doc_id IN "
+                     "(SELECT value FROM json_each(?)))")
+            args.append(_id_list(doc_ids))
         args.append(k)
         rows = self._rows(
             "WITH top AS (SELECT f.rowid AS chunk_id, -bm25(chunks_fts, ?, 1.0) AS score "
@@ -228,8 +242,8 @@ class IndexReader:
         if doc_ids is not None:
             if not doc_ids:
                 return []
-            where = f" AND rowid IN ({','.join('?' * len(doc_ids))})"
-            args.extend(doc_ids)
+            where = " AND +rowid IN (SELECT value FROM json_each(?))"  # as search_keyword
+            args.append(_id_list(doc_ids))
         args.append(k)
         return [(int(r[0]), float(r[1])) for r in self._rows(
             "SELECT rowid, -bm25(documents_fts, ?, 1.0) AS score FROM documents_fts "
@@ -252,7 +266,7 @@ class IndexReader:
             # reading it from vec0 would scan the vectors.
             for row in self._rows(
                 "SELECT c.chunk_id, c.doc_id, c.idx, c.start_off, c.end_off, "
-                f"{_CHUNK_TEXT}, d.external_id, d.uri, d.title, d.source, c.section, d.library "
+                f"{_CHUNK_TEXT}, {_HIT_DOC} "
                 "FROM chunks c JOIN documents d ON d.doc_id = c.doc_id "
                 f"WHERE c.chunk_id IN ({marks})", part):
                 found[int(row[0])] = HitRow(*row)
@@ -266,69 +280,38 @@ class IndexReader:
             "WHERE c.doc_id = ? AND c.idx BETWEEN ? AND ? ORDER BY c.idx",
             (doc_id, first, last))]
 
-    # -- for in-memory vector indexes ------------------------------------------------------
-
-    def log_bounds(self) -> tuple[int, int]:
-        """(lowest, highest) sequence number in the chunk log, (0, 0) when empty."""
-        # Two queries: min() and max() together would scan the table instead of seeking.
-        low = self._rows("SELECT coalesce(min(seq), 0) FROM chunk_log")[0][0]
-        high = self._rows("SELECT coalesce(max(seq), 0) FROM chunk_log")[0][0]
-        row = (low, high)
-        if row[1] == 0:
-            # An empty log may still have had entries: sqlite_sequence remembers the last.
-            seq = self._rows("SELECT seq FROM sqlite_sequence WHERE name = 'chunk_log'")
-            last = int(seq[0][0]) if seq else 0
-            return last + 1, last
-        return int(row[0]), int(row[1])
-
-    def changes_since(self, seq: int, limit: int) -> list[tuple[int, int, int]]:
-        return [(int(a), int(b), int(c)) for a, b, c in self._rows(
-            "SELECT seq, chunk_id, added FROM chunk_log WHERE seq > ? ORDER BY seq LIMIT ?",
-            (seq, limit))]
-
-    def vectors_by_ids(self, ids: Sequence[int], dim: int
-                       ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64],
-                                  npt.NDArray[np.float32]]:
+    def vectors_by_ids(self, ids: Sequence[int], dim: int) -> Vectors:
         """(chunk ids, doc ids, float32 vectors) of the chunks that still exist, by id."""
-        rows: list[Any] = []
-        for chunk_id in sorted(set(ids)):
-            rows.extend(self._rows(_VECTOR_BY_ID, (chunk_id,)))
-        return _vector_arrays(rows, dim)
-
-    def all_vectors(self, dim: int, on_block: Callable[[npt.NDArray[np.int64],
-                                                        npt.NDArray[np.int64],
-                                                        npt.NDArray[np.float32]], None],
-                    block: int = 32768) -> int:
-        """Every chunk's (ids, doc ids, vectors) in blocks, as one snapshot; the log position
-        of that snapshot."""
-        try:
-            self._conn.execute("BEGIN")
-            try:
-                seq = self.log_bounds()[1]
-                cursor = self._conn.execute("SELECT chunk_id, doc_id, embedding FROM vec_chunks")
-                while rows := cursor.fetchmany(block):
-                    on_block(*_vector_arrays(rows, dim))
-            finally:
-                self._conn.execute("COMMIT")
-        except sqlite_errors() as exc:
-            raise StoreError(f"{self.db_path}: {exc}") from exc
-        return seq
+        return self.log.vectors_by_ids(ids, dim)
 
     # -- documents -------------------------------------------------------------------------
 
-    def documents_page(self, after: int, limit: int, library: str | None = None,
-                       metadata: Mapping[str, Scalar] | None = None) -> list[DocumentRow]:
-        where, args = _doc_filter(library, metadata)
+    def documents_page(self, where: DocFilter, limit: int, *, sort: Sort = "doc_id",
+                       after: tuple[str, int] | None = None) -> list[DocumentRow]:
+        """A page of the documents `where` allows: by doc_id, or by last change (newest
+        first), after the (modified, doc_id) the previous page ended on."""
+        conditions, args = filters.where(where)
+        if sort == "modified":
+            if after is not None:
+                conditions += " AND (d.modified < ? OR (d.modified = ? AND d.doc_id < ?))"
+                args += [after[0], after[0], after[1]]
+            order = "d.modified DESC, d.doc_id DESC"
+        else:
+            if after is not None:
+                conditions += " AND d.doc_id > ?"
+                args.append(after[1])
+            order = "d.doc_id"
         return [DocumentRow(*r) for r in self._rows(
-            f"SELECT {_DOC_COLUMNS} FROM documents WHERE doc_id > ?{where} "
-            "ORDER BY doc_id LIMIT ?", (after, *args, limit))]
+            f"SELECT {_DOC_COLUMNS} FROM documents d WHERE 1{conditions} ORDER BY {order} "
+            "LIMIT ?", (*args, limit))]
 
-    def doc_ids_where(self, library: str | None,
-                      metadata: Mapping[str, Scalar] | None) -> list[int]:
-        """Documents in `library` (any when None) whose metadata has these values."""
-        where, args = _doc_filter(library, metadata)
-        return [int(r[0]) for r in self._rows(
-            f"SELECT doc_id FROM documents WHERE 1{where} ORDER BY doc_id", args)]
+    def doc_ids_where(self, where: DocFilter) -> list[int]:
+        """The documents `where` allows, by doc_id."""
+        conditions, args = filters.where(where)
+        # Sorted here: ORDER BY doc_id would make SQLite walk every document in doc_id order
+        # instead of using the index of the condition (documents.modified, doc_tags).
+        return sorted(int(r[0]) for r in self._rows(
+            f"SELECT d.doc_id FROM documents d WHERE 1{conditions}", args))
 
     def libraries(self) -> list[tuple[str, int, int]]:
         """(library, documents, chunks), by name."""
@@ -337,11 +320,12 @@ class IndexReader:
             "GROUP BY library ORDER BY library")]
 
     def document(self, doc_id: int) -> DocumentRow | None:
-        rows = self._rows(f"SELECT {_DOC_COLUMNS} FROM documents WHERE doc_id = ?", (doc_id,))
+        rows = self._rows(f"SELECT {_DOC_COLUMNS} FROM documents d WHERE doc_id = ?",
+                          (doc_id,))
         return DocumentRow(*rows[0]) if rows else None
 
     def document_by_external(self, external_id: str) -> DocumentRow | None:
-        rows = self._rows(f"SELECT {_DOC_COLUMNS} FROM documents WHERE external_id = ?",
+        rows = self._rows(f"SELECT {_DOC_COLUMNS} FROM documents d WHERE external_id = ?",
                           (external_id,))
         return DocumentRow(*rows[0]) if rows else None
 

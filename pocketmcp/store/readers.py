@@ -1,4 +1,4 @@
-"""Reading an index: pooled read-only connections, and the in-memory vectors beside them."""
+"""Reading an index: pooled read-only connections, and its vector file beside them."""
 
 from __future__ import annotations
 
@@ -8,10 +8,20 @@ from typing import TypeVar
 
 import anyio
 
+from pocketmcp.core.identity import Identity
 from pocketmcp.store.queries import IndexReader
 from pocketmcp.store.vectors import VectorIndex
 
 T = TypeVar("T")
+
+
+def recorded_identity(path: Path) -> Identity | None:
+    """What the index at `path` records of its embeddings (blocking)."""
+    reader = IndexReader(path)
+    try:
+        return reader.identity()
+    finally:
+        reader.close()
 
 
 class ReaderPool:
@@ -40,22 +50,24 @@ class ReaderPool:
 
 
 class ReadIndex:
-    """One index file as searches and listings see it: read-only connections, and every
-    chunk vector in memory (kept in step with what is committed on each use)."""
+    """One index file as searches and listings see it: read-only connections, and its
+    vector file (kept in step with what is committed on each use)."""
 
-    def __init__(self, path: Path, dim: int, readers: int = 4) -> None:
+    def __init__(self, path: Path, dim: int, readers: int = 4, *,
+                 root: Path | None = None) -> None:
         self.path = path
         self.dim = dim
+        self.root = root  # the watched folder its `file:` documents are in, if any
         self.readers = ReaderPool(path, readers)
-        self.vectors = VectorIndex(dim)
+        self.vectors = VectorIndex(path, dim)
 
     async def run(self, fn: Callable[[IndexReader], T]) -> T:
         """`fn(reader)` on a free read-only connection, in a worker thread."""
         return await self.readers.run(fn)
 
-    async def load_vectors(self) -> None:
-        """Bring the in-memory vectors up to date (all of them the first time)."""
-        await self.readers.run(self.vectors.sync)
+    async def open_vectors(self) -> None:
+        """Map the vector file and catch up with the log (milliseconds at any size)."""
+        await self.readers.run(lambda reader: self.vectors.sync(reader.log))
 
     def close(self) -> None:
         self.readers.close()

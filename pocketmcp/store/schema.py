@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import json
+import posixpath
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pocketmcp.core import dates
 from pocketmcp.core.cjk import has_cjk, index_text
+from pocketmcp.core.identity import Identity
+from pocketmcp.core.notes import is_note_path, read_note
+from pocketmcp.core.paths import path_of
 from pocketmcp.errors import ModelMismatchError, SchemaTooNewError
+from pocketmcp.messages import DocFacts
+from pocketmcp.store import facts
 
 
 def _bigram_cjk_rows(conn: Any) -> None:
@@ -31,6 +39,36 @@ def _bigram_cjk_rows(conn: Any) -> None:
                 conn.execute("DELETE FROM chunks_fts WHERE rowid = ?", (chunk_id,))
                 conn.execute("INSERT INTO chunks_fts(rowid, title, text) VALUES (?, ?, ?)",
                              (chunk_id, index_text(head), index_text(text)))
+
+
+def _documents(conn: Any, columns: str, page: int = 200) -> Any:
+    """(doc_id, columns...) of every document, a page at a time: texts can be large."""
+    after = 0
+    while rows := conn.execute(f"SELECT doc_id, {columns} FROM documents WHERE doc_id > ? "
+                               "ORDER BY doc_id LIMIT ?", (after, page)).fetchall():
+        yield from rows
+        after = rows[-1][0]
+
+
+def _note_facts(conn: Any) -> None:
+    """Fill in the facts of documents indexed before they were kept: what notes (and raw
+    text) say about themselves is read from their stored text; every document's dates fall
+    back to its file's modification time, else to when it was written. Properties of PDF and
+    Office files are read when they are next converted (a change, or `reindex` with force)."""
+    def execute(sql: str, args: Any = ()) -> Any:
+        return conn.execute(sql, args)
+
+    for doc_id, external_id, source, content, metadata, mtime_ns, updated_at in _documents(
+            conn, "external_id, source, content, metadata, mtime_ns, updated_at"):
+        modified = dates.from_ns(mtime_ns) if mtime_ns else updated_at
+        path = path_of(external_id, source)
+        if source == "raw" or (path is not None and is_note_path(path)):
+            found = read_note(content, folder=posixpath.dirname(path or ""),
+                              modified=modified).facts
+        else:
+            found = DocFacts(created=modified, modified=modified)
+        facts.write(execute, conn.executemany, doc_id, external_id=external_id, source=source,
+                    facts=found, metadata=json.loads(metadata))
 
 
 # Each migration is a list of steps: SQL statements, where `{dim}` is the embedding
@@ -127,6 +165,12 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
         # alone kept as one token per run of characters.
         _bigram_cjk_rows,
     ),
+    (
+        # What documents say about themselves: front matter and document properties, tags,
+        # their own dates, and links between them (store/facts.py).
+        *facts.MIGRATION,
+        _note_facts,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -136,43 +180,59 @@ def _one(conn: Any, sql: str, args: tuple[Any, ...] = ()) -> Any:
     return conn.execute(sql, args).fetchone()
 
 
-def stored_model(conn: Any) -> tuple[str, int] | None:
-    """(model_id, dim) recorded in the index, or None for an empty file."""
+def stored_identity(conn: Any) -> Identity | None:
+    """The provider, model, dimension and prefixes recorded in the index; None for an empty
+    file."""
     if not _one(conn, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"):
         return None
-    model = _one(conn, "SELECT value FROM meta WHERE key = 'model_id'")
-    dim = _one(conn, "SELECT value FROM meta WHERE key = 'dim'")
-    return None if model is None or dim is None else (str(model[0]), int(dim[0]))
+    meta = {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
+    return Identity.from_meta(meta)
 
 
-def check_model(conn: Any, db_path: Path, model_id: str, dim: int) -> None:
-    stored = stored_model(conn)
-    if stored is not None and stored != (model_id, dim):
-        raise ModelMismatchError(db_path, stored[0], stored[1], model_id, dim)
+def check_identity(conn: Any, db_path: Path, identity: Identity) -> None:
+    stored = stored_identity(conn)
+    if stored is not None and stored != identity:
+        raise ModelMismatchError(db_path, stored.describe(), stored.differences(identity))
+
+
+def _record_identity(conn: Any, identity: Identity, *, replace: bool) -> None:
+    verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
+    conn.executemany(f"{verb} INTO meta(key, value) VALUES (?, ?)",
+                     list(identity.meta().items()))
 
 
 def schema_version(conn: Any) -> int:
     return int(_one(conn, "PRAGMA user_version")[0])
 
 
-def migrate(conn: Any, db_path: Path, model_id: str, dim: int) -> int:
-    """Bring the schema to SCHEMA_VERSION in one transaction; returns the version found."""
+def migrate(conn: Any, db_path: Path, identity: Identity) -> int:
+    """Bring the schema to SCHEMA_VERSION in one transaction; returns the version found.
+    An index that records less of its identity than today's (it was made before providers
+    and prefixes) gets the rest written down."""
     found = schema_version(conn)
     if found > SCHEMA_VERSION:
         raise SchemaTooNewError(db_path, found, SCHEMA_VERSION)
-    check_model(conn, db_path, model_id, dim)
+    check_identity(conn, db_path, identity)
     if found == SCHEMA_VERSION:
+        recorded = {row[0] for row in conn.execute("SELECT key FROM meta")}
+        if not set(identity.meta()) <= recorded:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                _record_identity(conn, identity, replace=False)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
         return found
     conn.execute("BEGIN IMMEDIATE")
     try:
         for version in range(found, SCHEMA_VERSION):
             for step in MIGRATIONS[version]:
                 if isinstance(step, str):
-                    conn.execute(step.replace("{dim}", str(dim)))
+                    conn.execute(step.replace("{dim}", str(identity.dim)))
                 else:
                     step(conn)
-        conn.execute("INSERT OR REPLACE INTO meta VALUES ('model_id', ?)", (model_id,))
-        conn.execute("INSERT OR REPLACE INTO meta VALUES ('dim', ?)", (str(dim),))
+        _record_identity(conn, identity, replace=True)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:

@@ -1,237 +1,244 @@
-"""Every chunk vector of an index in memory, searched in two passes.
+"""Every chunk vector of an index as searches see it.
 
-sqlite-vec scans float32 vectors without SIMD, about ten times slower than numpy. Here a first
-pass compares 1-bit codes (the sign of each dimension after centring: 48 bytes a vector) by
-Hamming distance, and a second pass rescores the best candidates with float16 copies of the
-vectors. About 830 bytes a chunk (800 MB for a million).
+The vector file (vecfile.py), mapped read-only, holds the rows up to its slot's seq; what the
+chunk log says happened after that (a commit the writer has not applied yet, or a writer
+that stopped) is followed here in memory: rows added since, and rows removed since. So every
+process, the writer's own or a read-only one, sees each commit as soon as SQLite does, and
+writes nothing. When the file cannot be used (missing, being rebuilt, another database's, or
+further behind than DELTA_LIMIT log entries), searches answer from sqlite-vec's own exact
+scan instead: slower, still right.
 
-The index follows the database through `chunk_log`, which triggers fill in the writer's own
-transactions, so any process (writer or read-only) stays in step with what is committed.
+Opening costs a stat, a header read and a map: milliseconds at any size.
 """
 
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
-from pocketmcp.store.queries import IndexReader
+from pocketmcp.errors import VectorFileError
+from pocketmcp.store import scan
+from pocketmcp.store.log import ChunkLog
+from pocketmcp.store.vecfile import Columns, State, check, inode_of, open_columns, vectors_path
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
+Found = tuple[I64, F32, I64]  # chunk ids, scores, doc ids; best first
 
-# Below this many vectors the float16 pass alone scans everything.
-EXACT_SCAN_LIMIT = 8192
-
-
-# Above this many rows the Hamming pass is split over two threads (numpy releases the GIL).
-PARALLEL_ROWS = 100_000
-_pool: ThreadPoolExecutor | None = None
+EXACT_SCAN_LIMIT = 8192  # up to this many rows, the float16 pass alone scans them all
+DELTA_LIMIT = 50_000  # log entries followed past the file; further behind, SQLite answers
+PAGE_ENTRIES = 20000
+SHORTLIST = 10  # rows kept by the Hamming pass, per row rescored in float16
 
 
-def _hamming(codes: npt.NDArray[np.uint64], query: npt.NDArray[np.uint64]
-             ) -> npt.NDArray[np.uint16]:
-    global _pool
-    if len(codes) < PARALLEL_ROWS:
-        return _hamming_part(codes, query)
-    if _pool is None:
-        _pool = ThreadPoolExecutor(2, thread_name_prefix="pocketmcp.hamming")
-    half = len(codes) // 2
-    parts = list(_pool.map(_hamming_part, (codes[:half], codes[half:]), (query, query)))
-    return np.concatenate(parts)
+def _empty() -> Found:
+    return np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros(0, np.int64)
 
 
-def _hamming_part(codes: npt.NDArray[np.uint64], query: npt.NDArray[np.uint64]
-                  ) -> npt.NDArray[np.uint16]:
-    out: npt.NDArray[np.uint16] = np.bitwise_count(codes ^ query).sum(axis=1, dtype=np.uint16)
-    return out
+class _Delta:
+    """The chunk log past the file's slot: rows added since, in memory, and file rows
+    removed since."""
 
+    def __init__(self, state: State, dim: int) -> None:
+        self.base = state.seq
+        self.seq = state.seq
+        self.last_id = state.last_id
+        self.ids = np.zeros(0, np.int64)
+        self.docs = np.zeros(0, np.int64)
+        self.f16 = np.zeros((0, dim), np.float16)
+        self.masked = np.zeros(0, np.int64)  # file rows removed since the slot
 
-def _codes(vectors: F32, mean: F32) -> npt.NDArray[np.uint64]:
-    bits = np.packbits((vectors - mean) > 0, axis=1)
-    return bits.view(np.uint64)
+    def follow(self, source: ChunkLog, cols: Columns, state: State, high: int) -> None:
+        while self.seq < high:
+            changes = source.changes_since(self.seq, PAGE_ENTRIES)
+            if not changes:
+                break
+            removed = {chunk for _, chunk, added in changes if not added}
+            wanted = [chunk for _, chunk, added in changes
+                      if added and chunk not in removed and chunk > self.last_id]
+            if removed:
+                gone = np.fromiter(sorted(removed), dtype=np.int64)
+                keep = ~np.isin(self.ids, gone)
+                self.ids, self.docs, self.f16 = self.ids[keep], self.docs[keep], self.f16[keep]
+                rows = np.searchsorted(cols.ids[:state.rows], gone)
+                inside = rows < state.rows
+                rows, gone = rows[inside], gone[inside]
+                self.masked = np.union1d(self.masked, rows[cols.ids[rows] == gone])
+            if wanted:
+                ids, docs, vectors = source.vectors_by_ids(wanted, cols.dim)
+                self.ids = np.concatenate([self.ids, ids])
+                self.docs = np.concatenate([self.docs, docs])
+                self.f16 = np.concatenate([self.f16, vectors.astype(np.float16)])
+                if len(ids):
+                    self.last_id = int(ids[-1])
+            self.seq = changes[-1][0]
 
-
+    def search(self, query: F32, k: int, allowed: I64 | None) -> Found:
+        rows = np.arange(len(self.ids)) if allowed is None else np.flatnonzero(
+            np.isin(self.docs, allowed))
+        scores = scan.dot16(self.f16, rows, query)
+        best = scan.top(scores, k)
+        return self.ids[rows[best]], scores[best], self.docs[rows[best]]
 
 
 class VectorIndex:
-    def __init__(self, dim: int) -> None:
-        if dim % 64:
-            raise ValueError("the dimension must be a multiple of 64")
+    """The vector file of one index, followed past its slot through the log; searched in
+    three passes (scan.py). Thread-safe: one search or sync at a time."""
+
+    def __init__(self, db_path: Path, dim: int) -> None:
+        self.path = vectors_path(db_path)
         self.dim = dim
-        self.n = 0
-        self.last_seq = 0
-        self.loaded = False
-        self.dead = 0
-        self._mean = np.zeros(dim, dtype=np.float32)
-        self._mean_n = 0
         self._lock = threading.Lock()
-        self._seen_version: dict[int, int] = {}
-        self._alloc(1024)
-
-    def _alloc(self, capacity: int) -> None:
-        words = self.dim // 64
-        self.ids: I64 = np.zeros(capacity, dtype=np.int64)
-        self.docs: I64 = np.zeros(capacity, dtype=np.int64)
-        self.alive = np.zeros(capacity, dtype=bool)
-        self.codes = np.zeros((capacity, words), dtype=np.uint64)
-        self.f16 = np.zeros((capacity, self.dim), dtype=np.float16)
-
-    def _grow(self, needed: int) -> None:
-        capacity = len(self.ids)
-        if needed <= capacity:
-            return
-        new = max(needed, capacity * 2)
-        old = (self.ids, self.docs, self.alive, self.codes, self.f16)
-        self._alloc(new)
-        n = self.n
-        self.ids[:n], self.docs[:n], self.alive[:n] = old[0][:n], old[1][:n], old[2][:n]
-        self.codes[:n], self.f16[:n] = old[3][:n], old[4][:n]
+        self._inode: int | None = None
+        self._opened = False
+        self._cols: Columns | None = None
+        self._state: State | None = None
+        self._delta: _Delta | None = None
+        self._seen: dict[int, tuple[int, State | None, int | None]] = {}
+        self.reason: str | None = "not opened yet"  # why SQLite answers; None: the file does
+        self._sqlite_rows = 0
 
     @property
     def live(self) -> int:
-        return self.n - self.dead
+        """Chunks a search can find (as of the last sync)."""
+        state, delta = self._state, self._delta
+        if self.reason is not None or state is None:
+            return self._sqlite_rows
+        if delta is None:
+            return state.live
+        return state.live - len(delta.masked) + len(delta.ids)
 
-    # -- keeping in step with the database ----------------------------------------------------
+    @property
+    def behind(self) -> int:
+        """Log entries the file's slot is behind the database (as of the last sync)."""
+        delta = self._delta
+        return 0 if delta is None else delta.seq - delta.base
 
-    def sync(self, reader: IndexReader) -> None:
-        """Apply what was committed since the last sync (blocking; call from a thread)."""
+    # -- keeping in step ----------------------------------------------------------------------
+
+    def sync(self, source: ChunkLog) -> None:
+        """Catch up with what is committed (blocking: call from a worker thread)."""
         with self._lock:
-            version = reader.data_version()
-            if self.loaded and version == self._seen_version.get(id(reader)):
-                return  # nothing committed since this reader last looked
-            self._seen_version[id(reader)] = version
-            low, high = reader.log_bounds()
-            if self.loaded and high == self.last_seq:
-                return
-            if not self.loaded or low > self.last_seq + 1:
-                self._reload(reader)
-                return
-            while self.last_seq < high:
-                changes = reader.changes_since(self.last_seq, 20000)
-                if not changes:
-                    break
-                self._apply(reader, changes)
-            if self.dead > max(1024, self.n // 4) or (
-                self.live >= 1000 and self.live >= 2 * max(self._mean_n, 1)
-            ):
-                self._compact()
+            self._sync(source)
 
-    def _reload(self, reader: IndexReader) -> None:
-        """Load every vector, a block at a time, so memory peaks near the compact size."""
-        parts: list[tuple[I64, I64, npt.NDArray[np.uint64], npt.NDArray[np.float16]]] = []
-        mean: list[F32] = []
-
-        def block(ids: I64, docs: I64, vectors: F32) -> None:
-            if not mean:  # centre on the first block: a large sample of the whole
-                mean.append(vectors.mean(axis=0).astype(np.float32))
-            parts.append((ids, docs, _codes(vectors, mean[0]), vectors.astype(np.float16)))
-
-        seq = reader.all_vectors(self.dim, block)
-        self.n = 0
-        self.dead = 0
-        total = sum(len(p[0]) for p in parts)
-        self._alloc(max(1024, total))
-        self._mean = mean[0] if mean else np.zeros(self.dim, np.float32)
-        self._mean_n = total
-        if total:
-            ids = np.concatenate([p[0] for p in parts])
-            order = np.argsort(ids, kind="stable")
-            self.ids[:total] = ids[order]
-            for column, target in ((1, self.docs), (2, self.codes), (3, self.f16)):
-                target[:total] = np.concatenate([p[column] for p in parts])[order]
-            self.alive[:total] = True
-            self.n = total
-        self.last_seq = seq
-        self.loaded = True
-
-    def _apply(self, reader: IndexReader, changes: list[tuple[int, int, int]]) -> None:
-        added = [chunk for _, chunk, was_added in changes if was_added]
-        found = reader.vectors_by_ids(added, self.dim) if added else None
-        rows = {} if found is None else {int(i): r for r, i in enumerate(found[0])}
-        for seq, chunk, was_added in changes:
-            if was_added:
-                row = rows.get(chunk)
-                if row is not None and found is not None:  # gone again by now otherwise
-                    self._append(found[0][row:row + 1], found[1][row:row + 1],
-                                 found[2][row:row + 1])
-            else:
-                self._remove(chunk)
-            self.last_seq = seq
-
-    def _append(self, ids: I64, docs: I64, vectors: F32) -> None:
-        count = len(ids)
-        if not count:
+    def _sync(self, source: ChunkLog) -> None:
+        inode = inode_of(self.path)
+        if inode != self._inode or not self._opened:
+            self._map(source, inode)
+        cols = self._cols
+        state = cols.state() if cols is not None else None
+        version = source.data_version()
+        key = id(source)
+        if self._seen.get(key) == (version, state, inode) and self._opened:
+            return  # nothing committed, and the file unchanged, since this connection looked
+        self._seen[key] = (version, state, inode)
+        self._opened = True
+        low, high = source.bounds()
+        if cols is None or state is None or state.seq > high or (
+                state.seq < high and (low > state.seq + 1 or high - state.seq > DELTA_LIMIT)):
+            self._use_sqlite(source, self._why(cols, state, low, high))
             return
-        if self.n and ids[0] <= self.ids[self.n - 1]:
-            # Chunk ids only grow (AUTOINCREMENT); a replay of one already here is skipped.
-            keep = ids > self.ids[self.n - 1]
-            ids, docs, vectors = ids[keep], docs[keep], vectors[keep]
-            count = len(ids)
-            if not count:
-                return
-        self._grow(self.n + count)
-        end = self.n + count
-        self.ids[self.n:end] = ids
-        self.docs[self.n:end] = docs
-        self.alive[self.n:end] = True
-        self.codes[self.n:end] = _codes(vectors, self._mean)
-        self.f16[self.n:end] = vectors
-        self.n = end
+        self.reason = None
+        self._state = state
+        if state.seq == high:
+            self._delta = None
+            return
+        delta = self._delta
+        if delta is None or delta.base != state.seq or delta.seq > high:
+            delta = self._delta = _Delta(state, self.dim)
+        delta.follow(source, cols, state, high)
 
-    def _remove(self, chunk: int) -> None:
-        pos = int(np.searchsorted(self.ids[:self.n], chunk))
-        if pos < self.n and self.ids[pos] == chunk and self.alive[pos]:
-            self.alive[pos] = False
-            self.dead += 1
+    def _map(self, source: ChunkLog, inode: int | None) -> None:
+        """Map the file at the path now (a new one after a rebuild or compaction)."""
+        self._inode = inode
+        self._cols, self._state, self._delta = None, None, None
+        self._seen.clear()
+        if inode is None:
+            self.reason = f"{self.path} does not exist yet"
+            return
+        try:
+            cols = open_columns(self.path, self.dim)
+            check(cols, source, source.token())
+        except VectorFileError as exc:
+            self.reason = str(exc)
+            return
+        self._cols = cols
 
-    def _compact(self) -> None:
-        """Drop dead rows and re-centre the codes on the live vectors."""
-        keep = np.flatnonzero(self.alive[:self.n])
-        ids, docs = self.ids[keep].copy(), self.docs[keep].copy()
-        vectors = self.f16[keep].astype(np.float32)
-        seq = self.last_seq
-        self.n = 0
-        self.dead = 0
-        self._alloc(max(1024, len(keep)))
-        self._mean = vectors.mean(axis=0) if len(keep) else np.zeros(self.dim, np.float32)
-        self._mean_n = len(keep)
-        self._append(ids, docs, vectors.astype(np.float32))
-        self.last_seq = seq
+    def _why(self, cols: Columns | None, state: State | None, low: int, high: int) -> str:
+        if cols is None:
+            return self.reason or "no vector file"
+        if state is None:
+            return f"{self.path}: neither state slot is valid"
+        if state.seq > high:
+            return f"{self.path} is ahead of the database"
+        return f"{self.path} is {high - state.seq} changes behind the database"
+
+    def _use_sqlite(self, source: ChunkLog, reason: str) -> None:
+        self.reason = reason
+        self._state, self._delta = None, None
+        self._sqlite_rows = source.chunk_count()
 
     # -- searching ----------------------------------------------------------------------------
 
-    def search(self, query: F32, k: int, candidates: int,
-               allowed_docs: I64 | None = None) -> tuple[I64, F32, I64]:
-        """The `k` nearest chunks: (chunk ids, scores, doc ids), best first.
-
-        `candidates` rows survive the 1-bit pass and are rescored with the float16 vectors,
-        whose dot products are within about 0.001 of the exact cosine similarity.
-        """
+    def search(self, source: ChunkLog, query: F32, k: int, candidates: int,
+               allowed_docs: Sequence[int] | None = None) -> Found:
+        """The `k` nearest chunks to unit vector `query`: (chunk ids, cosine similarities,
+        doc ids), best first; only among `allowed_docs` when given. `candidates` rows are
+        rescored in float16 (within about 0.001 of the exact cosine); from SQLite the
+        scores are exact."""
         with self._lock:
-            n = self.n
-            alive = self.alive[:n]
-            if allowed_docs is not None:
-                alive = alive & np.isin(self.docs[:n], allowed_docs)
-            live = int(alive.sum()) if allowed_docs is not None else n - self.dead
-            if live == 0:
-                return np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros(0, np.int64)
-            if n <= EXACT_SCAN_LIMIT or live <= candidates:
-                pool = np.flatnonzero(alive)
-            else:
-                qcode = _codes(query[None, :], self._mean)[0]
-                dist = _hamming(self.codes[:n], qcode)
-                dist[~alive] = np.iinfo(np.uint16).max
-                # The smallest distances by counting (distances are 0..dim), not by sorting.
-                counts = np.bincount(dist, minlength=self.dim + 1)[:self.dim + 1]
-                cut = int(np.searchsorted(np.cumsum(counts), candidates))
-                pool = np.flatnonzero(dist <= cut)
-            scores = self.f16[pool].astype(np.float32) @ query
-            take = min(k, len(pool))
-            best = np.argpartition(-scores, take - 1)[:take] if take < len(pool) else np.arange(
-                len(pool))
-            best = best[np.argsort(-scores[best], kind="stable")]
-            rows = pool[best]
-            return self.ids[rows].copy(), scores[best].astype(np.float32), self.docs[rows].copy()
+            self._sync(source)
+            if self.reason is not None or self._cols is None or self._state is None:
+                docs = None if allowed_docs is None else list(allowed_docs)
+                return source.knn(query.astype(np.float32).tobytes(), k, docs)
+            allowed = None if allowed_docs is None else np.asarray(allowed_docs, np.int64)
+            found = [self._search_file(self._cols, self._state, query, k, candidates,
+                                       allowed)]
+            if self._delta is not None and len(self._delta.ids):
+                found.append(self._delta.search(query, k, allowed))
+            return scan.merge(found, k)
+
+    def _search_file(self, cols: Columns, state: State, query: F32, k: int, candidates: int,
+                     allowed: I64 | None) -> Found:
+        n = state.rows
+        masked = self._delta.masked if self._delta is not None else np.zeros(0, np.int64)
+        ok = None
+        if allowed is not None:
+            ok = np.isin(cols.docs[:n], allowed) & (cols.alive[:n] == 1)
+            ok[masked] = False
+            if int(ok.sum()) <= max(candidates, EXACT_SCAN_LIMIT):
+                return self._exact(cols, np.flatnonzero(ok), query, k)
+        elif n <= EXACT_SCAN_LIMIT or state.live - len(masked) <= candidates:
+            ok = cols.alive[:n] == 1
+            ok[masked] = False
+            return self._exact(cols, np.flatnonzero(ok), query, k)
+        qcode = scan.encode(query[None, :], cols.mean)[0]
+        some_dead = ok is None and state.live < n
+        dist, hist = scan.hamming(cols.codes, n, qcode, cols.alive if some_dead else None)
+        dead = len(hist) - 1  # the distance given to rows left out, and its bin
+        if ok is not None:
+            dist[~ok] = dead
+            hist = np.bincount(dist, minlength=dead + 1)
+        elif len(masked):
+            hit = dist[masked]
+            hit = hit[hit < dead]
+            np.subtract.at(hist, hit, 1)
+            hist[dead] += len(hit)
+            dist[masked] = dead
+        rows = scan.within(dist, hist, candidates * SHORTLIST)
+        planes, low, step = scan.query_planes(query, cols.mean)
+        estimate = scan.asymmetric(cols.codes, rows, planes, low, step)
+        return self._exact(cols, np.sort(rows[scan.top(estimate, candidates)]), query, k)
+
+    @staticmethod
+    def _exact(cols: Columns, rows: I64, query: F32, k: int) -> Found:
+        if not len(rows):
+            return _empty()
+        scores = scan.dot16(cols.f16, rows, query)
+        best = scan.top(scores, k)
+        picked = rows[best]
+        return cols.ids[picked].copy(), scores[best], cols.docs[picked].copy()

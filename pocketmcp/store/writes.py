@@ -3,7 +3,8 @@
 The only SQL that changes rows outside migrations. An IndexWriter holds the index's writer
 lock (a file beside it), so one process at a time can write; inside that process only the
 writer actor (pipeline/writer.py) calls it, from one worker thread at a time. A whole batch
-is one transaction, so a cancelled caller can never leave a transaction half done.
+is one transaction, so a cancelled caller can never leave a transaction half done. Right
+after each commit it brings the index's vector file up to date (vecwriter.py).
 """
 
 from __future__ import annotations
@@ -15,15 +16,21 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from filelock import FileLock, Timeout
 
+from pocketmcp.core import dates, markdown
 from pocketmcp.core.cjk import index_text
+from pocketmcp.core.identity import Identity
 from pocketmcp.errors import StoreError, WriterBusyError
-from pocketmcp.messages import Chunk, DocRecord, Removed, Written
-from pocketmcp.store import schema
+from pocketmcp.messages import Chunk, DocFacts, DocRecord, Removed, Written
+from pocketmcp.store import facts, schema
 from pocketmcp.store.connect import open_sync_writer, sqlite_errors
+from pocketmcp.store.log import TOKEN_KEY, ChunkLog
+from pocketmcp.store.vecfile import new_token
+from pocketmcp.store.vecwriter import VectorFileWriter
 
-LOG_KEEP = 200_000  # chunk changes kept for in-memory vector indexes to follow
+LOG_KEEP = 200_000  # chunk changes kept for vector files (and their readers) to follow
 
 
 def _now() -> str:
@@ -37,15 +44,17 @@ def lock_path(db_path: Path) -> Path:
 class IndexWriter:
     """Holds the writer lock of one index file and its only writing connection."""
 
-    def __init__(self, db_path: Path, *, model_id: str, dim: int, rebuild: bool = False) -> None:
+    def __init__(self, db_path: Path, identity: Identity, *, rebuild: bool = False) -> None:
         self.db_path = db_path
-        self.dim = dim
+        self.identity = identity
+        self.dim = identity.dim
         try:
             db_path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:  # a file in the way, no permission, a full disk
             raise StoreError(f"cannot create the folder of {db_path}: {exc}") from exc
         self._closed = False
         self._commits = 0
+        self._fresh: dict[int, tuple[int, bytes]] = {}  # chunks written in this transaction
         # Not thread-local: the lock is taken in a worker thread and released where the
         # writer closes, often another thread.
         self._lock = FileLock(str(lock_path(db_path)), blocking=False, thread_local=False)
@@ -57,10 +66,20 @@ class IndexWriter:
             self._conn = open_sync_writer(db_path)
             if rebuild:
                 schema.drop_all(self._conn)
-            schema.migrate(self._conn, db_path, model_id, dim)
+            schema.migrate(self._conn, db_path, identity)
+            log = ChunkLog(self._conn, db_path)
+            self.vectors = VectorFileWriter(identity.dim, self._token(log), log)
         except BaseException:
             self._lock.release()
             raise
+
+    def _token(self, log: ChunkLog) -> bytes:
+        """The database's identity, made on first use; its vector file carries a copy."""
+        token = log.token()
+        if token is None:
+            token = new_token()
+            self._sql("INSERT OR REPLACE INTO meta VALUES (?, ?)", (TOKEN_KEY, token.hex()))
+        return token
 
     @property
     def commits(self) -> int:
@@ -72,6 +91,7 @@ class IndexWriter:
         if self._closed:
             return
         self._closed = True
+        self.vectors.close()
         try:
             self._conn.execute("PRAGMA optimize")
             self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
@@ -93,10 +113,17 @@ class IndexWriter:
             self._sql("DELETE FROM chunk_log WHERE seq <= "
                       "(SELECT max(seq) FROM chunk_log) - ?", (LOG_KEEP,))
         self._sql("COMMIT")
+        fresh, self._fresh = self._fresh, {}
+        self.vectors.after_commit(fresh)
 
     def rollback(self) -> None:
+        self._fresh = {}
         if self._conn.in_transaction:
             self._conn.execute("ROLLBACK")
+
+    def repair_vectors(self) -> None:
+        """Bring the vector file up to date and check it (blocking; a background thread)."""
+        self.vectors.repair()
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -136,11 +163,13 @@ class IndexWriter:
     # -- writes (call between begin() and commit()) --------------------------------------------
 
     def upsert(self, doc: DocRecord, chunks: Sequence[Chunk], vectors: bytes) -> Written:
-        """Insert or replace one document and all its chunks."""
+        """Insert or replace one document and all its chunks. A document whose text, title,
+        library and metadata are unchanged keeps its chunks: only its stat, and its facts
+        when they changed, are written."""
         if len(vectors) != len(chunks) * self.dim * 4:
             raise StoreError(f"{doc.external_id}: {len(chunks)} chunks but "
                              f"{len(vectors)} bytes of vectors (dim {self.dim})")
-        row = self._sql("SELECT doc_id, content_sha256, title, library, metadata "
+        row = self._sql("SELECT doc_id, content_sha256, title, library, metadata, created "
                         "FROM documents WHERE external_id = ?", (doc.external_id,)).fetchone()
         now = _now()
         metadata = json.dumps(doc.metadata, ensure_ascii=False, sort_keys=True)
@@ -149,7 +178,18 @@ class IndexWriter:
         ):
             self._sql("UPDATE documents SET size_bytes = ?, mtime_ns = ? WHERE doc_id = ?",
                       (doc.size_bytes, doc.mtime_ns, row[0]))
-            return Written(row[0], "unchanged", len(chunks), 0)
+            have = facts.current(self._sql, row[0])
+            # Dates the document does not give itself stay as they were: the same text
+            # under a new mtime is no change of the document.
+            own = doc.facts
+            modified = own.modified or have[3] or now
+            kept = msgspec.structs.replace(own, modified=modified,
+                                           created=own.created or have[2] or modified)
+            if facts.stored(kept, doc.metadata) == have:
+                return Written(row[0], "unchanged", len(chunks), 0)
+            self._write_facts(row[0], doc, kept)  # the text is the same: chunks stay
+            self._sql("UPDATE documents SET updated_at = ? WHERE doc_id = ?", (now, row[0]))
+            return Written(row[0], "updated", len(chunks), 0)
         removed = 0
         if row is None:
             doc_id = self._sql(
@@ -169,12 +209,28 @@ class IndexWriter:
                 (doc.source, doc.uri, doc.title, doc.library, metadata, doc.content, doc.sha256,
                  doc.size_bytes, doc.mtime_ns, len(chunks), now, doc_id),
             )
+        self._write_facts(doc_id, doc, self._dated(doc, now, row[5] if row else None))
         if row is not None:
             self._sql("DELETE FROM documents_fts WHERE rowid = ?", (doc_id,))
         self._sql("INSERT INTO documents_fts(rowid, title, content) VALUES (?, ?, ?)",
-                  (doc_id, index_text(doc.title), index_text(doc.content)))
+                  (doc_id, index_text(doc.title), index_text(markdown.clean(doc.content))))
         self._insert_chunks(doc_id, doc.title, chunks, vectors)
         return Written(doc_id, "inserted" if row is None else "updated", len(chunks), removed)
+
+    @staticmethod
+    def _dated(doc: DocRecord, fallback: str, created: str | None) -> DocFacts:
+        """The document's facts with both dates: `modified` is its own, else its file's
+        modification time, else `fallback`; `created` its own, else `created` (what the
+        index holds from before), else `modified`."""
+        found = doc.facts
+        modified = found.modified or (dates.from_ns(doc.mtime_ns) if doc.mtime_ns
+                                      else fallback)
+        return msgspec.structs.replace(found, modified=modified,
+                                       created=found.created or created or modified)
+
+    def _write_facts(self, doc_id: int, doc: DocRecord, found: DocFacts) -> None:
+        facts.write(self._sql, self._many, doc_id, external_id=doc.external_id,
+                    source=doc.source, facts=found, metadata=doc.metadata)
 
     def _insert_chunks(self, doc_id: int, title: str, chunks: Sequence[Chunk],
                        vectors: bytes) -> None:
@@ -188,6 +244,8 @@ class IndexWriter:
         ids = dict(self._sql("SELECT idx, chunk_id FROM chunks WHERE doc_id = ?",
                              (doc_id,)).fetchall())
         width = self.dim * 4
+        for i, c in enumerate(chunks):
+            self._fresh[ids[c.idx]] = (doc_id, vectors[i * width:(i + 1) * width])
         self._many(
             "INSERT INTO vec_chunks(chunk_id, embedding, doc_id, idx, start_off, end_off, text) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -195,7 +253,7 @@ class IndexWriter:
               c.text) for i, c in enumerate(chunks)],
         )
         self._many("INSERT INTO chunks_fts(rowid, title, text) VALUES (?, ?, ?)",
-                   [(ids[c.idx], index_text(c.section or title), index_text(c.text))
+                   [(ids[c.idx], index_text(c.section or title), index_text(c.keyword_text))
                     for c in chunks])
 
     def _delete_chunks(self, doc_id: int) -> int:
@@ -222,6 +280,7 @@ class IndexWriter:
         if self._sql("SELECT 1 FROM documents WHERE doc_id = ?", (doc_id,)).fetchone() is None:
             return None
         removed = self._delete_chunks(doc_id)
+        facts.remove(self._sql, doc_id)
         self._sql("DELETE FROM documents_fts WHERE rowid = ?", (doc_id,))
         self._sql("DELETE FROM documents WHERE doc_id = ?", (doc_id,))
         return doc_id, removed

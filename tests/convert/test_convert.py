@@ -49,6 +49,15 @@ async def test_each_format_becomes_text_with_its_title(maker, converter: Convert
         assert body in flat
 
 
+@pytest.mark.parametrize("maker", [docs.pdf, docs.docx, docs.pptx])
+async def test_pdf_and_office_files_give_their_properties(maker, converter: Converter,
+                                                          tmp_path: Path) -> None:
+    path = maker(tmp_path / f"m.{maker.__name__}", "Telescope manual", SECTIONS)
+    props = (await convert(converter, path)).properties
+    assert props["title"] == "Telescope manual" and props["author"] == docs.AUTHOR
+    assert props["created"] == "2021-06-01T12:30:00.000Z"
+
+
 @pytest.mark.parametrize("maker", [docs.docx, docs.html, docs.epub])
 async def test_structured_formats_keep_headings_as_markdown(maker, converter: Converter,
                                                             tmp_path: Path) -> None:

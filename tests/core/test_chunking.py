@@ -107,3 +107,26 @@ def test_the_path_counts_against_the_token_window(embedder) -> None:
     assert counts == [c.tokens for c in chunks]
     assert max(counts) <= embedder.max_tokens
     assert any(c.prefix for c in chunks)
+
+
+def test_attribute_lists_and_front_matter_stay_out_of_paths_and_embeddings(embedder) -> None:
+    chunker = Chunker(embedder.tokenizer, size=1000, overlap=0, max_tokens=embedder.max_tokens)
+    text = ("---\ntitle: Build\n# not a heading\n---\n# Build { #build }\n\nIntro words.\n\n"
+            "## Targets ## {: #targets }\n\nEach target <!-- more --> builds a wheel.\n")
+    chunks = chunker.split(text)
+    _check_offsets(text, chunks)
+    assert [c.section for c in chunks] == ["Build", "Build > Targets"]
+    assert chunks[0].start == text.index("# Build")  # the front matter is not a chunk
+    assert all("{" not in c.embed_text and "<!--" not in c.embed_text for c in chunks)
+    assert all("{" not in c.keyword_text for c in chunks)
+    assert "<!-- more -->" in chunks[1].text  # the stored text is the file's own
+
+
+def test_a_new_heading_starts_a_new_chunk(real_chunker: Chunker) -> None:
+    text = ("# Guide\n\n## Install\n\nRun the installer.\n\n"
+            "## Appended\n\nA short section added at the end.\n")
+    chunks = real_chunker.split(text)
+    _check_offsets(text, chunks)
+    assert [c.section for c in chunks] == ["Guide > Install", "Guide > Appended"]
+    assert chunks[0].text.startswith("# Guide")  # headings alone go with what follows
+    assert chunks[1].text.startswith("## Appended")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from pocketmcp.embed.local import LocalEmbedder
 
@@ -29,3 +30,22 @@ async def test_a_text_embeds_the_same_as_a_document_and_as_a_query_alone_or_in_a
     assert np.allclose(alone[0], batch[0], atol=1e-3)
     assert float(alone[0] @ query) > 0.999
     assert (await embedder.embed_documents([])).shape == (0, embedder.dim)
+
+
+async def test_a_query_asked_again_is_not_embedded_again(
+    embedder: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = await embedder.embed_query("which birds hunt at night?")
+    calls: list[str] = []
+    real = embedder._embed_query
+
+    def counted(text: str) -> np.ndarray:
+        calls.append(text)
+        return real(text)
+
+    monkeypatch.setattr(embedder, "_embed_query", counted)
+    again = await embedder.embed_query("which birds hunt at night?")
+    other = await embedder.embed_query("which birds sing at dawn?")
+    assert again is first and not again.flags.writeable  # shared, so nobody may change it
+    assert calls == ["which birds sing at dawn?"]
+    assert float(other @ first) < 0.999

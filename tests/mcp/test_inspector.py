@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from mcp_harness import start_http, stop_http
 
 ROOT = Path(__file__).resolve().parents[1]
 PREFIX = ROOT / ".cache" / "inspector"
@@ -55,3 +57,34 @@ def test_the_inspector_lists_calls_and_reads(inspector: Path, tmp_path: Path) ->
     templates = _cli(inspector, tmp_path, "--method", "resources/templates/list")
     assert {t["uriTemplate"] for t in templates["resourceTemplates"]} == {
         "mcp+doc://{doc_id}", "mcp+doc://{doc_id}#{chunk_id}"}
+
+
+def test_the_inspector_calls_one_http_server_over_streamable_http_and_sse(
+        inspector: Path, tmp_path: Path) -> None:
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "herbs.md").write_text("# Herbs\n\nBasil wilts in the cold; keep it above 10 °C.\n")
+    (kb / "bikes.md").write_text("# Bikes\n\nOil the chain after riding in the rain.\n")
+    served = start_http(tmp_path)
+    (tmp_path / "home").mkdir()
+
+    def cli(url: str, transport: str, token: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(inspector), "--cli", url, "--transport", transport, "--header",
+             f"Authorization: Bearer {token}", "--stored-auth-only", "--method", "tools/call",
+             "--tool-name", "search", "--tool-arg", "query=caring for basil",
+             "--tool-arg", "top_k=2"],
+            env={**os.environ, "HOME": str(tmp_path / "home")},  # the inspector's own state
+            capture_output=True, text=True, timeout=120)
+
+    try:
+        for transport, path in (("http", "/mcp"), ("sse", "/sse")):
+            done = cli(served.url + path, transport, served.token)
+            assert done.returncode == 0, done.stderr[-2000:]
+            assert json.loads(done.stdout)["structuredContent"]["matches"][0]["path"] == (
+                "herbs.md")
+            refused = cli(served.url + path, transport, "wrong")
+            said = refused.stdout + refused.stderr
+            assert refused.returncode != 0 and ("401" in said or "invalid_token" in said)
+    finally:
+        assert stop_http(served) == 0

@@ -141,11 +141,11 @@ async def test_search_filters_by_document_and_path_and_threshold(tmp_path: Path)
     async with mcp_session(tmp_path) as session:
         await until(lambda: call(session, "status"), lambda s: s["initial_indexing_done"])
         only_notes = await call(session, "search", {
-            "query": "kubernetes", "filter": {"path_glob": "notes/**"}})
+            "query": "kubernetes", "filter": {"path_glob": "notes/**"}, "score_threshold": 0})
         assert [m["path"] for m in only_notes["matches"]] == ["notes/bread.md"]
         everything = await call(session, "search", {"query": "kubernetes"})
         infra_id = next(m["doc_id"] for m in everything["matches"] if m["path"] == "infra.md")
-        by_id = await call(session, "search", {"query": "bread",
+        by_id = await call(session, "search", {"query": "bread", "score_threshold": 0,
                                                "filter": {"doc_ids": [infra_id]}})
         assert {m["doc_id"] for m in by_id["matches"]} == {infra_id}
         strict = await call(session, "search", {"query": "kubernetes service",

@@ -25,7 +25,7 @@ async def test_the_tools_setting_offers_only_the_named_tools(
 async def test_all_tools_are_offered_by_default(tmp_path: Path) -> None:
     async with running(make_config(tmp_path)) as rt:
         names = {t.name for t in await Tools(rt).server.list_tools()}
-    assert names == set(TOOL_NAMES) and len(names) == 14
+    assert names == set(TOOL_NAMES) and len(names) == 15
 
 
 def test_an_unknown_tool_name_is_a_clear_config_error(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from conftest import Tools, make_config, running
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_harness import call, mcp_session, tool_error, until
 
+from pocketmcp.core.identity import Identity
 from pocketmcp.errors import InvalidRequest, ModelMismatchError, NotFound, ReadOnly
 from pocketmcp.store.writes import IndexWriter
 
@@ -188,8 +189,8 @@ async def test_a_database_another_process_writes_is_readable_but_not_writable(
 
     async def hold() -> None:  # another process, in effect: it holds the database's lock
         async with running(config) as holder:
-            assert holder.spec is not None
-            shared["spec"] = holder.spec
+            assert holder.identity is not None
+            shared["identity"] = holder.identity
             mine = Tools(holder)
             await mine("create_database", db_name="shared")
             shared["doc"] = await mine("insert_document", text=SPACE, db_name="shared")
@@ -200,7 +201,7 @@ async def test_a_database_another_process_writes_is_readable_but_not_writable(
     async with anyio.create_task_group() as tg:
         tg.start_soon(hold)
         await held.wait()
-        doc, spec = shared["doc"], shared["spec"]
+        doc, identity = shared["doc"], shared["identity"]
         async with running(config) as other_rt:  # the same files
             other = Tools(other_rt)
             again = await other("create_database", db_name="shared")
@@ -216,12 +217,12 @@ async def test_a_database_another_process_writes_is_readable_but_not_writable(
             deleted = await other("delete_document", doc_id=doc["doc_id"], db_name="shared")
             assert deleted["deleted_chunks"] >= 1
     # Closing the runtimes released every database's lock.
-    IndexWriter(config.databases_dir / "shared.db", model_id=spec.model_id, dim=spec.dim).close()
+    IndexWriter(config.databases_dir / "shared.db", identity).close()
 
 
 async def test_a_database_made_with_another_model_is_refused_clearly(tools: Tools) -> None:
     config = tools.rt.config
-    IndexWriter(config.databases_dir / "old.db", model_id="another/model", dim=384).close()
+    IndexWriter(config.databases_dir / "old.db", Identity(model="another/model", dim=384)).close()
     with pytest.raises(ModelMismatchError, match="another/model"):
         await similar(tools, "space", db_name="old")
     with pytest.raises(ModelMismatchError, match="another/model"):

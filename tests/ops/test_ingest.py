@@ -87,7 +87,8 @@ async def test_a_folder_of_mixed_formats_is_searchable_and_hostile_files_are_con
         assert {k: v["documents"] for k, v in libraries.items()} == {
             "default": 2, "papers": 2, "web": 1}
         scoped = await call(session, "search", {"query": "sourdough starter rye",
-                                                "library": "papers", "top_k": 10})
+                                                "library": "papers", "top_k": 10,
+                                                "score_threshold": 0})
         assert scoped["matches"] and {m["library"] for m in scoped["matches"]} == {"papers"}
         listed = await call(session, "list_documents", {"library": "web"})
         assert [d["path"] for d in listed["documents"]] == ["web/bread.html"]
@@ -146,7 +147,7 @@ async def test_ingest_file_scopes_paths_and_reports_status_by_content(tmp_path: 
                                               "library": "default"})
         assert all(m["doc_id"] != first["doc_id"] for m in none["matches"])
         by_meta = await call(session, "search", {"query": "lighthouse keepers", "filter": {
-            "metadata": {"project": "apollo"}}})
+            "metadata": {"project": "apollo"}}, "score_threshold": 0})
         assert {m["doc_id"] for m in by_meta["matches"]} == {first["doc_id"]}
         listed = await call(session, "list_documents", {"metadata": {"project": "apollo"}})
         assert [d["doc_id"] for d in listed["documents"]] == [first["doc_id"]]

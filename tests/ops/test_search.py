@@ -50,12 +50,14 @@ async def test_a_filter_still_returns_k_results_when_k_exist(tools: Tools) -> No
                              for i in range(24))
     ids = await tools.add(*many, ("soup", paragraphs))
     only_soup = {"doc_ids": [ids["soup"]]}
-    chunk_count = len(await tools.search("soup", mode="keyword", top_k=50, filter=only_soup))
+    chunk_count = len(await tools.search("soup", mode="keyword", top_k=50, filter=only_soup,
+                                         max_per_doc=0))
     assert chunk_count >= 5
     # The query is about rockets: every nearest neighbour is outside the filter, yet k
     # results from the allowed document come back, in every mode that can find them.
     for mode in ("vector", "hybrid"):
-        found = await tools.search("rocket launch orbit", mode=mode, top_k=5, filter=only_soup)
+        found = await tools.search("rocket launch orbit", mode=mode, top_k=5, filter=only_soup,
+                                   max_per_doc=0, score_threshold=0)
         assert len(found) == 5 and {m["doc_id"] for m in found} == {ids["soup"]}
 
 
@@ -79,7 +81,7 @@ async def test_unique_docs_keeps_the_best_chunk_of_each_document(tools: Tools) -
                             for i in range(6))
     ids = await tools.add(("volcano", long_text),
                           ("other", "A short note about geysers and volcanic heat."))
-    every = await tools.search("volcano eruption", top_k=10)
+    every = await tools.search("volcano eruption", top_k=10, max_per_doc=0)
     assert [m["doc_id"] for m in every].count(ids["volcano"]) > 1
     unique = await tools.search("volcano eruption", top_k=10, unique_docs=True)
     assert sorted(m["doc_id"] for m in unique) == sorted(ids.values())
@@ -119,12 +121,54 @@ async def test_vector_scores_are_cosine_similarities_and_find_similar_is_exact(
     query = await reading.embedder.embed_query("penguins in the south")
     stored = await reading.index.run(lambda r: r.vectors_by_ids(list(range(1, 10)), 384))
     exact = dict(zip(stored[0].tolist(), (stored[2] @ query).tolist(), strict=True))
-    found = await tools.search("penguins in the south", mode="vector")
+    found = await tools.search("penguins in the south", mode="vector", score_threshold=0)
     assert found[0]["doc_id"] == ids["a"]
     for m in found:  # float16 copies: close to the exact cosine
         assert abs(m["vector_score"] - exact[m["chunk_id"]]) < 2e-3
-        assert m["score"] == m["vector_score"]
+        assert m["score"] == max(0.0, m["vector_score"])
     similar = (await tools("find_similar_documents", text="penguins in the south"))["results"]
     assert [s["chunk_id"] for s in similar] == [m["chunk_id"] for m in found]
     for s in similar:  # rescored from the float32 vectors
         assert abs(s["score"] - exact[s["chunk_id"]]) < 1e-6
+
+
+async def test_scores_lie_between_0_and_1_in_every_mode_and_one_threshold_fits_all(
+    tools: Tools
+) -> None:
+    await tools.add(*[(f"n{i}", f"Note {i}: penguins huddle together in the Antarctic winter "
+                                f"to keep warm, colony {i}.") for i in range(6)],
+                    ("c", "Compilers translate source code into machine code."))
+    for mode in ("hybrid", "vector", "keyword"):
+        found = await tools.search("penguins huddle in winter", mode=mode, top_k=10)
+        assert found and all(0.0 <= m["score"] <= 1.0 for m in found), (mode, found)
+        strict = await tools.search("penguins huddle in winter", mode=mode, top_k=10,
+                                    score_threshold=0.3)
+        assert strict and all(m["score"] >= 0.3 for m in strict)
+        assert all(m["doc_id"] != found[-1]["doc_id"] or m["score"] >= 0.3 for m in strict)
+    # The compilers note shares no word and little meaning: the default threshold drops it,
+    # and a question from outside the corpus finds nothing.
+    kept = await tools.search("penguins huddle in winter", top_k=10)
+    assert kept and all("Compilers" not in m["preview"] for m in kept)
+    everything = await tools.search("penguins huddle in winter", top_k=10, score_threshold=0)
+    assert any("Compilers" in m["preview"] for m in everything)
+    assert await tools.search("quarterly revenue of a shoe company") == []
+
+
+async def test_matches_of_one_document_are_capped_and_neighbours_merged(tools: Tools) -> None:
+    text = "\n\n".join(f"## Part {i}\n\n" + f"Volcanoes erupt lava and ash, part {i}. " * 8
+                         for i in range(8))
+    ids = await tools.add(("volcano", text),
+                          ("geyser", "A short note about geysers and volcanic heat."))
+    found = await tools.search("volcano eruption lava ash", top_k=8)
+    from_volcano = [m for m in found if m["doc_id"] == ids["volcano"]]
+    assert 1 <= len(from_volcano) <= 2
+    merged = [m for m in from_volcano if m["merged_idx"]]
+    assert merged, from_volcano
+    m = merged[0]
+    assert m["idx"] in m["merged_idx"] and m["merged_idx"] == list(
+        range(m["merged_idx"][0], m["merged_idx"][-1] + 1))
+    stored = (await tools("get_document", doc_id=ids["volcano"]))["text"]
+    # The passage is the document's text from the first merged chunk to the last.
+    assert m["context"].split() == stored[m["start_off"]:m["end_off"]].split()
+    every = await tools.search("volcano eruption lava ash", top_k=8, max_per_doc=0)
+    assert sum(x["doc_id"] == ids["volcano"] for x in every) > 2

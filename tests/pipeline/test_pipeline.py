@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import anyio
 from conftest import Index
 
 A = """# Sourdough baking
@@ -138,3 +139,21 @@ async def test_symlinks_leading_out_of_the_folder_are_not_followed(
     pipeline = await index.index_once()
     assert pipeline.stats.added == 2  # a.md and the link that stays inside
     assert "secret" not in " ".join(index.search("vault combination", k=10))
+
+
+async def test_a_watching_pipeline_stopped_as_it_starts_ends_at_once(
+    index: Index, write
+) -> None:
+    write("a.md", A)
+    writer = index.writer()
+    pipeline = index.pipeline(writer, follow=True)
+    try:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(pipeline.run)
+                await anyio.wait_all_tasks_blocked()  # the folder's watch is being set up
+                pipeline.stop()  # a server stopped while it was still starting
+    finally:
+        writer.close()
+        assert pipeline.converter is not None
+        await pipeline.converter.aclose()

@@ -11,16 +11,19 @@ import numpy as np
 import pytest
 from conftest import Tools, make_config, running
 
+from pocketmcp.core.identity import Identity
 from pocketmcp.core.text import sha256
 from pocketmcp.errors import InvalidRequest, PocketError, Stopping, StoreError
 from pocketmcp.messages import Chunk, DocRecord, PreparedDoc
 from pocketmcp.pipeline.state import InFlight, Stats
 from pocketmcp.pipeline.writer import WriterActor
 from pocketmcp.runtime import serving
+from pocketmcp.store.filters import DocFilter
 from pocketmcp.store.queries import IndexReader
 from pocketmcp.store.writes import IndexWriter
 
 DIM = 64
+IDENTITY = Identity(model="m", dim=DIM)
 
 
 def prepared(name: str, text: str) -> PreparedDoc:
@@ -44,7 +47,7 @@ def stored(db: Path, external_id: str) -> bool:
 async def test_a_request_is_answered_after_its_commit_and_sees_it_stored(tmp_path: Path) -> None:
     db = tmp_path / "index.db"
     events: list[dict[str, Any]] = []
-    actor = WriterActor(IndexWriter(db, model_id="m", dim=DIM), queue_size=2, batch_files=8,
+    actor = WriterActor(IndexWriter(db, IDENTITY), queue_size=2, batch_files=8,
                         on_event=events.append)
     try:
         async with anyio.create_task_group() as tg:
@@ -69,7 +72,7 @@ async def test_a_request_is_answered_after_its_commit_and_sees_it_stored(tmp_pat
 async def test_a_write_whose_caller_went_away_is_still_committed(tmp_path: Path) -> None:
     db = tmp_path / "index.db"
     committed = anyio.Event()
-    actor = WriterActor(IndexWriter(db, model_id="m", dim=DIM), queue_size=2, batch_files=8,
+    actor = WriterActor(IndexWriter(db, IDENTITY), queue_size=2, batch_files=8,
                         on_event=lambda event: committed.set())
     try:
         with anyio.fail_after(20):
@@ -95,7 +98,7 @@ async def test_a_write_whose_caller_went_away_is_still_committed(tmp_path: Path)
 async def test_requests_left_in_the_inbox_when_the_writer_stops_are_answered(
     tmp_path: Path
 ) -> None:
-    actor = WriterActor(IndexWriter(tmp_path / "index.db", model_id="m", dim=DIM),
+    actor = WriterActor(IndexWriter(tmp_path / "index.db", IDENTITY),
                         queue_size=4, batch_files=8)
     answers: list[BaseException] = []
 
@@ -163,7 +166,8 @@ async def test_tool_writes_and_file_changes_racing_on_one_index_commit_in_order(
                 reader = IndexReader(db)
                 try:
                     texts = [reader.content(d.doc_id) or "" for d in
-                             reader.documents_page(0, 100) if d.external_id.startswith("file:")]
+                             reader.documents_page(DocFilter(), 100)
+                             if d.external_id.startswith("file:")]
                 finally:
                     reader.close()
                 return len(texts) == rounds and all("second version" in t for t in texts)
@@ -188,7 +192,7 @@ async def test_a_request_the_index_cannot_take_fails_alone_and_the_writer_goes_o
     tmp_path: Path
 ) -> None:
     db = tmp_path / "index.db"
-    actor = WriterActor(IndexWriter(db, model_id="m", dim=DIM), queue_size=4, batch_files=8)
+    actor = WriterActor(IndexWriter(db, IDENTITY), queue_size=4, batch_files=8)
     outcomes: dict[str, object] = {}
     all_answered = anyio.Event()
 
@@ -222,7 +226,7 @@ async def test_a_request_the_index_cannot_take_fails_alone_and_the_writer_goes_o
 async def test_requests_queued_behind_a_failed_transaction_are_answered(
     tmp_path: Path
 ) -> None:
-    writer = IndexWriter(tmp_path / "index.db", model_id="m", dim=DIM)
+    writer = IndexWriter(tmp_path / "index.db", IDENTITY)
     broken = anyio.Event()
 
     def remove(doc_ids: Any, external_ids: Any) -> Any:  # the disk goes away mid-transaction

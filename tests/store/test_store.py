@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pocketmcp.core.identity import Identity
 from pocketmcp.core.text import sha256
 from pocketmcp.errors import ModelMismatchError, StoreError, WriterBusyError
 from pocketmcp.messages import Chunk, DocRecord
@@ -61,49 +62,84 @@ def db(tmp_path: Path) -> Path:
 
 
 def test_a_new_index_is_migrated_in_wal_mode_and_records_its_model(db: Path) -> None:
-    IndexWriter(db, model_id="m", dim=DIM).close()
+    IndexWriter(db, Identity(model="m", dim=DIM)).close()
     assert _rows(db, "PRAGMA user_version") == [(schema.SCHEMA_VERSION,)]
     assert _rows(db, "PRAGMA journal_mode") == [("wal",)]
     reader = IndexReader(db)
     try:
-        assert reader.model() == ("m", DIM)
+        assert reader.identity() == Identity(model="m", dim=DIM)
     finally:
         reader.close()
 
 
+def test_an_index_records_its_provider_and_prefixes_and_refuses_others_saying_what_differs(
+    db: Path
+) -> None:
+    nomic = Identity(provider="ollama", model="nomic-embed-text", dim=DIM,
+                     doc_prefix="search_document: ", query_prefix="search_query: ")
+    IndexWriter(db, nomic).close()
+    assert dict(_rows(db, "SELECT key, value FROM meta"))["doc_prefix"] == "search_document: "
+    IndexWriter(db, nomic).close()  # the same again opens
+    other = Identity(provider="openai", model="nomic-embed-text", dim=DIM,
+                     doc_prefix="", query_prefix="search_query: ")
+    with pytest.raises(ModelMismatchError) as caught:
+        IndexWriter(db, other)
+    message = str(caught.value)
+    assert caught.value.differences == [
+        "provider 'ollama' in the index, 'openai' configured",
+        "document prefix 'search_document: ' in the index, none configured"]
+    assert "--rebuild" in message and "SQLITE_PATH" in message and "EMBED_DOC_PREFIX" in message
+
+
+def test_an_index_made_before_providers_opens_with_the_built_in_model_and_records_the_rest(
+    db: Path
+) -> None:
+    IndexWriter(db, Identity(model="m", dim=DIM)).close()
+    conn = sqlite_module().connect(str(db))
+    conn.execute("DELETE FROM meta WHERE key NOT IN ('model_id', 'dim')")  # as it was then
+    conn.commit()
+    conn.close()
+    IndexWriter(db, Identity(model="m", dim=DIM)).close()
+    meta = dict(_rows(db, "SELECT key, value FROM meta"))
+    assert meta.pop("vectors_token")  # names the database for its vector file
+    assert meta == {"model_id": "m", "dim": str(DIM), "provider": "local", "doc_prefix": "",
+                    "query_prefix": "", "input_type": ""}
+
+
 def test_opening_with_another_model_says_how_to_rebuild(db: Path) -> None:
-    IndexWriter(db, model_id="m", dim=DIM).close()
+    IndexWriter(db, Identity(model="m", dim=DIM)).close()
     with pytest.raises(ModelMismatchError, match="--rebuild") as caught:
-        IndexWriter(db, model_id="other", dim=16)
+        IndexWriter(db, Identity(model="other", dim=16))
     assert "'m'" in str(caught.value) and "'other'" in str(caught.value)
-    IndexWriter(db, model_id="other", dim=16, rebuild=True).close()
+    IndexWriter(db, Identity(model="other", dim=16), rebuild=True).close()
     reader = IndexReader(db)
     try:
-        assert reader.model() == ("other", 16)
+        assert reader.identity() == Identity(model="other", dim=16)
     finally:
         reader.close()
 
 
 def test_only_one_writer_holds_an_index(db: Path) -> None:
-    first = IndexWriter(db, model_id="m", dim=DIM)
+    first = IndexWriter(db, Identity(model="m", dim=DIM))
     try:
         with pytest.raises(WriterBusyError):
-            IndexWriter(db, model_id="m", dim=DIM)
+            IndexWriter(db, Identity(model="m", dim=DIM))
         probe = subprocess.run(
             [sys.executable, "-c",
              "import sys; from pathlib import Path; from pocketmcp.store.writes import "
-             "IndexWriter\ntry:\n IndexWriter(Path(sys.argv[1]), model_id='m', dim=8)\n"
+             "IndexWriter; from pocketmcp.core.identity import Identity\ntry:\n "
+             "IndexWriter(Path(sys.argv[1]), Identity(model='m', dim=8))\n"
              "except Exception as e: print(type(e).__name__)", str(db)],
             capture_output=True, text=True, check=True,
         )
         assert probe.stdout.strip() == "WriterBusyError"
     finally:
         first.close()
-    IndexWriter(db, model_id="m", dim=DIM).close()
+    IndexWriter(db, Identity(model="m", dim=DIM)).close()
 
 
 def test_readers_cannot_write(db: Path) -> None:
-    IndexWriter(db, model_id="m", dim=DIM).close()
+    IndexWriter(db, Identity(model="m", dim=DIM)).close()
     reader = IndexReader(db)
     try:
         with pytest.raises((sqlite3.Error, sqlite_module().Error)):
@@ -118,7 +154,7 @@ def test_a_reader_needs_an_existing_index(tmp_path: Path) -> None:
 
 
 def test_upsert_replaces_chunks_and_vectors_together(db: Path) -> None:
-    writer = IndexWriter(db, model_id="m", dim=DIM)
+    writer = IndexWriter(db, Identity(model="m", dim=DIM))
     try:
         writer.begin()
         first = writer.upsert(_doc("d", "abc"), _chunks("a", "b", "c"), _vectors(3))
@@ -141,7 +177,7 @@ def test_upsert_replaces_chunks_and_vectors_together(db: Path) -> None:
 
 
 def test_delete_removes_the_document_its_chunks_and_vectors(db: Path) -> None:
-    writer = IndexWriter(db, model_id="m", dim=DIM)
+    writer = IndexWriter(db, Identity(model="m", dim=DIM))
     try:
         writer.begin()
         writer.upsert(_doc("d", "ab"), _chunks("a", "b"), _vectors(2))
@@ -159,7 +195,7 @@ def test_delete_removes_the_document_its_chunks_and_vectors(db: Path) -> None:
 
 
 def test_vectors_are_found_by_chunk_text(db: Path) -> None:
-    writer = IndexWriter(db, model_id="m", dim=DIM)
+    writer = IndexWriter(db, Identity(model="m", dim=DIM))
     vectors = _vectors(2)
     try:
         writer.begin()
@@ -177,7 +213,7 @@ def test_vectors_are_found_by_chunk_text(db: Path) -> None:
 
 
 def test_a_failed_batch_leaves_nothing_behind(db: Path) -> None:
-    writer = IndexWriter(db, model_id="m", dim=DIM)
+    writer = IndexWriter(db, Identity(model="m", dim=DIM))
     try:
         writer.begin()
         writer.upsert(_doc("d", "ab"), _chunks("a", "b"), _vectors(2))
@@ -190,9 +226,19 @@ def test_a_failed_batch_leaves_nothing_behind(db: Path) -> None:
     assert _rows(db, "SELECT count(*) FROM vec_chunks") == [(0,)]
 
 
+def _undo_migration_5(conn) -> None:
+    """Take out what schema 5 added (document facts), as an older file lacks it."""
+    for table in ("doc_tags", "links", "doc_keys"):
+        conn.execute(f"DROP TABLE {table}")
+    for index in ("documents_modified", "documents_created"):
+        conn.execute(f"DROP INDEX {index}")
+    for column in ("properties", "tags", "created", "modified"):
+        conn.execute(f"ALTER TABLE documents DROP COLUMN {column}")
+
+
 def test_migration_4_reindexes_cjk_rows_as_bigrams_and_leaves_others_alone(db: Path) -> None:
     ja = "東京都に行きました。京都にも行きたい。"
-    writer = IndexWriter(db, model_id="m", dim=DIM)
+    writer = IndexWriter(db, Identity(model="m", dim=DIM))
     writer.begin()
     ja_id = writer.upsert(DocRecord(external_id="ja", source="raw", uri=None, title="旅行メモ",
                                     content=ja, sha256=sha256(ja)),
@@ -217,6 +263,7 @@ def test_migration_4_reindexes_cjk_rows_as_bigrams_and_leaves_others_alone(db: P
         conn.execute("DELETE FROM chunks_fts WHERE rowid = ?", (chunk_id,))
         conn.execute("INSERT INTO chunks_fts(rowid, title, text) VALUES (?, ?, ?)",
                      (chunk_id, head, text))
+    _undo_migration_5(conn)
     conn.execute("PRAGMA user_version = 3")
     conn.close()
     reader = IndexReader(db)
@@ -227,7 +274,7 @@ def test_migration_4_reindexes_cjk_rows_as_bigrams_and_leaves_others_alone(db: P
     finally:
         reader.close()
 
-    IndexWriter(db, model_id="m", dim=DIM).close()
+    IndexWriter(db, Identity(model="m", dim=DIM)).close()
     assert _rows(db, "PRAGMA user_version") == [(schema.SCHEMA_VERSION,)]
     reader = IndexReader(db)
     try:
@@ -248,8 +295,8 @@ def test_the_writer_lock_is_released_from_another_thread_than_took_it(tmp_path: 
 
     db = tmp_path / "index.db"
     opened: list[IndexWriter] = []
-    taker = threading.Thread(target=lambda: opened.append(IndexWriter(db, model_id="m",
-                                                                      dim=DIM)))
+    taker = threading.Thread(target=lambda: opened.append(
+        IndexWriter(db, Identity(model="m", dim=DIM))))
     taker.start()
     taker.join()
     opened[0].close()  # here, not in the thread that took the lock

@@ -1,4 +1,4 @@
-"""The in-memory vector index against exact search, following the database's changes."""
+"""The vector file against exact search, following the database's changes."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pocketmcp.core.identity import Identity
 from pocketmcp.core.text import sha256
 from pocketmcp.messages import Chunk, DocRecord
 from pocketmcp.store import schema
@@ -47,7 +48,7 @@ def _recall(index: VectorIndex, reader: IndexReader, vectors: np.ndarray,
     found = 0
     for q in queries:
         exact = set(ids[np.argsort(-(vectors @ q))[:k]].tolist())
-        got, _, _ = index.search(q, k, candidates=2000)
+        got, _, _ = index.search(reader.log, q, k, candidates=200)
         found += len(exact & set(got.tolist()))
     return found / (k * len(queries))
 
@@ -56,12 +57,12 @@ def _recall(index: VectorIndex, reader: IndexReader, vectors: np.ndarray,
 def indexed(db: Path, vectors: np.ndarray, per_doc: int
             ) -> Iterator[tuple[IndexWriter, IndexReader, VectorIndex]]:
     """A writer holding `vectors`, a reader, and a vector index synced with it."""
-    writer = IndexWriter(db, model_id="m", dim=vectors.shape[1])
+    writer = IndexWriter(db, Identity(model="m", dim=vectors.shape[1]))
     _add_docs(writer, vectors, per_doc=per_doc)
     reader = IndexReader(db)
     try:
-        index = VectorIndex(vectors.shape[1])
-        index.sync(reader)
+        index = VectorIndex(db, vectors.shape[1])
+        index.sync(reader.log)
         yield writer, reader, index
     finally:
         reader.close()
@@ -89,18 +90,18 @@ def test_the_index_follows_deletes_and_additions(db: Path) -> None:
     vectors = _clustered(2000, seed=3)
     with indexed(db, vectors[:1000], per_doc=10) as (writer, reader, index):
         target = vectors[5]  # chunk 6 of document d0
-        ids, _, _ = index.search(target, 1, candidates=100)
+        ids, _, _ = index.search(reader.log, target, 1, candidates=100)
         assert ids.tolist() == [6]
         writer.begin()
         writer.delete("d0")
         writer.commit()
-        index.sync(reader)
-        ids, _, _ = index.search(target, 5, candidates=100)
+        index.sync(reader.log)
+        ids, _, _ = index.search(reader.log, target, 5, candidates=100)
         assert not set(ids.tolist()) & set(range(1, 11))
         _add_docs(writer, vectors[1000:], per_doc=10, start=100)
-        index.sync(reader)
+        index.sync(reader.log)
         assert index.live == 1990
-        ids, _, _ = index.search(vectors[1500], 1, candidates=100)
+        ids, _, _ = index.search(reader.log, vectors[1500], 1, candidates=100)
         assert ids.tolist() == [1501]
 
 
@@ -109,17 +110,17 @@ def test_a_reader_far_behind_the_trimmed_log_reloads(db: Path) -> None:
     with indexed(db, vectors[:200], per_doc=10) as (writer, reader, index):
         _add_docs(writer, vectors[200:], per_doc=10, start=50)
         writer._sql("DELETE FROM chunk_log")  # as the writer's trimming would, much later
-        index.sync(reader)
+        index.sync(reader.log)
         assert index.live == 400
-        ids, _, _ = index.search(vectors[399], 1, candidates=50)
+        ids, _, _ = index.search(reader.log, vectors[399], 1, candidates=50)
         assert ids.tolist() == [400]
 
 
 def test_filters_keep_only_the_allowed_documents(db: Path) -> None:
     vectors = _clustered(500, seed=5)
     with indexed(db, vectors, per_doc=5) as (_, _reader, index):
-        ids, _, _ = index.search(vectors[0], 10, candidates=100,
-                                 allowed_docs=np.asarray([7, 9], dtype=np.int64))
+        ids, _, _ = index.search(_reader.log, vectors[0], 10, candidates=100,
+                                 allowed_docs=[7, 9])
         # k results come back when k exist among the allowed documents.
         assert sorted(ids.tolist()) == list(range(31, 36)) + list(range(41, 46))
 
@@ -137,7 +138,7 @@ def test_an_index_from_schema_1_is_migrated_with_its_chunks_searchable(db: Path)
                  "text) VALUES (1, ?, 1, 0, 0, 1, 'papyrus scrolls')",
                  (_clustered(1, seed=6).tobytes(),))
     conn.close()
-    IndexWriter(db, model_id="m", dim=DIM).close()
+    IndexWriter(db, Identity(model="m", dim=DIM)).close()
     reader = IndexReader(db)
     try:
         assert reader.search_keyword('"papyrus"', 5) != []
@@ -145,8 +146,8 @@ def test_an_index_from_schema_1_is_migrated_with_its_chunks_searchable(db: Path)
         assert reader.search_documents('"papyrus"', 5) == []  # content "x" only
         assert reader.search_documents('"ancient"', 5) == [(1, pytest.approx(
             reader.search_documents('"ancient"', 5)[0][1]))]
-        index = VectorIndex(DIM)
-        index.sync(reader)
+        index = VectorIndex(db, DIM)
+        index.sync(reader.log)
         assert index.live == 1
     finally:
         reader.close()

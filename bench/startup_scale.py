@@ -1,0 +1,170 @@
+"""Start-up to first search, search calls and memory of a server spawned on a large index.
+
+For each index kept by `bench/search.py --keep FOLDER`, spawns `python -m pocketmcp` over
+stdio with the python-sdk client, as an editor does (no watched folder), and measures: the
+time from spawn to `initialize`, to the first `search` answered (the model load included),
+p50/p95 of whole hybrid `search` calls through the client for new queries (the query
+embedding included), and the server's resident memory after them: anonymous (the process
+heap) and file-backed (mapped files, the page cache's) from /proc/PID/status.
+
+With `--baseline SRC`, the same runs are made with the package from SRC (a checkout of an
+earlier commit, e.g. `git archive COMMIT pocketmcp | tar -x -C SRC`) first on PYTHONPATH,
+alternating with the current code so both see the same machine load.
+
+    .venv/bin/python bench/startup_scale.py --folder ../benchdata --sizes 50000,1000000 \\
+        --baseline ../base --runs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+ROOT = Path(__file__).resolve().parents[1]
+DATASET = ROOT.parent / "shared" / "datasets" / "scifact-train"
+FIRST_QUERY = "sourdough starter"
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def children() -> set[int]:
+    """Process ids of this process's children (from every thread's list)."""
+    found: set[int] = set()
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            found.update(int(p) for p in (task / "children").read_text().split())
+        except OSError:
+            continue
+    return found
+
+
+def memory_mib(pid: int) -> dict[str, float]:
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "RssAnon", "RssFile", "VmHWM"):
+            fields[key] = round(int(value.split()[0]) / 1024, 1)
+    return fields
+
+
+def prepare(db: Path) -> float:
+    """Bring the index's vector file up to date once (the current code's format)."""
+    from pocketmcp.core.identity import Identity
+    from pocketmcp.store.writes import IndexWriter
+
+    started = time.perf_counter()
+    writer = IndexWriter(db, Identity(model="sentence-transformers/all-MiniLM-L6-v2",
+                                      dim=384))
+    try:
+        writer.repair_vectors()
+    finally:
+        writer.close()
+    return round(time.perf_counter() - started, 2)
+
+
+async def one_run(db: Path, source: Path | None, queries: list[str]) -> dict[str, object]:
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/"),
+           "SQLITE_PATH": str(db), "LOG_LEVEL": "warning"}
+    if "POCKETMCP_CACHE" in os.environ:
+        env["POCKETMCP_CACHE"] = os.environ["POCKETMCP_CACHE"]
+    if source is not None:
+        env["PYTHONPATH"] = str(source)
+    out: dict[str, object] = {}
+    with tempfile.TemporaryDirectory(prefix="pocketmcp-start-") as cwd:
+        params = StdioServerParameters(command=sys.executable, args=["-m", "pocketmcp"],
+                                       env=env, cwd=cwd)
+        before = children()
+        started = time.perf_counter()
+        with open(os.devnull, "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(
+                read, write
+            ) as session:
+                await session.initialize()
+                out["initialize_s"] = round(time.perf_counter() - started, 3)
+                while True:  # NOT_READY after a wait: asked again, as a client would
+                    result = await session.call_tool("search", {"query": FIRST_QUERY})
+                    text = str(result.content[0].text) if result.content else ""  # type: ignore[union-attr]
+                    if not (result.is_error and "NOT_READY" in text):
+                        break
+                    out["not_ready_answers"] = int(str(out.get("not_ready_answers", 0))) + 1
+                assert not result.is_error, result.content
+                out["first_search_s"] = round(time.perf_counter() - started, 3)
+                times = []
+                for query in queries:
+                    t = time.perf_counter()
+                    result = await session.call_tool("search", {"query": query, "top_k": 10})
+                    times.append((time.perf_counter() - t) * 1000)
+                    assert not result.is_error, result.content
+                out["hybrid_call_p50_ms"] = round(statistics.median(times), 2)
+                out["hybrid_call_p95_ms"] = round(pct(times, 0.95), 2)
+                server = sorted(children() - before)
+                if server:
+                    out["memory_mib"] = memory_mib(server[-1])
+    return out
+
+
+def summary(runs: list[dict[str, object]]) -> dict[str, object]:
+    keys = ("initialize_s", "first_search_s", "hybrid_call_p50_ms", "hybrid_call_p95_ms")
+    out: dict[str, object] = {k: round(statistics.median(float(str(r[k])) for r in runs), 3)
+                              for k in keys}
+    mems = [r["memory_mib"] for r in runs if "memory_mib" in r]
+    if mems:
+        out["memory_mib"] = {k: max(float(m[k]) for m in mems)  # type: ignore[index]
+                             for k in mems[0]}  # type: ignore[union-attr]
+    out["runs"] = runs
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--folder", type=Path, required=True,
+                        help="index files kept by bench/search.py --keep")
+    parser.add_argument("--sizes", default="50000,1000000")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--queries", type=int, default=40, help="search calls per run")
+    parser.add_argument("--baseline", type=Path, help="source tree of the earlier commit")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" /
+                        "startup_scale.json")
+    args = parser.parse_args()
+    with open(DATASET / "queries.jsonl", encoding="utf-8") as handle:
+        texts = [json.loads(line)["text"] for line in handle]
+    results = []
+    for n in (int(s) for s in args.sizes.split(",")):
+        db = args.folder / f"search-{n}.db"
+        prepared = prepare(db)
+        print(f"{n}: vector file ready in {prepared} s", file=sys.stderr)
+        variants: dict[str, Path | None] = {"current": None}
+        if args.baseline:
+            variants = {"baseline": args.baseline.resolve(), **variants}
+        runs: dict[str, list[dict[str, object]]] = {name: [] for name in variants}
+        for i in range(args.runs):
+            # New queries every run: none is answered from a cache.
+            queries = texts[(i + 1) * args.queries:(i + 2) * args.queries]
+            for name, source in variants.items():
+                run = anyio.run(one_run, db, source, queries)
+                print(json.dumps({"chunks": n, "code": name, **run}), file=sys.stderr)
+                runs[name].append(run)
+        row = {"chunks": n, "vector_file_prepare_s": prepared,
+               **{name: summary(r) for name, r in runs.items()}}
+        results.append(row)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"cpus": os.cpu_count(), "load": os.getloadavg(),
+                                    "results": results}, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

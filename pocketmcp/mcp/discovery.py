@@ -1,0 +1,164 @@
+"""The files beside an index that let processes find its HTTP server: the access token
+(`index.db.token`) and the discovery file (`index.db.server.json`: URL, pid, token file).
+
+Both are written atomically with mode 0600. The discovery file exists while an HTTP server
+runs and is removed when it stops; one left behind by a process that died is ignored (its pid
+is gone) and replaced by the next server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import stat
+from pathlib import Path
+
+import httpx2
+import msgspec
+
+from pocketmcp import logs
+from pocketmcp.config import Secret
+from pocketmcp.errors import StoreError
+
+log = logs.get("pocketmcp.discovery")
+
+
+class Published(msgspec.Struct, frozen=True, kw_only=True):
+    """What the discovery file says about the HTTP server of an index."""
+
+    url: str  # the base URL: /mcp, /sse, /tools and /health are beneath it
+    pid: int
+    index: str  # SQLITE_PATH, resolved
+    token_file: str | None  # None: the server's token came from POCKETMCP_TOKEN
+    version: str
+
+    @property
+    def mcp_url(self) -> str:
+        return self.url + "/mcp"
+
+
+def server_file(index: Path) -> Path:
+    return index.with_name(index.name + ".server.json")
+
+
+def token_file(index: Path) -> Path:
+    return index.with_name(index.name + ".token")
+
+
+def _write_private(path: Path, data: bytes, *, replace: bool) -> bool:
+    """Write `data` to `path` with mode 0600, atomically. With `replace` False an existing
+    file is kept and False returned."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        if replace:
+            os.replace(tmp, path)
+            return True
+        try:
+            os.link(tmp, path)  # fails if another process made it first
+        except FileExistsError:
+            return False
+        return True
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def read_token(path: Path) -> Secret:
+    """The token kept in `path`; a file others can read is made private first."""
+    try:
+        mode = path.stat().st_mode
+        if mode & (stat.S_IRWXG | stat.S_IRWXO):
+            os.chmod(path, 0o600)
+            log.warning("token_file_made_private", path=str(path))
+        text = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise StoreError(f"cannot read the token file {path}: {exc.strerror}") from exc
+    if not text:
+        raise StoreError(f"the token file {path} is empty; delete it to have a new one made")
+    return Secret(text)
+
+
+def ensure_token(index: Path) -> tuple[Secret, Path, bool]:
+    """The token kept beside `index`, made on first use: (token, its file, whether this call
+    made it)."""
+    path = token_file(index)
+    created = False
+    if not path.exists():
+        try:
+            created = _write_private(path, secrets.token_urlsafe(32).encode() + b"\n",
+                                     replace=False)
+        except OSError as exc:
+            raise StoreError(f"cannot write the token file {path}: {exc.strerror}") from exc
+    return read_token(path), path, created
+
+
+def publish(index: Path, server: Published) -> Path:
+    """Write the discovery file of `index`."""
+    path = server_file(index)
+    try:
+        _write_private(path, msgspec.json.encode(server) + b"\n", replace=True)
+    except OSError as exc:
+        raise StoreError(f"cannot write the discovery file {path}: {exc.strerror}") from exc
+    return path
+
+
+def withdraw(index: Path, pid: int) -> None:
+    """Remove the discovery file of `index` if it is still the one process `pid` wrote."""
+    path = server_file(index)
+    found = _read(path)
+    if found is not None and found.pid == pid:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+def find(index: Path) -> Published | None:
+    """The HTTP server the discovery file beside `index` names, if its process is alive."""
+    found = _read(server_file(index))
+    if found is None or found.pid == os.getpid() or not alive(found.pid):
+        return None
+    return found
+
+
+def _read(path: Path) -> Published | None:
+    try:
+        return msgspec.json.decode(path.read_bytes(), type=Published)
+    except FileNotFoundError:
+        return None
+    except (OSError, msgspec.DecodeError) as exc:
+        log.warning("discovery_file_unreadable", path=str(path), error=str(exc))
+        return None
+
+
+async def answers(url: str, path: str = "/health", token: str | None = None,
+                  timeout_s: float = 2.0) -> int | None:
+    """The HTTP status of GET `url` + `path` (with the bearer `token`), or None when nothing
+    answers there in time. Proxy settings are ignored: the server is on this machine."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        async with httpx2.AsyncClient(timeout=timeout_s, trust_env=False) as client:
+            response = await client.get(url + path, headers=headers)
+    except httpx2.HTTPError:
+        return None
+    return response.status_code
+
+
+def alive(pid: int) -> bool:
+    """Whether a process `pid` exists (of any user)."""
+    if pid <= 0:
+        return False
+    if os.name == "nt":  # no signal 0 there; the caller's HTTP probe decides
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,163 @@
+"""One runtime served to MCP clients until a signal comes: on stdio to the client that started
+the process, or over HTTP to many at once. Either way there is one model, one in-memory
+vector index and one writer per index file; on the way out the work in flight is committed
+(within DRAIN_S) and the locks released."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+
+from pocketmcp import __version__, logs
+from pocketmcp.config import Config, Secret
+from pocketmcp.errors import AlreadyServing, ListenFailed
+from pocketmcp.mcp import discovery, http
+from pocketmcp.mcp.server import build_server
+from pocketmcp.mcp.stdio import serve_stdio
+from pocketmcp.ops import index
+from pocketmcp.ops.results import HealthResult
+from pocketmcp.runtime import Runtime, open_runtime, serving
+
+# Time allowed to drain work in flight once the client has gone or SIGTERM arrived.
+DRAIN_S = 3.5
+# Over HTTP: how long requests in flight may still finish after SIGTERM, then the drain; the
+# two (with the SDK's sessions closing in between) stay within 5 s.
+GRACE_S = 1
+HTTP_DRAIN_S = 2.0
+
+log = logs.get("pocketmcp.serve")
+
+
+def _watching(config: Config) -> bool:
+    return config.watch_dir_given or config.watch_dir.is_dir()
+
+
+async def _on_signal(stop: Callable[[str], None]) -> None:
+    """Call `stop` with the signal's name for each SIGTERM or SIGINT."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            stop(signal.Signals(signum).name)
+
+
+async def host_stdio(config: Config, title: str, instructions: str | None) -> int:
+    """Serve the client on stdin/stdout until it closes stdin or a signal comes."""
+    started = time.perf_counter()
+    watch = _watching(config)
+    log.info("serving", transport="stdio", index=str(config.sqlite_path),
+             watch_dir=str(config.watch_dir) if watch else None, title=title)
+    reason = "stdin closed"
+    try:
+        async with open_runtime(config, serving(watch), on_event=logs.events("pocketmcp.index"),
+                                drain_s=DRAIN_S) as runtime:
+            server = build_server(runtime, name=title, instructions=instructions)
+            async with anyio.create_task_group() as front:
+
+                def stop(name: str) -> None:
+                    nonlocal reason
+                    reason = name
+                    front.cancel_scope.cancel()
+
+                front.start_soon(_on_signal, stop, name="pocketmcp.signals")
+                await serve_stdio(server)
+                front.cancel_scope.cancel()
+            log.info("stopping", reason=reason)
+    finally:
+        log.info("stopped", seconds=round(time.perf_counter() - started, 3))
+    return 0
+
+
+async def host_http(config: Config, title: str, instructions: str | None) -> int:
+    """Serve every client that comes over HTTP until SIGTERM or SIGINT."""
+    started = time.perf_counter()
+    token, token_path = _token(config)
+    running = discovery.find(config.sqlite_path)
+    if running is not None and await discovery.answers(running.url) is not None:
+        raise AlreadyServing(
+            f"a PocketMCP HTTP server (pid {running.pid}) already serves {config.sqlite_path} "
+            f"at {running.url}: connect to it, stop it first, or point SQLITE_PATH at another "
+            "index")
+    sock = _listen(config.host, config.port)
+    port = sock.getsockname()[1]
+    url = f"http://{http.url_host(_reachable(config.host))}:{port}"
+    watch = _watching(config)
+    log.info("serving", transport="http", url=url, mcp=url + "/mcp", sse=url + "/sse",
+             index=str(config.sqlite_path), watch_dir=str(config.watch_dir) if watch else None,
+             token_file=str(token_path) if token_path else None, title=title)
+    reason = "stopped"
+    published = False
+    try:
+        async with open_runtime(config, serving(watch), on_event=logs.events("pocketmcp.index"),
+                                drain_s=HTTP_DRAIN_S) as runtime:
+            verifier = http.BearerToken(token.reveal())
+            server = build_server(runtime, name=title, instructions=instructions,
+                                  token_verifier=verifier, auth=http.auth_settings(url))
+            app = http.build_app(
+                server, token=verifier, health=lambda: _health(runtime),
+                security=http.allowed(port, bound=config.host, hosts=config.allowed_hosts,
+                                      origins=config.allowed_origins))
+            listener = http.listener(app, grace_s=GRACE_S)
+            discovery.publish(config.sqlite_path, discovery.Published(
+                url=url, pid=os.getpid(), index=str(config.sqlite_path.resolve()),
+                token_file=str(token_path.resolve()) if token_path else None,
+                version=__version__))
+            published = True
+            async with anyio.create_task_group() as front:
+
+                def stop(name: str) -> None:
+                    nonlocal reason
+                    reason = name
+                    listener.handle_exit(getattr(signal, name), None)
+
+                front.start_soon(_on_signal, stop, name="pocketmcp.signals")
+                async with server.session_manager.run():
+                    await listener.serve(sockets=[sock])
+                log.info("stopping", reason=reason)
+                front.cancel_scope.cancel()
+    finally:
+        if published:
+            discovery.withdraw(config.sqlite_path, os.getpid())
+        sock.close()
+        log.info("stopped", seconds=round(time.perf_counter() - started, 3))
+    return 0
+
+
+def _health(runtime: Runtime) -> HealthResult:
+    return index.health(runtime.status, opened=runtime.opened() is not None,
+                        watching=runtime.watching)
+
+
+def _token(config: Config) -> tuple[Secret, Path | None]:
+    """POCKETMCP_TOKEN, else the token kept beside the index (made, and announced, on first
+    start: in full only to a terminal, so it never lands in a log file)."""
+    if config.token is not None:
+        return config.token, None
+    token, path, created = discovery.ensure_token(config.sqlite_path)
+    if created:
+        shown = f":\n  {token.reveal()}\n" if sys.stderr.isatty() else " (read it from that file)"
+        print(f"pocketmcp: made the access token for HTTP clients in {path} "  # noqa: T201
+              f"(mode 0600); clients send it as 'Authorization: Bearer <token>'{shown}",
+              file=sys.stderr, flush=True)
+    return token, path
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    try:
+        return socket.create_server((host.strip("[]"), port), family=family, backlog=128)
+    except OSError as exc:
+        raise ListenFailed(f"cannot listen on {host}:{port}: {exc.strerror or exc}; set "
+                           "MCP_PORT (or --port) to a free port, 0 for any") from exc
+
+
+def _reachable(host: str) -> str:
+    """The address local clients reach a server bound to `host` at."""
+    if http.ipaddress_is_wildcard(host):
+        return "::1" if ":" in host else "127.0.0.1"
+    return host

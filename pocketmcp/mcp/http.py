@@ -1,0 +1,219 @@
+"""The HTTP face of the server: one ASGI app for many clients.
+
+- `/mcp`: MCP Streamable HTTP; `/sse` with `/messages/`: the older HTTP+SSE transport. Both
+  are the SDK's own apps over the same MCPServer, so old and new clients share one process.
+- `/tools`: the tool manifest, the same tools as `tools/list`.
+- `/health` (liveness) and `/health/ready` (readiness), for supervisors and container probes.
+
+`Guard` runs first for every request: the Host and Origin headers must be on the allow lists
+(421 and 403 otherwise: DNS rebinding, cross-site requests), then every path but health needs
+the bearer token (401). Refusals are JSON with a message saying what to do. No CORS headers
+are ever sent. The SDK checks the token and the headers again inside its own apps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import ipaddress
+from collections.abc import Callable, Iterator
+
+import uvicorn
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import (
+    TransportSecurityMiddleware,
+    TransportSecuritySettings,
+)
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from pocketmcp import logs
+from pocketmcp.core.safe import safe_text
+from pocketmcp.ops.results import HealthResult
+
+log = logs.get("pocketmcp.http")
+
+OPEN_PATHS = frozenset({"/health", "/health/ready"})  # no token needed
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+CLIENT_ID = "pocketmcp-token"
+
+
+class BearerToken:
+    """The one token every client presents; a TokenVerifier for the SDK's apps."""
+
+    def __init__(self, token: str) -> None:
+        self._token = token.encode()
+
+    def matches(self, presented: str) -> bool:
+        return hmac.compare_digest(presented.encode(), self._token)
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        if not self.matches(token):
+            return None
+        return AccessToken(token=token, client_id=CLIENT_ID, scopes=[])
+
+
+def auth_settings(url: str) -> AuthSettings:
+    """The SDK's auth for a static token: no OAuth metadata routes, nothing fetched."""
+    return AuthSettings(issuer_url=url, resource_server_url=None)  # type: ignore[arg-type]
+
+
+def url_host(host: str) -> str:
+    """`host` as written in a URL: IPv6 addresses in brackets."""
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return host
+    return f"[{address}]" if address.version == 6 else str(address)
+
+
+def allowed(port: int, *, bound: str, hosts: tuple[str, ...] = (),
+            origins: tuple[str, ...] = ()) -> TransportSecuritySettings:
+    """The Host and Origin allow lists: the loopback names on `port`, the address the server
+    is bound to (unless it is a wildcard), and the extra names and origins configured. A name
+    without a port is allowed on `port`."""
+    names = list(LOOPBACK_NAMES)
+    if bound and not ipaddress_is_wildcard(bound):
+        names.append(url_host(bound))
+    allowed_hosts: list[str] = []
+    for name in [*names, *hosts]:
+        entry = name if _has_port(name) else f"{url_host(name)}:{port}"
+        if entry not in allowed_hosts:
+            allowed_hosts.append(entry)
+    allowed_origins = [f"http://{h}" for h in allowed_hosts]
+    allowed_origins += [o.rstrip("/") for o in origins if o.rstrip("/") not in allowed_origins]
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True,
+                                     allowed_hosts=allowed_hosts,
+                                     allowed_origins=allowed_origins)
+
+
+def ipaddress_is_wildcard(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_unspecified
+    except ValueError:
+        return host == ""
+
+
+def _has_port(name: str) -> bool:
+    tail = name.rsplit("]", 1)[-1] if name.startswith("[") else name
+    return ":" in tail and tail.rsplit(":", 1)[1].isdigit()
+
+
+def _refusal(status: int, error: str, message: str, **headers: str) -> Response:
+    return JSONResponse({"error": error, "error_description": message}, status_code=status,
+                        headers=headers or None)
+
+
+class Guard:
+    """Checks every HTTP request before any route sees it: Host, Origin, then the token."""
+
+    def __init__(self, app: ASGIApp, *, security: TransportSecuritySettings,
+                 token: BearerToken) -> None:
+        self.app = app
+        self.security = security
+        self._headers = TransportSecurityMiddleware(security)
+        self._token = token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        refused = await self._check(request)
+        if refused is not None:
+            client = request.client.host if request.client else None
+            log.warning("http_refused", status=refused.status_code, path=safe_text(
+                scope["path"][:200]), method=scope["method"], client=client)
+            await refused(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    async def _check(self, request: Request) -> Response | None:
+        # The SDK's own Host and Origin rules (exact entries); is_post=False leaves the
+        # Content-Type check to the MCP transports.
+        bad = await self._headers.validate_request(request, is_post=False)
+        if bad is not None and bad.status_code == 421:
+            host = safe_text(request.headers.get("host", "")[:100])
+            return _refusal(421, "invalid_host", (
+                f"Host {host!r} is not a name this server answers to "
+                f"({', '.join(self.security.allowed_hosts)}). Requests that reach it "
+                "through another name are refused (DNS rebinding); MCP_ALLOWED_HOSTS adds "
+                "names."))
+        if bad is not None:
+            origin = safe_text(request.headers.get("origin", "")[:100])
+            return _refusal(403, "invalid_origin", (
+                f"Origin {origin!r} may not call this server: web pages of other sites are "
+                "refused (cross-site requests); MCP_ALLOWED_ORIGINS adds origins."))
+        if request.url.path in OPEN_PATHS:
+            return None
+        scheme, _, presented = request.headers.get("authorization", "").partition(" ")
+        challenge = {"WWW-Authenticate": 'Bearer realm="pocketmcp", error="invalid_token"'}
+        if scheme.lower() != "bearer" or not presented.strip():
+            return _refusal(401, "invalid_token", (
+                "this server needs a bearer token: send the header 'Authorization: Bearer "
+                "<token>' with the token from POCKETMCP_TOKEN, or from the token file beside "
+                "the index (SQLITE_PATH.token)"), **challenge)
+        if not self._token.matches(presented.strip()):
+            return _refusal(401, "invalid_token", (
+                "the bearer token is wrong: use the one from POCKETMCP_TOKEN, or from the "
+                "token file beside the index (SQLITE_PATH.token)"), **challenge)
+        return None
+
+
+def build_app(server: MCPServer, *, security: TransportSecuritySettings, token: BearerToken,
+              health: Callable[[], HealthResult]) -> Starlette:
+    """The ASGI app over `server`. Call once per server: the Streamable HTTP session manager
+    it creates must then be run around serving (`server.session_manager.run()`)."""
+    streamable = server.streamable_http_app(streamable_http_path="/mcp",
+                                            transport_security=security)
+    sse = server.sse_app(sse_path="/sse", message_path="/messages/",
+                         transport_security=security)
+
+    async def tools(request: Request) -> Response:
+        listed = await server.list_tools()
+        return JSONResponse({"tools": [
+            tool.model_dump(by_alias=True, mode="json", exclude_none=True) for tool in listed]})
+
+    async def live(request: Request) -> Response:
+        state = health()
+        return JSONResponse(state.model_dump(), status_code=200 if state.alive else 503)
+
+    async def ready(request: Request) -> Response:
+        state = health()
+        return JSONResponse(state.model_dump(), status_code=200 if state.ready else 503)
+
+    return Starlette(
+        routes=[
+            Route("/mcp", endpoint=streamable),  # an ASGI app: every method
+            Route("/sse", endpoint=sse),
+            Route("/messages/", endpoint=sse),
+            Route("/tools", endpoint=tools, methods=["GET"]),
+            Route("/health", endpoint=live, methods=["GET"]),
+            Route("/health/ready", endpoint=ready, methods=["GET"]),
+        ],
+        middleware=[Middleware(Guard, security=security, token=token)],
+    )
+
+
+class Listener(uvicorn.Server):
+    """uvicorn without signal handlers of its own: it would re-raise SIGTERM once stopped
+    and end the process before the index is committed and closed. The caller stops it
+    with `handle_exit`, which also ends open SSE streams."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def listener(app: Starlette, *, grace_s: int) -> Listener:
+    """A uvicorn server for `app`, logging through the standard logging set up by logs.py,
+    without access logs (their query strings carry session ids)."""
+    config = uvicorn.Config(app, lifespan="off", log_config=None, access_log=False,
+                                 log_level="warning", timeout_graceful_shutdown=grace_s)
+    return Listener(config)

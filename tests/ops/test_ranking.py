@@ -1,0 +1,66 @@
+"""Fusion of the retrievers' lists and the 0..1 score a match shows (pure functions)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pocketmcp.core.keywords import query_words, reference_bm25
+from pocketmcp.ops.ranking import (
+    Params,
+    Stage,
+    fuse,
+    keyword_relevance,
+    relevance,
+    truncated,
+    vector_relevance,
+)
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "vector", "keyword"])
+@pytest.mark.parametrize(("cosine", "bm25"), [(-0.3, 0.0), (0.2, 3.0), (1.0, 400.0), (0.5, None)])
+def test_scores_lie_in_the_unit_interval_in_every_mode(mode, cosine, bm25) -> None:
+    score = relevance(cosine, bm25, mode, Params(), reference=7.5)
+    assert 0.0 <= score <= 1.0
+
+
+def test_keyword_relevance_is_a_half_for_the_reference_text_whatever_the_scale() -> None:
+    # The same evidence (each query word once in an average text) reads the same on an index
+    # where BM25 runs to 5 as on one where it runs to 50.
+    assert keyword_relevance(5.0, 5.0) == pytest.approx(0.5)
+    assert keyword_relevance(50.0, 50.0) == pytest.approx(0.5)
+    assert keyword_relevance(0.0, 5.0) == 0.0
+    assert keyword_relevance(10.0, 5.0) > keyword_relevance(5.0, 5.0)
+    assert vector_relevance(-0.2) == 0.0 and vector_relevance(0.4) == 0.4
+
+
+def test_the_reference_sums_the_idf_of_the_words_searched_for() -> None:
+    kept = query_words("rare words here", {"rare": 1, "word": 10}, total=1000)
+    assert [w for w, _ in kept] == ["rare", "words"]
+    assert reference_bm25([n for _, n in kept], 1000) == pytest.approx(
+        sum(math.log((1000 - n + 0.5) / (n + 0.5)) for n in (1, 10)))
+
+
+def test_hybrid_weighs_the_two_relevances_by_the_vector_weight() -> None:
+    params = Params(vector_weight=0.75)
+    assert relevance(0.8, 5.0, "hybrid", params, 5.0) == pytest.approx(0.75 * 0.8 + 0.25 * 0.5)
+    assert relevance(0.8, None, "hybrid", params, 5.0) == pytest.approx(0.6)
+
+
+def test_relevance_fusion_ranks_by_the_shown_score() -> None:
+    stage = Stage(vector={1: 0.9, 2: 0.3}, keyword={2: 20.0, 3: 1.0},
+                  doc_of={1: 10, 2: 20, 3: 30}, keyword_ref=10.0)
+    params = Params(normalise="relevance", vector_weight=0.5)
+    scores = fuse(stage, "hybrid", params, unique_docs=False)
+    for chunk, score in scores.items():
+        assert score == pytest.approx(relevance(stage.vector.get(chunk), stage.keyword.get(chunk),
+                                                "hybrid", params, 10.0))
+
+
+def test_a_shallower_depth_keeps_the_heads_of_the_lists() -> None:
+    stage = Stage(vector={1: 0.9, 2: 0.8, 3: 0.1}, keyword={3: 9.0, 1: 1.0},
+                  doc_of={1: 1, 2: 2, 3: 3}, doc_keyword={3: 5.0, 1: 4.0}, first_chunk={3: 3, 1: 1})
+    head = truncated(stage, 1)
+    assert head.vector == {1: 0.9} and head.keyword == {3: 9.0}
+    assert head.doc_keyword == {3: 5.0} and head.first_chunk == {3: 3}

@@ -1,0 +1,49 @@
+"""Searches while the embedding provider is down: keyword results, and a notice saying why."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+from conftest import Tools, remote_config, running
+from provider_server import Fault, ProviderServer
+
+from pocketmcp.errors import ProviderUnavailable
+
+
+async def test_while_the_provider_is_down_searches_answer_by_keywords_and_say_why(
+    tmp_path: Path, provider: ProviderServer
+) -> None:
+    # No retries, and down for base x 2 = 2 s after a failure: long enough to be seen.
+    config = remote_config(tmp_path, provider, embed_retries="0", embed_retry_base_s="1")
+    async with running(config) as rt:
+        tools = Tools(rt)
+        ids = await tools.add(("owls", "Owls hunt at night in the forest."),
+                              ("bread", "Bread needs yeast, flour and time."))
+        assert (await tools("search", query="owls at night"))["notice"] is None
+        provider.always = Fault(503)
+        with anyio.fail_after(5):
+            hybrid = await tools("search", query="owls in the forest", mode="hybrid")
+        assert "only keyword results" in hybrid["notice"] and "503" in hybrid["notice"]
+        assert [m["doc_id"] for m in hybrid["matches"]] == [ids["owls"]]
+        assert hybrid["matches"][0]["vector_score"] is None
+        asked = len(provider.requests())
+        with anyio.fail_after(1):  # the provider is known to be down: no waiting on it
+            vector = await tools("search", query="yeast", mode="vector")
+        assert len(provider.requests()) == asked
+        assert vector["notice"] and [m["doc_id"] for m in vector["matches"]] == [ids["bread"]]
+        keyword = await tools("search", query="yeast", mode="keyword")
+        assert keyword["notice"] is None and keyword["matches"]
+        similar = await tools("find_similar_documents", text="flour and yeast")
+        assert "not a cosine similarity" in similar["notice"]
+        with pytest.raises(ProviderUnavailable, match="503"):  # a write says so, writes nothing
+            await tools.add(("newts", "Newts live in ponds."))
+        assert len((await tools("list_documents"))["documents"]) == 2
+        provider.always = None
+        assert rt.embedder is not None
+        with anyio.fail_after(10):
+            while rt.embedder.usage.retry_in() is not None:  # noqa: ASYNC110 - a deadline
+                await anyio.sleep(0.01)
+        back = await tools("search", query="owls at night", mode="vector")
+        assert back["notice"] is None and back["matches"][0]["vector_score"] is not None

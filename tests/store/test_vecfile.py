@@ -1,0 +1,182 @@
+"""The vector file beside an index: kept in step by the writer, checked on open, and
+repaired from SQLite while searches stay right."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pocketmcp.core.identity import Identity
+from pocketmcp.core.text import sha256
+from pocketmcp.messages import Chunk, DocRecord
+from pocketmcp.store.queries import IndexReader
+from pocketmcp.store.vecfile import Layout, open_columns, vectors_path
+from pocketmcp.store.vectors import VectorIndex
+from pocketmcp.store.writes import IndexWriter
+
+DIM = 32
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _unit(n: int, seed: int) -> np.ndarray:
+    rows = np.random.default_rng(seed).normal(size=(n, DIM)) + 1.0
+    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _add(writer: IndexWriter, first: int, docs: int, seed: int) -> None:
+    vectors = _unit(docs * 2, seed)
+    writer.begin()
+    for d in range(first, first + docs):
+        chunks = tuple(Chunk(idx=i, start=i, end=i + 1, text=f"d{d}c{i}", tokens=2,
+                             sha256=sha256(f"d{d}c{i}")) for i in range(2))
+        writer.upsert(DocRecord(external_id=f"d{d}", source="raw", uri=None, title="",
+                                content="xx", sha256=str(d)),
+                      chunks, vectors[(d - first) * 2:(d - first) * 2 + 2].tobytes())
+    writer.commit()
+
+
+def _delete(writer: IndexWriter, docs: range) -> None:
+    writer.begin()
+    for d in docs:
+        writer.delete(f"d{d}")
+    writer.commit()
+
+
+def _searches(db: Path) -> tuple[list[list[int]], list[list[int]], str | None]:
+    """(found, exact) chunk ids for a few queries, and why SQLite answered (None: the file
+    did), from a new VectorIndex as another process would open it."""
+    reader = IndexReader(db)
+    try:
+        rows = reader._rows("SELECT chunk_id, embedding FROM vec_chunks")
+        ids = np.asarray([r[0] for r in rows], np.int64)
+        vectors = np.frombuffer(b"".join(bytes(r[1]) for r in rows), np.float32).reshape(
+            -1, DIM)
+        index = VectorIndex(db, DIM)
+        found, exact = [], []
+        for q in _unit(5, seed=99):
+            got, _, _ = index.search(reader.log, q, 5, candidates=100)
+            found.append(sorted(got.tolist()))
+            exact.append(sorted(ids[np.argsort(-(vectors @ q))[:5]].tolist()))
+        return found, exact, index.reason
+    finally:
+        reader.close()
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "index.db"
+    writer = IndexWriter(path, Identity(model="m", dim=DIM))
+    try:
+        _add(writer, 0, 200, seed=1)
+        _delete(writer, range(0, 20))
+    finally:
+        writer.close()
+    return path
+
+
+def test_each_commit_reaches_the_file_and_a_new_reader_searches_it(db: Path) -> None:
+    found, exact, reason = _searches(db)
+    assert reason is None
+    assert found == exact
+    cols = open_columns(vectors_path(db), DIM)
+    state = cols.state()
+    assert state is not None and state.live == 360  # 200 documents of 2, 20 removed
+
+
+def _repair(db: Path) -> None:
+    writer = IndexWriter(db, Identity(model="m", dim=DIM))
+    try:
+        writer.repair_vectors()
+    finally:
+        writer.close()
+
+
+def test_a_damaged_file_is_answered_from_sqlite_until_the_writer_rebuilds_it(
+        db: Path) -> None:
+    path = vectors_path(db)
+    cols = open_columns(path, DIM)
+    slots = Layout.of(DIM, cols.capacity).slots
+    with open(path, "r+b") as handle:  # both state slots torn
+        handle.seek(slots)
+        handle.write(b"\xff" * 128)
+    found, exact, reason = _searches(db)
+    assert reason is not None and "slot" in reason
+    assert found == exact  # from sqlite-vec's exact scan meanwhile
+    _repair(db)
+    found, exact, reason = _searches(db)
+    assert reason is None
+    assert found == exact
+
+
+def test_a_file_of_another_database_is_never_used(db: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other" / "index.db"
+    writer = IndexWriter(other, Identity(model="m", dim=DIM))
+    try:
+        _add(writer, 0, 200, seed=7)
+    finally:
+        writer.close()
+    shutil.copy(vectors_path(other), vectors_path(db))
+    found, exact, reason = _searches(db)
+    assert reason is not None and "another database" in reason
+    assert found == exact
+    _repair(db)
+    assert _searches(db)[2] is None
+
+
+def test_a_file_left_behind_by_a_crash_is_followed_through_the_log_then_caught_up(
+        db: Path, tmp_path: Path) -> None:
+    saved = tmp_path / "saved.vectors"
+    shutil.copy(vectors_path(db), saved)
+    writer = IndexWriter(db, Identity(model="m", dim=DIM))
+    try:
+        _add(writer, 500, 30, seed=3)
+        _delete(writer, range(20, 60))
+    finally:
+        writer.close()
+    shutil.copy(saved, vectors_path(db))  # as if the writer died before updating the file
+    found, exact, reason = _searches(db)
+    assert reason is None  # the file, with the log past it
+    assert found == exact
+    writer = IndexWriter(db, Identity(model="m", dim=DIM))  # replays the log on open
+    try:
+        state = writer.vectors.state
+        assert state is not None and state.live == 360 + 60 - 80
+    finally:
+        writer.close()
+
+
+def test_a_file_further_behind_than_the_trimmed_log_is_rebuilt(db: Path,
+                                                               tmp_path: Path) -> None:
+    saved = tmp_path / "saved.vectors"
+    shutil.copy(vectors_path(db), saved)
+    writer = IndexWriter(db, Identity(model="m", dim=DIM))
+    try:
+        _add(writer, 500, 30, seed=3)
+        writer._sql("DELETE FROM chunk_log")  # as trimming does, much later
+    finally:
+        writer.close()
+    shutil.copy(saved, vectors_path(db))
+    found, exact, reason = _searches(db)
+    assert reason is not None
+    assert found == exact
+    _repair(db)
+    found, exact, reason = _searches(db)
+    assert reason is None
+    assert found == exact
+
+
+@pytest.mark.timeout(120)
+def test_searches_equal_an_exact_scan_after_the_writer_is_killed_mid_update() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "crash_vectors.py"),
+                           "--rounds", "3", "--seed", "5"],
+                          capture_output=True, text=True, timeout=110, check=False)
+    counts = json.loads(done.stdout.strip().splitlines()[-1])
+    assert counts["rounds"] == 3
+    assert counts["bad_rounds"] == 0, done.stderr[-2000:]
+    assert done.returncode == 0
