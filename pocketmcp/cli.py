@@ -20,7 +20,9 @@ def _add_settings(parser: argparse.ArgumentParser) -> None:
         if not s.flag:
             continue  # environment only
         kwargs: dict[str, Any] = {"dest": s.field, "default": None, "metavar": s.env,
-                                  "help": f"{s.help} [{s.env}, default {s.default!r}]"}
+                                  # argparse formats help with %: a literal one is %%
+                                  "help": f"{s.help} [{s.env}, default {s.default!r}]"
+                                          .replace("%", "%%")}
         if s.choices:
             kwargs["choices"] = s.choices
             del kwargs["metavar"]

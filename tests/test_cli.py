@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from pocketmcp.cli import build_parser
+
 A = "# Sourdough\n\nA wild yeast starter leavens sourdough bread.\n"
 B = "# Rust\n\nThe borrow checker enforces ownership rules at compile time.\n"
 
@@ -113,3 +117,14 @@ def test_export_import_and_backup_from_the_command_line(tmp_path: Path) -> None:
         found = _run(tmp_path, "search", "ownership and borrowing", "-k", "1", "--json",
                      env=env)
         assert json.loads(found.stdout)["hits"][0]["path"] == "b.md"
+
+
+@pytest.mark.parametrize("command", ["index", "watch", "eval", "serve", "search", "export",
+                                     "import", "backup"])
+def test_every_command_prints_its_help(command: str,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        build_parser().parse_args([command, "--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: pocketmcp {command}") and "EMBED_MAX_TOKENS" in out
