@@ -74,6 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_serve_flags(p)
     _add_settings(p)
 
+    p = sub.add_parser("open", help="print a one-time login link to the web page of the "
+                                    "HTTP server serving this index")
+    _add_settings(p)
+
     p = sub.add_parser("search", help="search the index")
     p.add_argument("query")
     p.add_argument("-k", "--top-k", type=int, default=8, help="number of hits (1-100)")
@@ -158,6 +162,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from pocketmcp.commands import searching
 
             return anyio.run(searching.run, config, args, backend="asyncio")
+        if args.command == "open":
+            from pocketmcp.commands import web
+
+            return anyio.run(web.login_link, config, args, backend="asyncio")
         if args.command == "eval":
             from pocketmcp.commands import evaluating
 

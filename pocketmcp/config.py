@@ -121,6 +121,11 @@ SETTINGS: tuple[Setting, ...] = (
             minimum=100, maximum=20000),
     Setting("chunk_overlap", "CHUNK_OVERLAP", "--chunk-overlap", "int", 120,
             "Characters shared by neighbouring chunks.", minimum=0, maximum=10000),
+    Setting("max_chunks_per_doc", "MAX_CHUNKS_PER_DOC", "--max-chunks-per-doc", "int", 1000,
+            "Most chunks one document may make. A longer file is indexed up to that point "
+            "and the cut is logged; an upsert_documents text that would make more is "
+            "refused. Bounds the time and memory one document can take.",
+            minimum=10, maximum=1_000_000),
     Setting("include", "INCLUDE_GLOBS", "--include", "list",
             "**/*.md,**/*.markdown,**/*.txt,**/*.rst,**/*.pdf,**/*.docx,**/*.html,**/*.htm,"
             "**/*.pptx,**/*.xlsx,**/*.epub,**/*.csv",
@@ -245,6 +250,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     embed_max_tokens: int | None
     chunk_size: int
     chunk_overlap: int
+    max_chunks_per_doc: int
     include: tuple[str, ...]
     ignore: tuple[str, ...]
     max_file_mb: int

@@ -413,7 +413,7 @@ class Runtime:
             self.registry.existing(db_name)
         await self._wait_ready()
         assert self.chunker is not None and self.embedder is not None
-        prepare = Preparer(self.chunker, self.embedder)
+        prepare = Preparer(self.chunker, self.embedder, most=self.config.max_chunks_per_doc)
         if db_name is not None:
             assert self.databases is not None
             index, writes = await self.databases.writing(db_name)

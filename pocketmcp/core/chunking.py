@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import bisect
 import re
+import sys
+from collections.abc import Callable
 from functools import cache
 
 import msgspec
@@ -32,6 +34,9 @@ _HEADING_LINE = re.compile(r"#{1,6}\s")
 MAX_PATH_TOKENS = 48
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$", re.MULTILINE)
 _FENCE = re.compile(r"^ {0,3}(```|~~~)", re.MULTILINE)
+# split_capped cuts a long text into windows of this many chunk sizes, each split on its own:
+# the work per call stays small, and it stops as soon as enough chunks are made.
+WINDOW_CHUNKS = 64
 
 
 def sections(text: str) -> tuple[list[int], list[str]]:
@@ -62,6 +67,7 @@ class Chunker:
         if overlap >= size:
             raise ValueError("overlap must be smaller than size")
         self._tokenizer = _counting_copy(tokenizer)
+        self.size = size
         self.max_tokens = max_tokens
         self.overlap = overlap
         self._by_chars = TextSplitter(size, overlap=overlap)
@@ -78,28 +84,48 @@ class Chunker:
     def split(self, text: str, skip: int = 0) -> tuple[Chunk, ...]:
         """Chunks of `text` after its first `skip` characters (a note's front matter);
         offsets are into the whole text."""
+        return self.split_capped(text, skip, most=sys.maxsize)[0]
+
+    def split_capped(self, text: str, skip: int = 0, *, most: int,
+                     stop: Callable[[], bool] = lambda: False) -> tuple[tuple[Chunk, ...], int]:
+        """At most `most` chunks of `text` (after `skip` characters), and the offset up to
+        which they cover it (len(text) when whole). The work is bounded by `most`, whatever
+        the text's length: each block (a heading starts one) is split a window at a time
+        (each ending at a paragraph, line or word break where there is one), and `stop` is
+        asked between windows."""
         if skip:
+            chunks, covered = self.split_capped(text[skip:], most=most, stop=stop)
             return tuple(msgspec.structs.replace(c, start=c.start + skip, end=c.end + skip)
-                         for c in self.split(text[skip:]))
+                         for c in chunks), covered + skip
         heading_starts, heading_paths = sections(text)
-        pieces: list[tuple[int, str]] = []
-        for begin, end in _blocks(text, heading_starts):
-            pieces.extend((begin + start, piece)
-                          for start, piece in self._by_chars.chunk_indices(text[begin:end]))
+        window = WINDOW_CHUNKS * self.size
         out: list[tuple[int, str, str]] = []  # (start, text, section path)
-        for start, piece in pieces:
-            path = self._path_at(start, piece, heading_starts, heading_paths)
-            out.extend(self._fit(start, piece, path))
+        whole = True
+        for begin, end in _blocks(text, heading_starts):
+            pos = begin
+            while pos < end and len(out) < most and not stop():
+                cut = _window_end(text, pos, window, end)
+                for start, piece in self._by_chars.chunk_indices(text[pos:cut]):
+                    path = self._path_at(pos + start, piece, heading_starts, heading_paths)
+                    out.extend(self._fit(pos + start, piece, path))
+                pos = cut
+            if pos < end:
+                whole = False
+                break
+        if len(out) > most:
+            out, whole = out[:most], False
         prefixes = [_prefix(piece, path) for _, piece, path in out]
         cleaned = [markdown.clean(piece) for _, piece, _ in out]
         counts = self.count([p + c for p, c in zip(prefixes, cleaned, strict=True)])
-        return tuple(
+        chunks = tuple(
             Chunk(idx=i, start=start, end=start + len(piece), text=piece, tokens=tokens,
                   sha256=sha256(prefix + body), section=path, prefix=prefix,
                   indexed="" if body is piece else body)
             for i, ((start, piece, path), prefix, body, tokens) in enumerate(
                 zip(out, prefixes, cleaned, counts, strict=True))
         )
+        covered = len(text) if whole else (chunks[-1].end if chunks else 0)
+        return chunks, covered
 
     def _path_at(self, start: int, piece: str, starts: list[int], paths: list[str]) -> str:
         """The section a piece belongs to: the last heading at or before its first line of
@@ -168,6 +194,20 @@ def _blocks(text: str, heading_starts: list[int]) -> list[tuple[int, int]]:
 def _only_headings(piece: str) -> bool:
     return all(not line.strip() or _HEADING_LINE.match(line.strip())
                for line in piece.splitlines())
+
+
+def _window_end(text: str, pos: int, window: int, limit: int) -> int:
+    """Where a window of about `window` characters from `pos` ends, at `limit` at the latest:
+    after the last paragraph break in its second half, else the last line break, else the
+    last space."""
+    end = pos + window
+    if end >= limit:
+        return limit
+    for mark in ("\n\n", "\n", " "):
+        found = text.rfind(mark, pos + window // 2, end)
+        if found >= 0:
+            return found + len(mark)
+    return end
 
 
 def _body_offset(piece: str) -> int:

@@ -24,6 +24,8 @@ from pocketmcp.mcp.stdio import serve_stdio
 from pocketmcp.ops import index
 from pocketmcp.ops.results import HealthResult
 from pocketmcp.runtime import Runtime, open_runtime, serving
+from pocketmcp.web.auth import CODE_TTL_S, Logins
+from pocketmcp.web.routes import routes as web_routes
 
 # Time allowed to drain work in flight once the client has gone or SIGTERM arrived.
 DRAIN_S = 3.5
@@ -98,10 +100,13 @@ async def host_http(config: Config, title: str, instructions: str | None) -> int
             verifier = http.BearerToken(token.reveal())
             server = build_server(runtime, name=title, instructions=instructions,
                                   token_verifier=verifier, auth=http.auth_settings(url))
+            logins = Logins(token.reveal())
             app = http.build_app(
                 server, token=verifier, health=lambda: _health(runtime),
                 security=http.allowed(port, bound=config.host, hosts=config.allowed_hosts,
-                                      origins=config.allowed_origins))
+                                      origins=config.allowed_origins),
+                web=web_routes(runtime, logins), logins=logins)
+            _announce_page(url, logins)
             listener = http.listener(app, grace_s=GRACE_S)
             discovery.publish(config.sqlite_path, discovery.Published(
                 url=url, pid=os.getpid(), index=str(config.sqlite_path.resolve()),
@@ -126,6 +131,14 @@ async def host_http(config: Config, title: str, instructions: str | None) -> int
         sock.close()
         log.info("stopped", seconds=round(time.perf_counter() - started, 3))
     return 0
+
+
+def _announce_page(url: str, logins: Logins) -> None:
+    """The web page's one-time login link, to a terminal only (never to a log file)."""
+    if sys.stderr.isatty():
+        print(f"pocketmcp: the web page (one-time login link, good for "  # noqa: T201
+              f"{CODE_TTL_S / 60:.0f} minutes):\n  {url}/login?code={logins.issue()}",
+              file=sys.stderr, flush=True)
 
 
 def _health(runtime: Runtime) -> HealthResult:

@@ -4,11 +4,14 @@
   are the SDK's own apps over the same MCPServer, so old and new clients share one process.
 - `/tools`: the tool manifest, the same tools as `tools/list`.
 - `/health` (liveness) and `/health/ready` (readiness), for supervisors and container probes.
+- `/` and the page's other paths (web/routes.py): the web page, for a browser.
 
 `Guard` runs first for every request: the Host and Origin headers must be on the allow lists
 (421 and 403 otherwise: DNS rebinding, cross-site requests), then every path but health needs
-the bearer token (401). Refusals are JSON with a message saying what to do. No CORS headers
-are ever sent. The SDK checks the token and the headers again inside its own apps.
+the bearer token (401); the page's paths also take the session cookie a one-time login link
+sets (web/auth.py), and /login checks its own code. Refusals are JSON with a message saying
+what to do (a browser asking for a page gets one saying how to sign in). No CORS headers are
+ever sent. The SDK checks the token and the headers again inside its own apps.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import ipaddress
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import uvicorn
 from mcp.server.auth.provider import AccessToken
@@ -30,16 +33,19 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pocketmcp import logs
 from pocketmcp.core.safe import safe_text
 from pocketmcp.ops.results import HealthResult
+from pocketmcp.web.auth import COOKIE, Logins
+from pocketmcp.web.routes import is_web_path, signin_needed
 
 log = logs.get("pocketmcp.http")
 
 OPEN_PATHS = frozenset({"/health", "/health/ready"})  # no token needed
+LOGIN_PATH = "/login"  # checks its one-time code itself
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 CLIENT_ID = "pocketmcp-token"
 
@@ -114,11 +120,12 @@ class Guard:
     """Checks every HTTP request before any route sees it: Host, Origin, then the token."""
 
     def __init__(self, app: ASGIApp, *, security: TransportSecuritySettings,
-                 token: BearerToken) -> None:
+                 token: BearerToken, logins: Logins | None = None) -> None:
         self.app = app
         self.security = security
         self._headers = TransportSecurityMiddleware(security)
         self._token = token
+        self._logins = logins
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -150,10 +157,17 @@ class Guard:
             return _refusal(403, "invalid_origin", (
                 f"Origin {origin!r} may not call this server: web pages of other sites are "
                 "refused (cross-site requests); MCP_ALLOWED_ORIGINS adds origins."))
-        if request.url.path in OPEN_PATHS:
+        path = request.url.path
+        if path in OPEN_PATHS:
+            return None
+        web = self._logins is not None and (path == LOGIN_PATH or is_web_path(path))
+        if web and self._logins is not None and (path == LOGIN_PATH or self._logins.session_ok(
+                request.cookies.get(COOKIE))):
             return None
         scheme, _, presented = request.headers.get("authorization", "").partition(" ")
         challenge = {"WWW-Authenticate": 'Bearer realm="pocketmcp", error="invalid_token"'}
+        if web and not presented.strip() and "text/html" in request.headers.get("accept", ""):
+            return signin_needed()  # a browser without the cookie: how to sign in
         if scheme.lower() != "bearer" or not presented.strip():
             return _refusal(401, "invalid_token", (
                 "this server needs a bearer token: send the header 'Authorization: Bearer "
@@ -167,9 +181,11 @@ class Guard:
 
 
 def build_app(server: MCPServer, *, security: TransportSecuritySettings, token: BearerToken,
-              health: Callable[[], HealthResult]) -> Starlette:
-    """The ASGI app over `server`. Call once per server: the Streamable HTTP session manager
-    it creates must then be run around serving (`server.session_manager.run()`)."""
+              health: Callable[[], HealthResult], web: Sequence[BaseRoute] = (),
+              logins: Logins | None = None) -> Starlette:
+    """The ASGI app over `server`, with the web page's routes `web` (signed in through
+    `logins`) when given. Call once per server: the Streamable HTTP session manager it
+    creates must then be run around serving (`server.session_manager.run()`)."""
     streamable = server.streamable_http_app(streamable_http_path="/mcp",
                                             transport_security=security)
     sse = server.sse_app(sse_path="/sse", message_path="/messages/",
@@ -196,8 +212,9 @@ def build_app(server: MCPServer, *, security: TransportSecuritySettings, token: 
             Route("/tools", endpoint=tools, methods=["GET"]),
             Route("/health", endpoint=live, methods=["GET"]),
             Route("/health/ready", endpoint=ready, methods=["GET"]),
+            *web,
         ],
-        middleware=[Middleware(Guard, security=security, token=token)],
+        middleware=[Middleware(Guard, security=security, token=token, logins=logins)],
     )
 
 

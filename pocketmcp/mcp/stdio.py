@@ -4,6 +4,12 @@ The SDK reads stdin in a worker thread that a cancelled task must wait for, so a
 stop (SIGTERM) would hang until the client wrote another line. Here a daemon thread reads the
 raw descriptor and hands lines to the event loop; fd 0 then points at the null device, so
 nothing else in the process (or its children) can read the protocol stream.
+
+Every line is screened before the SDK sees it: a line that is not a valid JSON-RPC message
+(invalid JSON, nested deeper than the parser's bound, too long, a batch array, a wrong
+`jsonrpc` version, an id that is neither a number nor a string) gets the JSON-RPC error it
+deserves (-32700 parse error or -32600 invalid request, with id null when none can be read).
+The SDK would drop such a line without a word and leave its client waiting forever.
 """
 
 from __future__ import annotations
@@ -18,13 +24,26 @@ from typing import Any
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
-from anyio.streams.memory import MemoryObjectReceiveStream
+import mcp_types
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
 
+from pocketmcp import logs
 from pocketmcp.core.safe import safe
+
+log = logs.get("pocketmcp.stdio")
 
 # A JSON escape of a UTF-16 surrogate, e.g. "\ud800".
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# The longest line read: beyond it the line is dropped (not buffered) and answered with a
+# parse error. Well above one document's largest text with the default settings
+# (MAX_CHUNKS_PER_DOC x CHUNK_SIZE characters).
+MAX_LINE_BYTES = 64 * 1024 * 1024
+# What the reader hands on in place of a line over MAX_LINE_BYTES (never valid JSON).
+OVERSIZE = "\x00oversize\x00"
 
 
 def repair(line: str) -> str:
@@ -37,13 +56,77 @@ def repair(line: str) -> str:
         return line
     try:
         message = json.loads(line)
-    except ValueError:
+        repaired = safe(message)
+    except (ValueError, RecursionError):  # not JSON, or nested too deep: screen() answers it
         return line
-    return json.dumps(safe(message), ensure_ascii=False)
+    if isinstance(message, dict) and isinstance(message.get("id"), str):
+        # The id goes back to the client as it came, but for lone surrogates (which no
+        # UTF-8 line can carry): a client matches replies to its requests by it.
+        repaired["id"] = _SURROGATE.sub("\ufffd", message["id"])
+    return json.dumps(repaired, ensure_ascii=False)
+
+
+def _error(ident: Any, code: int, message: str) -> mcp_types.JSONRPCError:
+    return mcp_types.JSONRPCError(jsonrpc="2.0", id=ident,
+                                  error=mcp_types.ErrorData(code=code, message=message))
+
+
+def _request_id(value: Any) -> int | str | None:
+    """`value` if it is a valid JSON-RPC id, else None."""
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    return None
+
+
+def screen(line: str) -> mcp_types.JSONRPCError | None:
+    """None for a line the SDK takes as a message; otherwise the error reply it deserves."""
+    if line == OVERSIZE:
+        return _error(None, mcp_types.PARSE_ERROR,
+                      f"Parse error: a message may be at most {MAX_LINE_BYTES} bytes long")
+    try:
+        mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except ValidationError as exc:
+        problems = exc.errors(include_url=False)
+        if any(p["type"] == "json_invalid" for p in problems):  # includes nesting too deep
+            return _error(None, mcp_types.PARSE_ERROR,
+                          f"Parse error: {problems[0]['msg'][:200]}")
+        return _invalid(line)
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return None  # the SDK's own parser took it; let it
+    if (isinstance(message, dict) and "method" in message and "id" in message
+            and _request_id(message["id"]) is None):
+        # The SDK would take it for a notification and never answer it.
+        return _error(None, mcp_types.INVALID_REQUEST,
+                      "Invalid Request: id must be a string or an integer")
+    return None
+
+
+def _invalid(line: str) -> mcp_types.JSONRPCError:
+    """The reply to valid JSON that is not a JSON-RPC message."""
+    try:
+        message = json.loads(line)  # depth already bounded by the SDK's parser
+    except (ValueError, RecursionError):
+        message = None
+    if isinstance(message, list):
+        return _error(None, mcp_types.INVALID_REQUEST,
+                      "Invalid Request: batches are not supported; send one message a line")
+    if not isinstance(message, dict):
+        return _error(None, mcp_types.INVALID_REQUEST,
+                      "Invalid Request: a message must be a JSON object")
+    ident = _request_id(message.get("id"))
+    if message.get("jsonrpc") != "2.0":
+        return _error(ident, mcp_types.INVALID_REQUEST, 'Invalid Request: jsonrpc must be "2.0"')
+    if "method" in message and not isinstance(message["method"], str):
+        return _error(ident, mcp_types.INVALID_REQUEST, "Invalid Request: method must be a string")
+    return _error(ident, mcp_types.INVALID_REQUEST,
+                  "Invalid Request: not a JSON-RPC request, notification or response")
 
 
 def stdin_lines(fd: int = 0) -> MemoryObjectReceiveStream[str]:
-    """Lines of the protocol stream, ending when the client closes it. Call in the loop."""
+    """Lines of the protocol stream, ending when the client closes it. Call in the loop.
+    A line over MAX_LINE_BYTES is dropped as it arrives and stands as OVERSIZE."""
     send, receive = anyio.create_memory_object_stream[str](16)
     token = anyio.lowlevel.current_token()
     wire = os.dup(fd)
@@ -52,14 +135,24 @@ def stdin_lines(fd: int = 0) -> MemoryObjectReceiveStream[str]:
     os.close(devnull)
 
     def read() -> None:
-        pending = b""
+        pending: list[bytes] = []
+        size = 0
+        dropping = False  # within a line over the limit, until its end
         try:
             while chunk := os.read(wire, 65536):
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                for line in lines:
-                    text = repair(line.decode("utf-8", "replace")) + "\n"
-                    anyio.from_thread.run(send.send, text, token=token)
+                *ends, rest = chunk.split(b"\n")
+                for end in ends:
+                    if dropping or size + len(end) > MAX_LINE_BYTES:
+                        text = OVERSIZE
+                    else:
+                        text = repair(b"".join([*pending, end]).decode("utf-8", "replace"))
+                    pending, size, dropping = [], 0, False
+                    anyio.from_thread.run(send.send, text + "\n", token=token)
+                if not dropping and size + len(rest) > MAX_LINE_BYTES:
+                    pending, size, dropping = [], 0, True
+                elif not dropping and rest:
+                    pending.append(rest)
+                    size += len(rest)
         except (OSError, RuntimeError, anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass  # the descriptor or the event loop is gone: end of input either way
         finally:
@@ -77,5 +170,32 @@ async def serve_stdio(server: Any) -> None:
     if lowlevel is None:  # an SDK without the attribute: its own transport, less cancellable
         await server.run_stdio_async()
         return
-    async with stdio_server(stdin=stdin_lines()) as (read, write):  # type: ignore[arg-type]
+    lines = stdin_lines()
+    checked, valid = anyio.create_memory_object_stream[str](16)
+    async with (
+        stdio_server(stdin=valid) as (read, write),  # type: ignore[arg-type]
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(_screen_lines, lines, checked, write, name="pocketmcp.stdio.screen")
         await lowlevel.run(read, write, lowlevel.create_initialization_options())
+        tg.cancel_scope.cancel()
+
+
+async def _screen_lines(lines: MemoryObjectReceiveStream[str],
+                        valid: MemoryObjectSendStream[str], replies: Any) -> None:
+    """Hand valid lines on to the SDK, answer the others at once."""
+    async with lines, valid:
+        async for line in lines:
+            if not line.strip():
+                continue  # a blank line is no message
+            error = await anyio.to_thread.run_sync(screen, line) if len(line) > 65536 \
+                else screen(line)
+            if error is None:
+                await valid.send(line)
+                continue
+            log.warning("bad_message", code=error.error.code, reason=error.error.message,
+                        id=error.id, bytes=len(line))
+            try:
+                await replies.send(SessionMessage(error))
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return

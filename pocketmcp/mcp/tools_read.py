@@ -14,6 +14,7 @@ from pocketmcp.core.safe import safe
 from pocketmcp.errors import NotFound
 from pocketmcp.mcp.calls import DB_NAME, MAX_ID, READ_ONLY, logged, render, tool_call
 from pocketmcp.ops import documents, links, search
+from pocketmcp.ops.checks import check_score
 from pocketmcp.ops.results import (
     Document,
     DocumentList,
@@ -62,6 +63,7 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
         """Find the passages most relevant to a query, best first."""
         async with tool_call("search", top_k=top_k, mode=mode) as counts:
             scope = search.Scope.of(filter, library)
+            check_score(score_threshold)
             result = await search.search(
                 await rt.reading(), query, top_k=top_k, scope=scope,
                 score_threshold=score_threshold, mode=mode, unique_docs=unique_docs,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import unicodedata
 from collections.abc import Sequence
 from typing import Any
@@ -31,7 +32,18 @@ def check_library(name: str | None, default: str) -> str:
     name = unicodedata.normalize("NFC", name.strip())
     if not name or len(name) > 100 or any(unicodedata.category(c)[0] == "C" for c in name):
         raise InvalidRequest("library must be 1-100 characters without control characters")
+    # What a top folder could be called: no path separators, not "." or "..".
+    if "/" in name or "\\" in name or name.strip(".") == "":
+        raise InvalidRequest(f"library {safe_text(name)!r} is not valid: a library name holds "
+                             "no '/' or '\\' and is not made of dots only")
     return name
+
+
+def check_score(value: float | None, what: str = "score_threshold") -> float | None:
+    """A finite number, or None."""
+    if value is not None and not math.isfinite(value):
+        raise InvalidRequest(f"{what} must be a finite number, not {value}")
+    return value
 
 
 def check_metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:

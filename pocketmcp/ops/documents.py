@@ -26,6 +26,7 @@ from pocketmcp.messages import DocRecord
 from pocketmcp.ops.checks import check_ids, check_metadata
 from pocketmcp.ops.filters import Scope, is_stale
 from pocketmcp.ops.results import (
+    ChunkSpan,
     ChunkText,
     DeleteResult,
     Document,
@@ -131,7 +132,8 @@ async def list_documents(open_index: Open[ReadIndex], limit: int, cursor: str | 
                          library: str | None = None, metadata: dict[str, Any] | None = None,
                          flt: SearchFilter | None = None, sort: Sort = "doc_id"
                          ) -> DocumentList:
-    """Documents in doc_id order, or by last change (newest first), a page at a time."""
+    """Documents in doc_id order, by last change (newest first) or by path (files by their
+    path; documents given directly by their external id), a page at a time."""
     after = decode_cursor(cursor, sort) if cursor else None
     scope = Scope.of(flt, library, metadata) or Scope()
     index = await open_index()
@@ -145,8 +147,9 @@ async def list_documents(open_index: Open[ReadIndex], limit: int, cursor: str | 
 
     found, more = await index.run(page)
     last = found[-1] if found else None
-    return DocumentList(documents=found, next_cursor=encode_cursor(
-        last.doc_id, last.modified_at if sort == "modified" else None) if more and last else None)
+    place = {"modified": last.modified_at, "path": last.external_id}.get(sort) if last else None
+    return DocumentList(documents=found, next_cursor=encode_cursor(last.doc_id, place) if (
+        more and last) else None)
 
 
 async def get_document(index: ReadIndex, doc_id: int) -> Document:
@@ -166,6 +169,28 @@ async def get_chunk(index: ReadIndex, doc_id: int, chunk_id: int) -> ChunkText:
         raise NotFound(f"no chunk {chunk_id} in document {doc_id}")
     return ChunkText(doc_id=row.doc_id, chunk_id=row.chunk_id, idx=row.idx, text=row.text,
                      start_off=row.start_off, end_off=row.end_off, title=row.title)
+
+
+async def chunks(index: ReadIndex, doc_id: int) -> list[ChunkSpan]:
+    """A document's chunks in order, with their offsets in its text."""
+    def read(reader: IndexReader) -> tuple[DocumentRow | None, list[tuple[int, int, int, str]]]:
+        return reader.document(doc_id), reader.neighbours(doc_id, 0, 2**31)
+
+    row, found = await index.run(read)
+    if row is None:
+        raise NotFound(f"no document with doc_id {doc_id}; search or list_documents gives ids")
+    return [ChunkSpan(idx=i, start_off=a, end_off=b, text=t) for i, a, b, t in found]
+
+
+def original_file(index: ReadIndex, document: DocumentInfo) -> Path:
+    """The watched file a document was read from (blocking: it is looked at)."""
+    if document.source != "file" or document.path is None or index.root is None:
+        raise NotFound(f"document {document.doc_id} was not read from a watched file")
+    root = index.root.resolve()
+    path = (root / document.path).resolve()
+    if not path.is_relative_to(root) or not path.is_file():
+        raise NotFound(f"the file of document {document.doc_id} is gone: {document.path}")
+    return path
 
 
 async def libraries(index: ReadIndex, default_library: str) -> LibraryList:

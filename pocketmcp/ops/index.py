@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import anyio
 import pathspec
@@ -14,7 +16,14 @@ from pocketmcp.core.safe import safe_text
 from pocketmcp.embed.base import Embedder
 from pocketmcp.embed.models import canonical_id
 from pocketmcp.errors import Busy, PocketError
-from pocketmcp.ops.results import EmbeddingStatus, HealthResult, ReindexResult, StatusResult
+from pocketmcp.ops.results import (
+    EmbeddingStatus,
+    HealthResult,
+    IndexProgress,
+    ReindexResult,
+    SkippedFile,
+    StatusResult,
+)
 from pocketmcp.pipeline.state import Stats
 from pocketmcp.pipeline.supervisor import Pipeline
 from pocketmcp.runtime import Status
@@ -104,6 +113,27 @@ async def status(state: Status, config: Config, *, embedder: Embedder | None, wa
         embedding=embedding_status(embedder) if embedder is not None else None,
         version=__version__,
     )
+
+
+def progress(pipeline: Pipeline | None, index_path: Path) -> IndexProgress:
+    """How far the watched folder's pipeline has come, and the index file's size."""
+    s = pipeline.stats if pipeline is not None else Stats()
+    size = 0
+    for part in (index_path, index_path.with_name(index_path.name + "-wal")):
+        with contextlib.suppress(OSError):  # no log yet, or the index is not made yet
+            size += part.stat().st_size
+    return IndexProgress(
+        files_seen=s.seen, files_added=s.added, files_updated=s.updated,
+        files_removed=s.removed, files_unchanged=s.unchanged + s.touched,
+        files_skipped=s.skipped,
+        recent_skips=[SkippedFile(path=safe_text(p), reason=safe_text(r))
+                      for p, r in s.recent_skips],
+        files_in_flight=len(pipeline.inflight) if pipeline else 0,
+        chunks_embedded=s.chunks_embedded,
+        chunks_per_second=round(s.chunks_embedded / (s.embed_ms / 1000), 1) if (
+            s.embed_ms > 0) else None,
+        scan_done=s.scan_done, last_error=safe_text(s.last_error) if s.last_error else None,
+        index_bytes=size)
 
 
 def health(state: Status, *, opened: bool, watching: bool) -> HealthResult:

@@ -212,6 +212,15 @@ class ChunkText(BaseModel):
     title: str
 
 
+class ChunkSpan(BaseModel):
+    """One chunk of a document as the web page shows it: where it sits in the text."""
+
+    idx: int
+    start_off: int
+    end_off: int
+    text: str
+
+
 class Library(BaseModel):
     name: str
     documents: int
@@ -309,6 +318,31 @@ class StatusResult(BaseModel):
     last_error: str | None
     embedding: EmbeddingStatus | None = None
     version: str
+
+
+class SkippedFile(BaseModel):
+    path: str
+    reason: str
+
+
+class IndexProgress(BaseModel):
+    """Counters of the watched folder's pipeline since this process started."""
+
+    files_seen: int
+    files_added: int
+    files_updated: int
+    files_removed: int
+    files_unchanged: int
+    files_skipped: int = Field(description="Files that could not be read or converted.")
+    recent_skips: list[SkippedFile] = Field(description="The latest skipped files, newest "
+                                                        "last, with why.")
+    files_in_flight: int = Field(description="Files read and not yet committed.")
+    chunks_embedded: int
+    chunks_per_second: float | None = Field(description="Chunks embedded per second of "
+                                                        "embedding time.")
+    scan_done: bool
+    last_error: str | None
+    index_bytes: int = Field(description="Size of the index file and its write-ahead log.")
 
 
 class HealthResult(BaseModel):

@@ -1,21 +1,42 @@
-"""Cuts each changed file into chunks."""
+"""Cuts each changed file into chunks, at most MAX_CHUNKS_PER_DOC of them.
+
+The work per file is bounded by that number, whatever the length of its text, and a stop
+(EOF, SIGTERM) does not wait for a file in progress: its thread stops after the window at hand.
+"""
 
 from __future__ import annotations
+
+import threading
+from functools import partial
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from pocketmcp import logs
 from pocketmcp.core.chunking import Chunker
-from pocketmcp.messages import Chunked, FileChunked, FileHashed, Hashed
+from pocketmcp.messages import Chunk, Chunked, FileChunked, FileHashed, Hashed
 from pocketmcp.pipeline.state import InFlight, Stats
 
 log = logs.get("pocketmcp.chunker")
 
 
+async def split_capped(chunker: Chunker, text: str, skip: int, most: int
+                       ) -> tuple[tuple[Chunk, ...], int]:
+    """Chunker.split_capped in a worker thread. If the caller is cancelled it does not wait:
+    the thread is told to stop and ends after the window at hand (a fraction of a second),
+    so it cannot keep the process alive either."""
+    stop = threading.Event()
+    try:
+        return await anyio.to_thread.run_sync(
+            partial(chunker.split_capped, text, skip, most=most, stop=stop.is_set),
+            abandon_on_cancel=True)
+    finally:
+        stop.set()
+
+
 async def chunk_files(
     inbox: MemoryObjectReceiveStream[Hashed], outbox: MemoryObjectSendStream[Chunked], *,
-    chunker: Chunker, inflight: InFlight, stats: Stats,
+    chunker: Chunker, inflight: InFlight, stats: Stats, most: int,
 ) -> None:
     async with inbox, outbox:
         async for item in inbox:
@@ -23,11 +44,17 @@ async def chunk_files(
                 await outbox.send(item)
                 continue
             try:
-                chunks = await anyio.to_thread.run_sync(chunker.split, item.text,
-                                                        item.facts.body_start)
+                chunks, covered = await split_capped(chunker, item.text,
+                                                     item.facts.body_start, most)
             except (ValueError, RuntimeError) as exc:  # the splitter's or tokenizer's own
                 inflight.done(item.rel, item.seq)
-                stats.skipped += 1
-                log.warning("skipped", path=item.rel, reason=f"cannot be chunked: {exc}")
+                reason = f"cannot be chunked: {exc}"
+                stats.skip(item.rel, reason)
+                log.warning("skipped", path=item.rel, reason=reason)
                 continue
+            if covered < len(item.text):
+                log.warning("cut", path=item.rel, chunks=len(chunks), indexed_chars=covered,
+                            chars=len(item.text),
+                            reason=f"the text makes more than {most} chunks "
+                                   "(MAX_CHUNKS_PER_DOC): the rest is not indexed")
             await outbox.send(FileChunked(item, chunks))

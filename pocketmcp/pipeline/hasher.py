@@ -111,12 +111,12 @@ class Hasher:
                     await anyio.to_thread.run_sync(
                         _read, self.root / rel, self.max_bytes, known, force, kind))
             except OSError as exc:
-                self.stats.skipped += 1
+                self.stats.skip(rel, f"unreadable: {exc.strerror or exc}")
                 log.warning("skipped", path=rel, reason=f"unreadable: {exc}")
                 return None
         if read is None or read.problem is not None:
             if read is not None:
-                self.stats.skipped += 1
+                self.stats.skip(rel, read.problem or "not indexed")
                 log.warning("skipped", path=rel, reason=read.problem, size=read.size)
             if known is None:
                 return None
@@ -133,7 +133,7 @@ class Hasher:
             try:
                 converted = await self.converter.convert(kind, read.data, rel)
             except DocumentError as exc:
-                self.stats.skipped += 1
+                self.stats.skip(rel, exc.reason)
                 log.warning("skipped", path=rel, reason=exc.reason, size=read.size)
                 return None if known is None else FileGone(rel, self.inflight.begin(rel, GONE))
             text = clean(converted.text)

@@ -9,19 +9,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import anyio
 import numpy as np
 
 from pocketmcp.core.chunking import Chunker
 from pocketmcp.embed.base import Embedder
+from pocketmcp.errors import InvalidRequest
 from pocketmcp.messages import DocRecord, PreparedDoc
+from pocketmcp.pipeline.chunker import split_capped
 from pocketmcp.pipeline.embedder import reuse
 from pocketmcp.store.readers import ReadIndex
 
 
 class Preparer:
-    def __init__(self, chunker: Chunker, embedder: Embedder) -> None:
+    def __init__(self, chunker: Chunker, embedder: Embedder, *, most: int) -> None:
         self.chunker = chunker
+        self.most = most
         self.embedder = embedder
         self.batch_size = embedder.batching.size
 
@@ -31,8 +33,19 @@ class Preparer:
         return tuple([await self._prepare(record, index) for record in records])
 
     async def _prepare(self, record: DocRecord, index: ReadIndex) -> PreparedDoc:
-        chunks = await anyio.to_thread.run_sync(self.chunker.split, record.content,
-                                                record.facts.body_start)
+        body = len(record.content) - record.facts.body_start
+        limit = self.most * self.chunker.size  # chunks hold at most CHUNK_SIZE characters
+        if body > limit:
+            raise InvalidRequest(
+                f"a text of {body} characters makes more than {self.most} chunks: at most "
+                f"{limit} characters fit (MAX_CHUNKS_PER_DOC x CHUNK_SIZE); split it into "
+                "several documents")
+        chunks, covered = await split_capped(self.chunker, record.content,
+                                             record.facts.body_start, self.most)
+        if covered < len(record.content):
+            raise InvalidRequest(
+                f"the text makes more than {self.most} chunks (MAX_CHUNKS_PER_DOC); the first "
+                f"{covered} characters fit: split it into several documents")
         digests = [c.sha256 for c in chunks]
         known = await index.run(lambda reader: reader.vectors_for(digests))
         vectors = np.zeros((len(chunks), self.embedder.dim), dtype=np.float32)

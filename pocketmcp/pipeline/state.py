@@ -9,6 +9,7 @@ import msgspec
 from anyio.streams.memory import MemoryObjectSendStream
 
 GONE = "<gone>"
+RECENT_SKIPS = 20  # the latest skipped files kept, with why, for the status
 
 
 class InFlight:
@@ -57,6 +58,13 @@ class Stats(msgspec.Struct, kw_only=True):
     embed_ms: float = 0.0
     scan_done: bool = False
     last_error: str | None = None
+    recent_skips: list[tuple[str, str]] = msgspec.field(default_factory=list)  # (path, why)
+
+    def skip(self, rel: str, reason: str) -> None:
+        """Count a file that is not indexed, and keep why among the latest few."""
+        self.skipped += 1
+        self.recent_skips.append((rel, reason))
+        del self.recent_skips[:-RECENT_SKIPS]
 
     @property
     def processed(self) -> int:

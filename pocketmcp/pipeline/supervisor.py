@@ -200,4 +200,4 @@ class Pipeline:
                      outbox: MemoryObjectSendStream[Chunked]) -> None:
         assert self.chunker is not None
         await chunk_files(inbox, outbox, chunker=self.chunker, inflight=self.inflight,
-                          stats=self.stats)
+                          stats=self.stats, most=self.config.max_chunks_per_doc)

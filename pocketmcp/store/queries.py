@@ -72,7 +72,7 @@ _CHUNK_TEXT = "substr(d.content, c.start_off + 1, c.end_off - c.start_off)"
 # What a search match shows of its document, after its chunk's own columns.
 _HIT_DOC = ("d.external_id, d.uri, d.title, d.source, c.section, d.library, d.size_bytes, "
             "d.mtime_ns, d.created, d.modified, d.updated_at, d.tags")
-Sort = Literal["doc_id", "modified"]
+Sort = Literal["doc_id", "modified", "path"]
 
 
 class DocState(msgspec.Struct, frozen=True):
@@ -288,10 +288,16 @@ class IndexReader:
 
     def documents_page(self, where: DocFilter, limit: int, *, sort: Sort = "doc_id",
                        after: tuple[str, int] | None = None) -> list[DocumentRow]:
-        """A page of the documents `where` allows: by doc_id, or by last change (newest
-        first), after the (modified, doc_id) the previous page ended on."""
+        """A page of the documents `where` allows: by doc_id, by last change (newest first) or
+        by external id (files by path), after the (modified or external id, doc_id) the
+        previous page ended on."""
         conditions, args = filters.where(where)
-        if sort == "modified":
+        if sort == "path":
+            if after is not None:
+                conditions += " AND d.external_id > ?"
+                args.append(after[0])
+            order = "d.external_id"  # unique
+        elif sort == "modified":
             if after is not None:
                 conditions += " AND (d.modified < ? OR (d.modified = ? AND d.doc_id < ?))"
                 args += [after[0], after[0], after[1]]

@@ -7,9 +7,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
-import docs
 import pytest
 
+import docs
 from pocketmcp.convert import kinds
 from pocketmcp.convert.pool import Converter, Limits
 from pocketmcp.errors import DocumentError

@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
-from conftest import remote_config
+from conftest import make_config, remote_config, running
 from provider_server import Fault, ProviderServer
 
 from pocketmcp.config import Config
@@ -199,7 +199,6 @@ def test_azure_urls_keep_their_api_version_and_take_the_key_as_api_key(tmp_path:
     base = "https://res.openai.azure.com/openai/deployments/emb?api-version=2024-10-21"
     assert endpoint(base, "/embeddings") == (
         "https://res.openai.azure.com/openai/deployments/emb/embeddings?api-version=2024-10-21")
-    from conftest import make_config
 
     config = make_config(tmp_path, {"OPENAI_API_KEY": "k1"}, embed_provider="openai",
                          embed_base_url=base, embed_model="text-embedding-3-small")
@@ -226,7 +225,6 @@ def test_retry_after_is_read_in_milliseconds_seconds_or_as_a_date() -> None:
 async def test_a_model_of_unknown_dimensions_is_asked_once_and_the_index_records_the_answer(
     tmp_path: Path, provider: ProviderServer
 ) -> None:
-    from conftest import running
 
     from pocketmcp.store.readers import recorded_identity
 

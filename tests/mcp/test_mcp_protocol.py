@@ -31,6 +31,15 @@ class Wire:
         assert self.process.stdin is not None
         await self.process.stdin.send((json.dumps(message) + "\n").encode())
 
+    async def send_raw(self, line: bytes) -> None:
+        assert self.process.stdin is not None
+        await self.process.stdin.send(line + b"\n")
+
+    async def reply(self) -> dict[str, Any]:
+        """The next message on stdout."""
+        with anyio.fail_after(30):
+            return await self._read()
+
     async def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         self._next_id += 1
         ident = self._next_id
@@ -132,6 +141,43 @@ async def test_stdout_carries_only_json_rpc_whatever_the_input(tmp_path: Path) -
     assert "not valid UTF-8" in log  # the Latin-1 file name was skipped, and said so
 
 
+# Lines that are not valid JSON-RPC, and the error each deserves: (code, id of the reply).
+_BAD_LINES: list[tuple[bytes, int, Any]] = [
+    (b"{not json", -32700, None),
+    (b"\xff\xfe\x00garbage \x80\x81", -32700, None),
+    (b'{"jsonrpc": "1.0", "id": 7, "method": "tools/list"}', -32600, 7),
+    (b'{"jsonrpc": "2.0", "id": {"an": "object"}, "method": "tools/list"}', -32600, None),
+    (b'{"jsonrpc": "2.0", "id": 8, "method": 5}', -32600, 8),
+    (b'[{"jsonrpc": "2.0", "id": 9, "method": "tools/list"}]', -32600, None),
+    (b"[]", -32600, None),
+    (b"42", -32600, None),
+    (b'"just a string"', -32600, None),
+    (b"[" * 5000 + b"]" * 5000, -32700, None),
+    (b"[" * 100_000 + b"]" * 100_000, -32700, None),
+    (b'{"jsonrpc": "2.0", "id": 10, "method": "x", "params": ' + b'{"a": ' * 5000 + b"1"
+     + b"}" * 5000 + b"}", -32700, None),
+    (b'{"jsonrpc": "2.0", "id": 11, "method": "x", "params": "\\ud800' + b"[" * 3000 + b'"}',
+     -32600, 11),
+]
+
+
+async def test_every_line_that_is_not_json_rpc_gets_its_error_and_the_server_goes_on(
+        tmp_path: Path) -> None:
+    async with _server(tmp_path) as process:
+        wire = Wire(process)
+        await _handshake(wire)
+        for line, code, ident in _BAD_LINES:
+            await wire.send_raw(line)
+            reply = await wire.reply()
+            assert reply["error"]["code"] == code, (line[:80], reply)
+            assert reply["id"] == ident, (line[:80], reply)
+        # Blank lines are no messages: nothing answers them, and nothing breaks.
+        await wire.send_raw(b"")
+        status = await wire.request("tools/call", {"name": "status", "arguments": {}})
+        assert status["result"].get("isError") is not True
+        assert len(wire.lines) == 1 + len(_BAD_LINES) + 1
+
+
 async def _exit_time(tmp_path: Path, how: str) -> float:
     async with _server(tmp_path) as process:
         wire = Wire(process)
@@ -157,6 +203,28 @@ async def test_stdin_eof_stops_the_server_within_five_seconds(tmp_path: Path) ->
 
 async def test_sigterm_stops_the_server_within_five_seconds(tmp_path: Path) -> None:
     assert await _exit_time(tmp_path, "sigterm") < 5
+
+
+async def test_a_stop_does_not_wait_for_pathological_files_in_progress(tmp_path: Path) -> None:
+    """A 300 KB one-line file is cut at MAX_CHUNKS_PER_DOC and its chunks are being embedded
+    when SIGTERM comes; a million-column CSV is converting or chunking."""
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "line.txt").write_text(" ".join(f"w{i % 977}x{i % 13}" for i in range(40_000)))
+    (kb / "wide.csv").write_text(",".join(str(i % 10) for i in range(1_000_000)) + "\n")
+    log = tmp_path / "server.err"
+    async with _server(tmp_path) as process:
+        wire = Wire(process)
+        await _handshake(wire)
+        await until(lambda: anyio.to_thread.run_sync(log.read_text),
+                    lambda text: '"event": "cut"' in text, seconds=60)
+        started = time.perf_counter()
+        process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(10):
+            code = await process.wait()
+        elapsed = time.perf_counter() - started
+    assert code == 0 and elapsed < 5, elapsed
+    assert '"event": "stopped"' in log.read_text()
 
 
 async def test_two_servers_share_one_index_and_the_reader_takes_over(tmp_path: Path) -> None:

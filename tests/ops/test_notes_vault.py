@@ -14,7 +14,9 @@ from conftest import Tools, make_config, running
 from structlog.testing import capture_logs
 from vault import NOW, VAULT, write_vault
 
-from pocketmcp.errors import InvalidRequest
+from pocketmcp.errors import InvalidRequest, NotFound
+from pocketmcp.ops import documents
+from pocketmcp.ops.documents import encode_cursor
 from pocketmcp.runtime import Plan, Runtime
 
 
@@ -128,6 +130,34 @@ async def test_list_documents_sorted_by_last_change_pages_newest_first(vault: Ru
     assert len(seen) == len(VAULT) and seen == sorted(seen, reverse=True)
     first = (await tools("list_documents", sort="modified", page={"limit": 1}))["documents"]
     assert first[0]["path"] == "budget.md"
+
+
+async def test_list_documents_sorted_by_path_pages_in_path_order(vault: Runtime) -> None:
+    seen: list[str] = []
+    cursor = None
+    while True:
+        result = await documents.list_documents(vault.read_index, 2, cursor, sort="path")
+        seen += [d.path or "" for d in result.documents]
+        cursor = result.next_cursor
+        if cursor is None:
+            break
+    assert len(seen) == len(VAULT) and seen == sorted(seen)
+    with pytest.raises(InvalidRequest, match="cursor"):
+        await documents.list_documents(vault.read_index, 2, encode_cursor(1), sort="path")
+
+
+async def test_the_web_page_gets_a_documents_chunks_and_its_file(vault: Runtime) -> None:
+    read = await vault.read_index()
+    listed = await documents.list_documents(vault.read_index, 50, None, sort="path")
+    doc = next(d for d in listed.documents if d.path == "budget.md")
+    parts = await documents.chunks(read, doc.doc_id)
+    assert [c.idx for c in parts] == list(range(doc.chunk_count))
+    assert all(c.start_off < c.end_off and c.text for c in parts)
+    assert documents.original_file(read, doc) == (vault.config.watch_dir / "budget.md").resolve()
+    with pytest.raises(NotFound):
+        await documents.chunks(read, 10**6)
+    with pytest.raises(NotFound, match="gone"):
+        documents.original_file(read, doc.model_copy(update={"path": "../outside.md"}))
 
 
 async def test_links_show_where_a_note_points_and_who_points_at_it(vault: Runtime) -> None:

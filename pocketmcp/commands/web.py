@@ -1,0 +1,33 @@
+"""`pocketmcp open`: a one-time login link to the web page of the HTTP server already
+serving this index (it is found through the discovery file beside the index, and asked with
+the token, as a bridge would)."""
+
+from __future__ import annotations
+
+import argparse
+
+import httpx2
+
+from pocketmcp.config import Config
+from pocketmcp.errors import PocketError
+from pocketmcp.mcp.serve import find_upstream
+
+
+async def login_link(config: Config, args: argparse.Namespace) -> int:
+    found = await find_upstream(config)
+    if found is None:
+        raise PocketError(
+            f"no HTTP server serves {config.sqlite_path}: start one with `pocketmcp serve "
+            "--transport http` (with the same SQLITE_PATH), then run this again")
+    server, token = found
+    try:
+        async with httpx2.AsyncClient(timeout=5, trust_env=False) as client:
+            response = await client.post(server.url + "/login/link",
+                                         headers={"Authorization": f"Bearer {token.reveal()}"})
+    except httpx2.HTTPError as exc:
+        raise PocketError(f"the server at {server.url} did not answer: {exc}") from exc
+    if response.status_code != 200:
+        raise PocketError(f"the server at {server.url} gave no login link (HTTP "
+                          f"{response.status_code}); it may be a version without the page")
+    print(response.json()["url"])  # noqa: T201
+    return 0
