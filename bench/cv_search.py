@@ -64,7 +64,8 @@ async def gather_all(index: Path, dataset: Any, depth: int) -> dict[str, Any]:
     from pocketmcp.ops.evaluate import doc_of
     from pocketmcp.ops.ranking import Params
     from pocketmcp.ops.search import gather
-    from pocketmcp.runtime import READING, open_runtime
+    from pocketmcp.plans import READING
+    from pocketmcp.runtime import open_runtime
 
     config = load({}, environ={"SQLITE_PATH": str(index), "WATCH_DIR": str(index) + ".corpus"})
     out: dict[str, Any] = {"queries": {}, "names": {}}

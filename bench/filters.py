@@ -87,7 +87,8 @@ async def measure(db: Path, query_texts: list[str], queries: int, top_k: int) ->
     from pocketmcp.config import load
     from pocketmcp.ops.results import SearchFilter
     from pocketmcp.ops.search import Scope, search
-    from pocketmcp.runtime import READING, open_runtime
+    from pocketmcp.plans import READING
+    from pocketmcp.runtime import open_runtime
 
     config = load({}, environ={"SQLITE_PATH": str(db), "WATCH_DIR": str(db.parent / "none")})
     cases = {

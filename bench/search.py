@@ -143,7 +143,8 @@ async def measure(db: Path, vectors: np.ndarray, queries: np.ndarray, query_text
                   repeats: int) -> dict:
     from pocketmcp.config import load
     from pocketmcp.ops.search import DEFAULT_PARAMS, candidates_for, search
-    from pocketmcp.runtime import READING, open_runtime
+    from pocketmcp.plans import READING
+    from pocketmcp.runtime import open_runtime
 
     config = load({}, environ={"SQLITE_PATH": str(db), "WATCH_DIR": str(db.parent / "none")})
     out: dict = {}

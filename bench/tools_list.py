@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 async def tools_list(tools: str) -> str:
     from pocketmcp.config import load
     from pocketmcp.mcp.server import build_server
-    from pocketmcp.runtime import Runtime, serving
+    from pocketmcp.plans import serving
+    from pocketmcp.runtime import Runtime
 
     config = load({}, environ={"TOOLS": tools, "SQLITE_PATH": os.devnull})
     server = build_server(Runtime(config, serving(False)))  # listing needs no model or index

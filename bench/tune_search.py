@@ -25,7 +25,8 @@ async def main() -> None:
     from pocketmcp.config import load
     from pocketmcp.ops.evaluate import evaluate, load_dataset
     from pocketmcp.ops.search import Params
-    from pocketmcp.runtime import READING, open_runtime
+    from pocketmcp.plans import READING
+    from pocketmcp.runtime import open_runtime
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--index", type=Path, required=True)

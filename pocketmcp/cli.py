@@ -10,8 +10,9 @@ from typing import Any
 import anyio
 
 from pocketmcp import __version__, logs
-from pocketmcp.config import SETTINGS, Config, load
+from pocketmcp.config import Config, load
 from pocketmcp.errors import PocketError, single
+from pocketmcp.settings import SETTINGS
 
 
 def _add_settings(parser: argparse.ArgumentParser) -> None:

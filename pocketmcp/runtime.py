@@ -15,14 +15,11 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from typing import Literal, TypeVar
 
 import anyio
 import anyio.abc
-import msgspec
 
 from pocketmcp import logs
 from pocketmcp.config import Config
@@ -44,76 +41,16 @@ from pocketmcp.errors import (
     single,
 )
 from pocketmcp.pipeline.prepare import Preparer
-from pocketmcp.pipeline.supervisor import Feed, Pipeline
-from pocketmcp.pipeline.writer import EventHook, WriterActor, WriterInbox
+from pocketmcp.pipeline.supervisor import Pipeline
+from pocketmcp.pipeline.writer import EventHook, WriterActor
+from pocketmcp.plans import Plan, Reading, Status, Writing
 from pocketmcp.store.readers import ReadIndex, recorded_identity
 from pocketmcp.store.registry import Registry
 
 log = logs.get("pocketmcp.runtime")
 
-T = TypeVar("T")
-Open = Callable[[], Awaitable[T]]  # what an op calls once its arguments are found good
-
 READY_WAIT_S = 5.0  # how long a request waits for start-up before NOT_READY
 WRITER_RETRY_S = 2.0  # how often a read-only process tries to take the writer lock
-
-
-class Plan(msgspec.Struct, frozen=True, kw_only=True):
-    """What an entry point needs from the runtime."""
-
-    writer: Literal["never", "try", "must"] = "try"  # the main index's writer lock
-    feed: Feed = "none"  # the watched folder: not at all, one scan, or followed
-    requests: bool = True  # tools may write
-    search: bool = True  # the vector file mapped and the query session warm before `ready`
-    rebuild: bool = False  # empty the main index first
-    force: bool = False  # re-read and re-embed every file
-    keep_serving: bool = False  # a failure is recorded and reads go on, instead of raising
-
-
-def serving(watch: bool) -> Plan:
-    return Plan(feed="follow" if watch else "none", keep_serving=True)
-
-
-INDEXING = Plan(writer="must", feed="scan", requests=False, search=False)
-WATCHING = Plan(writer="must", feed="follow", requests=False, search=False)
-READING = Plan(writer="never")
-
-
-class Status(msgspec.Struct, kw_only=True):
-    phase: Literal["starting", "loading_model", "indexing", "ready", "failed"] = "starting"
-    role: Literal["pending", "writer", "reader"] = "pending"
-    model_ready: bool = False
-    initial_indexing_done: bool = False
-    last_error: str | None = None
-    started_at: float = msgspec.field(default_factory=time.time)
-    index_open_s: float | None = None  # the writer lock taken and the vector file mapped
-    model_load_s: float | None = None
-
-
-@dataclass(frozen=True)
-class Reading:
-    """What a search needs: the index as readers see it, the model for queries, and whether
-    the first scan of the watched folder is complete."""
-
-    index: ReadIndex
-    embedder: Embedder
-    complete: bool
-
-    def require_complete(self) -> None:
-        """NOT_READY when the first scan has not finished: an empty answer would mislead."""
-        if not self.complete:
-            raise NotReady("index still loading: the first scan of the folder has not "
-                           "finished and nothing matches yet; try again in a few seconds")
-
-
-@dataclass(frozen=True)
-class Writing:
-    """What a write needs: the index (to reuse vectors), the way to its writer, and the
-    chunker and model to prepare documents with."""
-
-    index: ReadIndex
-    writes: WriterInbox
-    prepare: Preparer
 
 
 class Runtime:
@@ -187,8 +124,7 @@ class Runtime:
         if opened:
             self.pipeline = self._pipeline_for(opened[0])  # before `ready`: writes can queue
         self.ready.set()
-        watching = self.pipeline is not None and self.pipeline.feed != "none"
-        self.status.phase = "indexing" if watching else "ready"
+        self.status.phase = "indexing" if self.watching else "ready"
         (log.info if self.plan.keep_serving else log.debug)(
             "ready", role=self.status.role, embedding=identity.describe(),
             index=str(self.config.sqlite_path), index_open_s=self.status.index_open_s,
@@ -241,20 +177,10 @@ class Runtime:
                                 on_event=self.on_event)
 
     async def _wait_for_index(self, identity: Identity) -> None:
-        """A reader waits until some writer has made the index (the file exists and its
-        schema, which records the model, is committed), then checks the model."""
+        """A reader waits until some writer has made the index, then checks its embeddings."""
         assert self.main is not None
-        main = self.main
-        while True:
-            if self.config.sqlite_path.exists():
-                stored = await main.run(lambda r: r.identity())
-                if stored is not None:
-                    break
-            with anyio.move_on_after(0.2):
-                await self._stopping.wait()
-            if self._stopping.is_set():
-                return
-        if stored != identity:
+        stored = await self.main.made(self._stopping)
+        if stored is not None and stored != identity:
             raise ModelMismatchError(self.config.sqlite_path, stored.describe(),
                                      stored.differences(identity))
 

@@ -1,11 +1,11 @@
-"""Regenerates .env.example and the README's settings table from pocketmcp.config.SETTINGS."""
+"""Regenerates .env.example and the README's settings table from pocketmcp.settings.SETTINGS."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from pocketmcp.config import env_example, settings_table
+from pocketmcp.settings import env_example, settings_table
 
 ROOT = Path(__file__).resolve().parents[1]
 START, END = "<!-- settings:start -->", "<!-- settings:end -->"

@@ -22,7 +22,8 @@ from pocketmcp.errors import PocketError
 from pocketmcp.mcp.server import build_server
 from pocketmcp.pipeline.supervisor import Pipeline
 from pocketmcp.pipeline.writer import WriterActor
-from pocketmcp.runtime import Plan, Runtime, open_runtime, serving
+from pocketmcp.plans import Plan, serving
+from pocketmcp.runtime import Runtime, open_runtime
 from pocketmcp.store.writes import IndexWriter
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"

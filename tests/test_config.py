@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from pocketmcp.config import SETTINGS, env_example, load, settings_table
+from pocketmcp.config import load
 from pocketmcp.errors import ConfigError
+from pocketmcp.settings import SETTINGS, env_example, settings_table
 
 
 def test_defaults_match_the_documented_values() -> None:
@@ -90,6 +91,8 @@ def test_loopback_addresses_need_no_token(host: str) -> None:
 def test_the_token_never_shows_in_a_repr_or_an_error() -> None:
     config = load({}, environ={"POCKETMCP_TOKEN": "s3cret-value"})
     assert "s3cret-value" not in repr(config) and "s3cret-value" not in repr(config.token)
+    with pytest.raises(TypeError, match="reveal"):
+        f"Bearer {config.token}"  # sending the masked form is refused
     with pytest.raises(ConfigError) as refused:
         load({}, environ={"POCKETMCP_TOKEN": "two words-s3cret"})
     assert "s3cret" not in str(refused.value)

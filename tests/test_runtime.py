@@ -9,7 +9,8 @@ import pytest
 from conftest import Tools, make_config, running
 
 from pocketmcp.errors import ReadOnly, WriterBusyError
-from pocketmcp.runtime import INDEXING, READING, open_runtime
+from pocketmcp.plans import INDEXING, READING
+from pocketmcp.runtime import open_runtime
 
 
 async def test_a_second_runtime_on_one_index_reads_and_takes_over_when_the_first_stops(

@@ -11,7 +11,8 @@ from pydantic import BaseModel
 from pocketmcp.config import Config
 from pocketmcp.errors import PocketError
 from pocketmcp.ops import archive
-from pocketmcp.runtime import Plan, open_runtime
+from pocketmcp.plans import Plan
+from pocketmcp.runtime import open_runtime
 
 # The writer of the index and nothing else: no folder, no vectors in memory.
 IMPORTING = Plan(writer="must", feed="none", requests=True, search=False)

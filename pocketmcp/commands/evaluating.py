@@ -19,7 +19,8 @@ from pocketmcp.config import Config
 from pocketmcp.errors import PocketError
 from pocketmcp.ops import evaluate
 from pocketmcp.ops.search import MODES, Mode, Params
-from pocketmcp.runtime import Plan, open_runtime
+from pocketmcp.plans import Plan
+from pocketmcp.runtime import open_runtime
 
 
 async def run(config: Config, args: argparse.Namespace) -> int:

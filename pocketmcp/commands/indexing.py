@@ -16,7 +16,8 @@ from pocketmcp import logs
 from pocketmcp.config import Config
 from pocketmcp.embed.models import canonical_id
 from pocketmcp.errors import PocketError
-from pocketmcp.runtime import INDEXING, WATCHING, Plan, Runtime, open_runtime
+from pocketmcp.plans import INDEXING, WATCHING, Plan
+from pocketmcp.runtime import Runtime, open_runtime
 
 
 async def stop_on_signals(runtime: Runtime, everything: anyio.CancelScope) -> None:

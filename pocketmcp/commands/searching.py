@@ -11,7 +11,8 @@ from pocketmcp.config import Config
 from pocketmcp.errors import PocketError
 from pocketmcp.ops.results import SearchFilter
 from pocketmcp.ops.search import Scope, search
-from pocketmcp.runtime import READING, open_runtime
+from pocketmcp.plans import READING
+from pocketmcp.runtime import open_runtime
 
 
 def scope_of(args: argparse.Namespace) -> Scope | None:

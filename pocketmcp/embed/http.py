@@ -10,13 +10,13 @@ and 422 may be one text's fault (embed/remote.py splits the request to find it).
 from __future__ import annotations
 
 import email.utils
-import ipaddress
 import time
 from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from pocketmcp.config import is_loopback as host_is_loopback
 from pocketmcp.embed.base import F32
 from pocketmcp.errors import ProviderRejected
 
@@ -139,13 +139,8 @@ def retry_after(headers: httpx.Headers) -> float | None:
 
 
 def is_loopback(url: str) -> bool:
-    host = (urlsplit(url).hostname or "").lower()
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    """Whether `url` points at this machine."""
+    return host_is_loopback(urlsplit(url).hostname or "")
 
 
 def endpoint(base_url: str, path: str) -> str:

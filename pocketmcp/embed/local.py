@@ -15,12 +15,12 @@ import anyio
 import numpy as np
 from tokenizers import Tokenizer
 
-from pocketmcp.config import DEFAULT_MODEL_ID
 from pocketmcp.core.identity import Identity
 from pocketmcp.embed.base import F32, Batching, Usage, normalised
 from pocketmcp.embed.models import BUNDLED_MAX_TOKENS, ModelSpec
 from pocketmcp.embed.prefixes import family
 from pocketmcp.errors import EmbeddingError
+from pocketmcp.settings import DEFAULT_MODEL_ID
 
 QUERY_CACHE = 1024  # query vectors kept (1.5 KiB each at 384 dimensions), least recent out
 

@@ -15,8 +15,9 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-from pocketmcp.config import DEFAULT_MODEL_ID, Config
+from pocketmcp.config import Config
 from pocketmcp.errors import EmbeddingError
+from pocketmcp.settings import DEFAULT_MODEL_ID
 
 ALIASES = {
     "all-minilm-l6-v2": DEFAULT_MODEL_ID,

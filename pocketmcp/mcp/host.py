@@ -23,7 +23,8 @@ from pocketmcp.mcp.server import build_server
 from pocketmcp.mcp.stdio import serve_stdio
 from pocketmcp.ops import index
 from pocketmcp.ops.results import HealthResult
-from pocketmcp.runtime import Runtime, open_runtime, serving
+from pocketmcp.plans import serving
+from pocketmcp.runtime import Runtime, open_runtime
 from pocketmcp.web.auth import CODE_TTL_S, Logins
 from pocketmcp.web.routes import routes as web_routes
 

@@ -8,9 +8,9 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 
 from pocketmcp import __version__
-from pocketmcp.config import TOOL_NAMES
 from pocketmcp.mcp import tools_index, tools_read, tools_write
 from pocketmcp.runtime import Runtime
+from pocketmcp.settings import TOOL_NAMES
 
 
 def instructions_for(tools: tuple[str, ...]) -> str:

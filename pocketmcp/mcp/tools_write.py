@@ -9,7 +9,6 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
-from pocketmcp.config import MAX_DOCS_PER_CALL
 from pocketmcp.errors import NotFound
 from pocketmcp.mcp.calls import (
     DB_NAME,
@@ -32,6 +31,7 @@ from pocketmcp.ops.results import (
     UpsertResult,
 )
 from pocketmcp.runtime import Runtime
+from pocketmcp.settings import MAX_DOCS_PER_CALL
 
 
 def register(mcp: MCPServer, rt: Runtime) -> None:

@@ -35,7 +35,7 @@ from pocketmcp.core.identity import Identity
 from pocketmcp.errors import InvalidRequest, StoreError
 from pocketmcp.messages import Chunk, DocFacts, DocRecord, Link, PreparedDoc
 from pocketmcp.ops.results import BackupResult, ExportResult, ImportResult
-from pocketmcp.runtime import Open, Writing
+from pocketmcp.plans import Open, Writing
 from pocketmcp.store import archive
 from pocketmcp.store.queries import IndexReader
 

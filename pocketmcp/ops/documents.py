@@ -16,7 +16,6 @@ from typing import Any
 import anyio
 import msgspec
 
-from pocketmcp.config import MAX_DOCS_PER_CALL
 from pocketmcp.core.notes import read_note
 from pocketmcp.core.paths import path_of
 from pocketmcp.core.safe import safe_text
@@ -39,7 +38,8 @@ from pocketmcp.ops.results import (
     UpsertResult,
     UpsertResultItem,
 )
-from pocketmcp.runtime import Open, Writing
+from pocketmcp.plans import Open, Writing
+from pocketmcp.settings import MAX_DOCS_PER_CALL
 from pocketmcp.store.queries import DocumentRow, IndexReader, Sort
 from pocketmcp.store.readers import ReadIndex
 

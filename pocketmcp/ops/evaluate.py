@@ -20,7 +20,7 @@ import msgspec
 from pocketmcp.core.metrics import score_run
 from pocketmcp.errors import PocketError
 from pocketmcp.ops.search import Mode, Params, search
-from pocketmcp.runtime import Reading
+from pocketmcp.plans import Reading
 
 
 class Dataset(msgspec.Struct, frozen=True):

@@ -26,7 +26,7 @@ from pocketmcp.ops.results import (
 )
 from pocketmcp.pipeline.state import Stats
 from pocketmcp.pipeline.supervisor import Pipeline
-from pocketmcp.runtime import Status
+from pocketmcp.plans import Status
 from pocketmcp.store.readers import ReadIndex
 
 Progress = Callable[[int, int | None, str], Awaitable[None]]

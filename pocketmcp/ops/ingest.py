@@ -36,7 +36,7 @@ from pocketmcp.messages import DocRecord
 from pocketmcp.ops.checks import check_library, check_metadata
 from pocketmcp.ops.results import IngestResult
 from pocketmcp.pipeline.watcher import path_filter
-from pocketmcp.runtime import Open, Writing
+from pocketmcp.plans import Open, Writing
 
 Status = Literal["indexed", "skipped", "replaced"]
 STATUS: dict[str, Status] = {"inserted": "indexed", "unchanged": "skipped",

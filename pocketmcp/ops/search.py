@@ -35,7 +35,7 @@ from pocketmcp.ops.results import (
     SearchResult,
     SimilarChunk,
 )
-from pocketmcp.runtime import Open, Reading
+from pocketmcp.plans import Open, Reading
 from pocketmcp.store.queries import HitRow, IndexReader
 from pocketmcp.store.readers import ReadIndex
 

@@ -61,6 +61,19 @@ class ReadIndex:
         self.readers = ReaderPool(path, readers)
         self.vectors = VectorIndex(path, dim)
 
+    async def made(self, stopping: anyio.Event) -> Identity | None:
+        """Wait until some writer has made the index (the file exists and its schema, which
+        records the embeddings, is committed): what it records; None if `stopping` is set
+        first."""
+        while not stopping.is_set():
+            if self.path.exists():
+                stored = await self.run(lambda r: r.identity())
+                if stored is not None:
+                    return stored
+            with anyio.move_on_after(0.2):
+                await stopping.wait()
+        return None
+
     async def run(self, fn: Callable[[IndexReader], T]) -> T:
         """`fn(reader)` on a free read-only connection, in a worker thread."""
         return await self.readers.run(fn)

@@ -17,7 +17,7 @@ import pytest
 from conftest import Tools, make_config, running
 
 from pocketmcp.core.identity import Identity
-from pocketmcp.runtime import serving
+from pocketmcp.plans import serving
 from pocketmcp.store.connect import open_sync_reader
 from pocketmcp.store.readers import recorded_identity
 

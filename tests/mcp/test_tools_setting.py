@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from conftest import Tools, make_config, running
 
-from pocketmcp.config import TOOL_NAMES
 from pocketmcp.errors import ConfigError
+from pocketmcp.settings import TOOL_NAMES
 
 
 @pytest.mark.parametrize("tools_setting", ["core", "search,status,core"])

@@ -13,7 +13,8 @@ from vault import write_vault
 
 from pocketmcp.errors import InvalidRequest
 from pocketmcp.ops import archive
-from pocketmcp.runtime import Plan, Runtime
+from pocketmcp.plans import Plan
+from pocketmcp.runtime import Runtime
 from pocketmcp.store.queries import IndexReader
 
 

@@ -17,7 +17,8 @@ from vault import NOW, VAULT, write_vault
 from pocketmcp.errors import InvalidRequest, NotFound
 from pocketmcp.ops import documents
 from pocketmcp.ops.documents import encode_cursor
-from pocketmcp.runtime import Plan, Runtime
+from pocketmcp.plans import Plan
+from pocketmcp.runtime import Runtime
 
 
 @pytest.fixture

@@ -13,7 +13,8 @@ from conftest import Tools, remote_config, running
 from provider_server import Fault, ProviderServer
 
 from pocketmcp.errors import ProviderRejected
-from pocketmcp.runtime import INDEXING, Runtime, open_runtime, serving
+from pocketmcp.plans import INDEXING, serving
+from pocketmcp.runtime import Runtime, open_runtime
 
 
 def write(root: Path, rel: str, text: str) -> None:

@@ -17,7 +17,7 @@ from pocketmcp.errors import InvalidRequest, PocketError, Stopping, StoreError
 from pocketmcp.messages import Chunk, DocRecord, PreparedDoc
 from pocketmcp.pipeline.state import InFlight, Stats
 from pocketmcp.pipeline.writer import WriterActor
-from pocketmcp.runtime import serving
+from pocketmcp.plans import serving
 from pocketmcp.store.filters import DocFilter
 from pocketmcp.store.queries import IndexReader
 from pocketmcp.store.writes import IndexWriter
