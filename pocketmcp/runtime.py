@@ -37,6 +37,7 @@ from pocketmcp.errors import (
     ProviderError,
     ProviderUnavailable,
     ReadOnly,
+    StoreError,
     WriterBusyError,
     single,
 )
@@ -51,6 +52,7 @@ log = logs.get("pocketmcp.runtime")
 
 READY_WAIT_S = 5.0  # how long a request waits for start-up before NOT_READY
 WRITER_RETRY_S = 2.0  # how often a read-only process tries to take the writer lock
+SCAN_POLL_S = 0.25  # how often a read-only process looks whether the writer's scan is done
 
 
 class Runtime:
@@ -81,6 +83,8 @@ class Runtime:
         try:
             try:
                 await self._boot(tg)
+                if self.status.role == "reader":
+                    tg.start_soon(self._follow_writer_scan, name="pocketmcp.scan_follower")
                 await self._serve_main()
             except BaseExceptionGroup as group:  # an actor's failure, from inside its group
                 raise single(group) from None
@@ -247,6 +251,26 @@ class Runtime:
             log.info("initial_indexing_done", added=s.added, updated=s.updated,
                      unchanged=s.unchanged, removed=s.removed, skipped=s.skipped)
 
+    async def _follow_writer_scan(self) -> None:
+        """In a read-only process: the first scan is done when the index's writer records
+        it (or when this process takes the writer lock over and finishes its own)."""
+        assert self.main is not None
+        while not self._stopping.is_set() and self.status.role == "reader":
+            try:
+                done = await self.main.run(lambda reader: reader.scan_done())
+            except StoreError as exc:  # the writer is replacing the file: next time
+                log.debug("scan_state_unreadable", error=str(exc))
+                done = False
+            if done:
+                self.status.initial_indexing_done = True
+                if self.status.phase == "indexing":
+                    self.status.phase = "ready"
+                return
+            if self.status.phase == "ready":
+                self.status.phase = "indexing"
+            with anyio.move_on_after(SCAN_POLL_S):
+                await self._stopping.wait()
+
     def stop(self) -> None:
         """Stop the feed (or its start) and take no new writes; what is in flight is still
         committed. `shutdown` waits for that."""
@@ -277,6 +301,12 @@ class Runtime:
         """Whether this process indexes the watched folder (its files are then documents of
         the main index already)."""
         return self.pipeline is not None and self.pipeline.feed != "none"
+
+    @property
+    def scans(self) -> bool:
+        """Whether readiness waits for a first scan of the watched folder: this process's
+        own, or (read-only) that of the writer holding the lock, as the index records it."""
+        return self.watching or self.status.role == "reader"
 
     def opened(self) -> ReadIndex | None:
         """The main index once it is open for reading, without waiting."""

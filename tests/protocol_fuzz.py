@@ -1,5 +1,5 @@
-"""A property-based fuzzer of the stdio protocol: random and malformed lines sent to a real
-server, each of which must be answered.
+"""A property-based fuzzer of the protocol over stdio and Streamable HTTP: random and
+malformed messages sent to a real server, each of which must be answered.
 
 Used by tests/mcp/test_protocol_fuzz.py (a short run) and scripts/fuzz_protocol.py (the long
 form, which prints its counts). Every generated line deserves a reply: requests carry an id,
@@ -18,6 +18,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import httpx2
 from hypothesis import strategies as st
 
 REPLY_TIMEOUT_S = 30.0
@@ -160,3 +161,64 @@ class StdioPeer:
             self.process.stdout.close()
         self.errlog.close()
         return code
+
+
+class HttpPeer:
+    """A real server over Streamable HTTP, one POST per generated message, with a deadline
+    on every reply: a JSON-RPC error in the response body, or the reply in its event stream."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self.client = httpx2.Client(base_url=url, trust_env=False, timeout=httpx2.Timeout(
+            REPLY_TIMEOUT_S))
+        self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json",
+                        "Accept": "application/json, text/event-stream"}
+        self.counts: Counter[str] = Counter()
+
+    def exchange(self, body: bytes) -> dict[str, Any]:
+        """POST `body`; the JSON-RPC message that answers it."""
+        with self.client.stream("POST", "/mcp", content=body, headers=self.headers) as response:
+            kind = response.headers.get("content-type", "")
+            if not kind.startswith("text/event-stream"):
+                response.read()
+                assert kind.startswith("application/json"), (response.status_code, kind,
+                                                              response.text[:300])
+                message: dict[str, Any] = response.json()
+                assert message.get("jsonrpc") == "2.0", message
+                return message
+            for line in response.iter_lines():
+                if not line.startswith("data:") or not line[5:].strip():
+                    continue
+                event = json.loads(line[5:])
+                if "result" in event or "error" in event:
+                    assert event.get("jsonrpc") == "2.0", event
+                    if "mcp-session-id" in response.headers:
+                        self.headers["mcp-session-id"] = response.headers["mcp-session-id"]
+                    return event  # type: ignore[no-any-return]
+        raise AssertionError(f"the event stream ended without a reply to {body[:200]!r}")
+
+    def request(self, ident: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        return self.exchange(json.dumps({"jsonrpc": "2.0", "id": ident, "method": method,
+                                         "params": params}).encode())
+
+    def handshake(self) -> None:
+        init = self.request(0, "initialize", {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "fuzz", "version": "1"}})
+        assert init["result"]["serverInfo"]["name"] == "pocketmcp"
+        self.headers["mcp-protocol-version"] = init["result"]["protocolVersion"]
+        sent = self.client.post("/mcp", headers=self.headers, content=json.dumps(
+            {"jsonrpc": "2.0", "method": "notifications/initialized"}).encode())
+        assert sent.status_code == 202, sent.text
+
+    def check(self, kind: str, body: bytes, ident: Any) -> None:
+        """Send one generated message; its reply must come, with the id it deserves."""
+        reply = self.exchange(body)
+        assert ("result" in reply) != ("error" in reply), reply
+        assert reply["id"] == ident, (body[:200], reply)
+        if ident is None:  # not a JSON-RPC message at all: parse error or invalid request
+            assert reply["error"]["code"] in (-32700, -32600), (body[:200], reply)
+        self.counts[kind] += 1
+        self.counts["error" if "error" in reply else "result"] += 1
+
+    def close(self) -> None:
+        self.client.close()

@@ -10,7 +10,9 @@ from conftest import Tools, make_config, running
 
 from pocketmcp.errors import ReadOnly, WriterBusyError
 from pocketmcp.plans import INDEXING, READING
-from pocketmcp.runtime import open_runtime
+from pocketmcp.runtime import SCAN_POLL_S, Runtime, open_runtime
+from pocketmcp.store.readers import recorded_identity
+from pocketmcp.store.writes import IndexWriter
 
 
 async def test_a_second_runtime_on_one_index_reads_and_takes_over_when_the_first_stops(
@@ -69,3 +71,33 @@ async def test_a_reader_waits_for_the_index_to_exist_and_never_takes_the_lock(
             assert reader.status.role == "reader"
             found = await Tools(reader).search("newts", mode="keyword")
             assert len(found) == 1
+
+
+async def test_a_reader_reports_the_first_scan_done_when_the_writer_records_it(
+    tmp_path: Path
+) -> None:
+    config = make_config(tmp_path)
+    async with running(config) as first:  # makes the index
+        await Tools(first).add(("s", "Swifts sleep on the wing."))
+    identity = recorded_identity(config.sqlite_path)
+    assert identity is not None
+    holder = IndexWriter(config.sqlite_path, identity)  # the writer, mid-scan
+    try:
+        holder.record_scan("running")
+        async with running(config, READING) as reader:
+            assert reader.status.role == "reader"
+            with anyio.move_on_after(4 * SCAN_POLL_S):
+                await until_scan_done(reader)
+            assert not reader.status.initial_indexing_done
+            assert reader.status.phase == "indexing"
+            holder.record_scan("done")
+            with anyio.fail_after(10):
+                await until_scan_done(reader)
+            assert reader.status.phase == "ready"
+    finally:
+        holder.close()
+
+
+async def until_scan_done(rt: Runtime) -> None:
+    while not rt.status.initial_indexing_done:  # noqa: ASYNC110 - the status has no event
+        await anyio.sleep(0.05)

@@ -92,7 +92,7 @@ class Chunker:
         which they cover it (len(text) when whole). The work is bounded by `most`, whatever
         the text's length: each block (a heading starts one) is split a window at a time
         (each ending at a paragraph, line or word break where there is one), and `stop` is
-        asked between windows."""
+        asked between pieces: once it says so, nothing is returned."""
         if skip:
             chunks, covered = self.split_capped(text[skip:], most=most, stop=stop)
             return tuple(msgspec.structs.replace(c, start=c.start + skip, end=c.end + skip)
@@ -106,6 +106,8 @@ class Chunker:
             while pos < end and len(out) < most and not stop():
                 cut = _window_end(text, pos, window, end)
                 for start, piece in self._by_chars.chunk_indices(text[pos:cut]):
+                    if stop():  # a piece of a pathological text can take a while
+                        return (), 0
                     path = self._path_at(pos + start, piece, heading_starts, heading_paths)
                     out.extend(self._fit(pos + start, piece, path))
                 pos = cut

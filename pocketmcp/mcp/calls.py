@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Any, TypeVar
 
+import anyio
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel
@@ -14,6 +16,7 @@ from pydantic import BaseModel
 from pocketmcp import logs
 from pocketmcp.core.safe import safe, safe_text
 from pocketmcp.errors import PocketError, single
+from pocketmcp.pipeline.prepare import Progress
 
 log = logs.get("pocketmcp.tools")
 M = TypeVar("M", bound=BaseModel)
@@ -68,3 +71,19 @@ MAX_ID = 2**63 - 1  # SQLite's largest rowid: doc_id and chunk_id are at most th
 def logged(value: str | None, limit: int = 80) -> str | None:
     """A client-given name as logged: cut short and made safe."""
     return None if value is None else safe_text(value[:limit])
+
+
+def progress_of(ctx: Context) -> Progress | None:
+    """The request's progress reporter (it sends nothing unless the client gave a progress
+    token); None outside a request. A client gone away is no error: the work goes on, and
+    what it writes is committed all the same."""
+    try:
+        ctx.request_context  # noqa: B018 - raises outside a request
+    except ValueError:
+        return None
+
+    async def report(done: int, total: int | None, message: str) -> None:
+        with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await ctx.report_progress(done, total, message)
+
+    return report

@@ -144,7 +144,7 @@ def _announce_page(url: str, logins: Logins) -> None:
 
 def _health(runtime: Runtime) -> HealthResult:
     return index.health(runtime.status, opened=runtime.opened() is not None,
-                        watching=runtime.watching)
+                        watching=runtime.scans)
 
 
 def _token(config: Config) -> tuple[Secret, Path | None]:

@@ -2,6 +2,9 @@
 
 - `/mcp`: MCP Streamable HTTP; `/sse` with `/messages/`: the older HTTP+SSE transport. Both
   are the SDK's own apps over the same MCPServer, so old and new clients share one process.
+  A POST to `/mcp` is read (bounded) and screened first (`Screened`): a body that is not one
+  valid JSON-RPC message gets the JSON-RPC error it deserves, never the SDK's -32602 or a
+  silent 202.
 - `/tools`: the tool manifest, the same tools as `tools/list`.
 - `/health` (liveness) and `/health/ready` (readiness), for supervisors and container probes.
 - `/` and the page's other paths (web/routes.py): the web page, for a browser.
@@ -21,6 +24,9 @@ import hmac
 import ipaddress
 from collections.abc import Callable, Iterator, Sequence
 
+import anyio
+import anyio.to_thread
+import mcp_types
 import uvicorn
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
@@ -34,10 +40,11 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pocketmcp import logs
 from pocketmcp.core.safe import safe_text
+from pocketmcp.mcp import jsonrpc
 from pocketmcp.ops.results import HealthResult
 from pocketmcp.web.auth import COOKIE, Logins
 from pocketmcp.web.routes import is_web_path, signin_needed
@@ -48,6 +55,8 @@ OPEN_PATHS = frozenset({"/health", "/health/ready"})  # no token needed
 LOGIN_PATH = "/login"  # checks its one-time code itself
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 CLIENT_ID = "pocketmcp-token"
+# The largest body a POST to /mcp may have: the same bound as a line on stdio.
+MAX_BODY_BYTES = 64 * 1024 * 1024
 
 
 class BearerToken:
@@ -180,6 +189,65 @@ class Guard:
         return None
 
 
+class Screened:
+    """The MCP endpoint's POSTs read (at most MAX_BODY_BYTES) and screened before the SDK's
+    handler sees them: a body that is not one valid JSON-RPC message is answered here with
+    the JSON-RPC error it deserves (mcp/jsonrpc.py), HTTP 400 (413 when too large)."""
+
+    def __init__(self, app: ASGIApp, *, max_bytes: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or not _json_body(scope):
+            await self.app(scope, receive, send)  # the SDK answers these itself
+            return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            if len(body) > self.max_bytes:
+                await _rejected(scope, receive, send, jsonrpc.too_large(self.max_bytes), 413)
+                return
+            if not message.get("more_body", False):
+                break
+        data = bytes(body)
+        error = (await anyio.to_thread.run_sync(jsonrpc.screen, data) if len(data) > 65536
+                 else jsonrpc.screen(data))
+        if error is not None:
+            await _rejected(scope, receive, send, error, 400)
+            return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()  # what comes after the body: a disconnect
+            replayed = True
+            return {"type": "http.request", "body": data, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+def _json_body(scope: Scope) -> bool:
+    """Whether the request says its body is JSON (as the SDK's transport requires)."""
+    for name, value in scope.get("headers", ()):
+        if name == b"content-type":
+            return b"application/json" in value.lower()
+    return False
+
+
+async def _rejected(scope: Scope, receive: Receive, send: Send, error: mcp_types.JSONRPCError,
+                    status: int) -> None:
+    log.warning("bad_message", transport="http", code=error.error.code,
+                reason=error.error.message, id=error.id)
+    reply = JSONResponse(error.model_dump(by_alias=True, mode="json", exclude_unset=True),
+                         status_code=status)
+    await reply(scope, receive, send)
+
+
 def build_app(server: MCPServer, *, security: TransportSecuritySettings, token: BearerToken,
               health: Callable[[], HealthResult], web: Sequence[BaseRoute] = (),
               logins: Logins | None = None) -> Starlette:
@@ -206,7 +274,7 @@ def build_app(server: MCPServer, *, security: TransportSecuritySettings, token: 
 
     return Starlette(
         routes=[
-            Route("/mcp", endpoint=streamable),  # an ASGI app: every method
+            Route("/mcp", endpoint=Screened(streamable)),  # an ASGI app: every method
             Route("/sse", endpoint=sse),
             Route("/messages/", endpoint=sse),
             Route("/tools", endpoint=tools, methods=["GET"]),

@@ -28,10 +28,10 @@ import mcp_types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
-from pydantic import ValidationError
 
 from pocketmcp import logs
 from pocketmcp.core.safe import safe
+from pocketmcp.mcp import jsonrpc
 
 log = logs.get("pocketmcp.stdio")
 
@@ -66,62 +66,11 @@ def repair(line: str) -> str:
     return json.dumps(repaired, ensure_ascii=False)
 
 
-def _error(ident: Any, code: int, message: str) -> mcp_types.JSONRPCError:
-    return mcp_types.JSONRPCError(jsonrpc="2.0", id=ident,
-                                  error=mcp_types.ErrorData(code=code, message=message))
-
-
-def _request_id(value: Any) -> int | str | None:
-    """`value` if it is a valid JSON-RPC id, else None."""
-    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
-        return value
-    return None
-
-
 def screen(line: str) -> mcp_types.JSONRPCError | None:
     """None for a line the SDK takes as a message; otherwise the error reply it deserves."""
     if line == OVERSIZE:
-        return _error(None, mcp_types.PARSE_ERROR,
-                      f"Parse error: a message may be at most {MAX_LINE_BYTES} bytes long")
-    try:
-        mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-    except ValidationError as exc:
-        problems = exc.errors(include_url=False)
-        if any(p["type"] == "json_invalid" for p in problems):  # includes nesting too deep
-            return _error(None, mcp_types.PARSE_ERROR,
-                          f"Parse error: {problems[0]['msg'][:200]}")
-        return _invalid(line)
-    try:
-        message = json.loads(line)
-    except (ValueError, RecursionError):
-        return None  # the SDK's own parser took it; let it
-    if (isinstance(message, dict) and "method" in message and "id" in message
-            and _request_id(message["id"]) is None):
-        # The SDK would take it for a notification and never answer it.
-        return _error(None, mcp_types.INVALID_REQUEST,
-                      "Invalid Request: id must be a string or an integer")
-    return None
-
-
-def _invalid(line: str) -> mcp_types.JSONRPCError:
-    """The reply to valid JSON that is not a JSON-RPC message."""
-    try:
-        message = json.loads(line)  # depth already bounded by the SDK's parser
-    except (ValueError, RecursionError):
-        message = None
-    if isinstance(message, list):
-        return _error(None, mcp_types.INVALID_REQUEST,
-                      "Invalid Request: batches are not supported; send one message a line")
-    if not isinstance(message, dict):
-        return _error(None, mcp_types.INVALID_REQUEST,
-                      "Invalid Request: a message must be a JSON object")
-    ident = _request_id(message.get("id"))
-    if message.get("jsonrpc") != "2.0":
-        return _error(ident, mcp_types.INVALID_REQUEST, 'Invalid Request: jsonrpc must be "2.0"')
-    if "method" in message and not isinstance(message["method"], str):
-        return _error(ident, mcp_types.INVALID_REQUEST, "Invalid Request: method must be a string")
-    return _error(ident, mcp_types.INVALID_REQUEST,
-                  "Invalid Request: not a JSON-RPC request, notification or response")
+        return jsonrpc.too_large(MAX_LINE_BYTES)
+    return jsonrpc.screen(line)
 
 
 def stdin_lines(fd: int = 0) -> MemoryObjectReceiveStream[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
 from pocketmcp.errors import NotFound
@@ -17,6 +17,7 @@ from pocketmcp.mcp.calls import (
     MAX_ID,
     WRITES,
     logged,
+    progress_of,
     render,
     tool_call,
 )
@@ -39,18 +40,22 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
 
     @mcp.tool(name="upsert_documents", title="Add or update documents", annotations=WRITES)
     async def upsert_tool(
+        ctx: Context,
         docs: Annotated[list[NewDocument], Field(
             min_length=1, max_length=MAX_DOCS_PER_CALL,
             description="Documents to insert, or update by external_id.")],
     ) -> UpsertResult:
-        """Index text given directly; it is searchable as soon as this returns."""
+        """Index text given directly; it is searchable as soon as this returns. Progress
+        (chunks embedded, then the commit) is reported to a client that asks for it."""
         async with tool_call("upsert_documents", docs=len(docs)) as counts:
-            result = await documents.upsert(rt.writing, docs, max_bytes=config.max_file_bytes)
+            result = await documents.upsert(rt.writing, docs, max_bytes=config.max_file_bytes,
+                                            progress=progress_of(ctx))
             counts["chunks"] = sum(r.chunks for r in result.results)
             return render(result)
 
     @mcp.tool(name="insert_document", title="Insert a document", annotations=WRITES)
     async def insert_tool(
+        ctx: Context,
         text: Annotated[str, Field(description="The document's text (Markdown or plain).")],
         metadata: dict[str, Any] | None = None,
         db_name: Annotated[str | None, Field(description=DB_NAME)] = None,
@@ -61,7 +66,8 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
             doc = NewDocument.model_construct(text=text, metadata=metadata, external_id=None,
                                               title=None)  # checked by the operation itself
             result = await documents.upsert(lambda: rt.writing(db_name), [doc],
-                                            max_bytes=config.max_file_bytes)
+                                            max_bytes=config.max_file_bytes,
+                                            progress=progress_of(ctx))
             item = result.results[0]
             counts["chunks"] = item.chunks
             return InsertDocumentResult(doc_id=item.doc_id, chunk_count=item.chunks)

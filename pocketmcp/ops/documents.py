@@ -38,6 +38,7 @@ from pocketmcp.ops.results import (
     UpsertResult,
     UpsertResultItem,
 )
+from pocketmcp.pipeline.prepare import Progress
 from pocketmcp.plans import Open, Writing
 from pocketmcp.settings import MAX_DOCS_PER_CALL
 from pocketmcp.store.queries import DocumentRow, IndexReader, Sort
@@ -65,10 +66,11 @@ def _record(doc: NewDocument, max_bytes: int) -> DocRecord:
                      sha256=digest, metadata=check_metadata(doc.metadata), facts=note.facts)
 
 
-async def upsert(open_writing: Open[Writing], docs: Sequence[NewDocument], *, max_bytes: int
-                 ) -> UpsertResult:
+async def upsert(open_writing: Open[Writing], docs: Sequence[NewDocument], *, max_bytes: int,
+                 progress: Progress | None = None) -> UpsertResult:
     """Insert or update raw documents, all in one transaction; searchable on return.
-    `open_writing` is called once the arguments are found good."""
+    `open_writing` is called once the arguments are found good; `progress(done, total,
+    message)` hears of the chunks embedded, then of the commit."""
     if not docs:
         raise InvalidRequest("docs is empty: give at least one {text: ...}")
     if len(docs) > MAX_DOCS_PER_CALL:
@@ -76,8 +78,19 @@ async def upsert(open_writing: Open[Writing], docs: Sequence[NewDocument], *, ma
     # Off the event loop: front matter is parsed and links are found in every text.
     records = await anyio.to_thread.run_sync(lambda: [_record(d, max_bytes) for d in docs])
     writing = await open_writing()
-    prepared = await writing.prepare.prepare(records, writing.index)
+    embedded = 0  # steps: each chunk embedded, then the commit
+
+    async def embedding(done: int, total: int | None, message: str) -> None:
+        nonlocal embedded
+        embedded = total or 0
+        assert progress is not None
+        await progress(done, embedded + 1, message)
+
+    prepared = await writing.prepare.prepare(records, writing.index,
+                                             progress=embedding if progress else None)
     written = await writing.writes.store(prepared)
+    if progress is not None:
+        await progress(embedded + 1, embedded + 1, f"{len(written)} documents committed")
     return UpsertResult(results=[
         UpsertResultItem(doc_id=w.doc_id, external_id=r.external_id, chunks=w.chunks,
                          status=w.status) for w, r in zip(written, records, strict=True)])

@@ -11,6 +11,10 @@ the batch goes back to the head of the queue and, when watching, the stage waits
 provider is to be tried again: everything upstream waits with it (backpressure), nothing is
 recorded as indexed meanwhile, and stopping abandons the waiting files to the next start.
 One scan (`pocketmcp index`) ends with the error instead.
+
+A stop (EOF, SIGTERM) lets the batch at hand finish, then starts no other: files with all
+their vectors go on to be committed, the others are left unrecorded for the next start, so
+a stop never waits for a long file's hundreds of chunks.
 """
 
 from __future__ import annotations
@@ -64,13 +68,14 @@ class _Slot:
 
 
 class Abandoned(Exception):
-    """Stopping while waiting for the provider: the files still here are left for later."""
+    """Stopping (while waiting for the provider, or with chunks still to embed): the files
+    not fully embedded are left for the next start."""
 
 
 class Batcher:
     def __init__(self, *, embed: EmbedFn, dim: int, view: ReaderPool | None, stats: Stats,
                  batching: Batching, inflight: InFlight | None = None,
-                 stop: anyio.Event | None = None) -> None:
+                 stop: anyio.Event | None = None, halt: anyio.Event | None = None) -> None:
         self.embed = embed
         self.dim = dim
         self.view = view
@@ -78,8 +83,9 @@ class Batcher:
         self.batch_size = batching.size
         self.batch_tokens = batching.tokens
         self.padded = batching.padded
-        self.inflight = inflight or InFlight()
+        self.inflight = inflight if inflight is not None else InFlight()  # empty is falsy
         self.stop = stop  # set: a failing provider is waited for until this is set
+        self.halt = halt  # once set, no new batch starts: a stop never waits for long files
         self.waits = 0  # waits for the provider in a row
         self.queue: deque[_Slot | Embedded] = deque()  # in arrival order
         self.todo: deque[tuple[_Slot, int]] = deque()  # chunks waiting for the model
@@ -126,6 +132,8 @@ class Batcher:
         return batch
 
     async def run_batch(self) -> None:
+        if self.halt is not None and self.halt.is_set():
+            raise Abandoned("stopping")
         batch = self._take()
         if not batch:
             return
@@ -174,29 +182,34 @@ class Batcher:
         with anyio.move_on_after(delay):
             await self.stop.wait()
         if self.stop.is_set():
-            raise Abandoned
+            raise Abandoned("stopping while the embedding provider fails")
 
     def _files_waiting(self) -> int:
         return sum(1 for item in self.queue if isinstance(item, _Slot) and not item.dropped)
 
-    def abandon(self) -> list[Embedded]:
-        """Give up the files still waiting (they stay unrecorded, for the next start); what
-        else is queued (removals, stat updates, scan markers) still goes on."""
+    def abandon(self, why: str) -> list[Embedded]:
+        """Give up the files still waiting for vectors (they stay unrecorded, for the next
+        start); files with all their vectors, and what else is queued (removals, stat
+        updates, scan markers), still go on."""
         out: list[Embedded] = []
         dropped = 0
         for item in self.queue:
-            if isinstance(item, _Slot):
-                if not item.dropped:
-                    dropped += 1
-                    self.inflight.done(item.item.doc.rel, item.item.doc.seq)
-            else:
+            if not isinstance(item, _Slot):
                 out.append(item)
+            elif item.dropped:
+                continue
+            elif item.missing == 0:
+                self.stats.chunks_reused += item.reused
+                out.append(FileEmbedded(item.item.doc, item.item.chunks,
+                                        item.vectors.tobytes(), item.reused, item.embed_ms))
+            else:
+                dropped += 1
+                self.inflight.done(item.item.doc.rel, item.item.doc.seq)
         self.queue.clear()
         self.todo.clear()
         if dropped:
             log.warning("abandoned", files=dropped,
-                        reason="stopping while the embedding provider fails; they are "
-                               "indexed at the next start")
+                        reason=f"{why}; they are indexed at the next start")
         return out
 
     def ready(self) -> list[Embedded]:
@@ -226,8 +239,8 @@ async def embed_chunks(
     async with inbox, outbox:
         try:
             await _embed_all(inbox, outbox, batcher)
-        except Abandoned:
-            for out in batcher.abandon():
+        except Abandoned as exc:
+            for out in batcher.abandon(str(exc)):
                 await outbox.send(out)
             async for item in inbox:  # the feed has stopped: what is left drains unembedded
                 if isinstance(item, FileChunked):

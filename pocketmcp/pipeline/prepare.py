@@ -2,22 +2,28 @@
 
 The same steps as the chunker and embedder actors take for files, run in the caller's task
 (a tool waits for its own documents, not behind the folder's queue). Vectors of text that the
-target index already holds are reused by digest, as the embedder actor does.
+target index already holds are reused by digest, as the embedder actor does. All texts are
+chunked (and refused over the limits) before any is embedded, so progress counts toward a
+known total.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 
 import numpy as np
 
 from pocketmcp.core.chunking import Chunker
 from pocketmcp.embed.base import Embedder
 from pocketmcp.errors import InvalidRequest
-from pocketmcp.messages import DocRecord, PreparedDoc
+from pocketmcp.messages import Chunk, DocRecord, PreparedDoc
 from pocketmcp.pipeline.chunker import split_capped
 from pocketmcp.pipeline.embedder import reuse
+from pocketmcp.store.queries import IndexReader
 from pocketmcp.store.readers import ReadIndex
+
+Progress = Callable[[int, int | None, str], Awaitable[None]]  # done, total, message
 
 
 class Preparer:
@@ -27,12 +33,31 @@ class Preparer:
         self.embedder = embedder
         self.batch_size = embedder.batching.size
 
-    async def prepare(self, records: Sequence[DocRecord], index: ReadIndex
-                      ) -> tuple[PreparedDoc, ...]:
-        """Each record's chunks and vectors; vectors stored in `index` are reused."""
-        return tuple([await self._prepare(record, index) for record in records])
+    async def prepare(self, records: Sequence[DocRecord], index: ReadIndex, *,
+                      progress: Progress | None = None) -> tuple[PreparedDoc, ...]:
+        """Each record's chunks and vectors; vectors stored in `index` are reused.
+        `progress(done, total, message)` is awaited after each batch of chunks embedded."""
+        split = [await self._chunks(record) for record in records]
+        vectors: list[np.ndarray] = []
+        missing: list[list[int]] = []
+        for chunks in split:
+            known = await index.run(partial(_vectors_for, [c.sha256 for c in chunks]))
+            vectors.append(np.zeros((len(chunks), self.embedder.dim), dtype=np.float32))
+            missing.append(reuse(chunks, known, vectors[-1]))
+        total, done = sum(len(m) for m in missing), 0
+        for chunks, found, todo in zip(split, vectors, missing, strict=True):
+            for start in range(0, len(todo), self.batch_size):
+                part = todo[start:start + self.batch_size]
+                found[part] = await self.embedder.embed_documents(
+                    [chunks[i].embed_text for i in part])
+                done += len(part)
+                if progress is not None:
+                    await progress(done, total, f"{done} of {total} chunks embedded")
+        return tuple(PreparedDoc(record, chunks, found.tobytes(), len(chunks) - len(todo))
+                     for record, chunks, found, todo in zip(records, split, vectors, missing,
+                                                            strict=True))
 
-    async def _prepare(self, record: DocRecord, index: ReadIndex) -> PreparedDoc:
+    async def _chunks(self, record: DocRecord) -> tuple[Chunk, ...]:
         body = len(record.content) - record.facts.body_start
         limit = self.most * self.chunker.size  # chunks hold at most CHUNK_SIZE characters
         if body > limit:
@@ -46,12 +71,8 @@ class Preparer:
             raise InvalidRequest(
                 f"the text makes more than {self.most} chunks (MAX_CHUNKS_PER_DOC); the first "
                 f"{covered} characters fit: split it into several documents")
-        digests = [c.sha256 for c in chunks]
-        known = await index.run(lambda reader: reader.vectors_for(digests))
-        vectors = np.zeros((len(chunks), self.embedder.dim), dtype=np.float32)
-        missing = reuse(chunks, known, vectors)
-        for start in range(0, len(missing), self.batch_size):
-            part = missing[start:start + self.batch_size]
-            vectors[part] = await self.embedder.embed_documents(
-                [chunks[i].embed_text for i in part])
-        return PreparedDoc(record, chunks, vectors.tobytes(), len(chunks) - len(missing))
+        return chunks
+
+
+def _vectors_for(digests: list[str], reader: IndexReader) -> dict[str, bytes]:
+    return reader.vectors_for(digests)

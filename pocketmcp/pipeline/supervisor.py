@@ -130,6 +130,8 @@ class Pipeline:
     async def run(self) -> Stats:
         self._running = True
         try:
+            # Read-only processes on this index report its first scan as this one does.
+            await self.writer.record_scan("done" if self.feed == "none" else "running")
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._write, name="pocketmcp.writer")
                 if self.feed != "none":
@@ -159,7 +161,8 @@ class Pipeline:
                         library_of=self.config.library_of, force=self.force)
         batcher = Batcher(embed=self._embed, dim=self.dim, view=view, stats=self.stats,
                           batching=self.batching, inflight=self.inflight,
-                          stop=self._stop if self.wait_for_provider else None)
+                          stop=self._stop if self.wait_for_provider else None,
+                          halt=self._stop)
         tg.start_soon(self._embed_chunks, chunked_rx, self.writer.feed(), batcher,
                       name="pocketmcp.embedder")
         tg.start_soon(self._chunk, hashed_rx, chunked_tx, name="pocketmcp.chunker")
@@ -200,4 +203,5 @@ class Pipeline:
                      outbox: MemoryObjectSendStream[Chunked]) -> None:
         assert self.chunker is not None
         await chunk_files(inbox, outbox, chunker=self.chunker, inflight=self.inflight,
-                          stats=self.stats, most=self.config.max_chunks_per_doc)
+                          stats=self.stats, most=self.config.max_chunks_per_doc,
+                          stop=self._stop)

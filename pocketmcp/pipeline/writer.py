@@ -109,6 +109,8 @@ def _apply_one(writer: IndexWriter, item: ToWriter, position: int, outcome: _Out
                            "chunks": written.chunks, "chunks_reused": prepared.reused,
                            "chunks_removed": written.chunks_removed})
         outcome.answers[position] = results
+    elif isinstance(item, ScanDone):  # the first scan: read-only processes learn it here
+        writer.record_scan("done")
     elif isinstance(item, RemovalAsked):
         removed = writer.remove(item.doc_ids, item.external_ids)
         events.append({"event": "removed", "source": "tool", "doc_ids": list(removed.doc_ids),
@@ -139,7 +141,9 @@ async def write_index(
     """Commit what arrives until every sender has closed its end of `inbox`."""
 
     async def flush(items: list[ToWriter]) -> None:
-        work = [i for i in items if not isinstance(i, ScanDone)]
+        # The first scan's marker is recorded in the index, in the same transaction as what
+        # came before it; a later scan's marker only wakes its caller.
+        work = [i for i in items if not isinstance(i, ScanDone) or i.token == 0]
         if work:
             started = time.perf_counter()
             try:
@@ -262,6 +266,11 @@ class WriterActor:
         self._send, self._inbox = anyio.create_memory_object_stream[ToWriter](queue_size)
         self.requests = WriterInbox(self._send, self.path)
         self._repairing = False
+
+    async def record_scan(self, state: str) -> None:
+        """Record in the index how far its first scan has come ("running", "done"), before
+        `run` (a worker thread: it writes)."""
+        await anyio.to_thread.run_sync(self._writer.record_scan, state)
 
     def feed(self) -> MemoryObjectSendStream[ToWriter]:
         """A send end for a feed (the embedder); it closes it when it is done."""

@@ -138,6 +138,14 @@ class IndexReader:
         except sqlite_errors() as exc:
             raise StoreError(f"{self.db_path}: {exc}") from exc
 
+    def scan_done(self) -> bool:
+        """Whether the writer holding the lock has finished its first scan of the folder
+        (the index records it; an index with no schema yet has not)."""
+        try:
+            return schema.scan_recorded(self._conn)
+        except sqlite_errors() as exc:
+            raise StoreError(f"{self.db_path}: {exc}") from exc
+
     def doc_state(self, external_id: str) -> DocState | None:
         """Digest, stat and library of a document, or None."""
         rows = self._rows("SELECT content_sha256, size_bytes, mtime_ns, library FROM documents "

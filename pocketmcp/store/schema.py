@@ -176,6 +176,20 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
+# meta key: how far the writer holding the lock has come with its first scan of the watched
+# folder ("running", then "done"), so read-only processes report readiness as it does. An
+# index that never recorded it (made before this key) counts as scanned.
+SCAN_KEY = "first_scan"
+
+
+def scan_recorded(conn: Any) -> bool:
+    """Whether the index's writer has finished its first scan, as the index records it."""
+    if not _one(conn, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"):
+        return False
+    row = _one(conn, "SELECT value FROM meta WHERE key = ?", (SCAN_KEY,))
+    return row is None or row[0] == "done"
+
+
 def _one(conn: Any, sql: str, args: tuple[Any, ...] = ()) -> Any:
     return conn.execute(sql, args).fetchone()
 

@@ -81,6 +81,11 @@ class IndexWriter:
             self._sql("INSERT OR REPLACE INTO meta VALUES (?, ?)", (TOKEN_KEY, token.hex()))
         return token
 
+    def record_scan(self, state: str) -> None:
+        """Record how far the first scan of the watched folder has come ("running" or
+        "done") for read-only processes; inside the current transaction when there is one."""
+        self._sql("INSERT OR REPLACE INTO meta VALUES (?, ?)", (schema.SCAN_KEY, state))
+
     @property
     def commits(self) -> int:
         """Transactions committed through this writer since it opened."""

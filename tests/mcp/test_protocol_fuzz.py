@@ -1,5 +1,5 @@
-"""Random and malformed lines over stdio: each gets a reply, and search works at the end.
-The long form is scripts/fuzz_protocol.py."""
+"""Random and malformed messages over stdio and over Streamable HTTP: each gets a reply, and
+search works at the end. The long form is scripts/fuzz_protocol.py."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from mcp_harness import server_env
-from protocol_fuzz import StdioPeer, requests
+from mcp_harness import server_env, start_http, stop_http
+from protocol_fuzz import HttpPeer, StdioPeer, requests
+
+from pocketmcp.mcp.http import Screened
 
 
 @pytest.fixture(scope="module")
@@ -47,3 +49,84 @@ def test_search_still_works_after_the_fuzzing(peer: StdioPeer) -> None:
     paths = [m["path"] for m in found["result"]["structuredContent"]["matches"]]
     assert "bikes.md" in paths, json.dumps(found)[:500]
     assert peer.process.poll() is None
+
+
+@pytest.fixture(scope="module")
+def http_peer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpPeer]:
+    root = tmp_path_factory.mktemp("fuzz_http")
+    (root / "kb").mkdir()
+    (root / "kb" / "bikes.md").write_text("# Bicycles\n\nPatch the inner tube of a tyre.\n")
+    server = start_http(root)
+    peer = HttpPeer(server.url, server.token)
+    try:
+        peer.handshake()
+        yield peer
+    finally:
+        peer.close()
+        assert stop_http(server) == 0, server.stderr()[-3000:]
+
+
+@pytest.mark.parametrize(("body", "code", "ident"), [
+    (b'[{"jsonrpc": "2.0", "id": 1, "method": "ping"}]', -32600, None),  # a batch
+    (b"[]", -32600, None),
+    (b"42", -32600, None),
+    (b'"ping"', -32600, None),
+    (b'{"jsonrpc": "1.0", "id": 7, "method": "ping"}', -32600, 7),
+    (b'{"id": 8, "method": "ping"}', -32600, 8),
+    (b'{"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}', -32600, None),
+    (b'{"jsonrpc": "2.0", "id": [], "method": "tools/list"}', -32600, None),
+    (b'{"jsonrpc": "2.0", "id": 9, "method": 5}', -32600, 9),
+    (b'{"jsonrpc": "2.0", "id": 10, "method": "ping", "params": 3}', -32600, 10),
+    (b'{"jsonrpc": "2.0", "id": 1, "method": "ping"', -32700, None),
+    (b"\xff\xfe garbage", -32700, None),
+    (b"[" * 100_000 + b"]" * 100_000, -32700, None),
+])
+def test_http_bodies_that_are_not_one_json_rpc_message_get_the_error_they_deserve(
+        http_peer: HttpPeer, body: bytes, code: int, ident: Any) -> None:
+    reply = http_peer.exchange(body)
+    assert reply["id"] == ident and reply["error"]["code"] == code, reply
+
+
+@settings(max_examples=100, deadline=None, database=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                 HealthCheck.function_scoped_fixture])
+@given(request=requests())
+def test_every_random_or_malformed_http_request_gets_a_reply(
+        http_peer: HttpPeer, request: tuple[str, bytes, Any]) -> None:
+    http_peer.check(*request)
+
+
+def test_search_still_works_over_http_after_the_fuzzing(http_peer: HttpPeer) -> None:
+    found = http_peer.request(10**6, "tools/call", {"name": "search", "arguments": {
+        "query": "repair a punctured bicycle tyre", "top_k": 3}})
+    assert found["result"].get("isError") is not True, found
+    paths = [m["path"] for m in found["result"]["structuredContent"]["matches"]]
+    assert "bikes.md" in paths, json.dumps(found)[:500]
+
+
+async def test_an_http_body_over_the_limit_is_answered_without_being_read_whole() -> None:
+    seen: list[Any] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        seen.append(scope)
+
+    screened = Screened(app, max_bytes=1000)
+    chunks = [{"type": "http.request", "body": b"x" * 600, "more_body": True}] * 100
+    received: list[int] = []
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        received.append(1)
+        return chunks[len(received) - 1]
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/mcp",
+             "headers": [(b"content-type", b"application/json")]}
+    await screened(scope, receive, send)
+    assert not seen and len(received) == 2
+    assert sent[0]["status"] == 413
+    reply = json.loads(sent[1]["body"])
+    assert reply["id"] is None and reply["error"]["code"] == -32700
+    assert "1000 bytes" in reply["error"]["message"]

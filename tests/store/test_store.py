@@ -138,6 +138,20 @@ def test_only_one_writer_holds_an_index(db: Path) -> None:
     IndexWriter(db, Identity(model="m", dim=DIM)).close()
 
 
+def test_readers_see_how_far_the_writers_first_scan_has_come(db: Path) -> None:
+    writer = IndexWriter(db, Identity(model="m", dim=DIM))
+    reader = IndexReader(db)
+    try:
+        assert reader.scan_done()  # an index that never recorded a scan counts as scanned
+        writer.record_scan("running")
+        assert not reader.scan_done()
+        writer.record_scan("done")
+        assert reader.scan_done()
+    finally:
+        reader.close()
+        writer.close()
+
+
 def test_readers_cannot_write(db: Path) -> None:
     IndexWriter(db, Identity(model="m", dim=DIM)).close()
     reader = IndexReader(db)
