@@ -30,6 +30,12 @@ class UnsupportedFormat(InvalidRequest):
     code = "UNSUPPORTED_FORMAT"
 
 
+class NotSupported(InvalidRequest):
+    """The index's store cannot do this yet (a feature of SQLite indexes only, so far)."""
+
+    code = "NOT_SUPPORTED"
+
+
 class NotFound(PocketError):
     """What the request names does not exist."""
 

@@ -128,7 +128,7 @@ class Runtime:
         (log.info if self.plan.keep_serving else log.debug)(
             "ready", role=self.status.role, embedding=identity.describe(),
             index=str(self.config.sqlite_path), index_open_s=self.status.index_open_s,
-            model_load_s=self.status.model_load_s, vectors=self.main.vectors.reason or "file",
+            model_load_s=self.status.model_load_s, vectors=self.main.vectors_from,
             seconds=round(time.time() - self.status.started_at, 3))
 
     async def _load_model(self, want: factory.Wanted, identity: Identity) -> None:

@@ -27,7 +27,7 @@ from pocketmcp.ops.results import (
 from pocketmcp.pipeline.state import Stats
 from pocketmcp.pipeline.supervisor import Pipeline
 from pocketmcp.plans import Status
-from pocketmcp.store.readers import ReadIndex
+from pocketmcp.store.api import ReadIndex
 
 Progress = Callable[[int, int | None, str], Awaitable[None]]
 PROGRESS_EVERY_S = 0.25

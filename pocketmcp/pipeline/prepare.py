@@ -17,7 +17,7 @@ from pocketmcp.errors import InvalidRequest
 from pocketmcp.messages import DocRecord, PreparedDoc
 from pocketmcp.pipeline.chunker import split_capped
 from pocketmcp.pipeline.embedder import reuse
-from pocketmcp.store.readers import ReadIndex
+from pocketmcp.store.api import ReadIndex
 
 
 class Preparer:
