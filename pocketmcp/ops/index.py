@@ -101,7 +101,8 @@ async def status(state: Status, config: Config, *, embedder: Embedder | None, wa
     return StatusResult(
         phase=state.phase, role=state.role, model=model, model_ready=state.model_ready,
         dimensions=embedder.dim if embedder is not None else None,
-        index_path=str(config.sqlite_path.resolve()),
+        index_path=(f"postgres schema {config.pg_schema}" if config.store == "postgres"
+                    else str(config.sqlite_path.resolve())),
         watch_dir=str(config.watch_dir.resolve()) if watching else None,
         documents=counts["documents"] if counts else None,
         chunks=counts["chunks"] if counts else None,

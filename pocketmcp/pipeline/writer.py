@@ -37,6 +37,7 @@ from pocketmcp.messages import (
 )
 from pocketmcp.pipeline.state import InFlight, Stats, depth
 from pocketmcp.store.api import StoreWriter, View
+from pocketmcp.store.pg.place import PgPlace
 from pocketmcp.store.writes import IndexWriter
 
 log = logs.get("pocketmcp.writer")
@@ -263,14 +264,21 @@ class WriterActor:
     connection) and its inbox. Feeds send on clones of `feed()`; tools use `requests`."""
 
     @classmethod
-    def open(cls, path: Path, identity: Identity, *, rebuild: bool = False,
+    def open(cls, where: Path | PgPlace, identity: Identity, *, rebuild: bool = False,
              queue_size: int, batch_files: int, on_event: EventHook | None = None
              ) -> WriterActor:
-        """The writer of the index at `path`, created if missing (blocking: it takes the
-        file's writer lock and migrates its schema). WriterBusyError while another process
-        holds the lock; ModelMismatchError when the file was built with another provider,
-        model, dimension or prefixes."""
-        writer = IndexWriter(path, identity, rebuild=rebuild)
+        """The writer of the index at `where` (a file, or a Postgres schema), created if
+        missing (blocking: it migrates its schema, and takes a file's writer lock).
+        WriterBusyError while another process holds a file's lock (Postgres takes several
+        writers); ModelMismatchError when the index was built with another provider, model,
+        dimension or prefixes."""
+        writer: StoreWriter
+        if isinstance(where, PgPlace):
+            from pocketmcp.store.pg.writes import PgWriter  # psycopg: only with STORE=postgres
+
+            writer = PgWriter(where, identity, rebuild=rebuild)
+        else:
+            writer = IndexWriter(where, identity, rebuild=rebuild)
         return cls(writer, queue_size=queue_size, batch_files=batch_files, on_event=on_event)
 
     def __init__(self, writer: StoreWriter, *, queue_size: int, batch_files: int,
