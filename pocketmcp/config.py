@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     allowed_hosts: tuple[str, ...]
     allowed_origins: tuple[str, ...]
     log_level: str
+    store: str = "sqlite"
+    database_url: Secret | None = None
+    pg_schema: str = "pocketmcp"
 
     @property
     def max_file_bytes(self) -> int:
@@ -207,8 +211,20 @@ def load(
                           "a loopback address (127.0.0.1, localhost, ::1) unless "
                           "POCKETMCP_TOKEN is set: listening beyond this machine needs a "
                           "token you chose")
+    _store(values)
     _embedding(values, overrides, env)
     return Config(**values)
+
+
+def _store(values: dict[str, Any]) -> None:
+    if values["store"] == "postgres":
+        url = values["database_url"]
+        if url is None or not url.reveal().startswith(("postgresql://", "postgres://")):
+            raise ConfigError("DATABASE_URL", "***" if url else "",
+                              "a postgresql:// URL when STORE=postgres")
+    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,39}", values["pg_schema"]):
+        raise ConfigError("PG_SCHEMA", values["pg_schema"],
+                          "a lower-case name of letters, digits and _ (at most 40)")
 
 
 def is_loopback(host: str) -> bool:

@@ -30,6 +30,12 @@ class UnsupportedFormat(InvalidRequest):
     code = "UNSUPPORTED_FORMAT"
 
 
+class NotSupported(InvalidRequest):
+    """The index's store cannot do this yet (a feature of SQLite indexes only, so far)."""
+
+    code = "NOT_SUPPORTED"
+
+
 class NotFound(PocketError):
     """What the request names does not exist."""
 
@@ -97,7 +103,7 @@ class StoreError(PocketError):
 class ModelMismatchError(StoreError):
     """The index was built by another provider, model, dimension or prefixes."""
 
-    def __init__(self, db_path: Path, stored: str, differences: list[str]) -> None:
+    def __init__(self, db_path: Path | str, stored: str, differences: list[str]) -> None:
         self.differences = differences
         super().__init__(
             f"the index {db_path} was built with {stored}, and the settings differ: "
@@ -110,7 +116,7 @@ class ModelMismatchError(StoreError):
 
 
 class SchemaTooNewError(StoreError):
-    def __init__(self, db_path: Path, found: int, known: int) -> None:
+    def __init__(self, db_path: Path | str, found: int, known: int) -> None:
         super().__init__(
             f"the index {db_path} has schema version {found}, newer than this PocketMCP "
             f"understands ({known}); upgrade PocketMCP or point SQLITE_PATH at another file"

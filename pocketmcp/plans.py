@@ -17,7 +17,7 @@ from pocketmcp.errors import NotReady
 from pocketmcp.pipeline.prepare import Preparer
 from pocketmcp.pipeline.supervisor import Feed
 from pocketmcp.pipeline.writer import WriterInbox
-from pocketmcp.store.readers import ReadIndex
+from pocketmcp.store.api import ReadIndex
 
 T = TypeVar("T")
 Open = Callable[[], Awaitable[T]]  # what an op calls once its arguments are found good

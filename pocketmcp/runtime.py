@@ -45,7 +45,8 @@ from pocketmcp.pipeline.prepare import Preparer
 from pocketmcp.pipeline.supervisor import Pipeline
 from pocketmcp.pipeline.writer import EventHook, WriterActor
 from pocketmcp.plans import Plan, Reading, Status, Writing
-from pocketmcp.store.readers import ReadIndex, recorded_identity
+from pocketmcp.store import places
+from pocketmcp.store.api import ReadIndex
 from pocketmcp.store.registry import Registry
 
 log = logs.get("pocketmcp.runtime")
@@ -64,7 +65,8 @@ class Runtime:
         self.ready = anyio.Event()
         self.fed = anyio.Event()  # the main index's pipeline has returned (or never started)
         self.fed_seconds = 0.0  # how long it ran
-        self.registry = Registry(config.sqlite_path, config.databases_dir)
+        self.registry = Registry(config.sqlite_path, config.databases_dir,
+                                 postgres=config.store == "postgres")
         self.converter = Converter(Limits.of(config))
         self.identity: Identity | None = None  # provider, model, dimension, prefixes
         self.embedder: Embedder | None = None
@@ -106,8 +108,8 @@ class Runtime:
         self.status.phase = "loading_model"
         want = await anyio.to_thread.run_sync(factory.wanted, self.config)
         identity = self.identity = await self._identity_for(want)
-        self.main = ReadIndex(self.config.sqlite_path, identity.dim,
-                              root=self.config.watch_dir.absolute())
+        self.main = places.read_index(places.main_index(self.config), identity.dim,
+                                      root=self.config.watch_dir.absolute())
         opened: list[WriterActor] = []  # filled in its thread: a cancelled wait loses nothing
         try:
             async with anyio.create_task_group() as boot:  # the model loads meanwhile
@@ -131,8 +133,8 @@ class Runtime:
         self.status.phase = "indexing" if self.watching else "ready"
         (log.info if self.plan.keep_serving else log.debug)(
             "ready", role=self.status.role, embedding=identity.describe(),
-            index=str(self.config.sqlite_path), index_open_s=self.status.index_open_s,
-            model_load_s=self.status.model_load_s, vectors=self.main.vectors.reason or "file",
+            index=self.main.where, index_open_s=self.status.index_open_s,
+            model_load_s=self.status.model_load_s, vectors=self.main.vectors_from,
             seconds=round(time.time() - self.status.started_at, 3))
 
     async def _load_model(self, want: factory.Wanted, identity: Identity) -> None:
@@ -168,14 +170,14 @@ class Runtime:
     async def _identity_for(self, want: factory.Wanted) -> Identity:
         """What the main index is (to be) built with: the settings, completed by what the
         index records (nothing when it is rebuilt)."""
-        path = self.config.sqlite_path
-        stored = None
-        if not self.plan.rebuild and path.is_file():
-            stored = await anyio.to_thread.run_sync(recorded_identity, path)
+        where, stored = places.main_index(self.config), None
+        if not self.plan.rebuild:
+            stored = await anyio.to_thread.run_sync(places.recorded_identity, where)
         return await factory.resolve(self.config, want, stored)
 
     def _open_main_writer(self, identity: Identity) -> WriterActor:
-        return WriterActor.open(self.config.sqlite_path, identity, rebuild=self.plan.rebuild,
+        where = places.main_index(self.config)
+        return WriterActor.open(where, identity, rebuild=self.plan.rebuild,
                                 queue_size=self.config.queue_size,
                                 batch_files=self.config.write_batch_files,
                                 on_event=self.on_event)
@@ -185,7 +187,7 @@ class Runtime:
         assert self.main is not None
         stored = await self.main.made(self._stopping)
         if stored is not None and stored != identity:
-            raise ModelMismatchError(self.config.sqlite_path, stored.describe(),
+            raise ModelMismatchError(self.main.where, stored.describe(),
                                      stored.differences(identity))
 
     def _pipeline_for(self, actor: WriterActor) -> Pipeline:

@@ -203,6 +203,18 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("log_level", "LOG_LEVEL", "--log-level", "choice", "info",
             "Log verbosity (logs go to stderr as JSON lines).",
             choices=("debug", "info", "warning", "error")),
+    Setting("store", "STORE", "--store", "choice", "sqlite",
+            "Where the index lives. sqlite: one file (SQLITE_PATH) on this machine. postgres: "
+            "a Postgres server with pgvector (DATABASE_URL), which several PocketMCP "
+            "processes on several machines may read and write at once.",
+            choices=("sqlite", "postgres")),
+    Setting("database_url", "DATABASE_URL", "", "secret", None,
+            "The Postgres server of STORE=postgres, as postgresql://user:password@host:5432/db "
+            "(libpq's form; ?host=/run/postgresql for a Unix socket). It holds a password: "
+            "environment only, never a flag, and never logged.", optional=True),
+    Setting("pg_schema", "PG_SCHEMA", "--pg-schema", "str", "pocketmcp",
+            "The Postgres schema holding the main index (created if missing); each named "
+            "database is a schema of its own beside it."),
 )
 
 _BY_FIELD = {s.field: s for s in SETTINGS}

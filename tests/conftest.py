@@ -27,6 +27,8 @@ from pocketmcp.runtime import Runtime, open_runtime
 from pocketmcp.store.writes import IndexWriter
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
+# pg_url (one Postgres server per session) and pg_schema (one schema per test).
+pytest_plugins = ["pg_fixtures"]
 
 
 @pytest.fixture

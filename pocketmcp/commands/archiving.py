@@ -13,12 +13,14 @@ from pocketmcp.errors import PocketError
 from pocketmcp.ops import archive
 from pocketmcp.plans import Plan
 from pocketmcp.runtime import open_runtime
+from pocketmcp.store import places
 
 # The writer of the index and nothing else: no folder, no vectors in memory.
 IMPORTING = Plan(writer="must", feed="none", requests=True, search=False)
 
 
 def _existing_index(config: Config) -> Path:
+    places.sqlite_only(config, "export and backup")
     if not config.sqlite_path.exists():
         raise PocketError(f"no index at {config.sqlite_path}; run `pocketmcp index` first")
     return config.sqlite_path

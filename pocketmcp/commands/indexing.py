@@ -63,7 +63,8 @@ async def index(config: Config, args: argparse.Namespace) -> int:
     s = runtime.pipeline.stats
     identity, usage = runtime.embedder.identity, runtime.embedder.usage
     summary = {
-        "folder": str(config.watch_dir), "index": str(config.sqlite_path),
+        "folder": str(config.watch_dir),
+        "index": runtime.main.where if runtime.main is not None else str(config.sqlite_path),
         "files_seen": s.seen, "added": s.added, "updated": s.updated,
         "unchanged": s.unchanged, "removed": s.removed, "skipped": s.skipped,
         "chunks_embedded": s.chunks_embedded, "chunks_reused": s.chunks_reused,

@@ -41,8 +41,8 @@ from pocketmcp.ops.results import (
 from pocketmcp.pipeline.prepare import Progress
 from pocketmcp.plans import Open, Writing
 from pocketmcp.settings import MAX_DOCS_PER_CALL
-from pocketmcp.store.queries import DocumentRow, IndexReader, Sort
-from pocketmcp.store.readers import ReadIndex
+from pocketmcp.store.api import Reader, ReadIndex
+from pocketmcp.store.rows import DocumentRow, Sort
 
 # External ids of watched files, ingested files and ingested pages.
 RESERVED_PREFIXES = ("file:", "path:", "url:")
@@ -151,7 +151,7 @@ async def list_documents(open_index: Open[ReadIndex], limit: int, cursor: str | 
     scope = Scope.of(flt, library, metadata) or Scope()
     index = await open_index()
 
-    def page(reader: IndexReader) -> tuple[list[DocumentInfo], bool]:
+    def page(reader: Reader) -> tuple[list[DocumentInfo], bool]:
         where = scope.where
         if scope.path_glob:
             where = msgspec.structs.replace(where, doc_ids=tuple(scope.doc_ids(reader) or ()))
@@ -166,7 +166,7 @@ async def list_documents(open_index: Open[ReadIndex], limit: int, cursor: str | 
 
 
 async def get_document(index: ReadIndex, doc_id: int) -> Document:
-    def read(reader: IndexReader) -> tuple[DocumentInfo | None, DocumentRow | None, str | None]:
+    def read(reader: Reader) -> tuple[DocumentInfo | None, DocumentRow | None, str | None]:
         row = reader.document(doc_id)
         return (_info(row, index.root) if row else None), row, reader.content(doc_id)
 
@@ -186,7 +186,7 @@ async def get_chunk(index: ReadIndex, doc_id: int, chunk_id: int) -> ChunkText:
 
 async def chunks(index: ReadIndex, doc_id: int) -> list[ChunkSpan]:
     """A document's chunks in order, with their offsets in its text."""
-    def read(reader: IndexReader) -> tuple[DocumentRow | None, list[tuple[int, int, int, str]]]:
+    def read(reader: Reader) -> tuple[DocumentRow | None, list[tuple[int, int, int, str]]]:
         return reader.document(doc_id), reader.neighbours(doc_id, 0, 2**31)
 
     row, found = await index.run(read)

@@ -22,8 +22,8 @@ from pocketmcp.core.safe import safe_text
 from pocketmcp.errors import InvalidRequest
 from pocketmcp.ops.checks import check_ids
 from pocketmcp.ops.results import Range, SearchFilter
+from pocketmcp.store.api import Reader
 from pocketmcp.store.filters import Compare, DocFilter, Op
-from pocketmcp.store.queries import IndexReader
 
 MAX_VALUES = 100  # tags or values of one `in` condition
 
@@ -56,7 +56,7 @@ class Scope(msgspec.Struct, frozen=True, kw_only=True):
             return None
         return cls(where=where, path_glob=glob)
 
-    def doc_ids(self, reader: IndexReader) -> list[int] | None:
+    def doc_ids(self, reader: Reader) -> list[int] | None:
         """The documents in scope, by doc_id (blocking); None when every one is."""
         allowed = None if self.where.empty() else reader.doc_ids_where(self.where)
         if self.path_glob:
@@ -65,7 +65,7 @@ class Scope(msgspec.Struct, frozen=True, kw_only=True):
         return allowed
 
 
-def glob_doc_ids(reader: IndexReader, glob: str) -> list[int]:
+def glob_doc_ids(reader: Reader, glob: str) -> list[int]:
     """Documents whose path (files) or external id (others) matches a gitignore-style glob."""
     spec = pathspec.PathSpec.from_lines("gitignore", [glob])
     out = []

@@ -27,7 +27,7 @@ from pocketmcp.ops.results import (
 from pocketmcp.pipeline.state import Stats
 from pocketmcp.pipeline.supervisor import Pipeline
 from pocketmcp.plans import Status
-from pocketmcp.store.readers import ReadIndex
+from pocketmcp.store.api import ReadIndex
 
 Progress = Callable[[int, int | None, str], Awaitable[None]]
 PROGRESS_EVERY_S = 0.25
@@ -101,7 +101,8 @@ async def status(state: Status, config: Config, *, embedder: Embedder | None, wa
     return StatusResult(
         phase=state.phase, role=state.role, model=model, model_ready=state.model_ready,
         dimensions=embedder.dim if embedder is not None else None,
-        index_path=str(config.sqlite_path.resolve()),
+        index_path=(f"postgres schema {config.pg_schema}" if config.store == "postgres"
+                    else str(config.sqlite_path.resolve())),
         watch_dir=str(config.watch_dir.resolve()) if watching else None,
         documents=counts["documents"] if counts else None,
         chunks=counts["chunks"] if counts else None,

@@ -23,7 +23,6 @@ import numpy.typing as npt
 
 from pocketmcp import logs
 from pocketmcp.core import fusion
-from pocketmcp.core.keywords import match_of, query_words, reference_bm25, terms, vocab_terms
 from pocketmcp.core.paths import path_of
 from pocketmcp.core.safe import preview, safe_text
 from pocketmcp.errors import EmbeddingError, InvalidRequest
@@ -36,8 +35,8 @@ from pocketmcp.ops.results import (
     SimilarChunk,
 )
 from pocketmcp.plans import Open, Reading
-from pocketmcp.store.queries import HitRow, IndexReader
-from pocketmcp.store.readers import ReadIndex
+from pocketmcp.store.api import Reader, ReadIndex
+from pocketmcp.store.rows import HitRow
 
 log = logs.get("pocketmcp.search")
 
@@ -129,7 +128,7 @@ async def gather(reading: Reading, query: str, *, mode: Mode, depth: int,
 
     async def by_words() -> None:
         await index.run(lambda r: _keyword_stage(r, stage, query, depth, allowed, params,
-                                                 index.vectors.live,
+                                                 index.live,
                                                  unique_docs and params.document_keywords))
 
     # The two retrievers run side by side: embedding the query overlaps the BM25 query.
@@ -181,7 +180,7 @@ async def _ranked(reading: Reading, query: str, *, top_k: int, scope: Scope | No
                                               row.size_bytes, row.mtime_ns)
         return stat_cache[row.doc_id]
 
-    def details(reader: IndexReader) -> list[_Hit]:
+    def details(reader: Reader) -> list[_Hit]:
         # A hybrid match found by words alone gets its cosine from the stored vector, so
         # that its score weighs both; `exact` rescores every returned vector score.
         missing = [c for c in order if c not in stage.vector] if (
@@ -242,44 +241,35 @@ async def _ranked(reading: Reading, query: str, *, top_k: int, scope: Scope | No
     return hits, notice
 
 
-def _exact_scores(reader: IndexReader, index: ReadIndex, chunk_ids: Sequence[int],
+def _exact_scores(reader: Reader, index: ReadIndex, chunk_ids: Sequence[int],
                   query: npt.NDArray[np.float32]) -> dict[int, float]:
     """Cosine similarities from the stored float32 vectors (the vector file's are float16)."""
     ids, _, vectors = reader.vectors_by_ids(chunk_ids, index.dim)
     return dict(zip(ids.tolist(), (vectors @ query).tolist(), strict=True))
 
 
-def _vector_stage(index: ReadIndex, reader: IndexReader, stage: Stage,
+def _vector_stage(index: ReadIndex, reader: Reader, stage: Stage,
                   vector: npt.NDArray[np.float32], depth: int, allowed: list[int] | None,
                   params: Params) -> None:
     """Nearest chunks by meaning into `stage` (blocking)."""
-    vectors = index.vectors
-    ids, scores, doc_ids = vectors.search(reader.log, vector, depth,
-                                          candidates_for(vectors.live, params), allowed)
+    ids, scores, doc_ids = index.nearest(reader, vector, depth,
+                                         candidates_for(index.live, params), allowed)
     stage.vector = dict(zip(ids.tolist(), scores.tolist(), strict=True))
     stage.doc_of.update(zip(ids.tolist(), doc_ids.tolist(), strict=True))
 
 
-def _keyword_stage(reader: IndexReader, stage: Stage, query: str, depth: int,
+def _keyword_stage(reader: Reader, stage: Stage, query: str, depth: int,
                    allowed: list[int] | None, params: Params, total: int,
                    documents: bool) -> None:
-    """Best chunks (and with `documents`, best whole documents) by BM25 into `stage`."""
-    words = terms(query)
-    if not words:
-        return
-    kept = query_words(query, reader.term_docs(vocab_terms(words)), total)
-    if not kept:
-        return
-    match = match_of(kept)
-    stage.keyword_ref = reference_bm25([n for _, n in kept], total)
-    for chunk_id, score, doc_id in reader.search_keyword(match, depth, allowed,
-                                                         params.title_weight):
-        stage.keyword[chunk_id] = score
-        stage.doc_of[chunk_id] = doc_id
+    """Best chunks (and with `documents`, best whole documents) by words into `stage`."""
+    found = reader.keyword_stage(query, depth, allowed, title_weight=params.title_weight,
+                                 total=total, documents=documents)
+    stage.keyword_ref = found.reference
+    stage.keyword.update(found.keyword)
+    stage.doc_of.update(found.doc_of)
     if documents:
-        stage.doc_keyword = dict(reader.search_documents(match, depth, allowed,
-                                                         params.title_weight))
-        stage.first_chunk = reader.first_chunks(sorted(stage.doc_keyword))
+        stage.doc_keyword = found.doc_keyword
+        stage.first_chunk = found.first_chunk
 
 
 def candidates_for(live: int, params: Params) -> int:
@@ -302,7 +292,7 @@ def _match(hit: _Hit) -> SearchMatch:
     )
 
 
-def _with_context(reader: IndexReader, hits: Sequence[_Hit], around: int) -> list[_Hit]:
+def _with_context(reader: Reader, hits: Sequence[_Hit], around: int) -> list[_Hit]:
     """Each hit with the text of up to `around` chunks before and after it, joined at their
     offsets so overlaps are not repeated."""
     out = []
@@ -314,7 +304,7 @@ def _with_context(reader: IndexReader, hits: Sequence[_Hit], around: int) -> lis
     return out
 
 
-def _with_passages(reader: IndexReader, hits: Sequence[_Hit]) -> list[_Hit]:
+def _with_passages(reader: Reader, hits: Sequence[_Hit]) -> list[_Hit]:
     """Hits that merged neighbouring matches carry the joined passage as `context`, and
     their offsets span it."""
     out = []

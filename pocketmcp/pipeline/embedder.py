@@ -33,7 +33,7 @@ from pocketmcp.embed.base import Batching
 from pocketmcp.errors import InputRejected, ProviderError
 from pocketmcp.messages import Chunk, Chunked, Embedded, FileChunked, FileEmbedded
 from pocketmcp.pipeline.state import InFlight, Stats
-from pocketmcp.store.readers import ReaderPool
+from pocketmcp.store.api import View
 
 log = logs.get("pocketmcp.embedder")
 
@@ -73,7 +73,7 @@ class Abandoned(Exception):
 
 
 class Batcher:
-    def __init__(self, *, embed: EmbedFn, dim: int, view: ReaderPool | None, stats: Stats,
+    def __init__(self, *, embed: EmbedFn, dim: int, view: View | None, stats: Stats,
                  batching: Batching, inflight: InFlight | None = None,
                  stop: anyio.Event | None = None, halt: anyio.Event | None = None) -> None:
         self.embed = embed

@@ -30,8 +30,8 @@ from pocketmcp.messages import (
     ScanDone,
 )
 from pocketmcp.pipeline.state import GONE, InFlight, Stats
-from pocketmcp.store.queries import DocState
-from pocketmcp.store.readers import ReaderPool
+from pocketmcp.store.api import View
+from pocketmcp.store.rows import DocState
 
 log = logs.get("pocketmcp.hasher")
 
@@ -73,7 +73,7 @@ def _read(path: Path, max_bytes: int, known: DocState | None, force: bool,
 
 
 class Hasher:
-    def __init__(self, *, root: Path, view: ReaderPool, inflight: InFlight, stats: Stats,
+    def __init__(self, *, root: Path, view: View, inflight: InFlight, stats: Stats,
                  max_bytes: int, converter: Converter,
                  library_of: Callable[[str], str] = lambda rel: "default",
                  force: bool = False) -> None:

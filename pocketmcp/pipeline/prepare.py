@@ -20,8 +20,7 @@ from pocketmcp.errors import InvalidRequest
 from pocketmcp.messages import Chunk, DocRecord, PreparedDoc
 from pocketmcp.pipeline.chunker import split_capped
 from pocketmcp.pipeline.embedder import reuse
-from pocketmcp.store.queries import IndexReader
-from pocketmcp.store.readers import ReadIndex
+from pocketmcp.store.api import Reader, ReadIndex
 
 Progress = Callable[[int, int | None, str], Awaitable[None]]  # done, total, message
 
@@ -74,5 +73,5 @@ class Preparer:
         return chunks
 
 
-def _vectors_for(digests: list[str], reader: IndexReader) -> dict[str, bytes]:
+def _vectors_for(digests: list[str], reader: Reader) -> dict[str, bytes]:
     return reader.vectors_for(digests)

@@ -31,7 +31,7 @@ from pocketmcp.pipeline.hasher import Hasher, hash_files
 from pocketmcp.pipeline.state import InFlight, Stats, depth
 from pocketmcp.pipeline.watcher import Folder, Only, path_filter, scan_folder, watch_folder
 from pocketmcp.pipeline.writer import WriterActor
-from pocketmcp.store.readers import ReaderPool
+from pocketmcp.store.api import View
 
 Source = Callable[[MemoryObjectSendStream[Event]], Coroutine[Any, Any, None]]
 Feed = Literal["none", "scan", "follow"]
@@ -76,7 +76,7 @@ class Pipeline:
         self._tokens = itertools.count(1)
         self._running = False
         self._folder: Folder | None = None
-        self._view: ReaderPool | None = None
+        self._view: View | None = None
 
     def stop(self) -> None:
         """Stop the feed and take no new requests; what is in flight drains and commits, then
@@ -154,7 +154,7 @@ class Pipeline:
         hashed_tx, hashed_rx = anyio.create_memory_object_stream[Hashed](size)
         chunked_tx, chunked_rx = anyio.create_memory_object_stream[Chunked](size)
         self._sends.update({"events": events_tx, "hashed": hashed_tx, "chunked": chunked_tx})
-        view = self._view = ReaderPool(self.writer.path, size=1)
+        view = self._view = self.writer.view()
         folder = self._folder = Folder(self.config.watch_dir, path_filter(self.config))
         hasher = Hasher(root=folder.real, view=view, inflight=self.inflight, stats=self.stats,
                         max_bytes=self.config.max_file_bytes, converter=self.converter,
@@ -187,12 +187,12 @@ class Pipeline:
                               on_scan_done=self._scan_finished)
 
     async def _watch(self, outbox: MemoryObjectSendStream[Event], folder: Folder,
-                     view: ReaderPool) -> None:
+                     view: View) -> None:
         await watch_folder(outbox, folder=folder, view=view, stats=self.stats, stop=self._stop,
                            debounce_ms=self.config.debounce_ms)
 
     async def _scan(self, outbox: MemoryObjectSendStream[Event], folder: Folder,
-                    view: ReaderPool) -> None:
+                    view: View) -> None:
         await scan_folder(outbox, folder=folder, view=view, stats=self.stats, stop=self._stop)
 
     async def _hash(self, inbox: MemoryObjectReceiveStream[Event],

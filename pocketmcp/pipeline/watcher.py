@@ -18,8 +18,7 @@ from pocketmcp.core.paths import PathFilter, rel_of, watched_id
 from pocketmcp.core.safe import is_clean_name, safe_text
 from pocketmcp.messages import Event, FileGone, FileSeen, ScanDone
 from pocketmcp.pipeline.state import Stats
-from pocketmcp.store.queries import IndexReader
-from pocketmcp.store.readers import ReaderPool
+from pocketmcp.store.api import Reader, View
 
 log = logs.get("pocketmcp.watcher")
 
@@ -125,11 +124,11 @@ async def _walk(folder: Folder, outbox: MemoryObjectSendStream[Event], start: st
     return count
 
 
-def _page(prefix: str, after: str, reader: IndexReader) -> list[str]:
+def _page(prefix: str, after: str, reader: Reader) -> list[str]:
     return reader.external_ids(prefix, after)
 
 
-async def _reconcile(folder: Folder, outbox: MemoryObjectSendStream[Event], view: ReaderPool,
+async def _reconcile(folder: Folder, outbox: MemoryObjectSendStream[Event], view: View,
                      prefix: str, stop: anyio.Event, only: Only | None = None) -> None:
     """FileGone for each indexed file under `prefix` that is no longer a wanted file."""
     after = ""
@@ -147,7 +146,7 @@ async def _reconcile(folder: Folder, outbox: MemoryObjectSendStream[Event], view
 
 
 async def scan_folder(
-    outbox: MemoryObjectSendStream[Event], *, folder: Folder, view: ReaderPool, stats: Stats,
+    outbox: MemoryObjectSendStream[Event], *, folder: Folder, view: View, stats: Stats,
     stop: anyio.Event, force: bool = False, only: Only | None = None, token: int = 0,
 ) -> None:
     """One pass: every wanted file, then every indexed file that went away, then ScanDone."""
@@ -158,7 +157,7 @@ async def scan_folder(
 
 
 async def watch_folder(
-    outbox: MemoryObjectSendStream[Event], *, folder: Folder, view: ReaderPool, stats: Stats,
+    outbox: MemoryObjectSendStream[Event], *, folder: Folder, view: View, stats: Stats,
     stop: anyio.Event, debounce_ms: int,
 ) -> None:
     """Follow changes until `stop` is set, scanning once the watch is in place.
@@ -203,7 +202,7 @@ def _classify(folder: Folder, changes: set[tuple[watchfiles.Change, str]]
 _WATCH_TIMEOUT_MS = 100
 
 
-async def _follow(outbox: MemoryObjectSendStream[Event], folder: Folder, view: ReaderPool,
+async def _follow(outbox: MemoryObjectSendStream[Event], folder: Folder, view: View,
                   stop: anyio.Event, debounce_ms: int, watching: anyio.Event) -> None:
     try:
         async with outbox:

@@ -36,6 +36,8 @@ from pocketmcp.messages import (
     Written,
 )
 from pocketmcp.pipeline.state import InFlight, Stats, depth
+from pocketmcp.store.api import StoreWriter, View
+from pocketmcp.store.pg.place import PgPlace
 from pocketmcp.store.writes import IndexWriter
 
 log = logs.get("pocketmcp.writer")
@@ -58,27 +60,46 @@ class _Outcome:
         self.answers: dict[int, object] = {}  # position in the batch -> reply
 
 
-def _apply(writer: IndexWriter, items: Sequence[ToWriter]) -> _Outcome:
-    """Write `items` in one transaction (blocking)."""
+def _apply(writer: StoreWriter, items: Sequence[ToWriter]) -> _Outcome:
+    """Write `items` in one transaction (blocking), their documents locked against other
+    writers of the same index (with Postgres, other processes may write it too)."""
+    return writer.batch(lambda: _apply_all(writer, items), _keys(items))
+
+
+def _keys(items: Sequence[ToWriter]) -> list[str]:
+    """The external ids `items` write, to lock (a removal by doc_id locks its row instead)."""
+    keys: set[str] = set()
+    for item in items:
+        if isinstance(item, FileEmbedded):
+            keys.add(watched_id(item.doc.rel))
+        elif isinstance(item, FileGone | FileTouched):
+            keys.add(watched_id(item.rel))
+        elif isinstance(item, DocsSubmitted):
+            keys.update(p.record.external_id for p in item.docs)
+        elif isinstance(item, RemovalAsked):
+            keys.update(item.external_ids)
+    return sorted(keys)
+
+
+def _apply_all(writer: StoreWriter, items: Sequence[ToWriter]) -> _Outcome:
     outcome = _Outcome(writer.commits + 1)
-    with writer.transaction():
-        for position, item in enumerate(items):
-            try:
-                with writer.item():
-                    _apply_one(writer, item, position, outcome)
-            except ITEM_ERRORS as exc:  # this item's own data: only its savepoint is undone
-                if isinstance(item, DocsSubmitted | RemovalAsked):
-                    outcome.answers[position] = exc if isinstance(exc, PocketError) else (
-                        InvalidRequest(f"cannot be stored: {exc}"))
-                else:
-                    rel = item.doc.rel if isinstance(item, FileEmbedded) else getattr(
-                        item, "rel", "")
-                    outcome.events.append({"event": "skipped", "path": rel,
-                                           "reason": f"cannot be stored: {exc}"})
+    for position, item in enumerate(items):
+        try:
+            with writer.item():
+                _apply_one(writer, item, position, outcome)
+        except ITEM_ERRORS as exc:  # this item's own data: only its savepoint is undone
+            if isinstance(item, DocsSubmitted | RemovalAsked):
+                outcome.answers[position] = exc if isinstance(exc, PocketError) else (
+                    InvalidRequest(f"cannot be stored: {exc}"))
+            else:
+                rel = item.doc.rel if isinstance(item, FileEmbedded) else getattr(
+                    item, "rel", "")
+                outcome.events.append({"event": "skipped", "path": rel,
+                                       "reason": f"cannot be stored: {exc}"})
     return outcome
 
 
-def _apply_one(writer: IndexWriter, item: ToWriter, position: int, outcome: _Outcome) -> None:
+def _apply_one(writer: StoreWriter, item: ToWriter, position: int, outcome: _Outcome) -> None:
     events = outcome.events
     if isinstance(item, FileEmbedded):
         doc = item.doc
@@ -133,7 +154,7 @@ def _answer(request: Request, answer: object) -> None:
 
 
 async def write_index(
-    inbox: MemoryObjectReceiveStream[ToWriter], *, writer: IndexWriter, inflight: InFlight,
+    inbox: MemoryObjectReceiveStream[ToWriter], *, writer: StoreWriter, inflight: InFlight,
     stats: Stats, batch_files: int, on_event: EventHook | None = None,
     on_scan_done: Callable[[ScanDone], None] | None = None,
     after_commit: Callable[[], None] | None = None,
@@ -247,24 +268,31 @@ class WriterActor:
     connection) and its inbox. Feeds send on clones of `feed()`; tools use `requests`."""
 
     @classmethod
-    def open(cls, path: Path, identity: Identity, *, rebuild: bool = False,
+    def open(cls, where: Path | PgPlace, identity: Identity, *, rebuild: bool = False,
              queue_size: int, batch_files: int, on_event: EventHook | None = None
              ) -> WriterActor:
-        """The writer of the index at `path`, created if missing (blocking: it takes the
-        file's writer lock and migrates its schema). WriterBusyError while another process
-        holds the lock; ModelMismatchError when the file was built with another provider,
-        model, dimension or prefixes."""
-        writer = IndexWriter(path, identity, rebuild=rebuild)
+        """The writer of the index at `where` (a file, or a Postgres schema), created if
+        missing (blocking: it migrates its schema, and takes a file's writer lock).
+        WriterBusyError while another process holds a file's lock (Postgres takes several
+        writers); ModelMismatchError when the index was built with another provider, model,
+        dimension or prefixes."""
+        writer: StoreWriter
+        if isinstance(where, PgPlace):
+            from pocketmcp.store.pg.writes import PgWriter  # psycopg: only with STORE=postgres
+
+            writer = PgWriter(where, identity, rebuild=rebuild)
+        else:
+            writer = IndexWriter(where, identity, rebuild=rebuild)
         return cls(writer, queue_size=queue_size, batch_files=batch_files, on_event=on_event)
 
-    def __init__(self, writer: IndexWriter, *, queue_size: int, batch_files: int,
+    def __init__(self, writer: StoreWriter, *, queue_size: int, batch_files: int,
                  on_event: EventHook | None = None) -> None:
         self._writer = writer
-        self.path = writer.db_path
+        self.where = writer.where
         self.batch_files = batch_files
         self.on_event = on_event
         self._send, self._inbox = anyio.create_memory_object_stream[ToWriter](queue_size)
-        self.requests = WriterInbox(self._send, self.path)
+        self.requests = WriterInbox(self._send, self.where)
         self._repairing = False
 
     async def record_scan(self, state: str) -> None:
@@ -275,6 +303,10 @@ class WriterActor:
     def feed(self) -> MemoryObjectSendStream[ToWriter]:
         """A send end for a feed (the embedder); it closes it when it is done."""
         return self._send.clone()
+
+    def view(self) -> View:
+        """A small reader of this index (what the pipeline checks files against)."""
+        return self._writer.view()
 
     def depth(self) -> dict[str, int]:
         return depth(self._send)
@@ -287,7 +319,7 @@ class WriterActor:
         try:
             async with anyio.create_task_group() as tg:
                 def repair_if_needed() -> None:
-                    if self._writer.vectors.wants_repair and not self._repairing:
+                    if self._writer.wants_repair and not self._repairing:
                         self._repairing = True
                         tg.start_soon(self._repair, name="pocketmcp.writer.vectors")
 
@@ -308,7 +340,7 @@ class WriterActor:
 
     def stop_repair(self) -> None:
         """Stop the vector file's repair soon (the next start takes it up again)."""
-        self._writer.vectors.stop()
+        self._writer.stop_repair()
 
     def close_file(self) -> None:
         """Checkpoint, close the connection and release the lock, once `run` has returned
@@ -325,9 +357,9 @@ class WriterActor:
 class WriterInbox:
     """How a tool reaches the writer of one index: send a request, await its commit."""
 
-    def __init__(self, send: MemoryObjectSendStream[ToWriter], path: Path) -> None:
+    def __init__(self, send: MemoryObjectSendStream[ToWriter], where: str) -> None:
         self._send = send
-        self.path = path
+        self.where = where
 
     async def store(self, docs: Sequence[PreparedDoc]) -> list[Written]:
         """Write these documents, all in one transaction."""
@@ -350,7 +382,7 @@ class WriterInbox:
                     await send.send(make(reply_tx))
                 sent = True  # the reply's send end is the writer's now
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                raise Stopping(f"the writer of {self.path} has stopped; nothing was "
+                raise Stopping(f"the writer of {self.where} has stopped; nothing was "
                                "written") from None
             finally:
                 if not sent:
@@ -358,7 +390,7 @@ class WriterInbox:
             try:
                 answer = await reply_rx.receive()
             except anyio.EndOfStream:
-                raise Stopping(f"the writer of {self.path} stopped before this write was "
+                raise Stopping(f"the writer of {self.where} stopped before this write was "
                                "committed") from None
         if isinstance(answer, BaseException):
             raise answer

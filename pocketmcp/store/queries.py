@@ -5,16 +5,25 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
 from pocketmcp.core.identity import Identity
 from pocketmcp.errors import StoreError
-from pocketmcp.store import filters, schema
+from pocketmcp.store import filters, schema, textsearch
 from pocketmcp.store.connect import open_sync_reader, sqlite_errors
 from pocketmcp.store.filters import DocFilter
 from pocketmcp.store.log import VECTOR_BY_ID, ChunkLog, Vectors
+from pocketmcp.store.rows import (
+    ChunkRow,
+    DocState,
+    DocumentRow,
+    HitRow,
+    Keywords,
+    Sort,
+    VectorHit,
+)
 
 
 def _id_list(ids: Sequence[int]) -> str:
@@ -23,79 +32,15 @@ def _id_list(ids: Sequence[int]) -> str:
     return msgspec.json.encode([int(i) for i in ids]).decode()
 
 
-class HitRow(msgspec.Struct, frozen=True):
-    chunk_id: int
-    doc_id: int
-    idx: int
-    start_off: int
-    end_off: int
-    text: str
-    external_id: str
-    uri: str | None
-    title: str
-    source: str
-    section: str
-    library: str
-    size_bytes: int | None
-    mtime_ns: int | None
-    created: str | None
-    modified: str | None
-    indexed_at: str
-    tags: str  # JSON list
-
-
-class VectorHit(HitRow, frozen=True):
-    distance: float
-
-
-class DocumentRow(msgspec.Struct, frozen=True):
-    doc_id: int
-    external_id: str
-    source: str
-    uri: str | None
-    title: str
-    library: str
-    metadata: str
-    content_sha256: str
-    chunk_count: int
-    created_at: str
-    updated_at: str
-    properties: str
-    tags: str  # JSON list
-    created: str | None
-    modified: str | None
-    size_bytes: int | None
-    mtime_ns: int | None
-
-
 _CHUNK_TEXT = "substr(d.content, c.start_off + 1, c.end_off - c.start_off)"
 # What a search match shows of its document, after its chunk's own columns.
 _HIT_DOC = ("d.external_id, d.uri, d.title, d.source, c.section, d.library, d.size_bytes, "
             "d.mtime_ns, d.created, d.modified, d.updated_at, d.tags")
-Sort = Literal["doc_id", "modified", "path"]
-
-
-class DocState(msgspec.Struct, frozen=True):
-    sha256: str
-    size: int | None
-    mtime_ns: int | None
-    library: str
 
 
 _DOC_COLUMNS = ("d.doc_id, d.external_id, d.source, d.uri, d.title, d.library, d.metadata, "
                 "d.content_sha256, d.chunk_count, d.created_at, d.updated_at, d.properties, "
                 "d.tags, d.created, d.modified, d.size_bytes, d.mtime_ns")
-
-
-class ChunkRow(msgspec.Struct, frozen=True):
-    chunk_id: int
-    doc_id: int
-    idx: int
-    start_off: int
-    end_off: int
-    text: str
-    title: str
-    external_id: str
 
 
 class IndexReader:
@@ -221,6 +166,12 @@ class IndexReader:
             if rows and rows[0][0] is not None:
                 found[term] = int(rows[0][0])
         return found
+
+    def keyword_stage(self, query: str, depth: int, allowed: Sequence[int] | None, *,
+                      title_weight: float, total: int, documents: bool) -> Keywords:
+        """Best chunks for the query's words (textsearch.py)."""
+        return textsearch.keyword_stage(self, query, depth, allowed, title_weight=title_weight,
+                                        total=total, documents=documents)
 
     def search_keyword(self, match: str, k: int, doc_ids: Sequence[int] | None = None,
                        title_weight: float = 1.0) -> list[tuple[int, float, int]]:

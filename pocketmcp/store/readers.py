@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
 import anyio
 
 from pocketmcp.core.identity import Identity
+from pocketmcp.store.api import F32, Found, Reader
 from pocketmcp.store.queries import IndexReader
 from pocketmcp.store.vectors import VectorIndex
 
@@ -74,9 +75,27 @@ class ReadIndex:
                 await stopping.wait()
         return None
 
+    @property
+    def where(self) -> str:
+        return str(self.path)
+
+    @property
+    def live(self) -> int:
+        return self.vectors.live
+
+    @property
+    def vectors_from(self) -> str:
+        return self.vectors.reason or "file"
+
     async def run(self, fn: Callable[[IndexReader], T]) -> T:
         """`fn(reader)` on a free read-only connection, in a worker thread."""
         return await self.readers.run(fn)
+
+    def nearest(self, reader: Reader, query: F32, k: int, candidates: int,
+                allowed: Sequence[int] | None) -> Found:
+        """The vector file's answer (SQLite's own scan while it is not there)."""
+        assert isinstance(reader, IndexReader)
+        return self.vectors.search(reader.log, query, k, candidates, allowed)
 
     async def open_vectors(self) -> None:
         """Map the vector file and catch up with the log (milliseconds at any size)."""

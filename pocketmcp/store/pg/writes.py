@@ -1,0 +1,272 @@
+"""Writing a Postgres index: the writer actor's transactions, safe beside other processes'.
+
+Every process may run a writer actor on one index. Each batch is one READ COMMITTED
+transaction that first takes a transaction-scoped advisory lock per document it writes, in
+sorted order (so two writers of the same documents queue rather than deadlock), then reads
+and writes those documents' rows: two processes indexing one shared folder never duplicate
+or lose a document. A serialization failure, a deadlock, a lock timeout or a dropped
+connection rolls the whole batch back and runs it again (a few times, with jittered
+backoff). Text cannot hold NUL in Postgres: NUL characters become U+FFFD, so that every
+character offset still holds.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import msgspec
+import numpy as np
+import psycopg
+
+from pocketmcp import logs
+from pocketmcp.core import dates
+from pocketmcp.core.identity import Identity
+from pocketmcp.errors import StoreError
+from pocketmcp.messages import Chunk, DocFacts, DocRecord, Removed, Written
+from pocketmcp.store import facts
+from pocketmcp.store.pg import connect, schema
+from pocketmcp.store.pg.place import PgPlace
+from pocketmcp.store.pg.reads import PgIndex
+
+T = TypeVar("T")
+log = logs.get("pocketmcp.store.pg")
+
+LOCK_DOCUMENT = 7402  # advisory lock namespace: one document, by external id
+ATTEMPTS = 6  # runs of one batch before its failure is final
+BACKOFF_S = 0.05  # first wait before a retry; doubles, with jitter
+
+
+class _Retry(Exception):
+    """A transient failure inside a batch: roll it back and run it again."""
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _text(value: str) -> str:
+    return value.replace("\x00", "\ufffd")
+
+
+class PgWriter:
+    """One process's writing connection to a Postgres index."""
+
+    def __init__(self, place: PgPlace, identity: Identity, *, rebuild: bool = False) -> None:
+        self.place = place
+        self.identity = identity
+        self.dim = identity.dim
+        self._commits = 0
+        self._conn = connect.connect(place, autocommit=True)
+        try:
+            connect.ensure_extension(self._conn)
+            connect.configure(self._conn)
+            schema.migrate(self._conn, place, identity, rebuild=rebuild)
+        except psycopg.Error as exc:
+            self._conn.close()
+            raise connect.store_error(exc, place) from exc
+        except BaseException:
+            self._conn.close()
+            raise
+
+    @property
+    def where(self) -> str:
+        return self.place.describe()
+
+    @property
+    def commits(self) -> int:
+        return self._commits
+
+    @property
+    def wants_repair(self) -> bool:
+        return False  # the server keeps its own vector index
+
+    def repair_vectors(self) -> None:
+        return None
+
+    def stop_repair(self) -> None:
+        return None
+
+    def view(self) -> PgIndex:
+        return PgIndex(self.place, self.dim, readers=1)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    # -- transactions -------------------------------------------------------------------------
+
+    def batch(self, work: Callable[[], T], keys: Sequence[str]) -> T:
+        delay = BACKOFF_S
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                with self._conn.transaction():
+                    for key in sorted(set(keys)):
+                        self._sql("SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
+                                  (LOCK_DOCUMENT, key))
+                    result = work()
+                self._commits += 1
+                return result
+            except (_Retry, psycopg.Error) as exc:
+                cause = exc.__cause__ if isinstance(exc, _Retry) else exc
+                if isinstance(exc, psycopg.Error) and not connect.is_transient(exc):
+                    raise connect.store_error(exc, self.place) from exc
+                if attempt == ATTEMPTS:
+                    raise StoreError(f"{self.where}: the write failed {ATTEMPTS} times: "
+                                     f"{type(cause).__name__}") from exc
+                log.warning("write_retry", index=self.where, attempt=attempt,
+                            error=type(cause).__name__)
+                time.sleep(delay * (0.5 + random.random()))
+                delay *= 2
+                if self._conn.closed or self._conn.broken:
+                    self._reconnect()
+        raise AssertionError("unreachable")
+
+    def _reconnect(self) -> None:
+        try:
+            self._conn.close()
+        finally:
+            self._conn = connect.connect(self.place, autocommit=True)
+            connect.configure(self._conn)
+
+    @contextmanager
+    def item(self) -> Iterator[None]:
+        """A savepoint: an error inside undoes this item only (a transient one, the batch)."""
+        try:
+            with self._conn.transaction():
+                yield
+        except psycopg.Error as exc:
+            if connect.is_transient(exc):
+                raise _Retry() from exc
+            raise connect.store_error(exc, self.place) from exc
+
+    def _sql(self, sql: str, args: Sequence[Any] = ()) -> Any:
+        return self._conn.execute(sql.encode(), args)
+
+    # -- writes (inside `batch`) ----------------------------------------------------------------
+
+    def upsert(self, doc: DocRecord, chunks: Sequence[Chunk], vectors: bytes) -> Written:
+        """As the SQLite store's: a document whose text, title, library and metadata are
+        unchanged keeps its chunks; only its stat, and its facts when they changed."""
+        if len(vectors) != len(chunks) * self.dim * 4:
+            raise StoreError(f"{doc.external_id}: {len(chunks)} chunks but "
+                             f"{len(vectors)} bytes of vectors (dim {self.dim})")
+        row = self._sql("SELECT doc_id, content_sha256, title, library, metadata, created, "
+                        "properties, tags, modified FROM documents WHERE external_id = %s "
+                        "FOR UPDATE", (doc.external_id,)).fetchone()
+        now = _now()
+        metadata = json.loads(json.dumps(doc.metadata, ensure_ascii=False))
+        content = _text(doc.content)
+        if row is not None and (row[1], row[2], row[3], row[4]) == (
+                doc.sha256, doc.title, doc.library, metadata):
+            self._sql("UPDATE documents SET size_bytes = %s, mtime_ns = %s WHERE doc_id = %s",
+                      (doc.size_bytes, doc.mtime_ns, row[0]))
+            own = doc.facts
+            modified = own.modified or row[8] or now
+            kept = msgspec.structs.replace(own, modified=modified,
+                                           created=own.created or row[5] or modified)
+            have = (json.dumps(row[6], ensure_ascii=False, sort_keys=True),
+                    json.dumps(row[7], ensure_ascii=False), row[5], row[8])
+            if facts.stored(kept, doc.metadata)[:4] == have:
+                return Written(row[0], "unchanged", len(chunks), 0)
+            self._write_facts(row[0], doc, kept)
+            self._sql("UPDATE documents SET updated_at = %s WHERE doc_id = %s", (now, row[0]))
+            return Written(row[0], "updated", len(chunks), 0)
+        removed = 0
+        meta_json = json.dumps(doc.metadata, ensure_ascii=False, sort_keys=True)
+        if row is None:
+            doc_id = self._sql(
+                "INSERT INTO documents(external_id, source, uri, title, library, metadata, "
+                "content, content_sha256, size_bytes, mtime_ns, chunk_count, created_at, "
+                "updated_at) VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s) "
+                "RETURNING doc_id",
+                (doc.external_id, doc.source, doc.uri, _text(doc.title), doc.library,
+                 _text(meta_json), content, doc.sha256, doc.size_bytes, doc.mtime_ns,
+                 len(chunks), now, now)).fetchone()[0]
+        else:
+            doc_id = row[0]
+            removed = self._sql("DELETE FROM chunks WHERE doc_id = %s", (doc_id,)).rowcount
+            self._sql(
+                "UPDATE documents SET source = %s, uri = %s, title = %s, library = %s, "
+                "metadata = %s::jsonb, content = %s, content_sha256 = %s, size_bytes = %s, "
+                "mtime_ns = %s, chunk_count = %s, updated_at = %s WHERE doc_id = %s",
+                (doc.source, doc.uri, _text(doc.title), doc.library, _text(meta_json), content,
+                 doc.sha256, doc.size_bytes, doc.mtime_ns, len(chunks), now, doc_id))
+        self._write_facts(doc_id, doc, self._dated(doc, now, row[5] if row else None))
+        self._insert_chunks(doc_id, doc.title, chunks, vectors)
+        return Written(doc_id, "inserted" if row is None else "updated", len(chunks), removed)
+
+    @staticmethod
+    def _dated(doc: DocRecord, fallback: str, created: str | None) -> DocFacts:
+        found = doc.facts
+        modified = found.modified or (dates.from_ns(doc.mtime_ns) if doc.mtime_ns
+                                      else fallback)
+        return msgspec.structs.replace(found, modified=modified,
+                                       created=found.created or created or modified)
+
+    def _write_facts(self, doc_id: int, doc: DocRecord, found: DocFacts) -> None:
+        """Properties, tags and dates (links between notes are kept by SQLite indexes only)."""
+        tags = facts.tags_of(found, doc.metadata)
+        self._sql("UPDATE documents SET properties = %s::jsonb, tags = %s::jsonb, "
+                  "created = %s, modified = %s WHERE doc_id = %s",
+                  (_text(json.dumps(found.properties, ensure_ascii=False, sort_keys=True)),
+                   _text(json.dumps(tags, ensure_ascii=False)), found.created, found.modified,
+                   doc_id))
+        self._sql("DELETE FROM doc_tags WHERE doc_id = %s", (doc_id,))
+        if tags:
+            self._conn.cursor().executemany(
+                b"INSERT INTO doc_tags(tag, doc_id) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                [(_text(tag.lower()), doc_id) for tag in dict.fromkeys(tags)])
+
+    def _insert_chunks(self, doc_id: int, title: str, chunks: Sequence[Chunk],
+                       vectors: bytes) -> None:
+        if not chunks:
+            return
+        matrix = np.frombuffer(vectors, np.float32).reshape(len(chunks), self.dim)
+        self._conn.cursor().executemany(
+            b"INSERT INTO chunks(doc_id, idx, start_off, end_off, tokens, text_sha256, "
+            b"section, title, words, embedding) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %b)",
+            [(doc_id, c.idx, c.start, c.end, c.tokens, c.sha256, _text(c.section),
+              _text(title), _text(c.keyword_text), matrix[i]) for i, c in enumerate(chunks)])
+
+    def touch(self, external_id: str, size: int, mtime_ns: int) -> None:
+        self._sql("UPDATE documents SET size_bytes = %s, mtime_ns = %s WHERE external_id = %s",
+                  (size, mtime_ns, external_id))
+
+    def delete(self, external_id: str) -> tuple[int, int] | None:
+        row = self._sql("SELECT doc_id FROM documents WHERE external_id = %s",
+                        (external_id,)).fetchone()
+        return None if row is None else self.delete_doc(row[0])
+
+    def delete_doc(self, doc_id: int) -> tuple[int, int] | None:
+        row = self._sql("SELECT doc_id FROM documents WHERE doc_id = %s FOR UPDATE",
+                        (doc_id,)).fetchone()
+        if row is None:
+            return None
+        removed = self._sql("DELETE FROM chunks WHERE doc_id = %s", (doc_id,)).rowcount
+        self._sql("DELETE FROM documents WHERE doc_id = %s", (doc_id,))
+        return doc_id, removed
+
+    def remove(self, doc_ids: Sequence[int], external_ids: Sequence[str]) -> Removed:
+        targets: dict[int, None] = dict.fromkeys(doc_ids)
+        missing: list[str] = []
+        for external in external_ids:
+            row = self._sql("SELECT doc_id FROM documents WHERE external_id = %s",
+                            (external,)).fetchone()
+            if row is None:
+                missing.append(external)
+            else:
+                targets[int(row[0])] = None
+        removed: list[int] = []
+        chunks = 0
+        for doc_id in targets:
+            gone = self.delete_doc(doc_id)
+            if gone is not None:
+                removed.append(gone[0])
+                chunks += gone[1]
+        missing += [str(d) for d in doc_ids if d not in removed]
+        return Removed(tuple(sorted(removed)), chunks, tuple(missing))

@@ -1,0 +1,53 @@
+"""Which store holds an index (STORE=sqlite|postgres), and opening its reading side.
+
+The writing side opens in pipeline/writer.py (the writer actor alone imports the writers).
+Postgres modules are imported only when STORE=postgres: psycopg is an optional dependency.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pocketmcp.config import Config
+from pocketmcp.core.identity import Identity
+from pocketmcp.errors import NotSupported
+from pocketmcp.store.api import ReadIndex
+from pocketmcp.store.pg.place import PgPlace, place_of
+from pocketmcp.store.readers import ReadIndex as SqliteIndex
+from pocketmcp.store.readers import recorded_identity as sqlite_identity
+
+Where = Path | PgPlace  # an index file, or a Postgres schema
+
+
+def main_index(config: Config) -> Where:
+    """Where the main index is."""
+    return place_of(config) if config.store == "postgres" else config.sqlite_path
+
+
+def read_index(where: Where, dim: int, *, root: Path | None = None) -> ReadIndex:
+    """The index at `where` for searching and listing."""
+    if isinstance(where, PgPlace):
+        from pocketmcp.store.pg.reads import PgIndex  # psycopg: only with STORE=postgres
+
+        return PgIndex(where, dim, root=root)
+    return SqliteIndex(where, dim, root=root)
+
+
+def recorded_identity(where: Where) -> Identity | None:
+    """What the index records of its embeddings, if it exists (blocking)."""
+    if isinstance(where, PgPlace):
+        from pocketmcp.store.pg.reads import PgIndex  # psycopg: only with STORE=postgres
+
+        index = PgIndex(where, 0, readers=1)
+        try:
+            return index.call(lambda r: r.identity())
+        finally:
+            index.close()
+    return sqlite_identity(where) if where.is_file() else None
+
+
+def sqlite_only(config: Config, what: str) -> None:
+    """NOT_SUPPORTED for what Postgres indexes cannot do yet."""
+    if config.store == "postgres":
+        raise NotSupported(f"{what} is not supported with STORE=postgres yet; it works on "
+                           "SQLite indexes")

@@ -1,0 +1,85 @@
+"""The rows an index answers with, the same from every store."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+Sort = Literal["doc_id", "modified", "path"]
+
+
+class HitRow(msgspec.Struct, frozen=True):
+    chunk_id: int
+    doc_id: int
+    idx: int
+    start_off: int
+    end_off: int
+    text: str
+    external_id: str
+    uri: str | None
+    title: str
+    source: str
+    section: str
+    library: str
+    size_bytes: int | None
+    mtime_ns: int | None
+    created: str | None
+    modified: str | None
+    indexed_at: str
+    tags: str  # JSON list
+
+
+class VectorHit(HitRow, frozen=True):
+    distance: float
+
+
+class DocumentRow(msgspec.Struct, frozen=True):
+    doc_id: int
+    external_id: str
+    source: str
+    uri: str | None
+    title: str
+    library: str
+    metadata: str
+    content_sha256: str
+    chunk_count: int
+    created_at: str
+    updated_at: str
+    properties: str
+    tags: str  # JSON list
+    created: str | None
+    modified: str | None
+    size_bytes: int | None
+    mtime_ns: int | None
+
+
+class DocState(msgspec.Struct, frozen=True):
+    sha256: str
+    size: int | None
+    mtime_ns: int | None
+    library: str
+
+
+class ChunkRow(msgspec.Struct, frozen=True):
+    chunk_id: int
+    doc_id: int
+    idx: int
+    start_off: int
+    end_off: int
+    text: str
+    title: str
+    external_id: str
+
+
+class Keywords(msgspec.Struct):
+    """What the keyword retriever found for one query: chunk id -> score (higher is better),
+    each chunk's document, the score a text of average length holding each query word once
+    gets (the 0..1 scale's midpoint), and with whole-document matching, document id -> score
+    and each such document's first chunk."""
+
+    keyword: dict[int, float] = msgspec.field(default_factory=dict)
+    doc_of: dict[int, int] = msgspec.field(default_factory=dict)
+    reference: float = 1.0
+    doc_keyword: dict[int, float] = msgspec.field(default_factory=dict)
+    first_chunk: dict[int, int] = msgspec.field(default_factory=dict)
