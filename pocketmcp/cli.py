@@ -14,11 +14,21 @@ from pocketmcp.config import Config, load
 from pocketmcp.errors import PocketError, single
 from pocketmcp.settings import SETTINGS
 
+# What `search` reads besides the index: where it is, and how to embed the query (the model
+# and provider themselves are what the index records). The other settings are still read
+# from the environment, but not offered as flags: `search --help` lists search options.
+SEARCH_SETTINGS = ("sqlite_path", "model_path", "cache_dir", "embed_base_url",
+                   "embed_api_key_env", "embed_threads", "log_level")
 
-def _add_settings(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("settings (each overrides its environment variable)")
+
+def _add_settings(parser: argparse.ArgumentParser,
+                  only: tuple[str, ...] | None = None) -> None:
+    title = "settings (each overrides its environment variable)" if only is None else (
+        "settings (each overrides its environment variable; the others are read from the "
+        "environment)")
+    group = parser.add_argument_group(title)
     for s in SETTINGS:
-        if not s.flag:
+        if not s.flag or (only is not None and s.field not in only):
             continue  # environment only
         kwargs: dict[str, Any] = {"dest": s.field, "default": None, "metavar": s.env,
                                   # argparse formats help with %: a literal one is %%
@@ -38,7 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"pocketmcp {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser("index", help="index the folder once, then exit")
+    p = sub.add_parser(
+        "index", help="index the folder once, then exit",
+        description="Index the folder once, then exit. Exit codes: 0 every file indexed, "
+                    "3 indexed but some files skipped (listed), 4 another process is writing "
+                    "the index (nothing written), 1 failure, 130 interrupted.")
     p.add_argument("dir", nargs="?", help="folder to index (default: WATCH_DIR)")
     p.add_argument("--rebuild", action="store_true",
                    help="empty the index first (needed after changing the embedding model, "
@@ -46,8 +60,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true",
                    help="re-read every file even when its size and time are unchanged")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
-                   help="progress bar on stderr (auto: when stderr is a terminal)")
+    p.add_argument("--wait", type=float, default=0, metavar="SECONDS",
+                   help="when another process is writing the index, wait up to SECONDS for "
+                        "it (default 0: exit at once with code 4)")
+    p.add_argument("--progress", choices=("auto", "bar", "lines", "off", "on"),
+                   default="auto",
+                   help="progress on stderr: a bar (on: the same), plain lines every "
+                        "10 s and at the end, or none (auto: a bar on a terminal, lines "
+                        "elsewhere)")
     _add_settings(p)
 
     p = sub.add_parser("watch", help="index the folder, then keep the index live")
@@ -89,7 +109,27 @@ def build_parser() -> argparse.ArgumentParser:
                    help="hits per document, neighbours merged (default 2; 0: no limit)")
     p.add_argument("--json", action="store_true",
                    help="print hits as JSON (the fields of the search tool's matches)")
+    p.add_argument("--local", action="store_true",
+                   help="open the index here even when an HTTP server of it runs (by "
+                        "default the search is asked of that server: no model to load)")
     _add_filter_flags(p)
+    _add_settings(p, only=SEARCH_SETTINGS)
+
+    p = sub.add_parser("init", help="write the MCP configuration of Claude Desktop, Cursor, "
+                                    "VS Code and Claude Code for a folder (or print it)")
+    p.add_argument("dir", nargs="?", help="folder of documents (default: WATCH_DIR, or asked)")
+    p.add_argument("--print", action="store_true",
+                   help="print the configuration instead of writing it")
+    _add_client_flags(p)
+    p.add_argument("--name", help="the server's name in the clients (default: the folder's)")
+    p.add_argument("--index", metavar="FILE",
+                   help="the index file (default: ~/.local/share/pocketmcp/NAME.db)")
+    p.add_argument("--title", default="pocketmcp", help="the server's title (--title of serve)")
+    _add_settings(p, only=("log_level",))
+
+    p = sub.add_parser("doctor", help="check the model, the folder, the index, its lock and "
+                                      "the clients' configurations; say what to fix")
+    _add_client_flags(p)
     _add_settings(p)
 
     for name, help_text in (
@@ -120,6 +160,15 @@ def _add_filter_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metadata", metavar="JSON",
                         help='metadata conditions as the search tool takes them, e.g. '
                              '\'{"status": "draft", "priority": {"gte": 2}}\'')
+
+
+def _add_client_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--client", action="append",
+                        choices=("claude-desktop", "cursor", "vscode", "claude-code"),
+                        help="only this client (repeat for several; default: all four)")
+    parser.add_argument("--config-file", metavar="FILE",
+                        help="the client's configuration file, instead of its usual place "
+                             "(with one --client)")
 
 
 def _add_serve_flags(parser: argparse.ArgumentParser) -> None:
@@ -167,6 +216,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             from pocketmcp.commands import web
 
             return anyio.run(web.login_link, config, args, backend="asyncio")
+        if args.command in ("init", "doctor"):
+            from pocketmcp.commands import setup
+
+            if args.command == "init":
+                return setup.init(config, args)
+            return anyio.run(setup.doctor, config, args, backend="asyncio")
         if args.command == "eval":
             from pocketmcp.commands import evaluating
 

@@ -25,6 +25,7 @@ class FileGone(msgspec.Struct, frozen=True):
 
     rel: str
     seq: int = 0
+    skipped: bool = False  # it is still there but no longer indexable: counted as skipped
 
 
 class Link(msgspec.Struct, frozen=True):

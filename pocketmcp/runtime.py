@@ -20,6 +20,7 @@ from contextlib import asynccontextmanager
 
 import anyio
 import anyio.abc
+import msgspec
 
 from pocketmcp import logs
 from pocketmcp.config import Config
@@ -42,6 +43,7 @@ from pocketmcp.errors import (
     single,
 )
 from pocketmcp.pipeline.prepare import Preparer
+from pocketmcp.pipeline.state import Stats
 from pocketmcp.pipeline.supervisor import Pipeline
 from pocketmcp.pipeline.writer import EventHook, WriterActor
 from pocketmcp.plans import Plan, Reading, Status, Writing
@@ -65,6 +67,7 @@ class Runtime:
         self.ready = anyio.Event()
         self.fed = anyio.Event()  # the main index's pipeline has returned (or never started)
         self.fed_seconds = 0.0  # how long it ran
+        self.scanned: Stats | None = None  # the pipeline's counts when its first scan ended
         self.registry = Registry(config.sqlite_path, config.databases_dir,
                                  postgres=config.store == "postgres")
         self.converter = Converter(Limits.of(config))
@@ -236,22 +239,24 @@ class Runtime:
         started = time.perf_counter()
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(self._mark_indexed, pipeline, name="pocketmcp.indexed")
+                tg.start_soon(self._mark_indexed, pipeline, started, name="pocketmcp.indexed")
                 await pipeline.run()
                 tg.cancel_scope.cancel()
         finally:
             self.fed_seconds = time.perf_counter() - started
             self.fed.set()
 
-    async def _mark_indexed(self, pipeline: Pipeline) -> None:
+    async def _mark_indexed(self, pipeline: Pipeline, started: float) -> None:
         await pipeline.scan_done.wait()
         self.status.initial_indexing_done = True
         if self.status.phase == "indexing":
             self.status.phase = "ready"
         if pipeline.feed != "none":
-            s = pipeline.stats
-            log.info("initial_indexing_done", added=s.added, updated=s.updated,
-                     unchanged=s.unchanged, removed=s.removed, skipped=s.skipped)
+            s = self.scanned = msgspec.structs.replace(pipeline.stats)
+            log.info("initial_indexing_done", files=s.seen, added=s.added, updated=s.updated,
+                     unchanged=s.unchanged, removed=s.removed, skipped=s.skipped,
+                     chunks_embedded=s.chunks_embedded,
+                     seconds=round(time.perf_counter() - started, 3))
 
     async def _follow_writer_scan(self) -> None:
         """In a read-only process: the first scan is done when the index's writer records

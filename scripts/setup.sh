@@ -1,18 +1,28 @@
 #!/usr/bin/env bash
-# Creates .venv (if missing) and installs PocketMCP with its test tools into it.
+# Creates .venv (if missing) and installs PocketMCP with its test tools into it. Says what it
+# does and how long each step took, on stderr (the first install takes a minute or two).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
+step_started=$SECONDS
+step() { step_started=$SECONDS; echo "setup: $*..." >&2; }
+done_step() { echo "setup:   done in $((SECONDS - step_started)) s" >&2; }
 "$PYTHON" - <<'PY'
 import sys
 if sys.version_info < (3, 11):
     sys.exit(f"PocketMCP needs Python 3.11 or newer; {sys.executable} is {sys.version.split()[0]}")
 PY
 if [ ! -x .venv/bin/python ]; then
+  step "creating .venv with $("$PYTHON" --version 2>&1)"
   "$PYTHON" -m venv .venv
+  done_step
 fi
+step "updating pip in .venv"
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
+done_step
+step "installing PocketMCP and its dependencies (the model comes with them) into .venv"
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[dev]" >&2
+done_step
 # The browser tests (tests/web) drive Debian's Chromium through Playwright; Playwright never
 # downloads a browser here. Installed as root with apt when missing; otherwise those tests
 # skip with the reason (and fail under CI=true).
@@ -21,9 +31,12 @@ if [ -x /usr/lib/chromium/chromium-headless-shell ] || [ -x /usr/lib/chromium/ch
   :
 elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   export DEBIAN_FRONTEND=noninteractive
+  step "installing chromium-headless-shell with apt (for the browser tests)"
   apt-get update -qq >&2
   apt-get install -y -qq --no-install-recommends chromium-headless-shell >/dev/null
+  done_step
 else
   echo "setup: Chromium is not installed; tests/web will be skipped" \
        "(apt-get install -y --no-install-recommends chromium-headless-shell)" >&2
 fi
+echo "setup: ready in $SECONDS s ($(.venv/bin/pocketmcp --version))" >&2

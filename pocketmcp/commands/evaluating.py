@@ -14,7 +14,7 @@ from typing import cast
 import anyio
 import msgspec
 
-from pocketmcp.commands.indexing import progress_bar
+from pocketmcp.commands.progress import Reporter
 from pocketmcp.config import Config
 from pocketmcp.errors import PocketError
 from pocketmcp.ops import evaluate
@@ -51,11 +51,14 @@ async def run(config: Config, args: argparse.Namespace) -> int:
         started = time.perf_counter()
         plan = Plan(writer="must", feed="scan", requests=False)
         async with open_runtime(config, plan) as runtime:
+            reporter = Reporter(runtime, config, "bar") if sys.stderr.isatty() else None
             async with anyio.create_task_group() as tg:
-                if sys.stderr.isatty():
-                    tg.start_soon(progress_bar, runtime, name="pocketmcp.progress")
+                if reporter is not None:
+                    tg.start_soon(reporter.run, name="pocketmcp.progress")
                 await runtime.fed.wait()
                 tg.cancel_scope.cancel()
+            if reporter is not None:
+                reporter.finish()
             await runtime.started()  # raises when start-up failed
             assert runtime.pipeline is not None
             stats = runtime.pipeline.stats

@@ -7,17 +7,22 @@ import json
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import anyio
 import msgspec
+from filelock import FileLock, Timeout
 
 from pocketmcp import logs
+from pocketmcp.commands.progress import Reporter, Style, style_of
 from pocketmcp.config import Config
 from pocketmcp.embed.models import canonical_id
-from pocketmcp.errors import PocketError
+from pocketmcp.errors import PocketError, WriterBusyError
+from pocketmcp.pipeline.state import Stats
 from pocketmcp.plans import INDEXING, WATCHING, Plan
 from pocketmcp.runtime import Runtime, open_runtime
+from pocketmcp.store.writes import lock_path
 
 
 async def stop_on_signals(runtime: Runtime, everything: anyio.CancelScope) -> None:
@@ -33,18 +38,21 @@ async def stop_on_signals(runtime: Runtime, everything: anyio.CancelScope) -> No
             runtime.stop()
 
 
-async def fed(config: Config, plan: Plan, *, progress: bool = False,
-               on_event: Any = None) -> Runtime:
+async def fed(config: Config, plan: Plan, *, progress: Style | None = None,
+              on_event: Any = None) -> Runtime:
     """Open the runtime and wait until its feed has run to its end (a scan), or until
     SIGINT/SIGTERM; the runtime, closed, with its pipeline's counts."""
     with anyio.CancelScope() as everything:
         async with open_runtime(config, plan, on_event=on_event
                                 ) as runtime, anyio.create_task_group() as tg:
             tg.start_soon(stop_on_signals, runtime, everything, name="pocketmcp.signals")
-            if progress:
-                tg.start_soon(progress_bar, runtime, name="pocketmcp.progress")
+            reporter = Reporter(runtime, config, progress) if progress else None
+            if reporter is not None:
+                tg.start_soon(reporter.run, name="pocketmcp.progress")
             await runtime.fed.wait()
             tg.cancel_scope.cancel()
+            if reporter is not None:
+                reporter.finish()
     if everything.cancelled_caught:
         raise KeyboardInterrupt
     if runtime.pipeline is None:
@@ -52,13 +60,63 @@ async def fed(config: Config, plan: Plan, *, progress: bool = False,
     return runtime
 
 
+# `pocketmcp index` exit codes (README "Scheduled indexing"); 1 is any failure, 130 Ctrl-C.
+EXIT_OK = 0  # every file indexed (or unchanged)
+EXIT_PARTIAL = 3  # indexed, but some files were skipped: the summary names them
+EXIT_BUSY = 4  # another process holds the index's writer lock: nothing written
+LOCK_POLL_S = 0.5
+
+
+def lock_free(index: Path) -> bool:
+    """Whether no process holds the writer lock of `index` now (blocking, instant)."""
+    if not index.parent.is_dir():
+        return True
+    probe = FileLock(str(lock_path(index)), blocking=False, thread_local=False)
+    try:
+        probe.acquire()
+    except Timeout:
+        return False
+    probe.release()
+    return True
+
+
+async def wait_for_lock(index: Path, wait_s: float) -> bool:
+    """Wait up to `wait_s` seconds for the writer lock of `index` to be free."""
+    deadline = time.monotonic() + wait_s
+    logged = False
+    while not await anyio.to_thread.run_sync(lock_free, index):
+        if time.monotonic() >= deadline:
+            return False
+        if not logged:
+            logs.get("pocketmcp.index").info("waiting_for_writer_lock", index=str(index),
+                                             wait_s=wait_s)
+            logged = True
+        await anyio.sleep(min(LOCK_POLL_S, max(deadline - time.monotonic(), 0.01)))
+    return True
+
+
 async def index(config: Config, args: argparse.Namespace) -> int:
     if not config.watch_dir.is_dir():
         raise PocketError(f"WATCH_DIR={config.watch_dir} is not a folder")
     started = time.perf_counter()
     plan = msgspec.structs.replace(INDEXING, rebuild=args.rebuild, force=args.force)
-    show = args.progress == "on" or (args.progress == "auto" and sys.stderr.isatty())
-    runtime = await fed(config, plan, progress=show)
+    deadline = time.monotonic() + args.wait
+    while True:
+        # Two runs never both write: the writer lock decides, and a second run waits for it
+        # (--wait) or ends with EXIT_BUSY having written nothing.
+        if await wait_for_lock(config.sqlite_path, max(deadline - time.monotonic(), 0)):
+            try:
+                runtime = await fed(config, plan,
+                                    progress=style_of(args.progress, tty=sys.stderr.isatty()))
+                break
+            except WriterBusyError:  # taken between the check and the start: wait again
+                pass
+        if time.monotonic() >= deadline:
+            print(f"pocketmcp: another process is writing {config.sqlite_path} (a `watch`, "  # noqa: T201
+                  f"`serve` or another `index`); waited {args.wait:g} s and wrote nothing. "
+                  "A running `watch` or `serve` keeps the index up to date itself; to wait "
+                  "for another `index` to finish, pass --wait SECONDS.", file=sys.stderr)
+            return EXIT_BUSY
     assert runtime.pipeline is not None and runtime.embedder is not None
     s = runtime.pipeline.stats
     identity, usage = runtime.embedder.identity, runtime.embedder.usage
@@ -73,6 +131,7 @@ async def index(config: Config, args: argparse.Namespace) -> int:
         "provider": identity.provider, "model": identity.model,
         "provider_calls": usage.calls, "provider_tokens": usage.tokens,
         "provider_retries": usage.retries, "provider_s": round(usage.seconds, 3),
+        "skipped_files": [{"path": path, "reason": why} for path, why in s.recent_skips],
     }
     spent = (f"  embedding: {identity.provider} {identity.model}, {usage.calls} calls, "
              + (f"{usage.tokens} tokens sent, {usage.retries} retries, " if
@@ -89,22 +148,12 @@ async def index(config: Config, args: argparse.Namespace) -> int:
             f"{spent}"
             f"  elapsed: {summary['elapsed_s']} s"
         )
-    return 0
-
-
-async def progress_bar(runtime: Runtime) -> None:
-    from tqdm import tqdm  # only with a progress bar: kept out of the other commands
-
-    with tqdm(total=0, unit="file", file=sys.stderr, dynamic_ncols=True) as bar:
-        while True:
-            if runtime.pipeline is not None:
-                s = runtime.pipeline.stats
-                bar.total = max(s.seen, s.processed)
-                bar.n = s.processed
-                bar.set_postfix(chunks=s.chunks_embedded, reused=s.chunks_reused,
-                                refresh=False)
-                bar.refresh()
-            await anyio.sleep(0.25)
+        if s.skipped:
+            shown = "" if s.skipped <= len(s.recent_skips) else (
+                f" (the last {len(s.recent_skips)} of {s.skipped})")
+            print(f"skipped{shown}:", *(f"  {path}: {why}" for path, why in s.recent_skips),  # noqa: T201
+                  sep="\n")
+    return EXIT_PARTIAL if s.skipped else EXIT_OK
 
 
 async def watch(config: Config) -> int:
@@ -116,5 +165,15 @@ async def watch(config: Config) -> int:
              model=config.embed_model or canonical_id(config.model_id))
     runtime = await fed(config, WATCHING, on_event=logs.events("pocketmcp.watch"))
     assert runtime.pipeline is not None
-    log.info("stopped", **msgspec.structs.asdict(runtime.pipeline.stats))
+    # The first scan was reported when it ended (initial_indexing_done); this is what
+    # changed since, so no file is counted twice.
+    log.info("stopped", **since(runtime.pipeline.stats, runtime.scanned))
     return 0
+
+
+def since(now: Stats, then: Stats | None) -> dict[str, int]:
+    """The file counts of `now` minus those of `then` (all of `now` when the scan never
+    ended)."""
+    return {field: getattr(now, field) - (getattr(then, field) if then else 0)
+            for field in ("added", "updated", "unchanged", "removed", "skipped",
+                          "chunks_embedded", "chunks_reused")}

@@ -165,9 +165,9 @@ class Batcher:
             return
         slot.dropped = True
         self.inflight.done(slot.item.doc.rel, slot.item.doc.seq)
-        self.stats.skipped += 1
-        log.warning("skipped", path=slot.item.doc.rel,
-                    reason=f"the embedding provider refused a chunk: {reason}")
+        why = f"the embedding provider refused a chunk: {reason}"
+        self.stats.skip(slot.item.doc.rel, why)
+        log.warning("skipped", path=slot.item.doc.rel, reason=why)
 
     async def _wait_for_provider(self, exc: ProviderError) -> None:
         """Wait until the provider is to be tried again; Abandoned when stopping meanwhile.

@@ -120,7 +120,8 @@ class Hasher:
                 log.warning("skipped", path=rel, reason=read.problem, size=read.size)
             if known is None:
                 return None
-            return FileGone(rel, self.inflight.begin(rel, GONE))
+            # A file still there but no longer indexable is counted once, as skipped.
+            return FileGone(rel, self.inflight.begin(rel, GONE), skipped=read is not None)
         if read.data is None:
             self.stats.unchanged += 1
             return None
@@ -135,7 +136,8 @@ class Hasher:
             except DocumentError as exc:
                 self.stats.skip(rel, exc.reason)
                 log.warning("skipped", path=rel, reason=exc.reason, size=read.size)
-                return None if known is None else FileGone(rel, self.inflight.begin(rel, GONE))
+                return None if known is None else FileGone(rel, self.inflight.begin(rel, GONE),
+                                                           skipped=True)
             text = clean(converted.text)
             title, facts = converted.title, converted_facts(converted.properties, modified)
         else:

@@ -65,8 +65,9 @@ class Folder:
         target = os.path.realpath(self.real / rel)
         return target == str(self.real) or target.startswith(str(self.real) + os.sep)
 
-    def list_dir(self, rel_dir: str) -> tuple[list[str], list[str]]:
-        """(wanted files, folders to descend) directly under `rel_dir`, sorted."""
+    def list_dir(self, rel_dir: str, *, quiet: bool = False) -> tuple[list[str], list[str]]:
+        """(wanted files, folders to descend) directly under `rel_dir`, sorted; `quiet`: no
+        warnings (a count before the scan, which warns itself)."""
         base = self.real / rel_dir if rel_dir else self.real
         files: list[str] = []
         dirs: list[str] = []
@@ -75,8 +76,9 @@ class Folder:
                 for entry in entries:
                     rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
                     if not is_clean_name(entry.name):
-                        log.warning("skipped", path=safe_text(rel),
-                                    reason="the name is not valid UTF-8; rename it to index it")
+                        if not quiet:
+                                log.warning("skipped", path=safe_text(rel), reason="the name is "
+                                        "not valid UTF-8; rename it to index it")
                         continue
                     try:
                         if entry.is_dir(follow_symlinks=False):
@@ -89,8 +91,18 @@ class Folder:
                     except OSError:
                         continue
         except OSError as exc:
-            log.warning("folder_unreadable", path=str(base), error=str(exc))
+            if not quiet:
+                log.warning("folder_unreadable", path=str(base), error=str(exc))
         return sorted(files), sorted(dirs)
+
+    def count(self) -> int:
+        """How many files a scan will see now (blocking: lists every folder, reads none)."""
+        total, stack = 0, [""]
+        while stack:
+            files, dirs = self.list_dir(stack.pop(), quiet=True)
+            total += len(files)
+            stack.extend(dirs)
+        return total
 
     def is_wanted_file(self, rel: str) -> bool:
         if not self.paths.wants_file(rel):

@@ -95,7 +95,8 @@ def _apply_all(writer: StoreWriter, items: Sequence[ToWriter]) -> _Outcome:
                 rel = item.doc.rel if isinstance(item, FileEmbedded) else getattr(
                     item, "rel", "")
                 outcome.events.append({"event": "skipped", "path": rel,
-                                       "reason": f"cannot be stored: {exc}"})
+                                       "reason": f"cannot be stored: {exc}",
+                                       "error": True})
     return outcome
 
 
@@ -105,17 +106,17 @@ def _apply_one(writer: StoreWriter, item: ToWriter, position: int, outcome: _Out
         doc = item.doc
         written = writer.upsert(doc_record_of(item), item.chunks, item.vectors)
         events.append({
+            # A file re-read with --force whose text is the same is reported "updated" too:
+            # it was read and written again, as asked (its vectors reused).
             "event": "inserted" if written.status == "inserted" else "updated",
-            "path": doc.rel, "doc_id": written.doc_id, "chunks": written.chunks,
-            "chunks_embedded": len(item.chunks) - item.reused,
-            "chunks_reused": item.reused, "chunks_removed": written.chunks_removed,
-            "embed_ms": round(item.embed_ms, 1),
+            "path": doc.rel, "doc_id": written.doc_id,
+            **chunk_counts(written, item.reused), "embed_ms": round(item.embed_ms, 1),
         })
     elif isinstance(item, FileGone):
         gone = writer.delete(watched_id(item.rel))
         if gone is not None:
             events.append({"event": "deleted", "path": item.rel, "doc_id": gone[0],
-                           "chunks_removed": gone[1]})
+                           "chunks_removed": gone[1], "skipped": item.skipped})
     elif isinstance(item, FileTouched):
         writer.touch(watched_id(item.rel), item.size, item.mtime_ns)
         events.append({"event": "skipped", "path": item.rel, "reason": "unchanged"})
@@ -137,6 +138,18 @@ def _apply_one(writer: StoreWriter, item: ToWriter, position: int, outcome: _Out
         events.append({"event": "removed", "source": "tool", "doc_ids": list(removed.doc_ids),
                        "chunks_removed": removed.chunks})
         outcome.answers[position] = removed
+
+
+def chunk_counts(written: Written, reused: int) -> dict[str, int]:
+    """How a document's chunks changed, in numbers that add up: the new chunks are the
+    embedded plus the reused (vectors the index already had), and the old chunks that no new
+    chunk took the place of are the removed."""
+    if written.status == "unchanged":  # its chunks stay as they were
+        return {"chunks": written.chunks, "chunks_embedded": 0,
+                "chunks_reused": written.chunks, "chunks_removed": 0}
+    return {"chunks": written.chunks, "chunks_embedded": written.chunks - reused,
+            "chunks_reused": reused,
+            "chunks_removed": max(written.chunks_removed - reused, 0)}
 
 
 def doc_record_of(item: FileEmbedded) -> DocRecord:
@@ -252,8 +265,10 @@ def _count(outcome: _Outcome, stats: Stats, write_ms: float, batch: int,
                 stats.added += 1
             elif kind == "updated":
                 stats.updated += 1
-            elif kind == "deleted":
+            elif kind == "deleted" and not event.get("skipped"):  # skipped: counted then
                 stats.removed += 1
+            elif kind == "skipped" and event.get("error"):
+                stats.skip(event["path"], event["reason"])
             if kind != "skipped":
                 stats.chunks_written += event.get("chunks", 0)
         event["write_ms"] = write_ms

@@ -1,0 +1,99 @@
+"""How far `pocketmcp index` has got, on stderr: a bar on a terminal, plain lines elsewhere.
+
+The files are counted first (a listing, no reads), so the total is known from the start; the
+last report is written when the scan has finished, so a complete run ends at 100%.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, Literal
+
+import anyio
+
+from pocketmcp.config import Config
+from pocketmcp.pipeline.state import Stats
+from pocketmcp.pipeline.watcher import Folder, path_filter
+from pocketmcp.runtime import Runtime
+
+Style = Literal["bar", "lines"]
+LINE_EVERY_S = 10.0  # plain lines: one this often, and one at the end
+BAR_EVERY_S = 0.25
+
+
+def style_of(choice: str, *, tty: bool) -> Style | None:
+    """--progress auto|bar|lines|off (and `on`, the bar) as a style, or None for none."""
+    if choice == "auto":
+        return "bar" if tty else "lines"
+    if choice in ("on", "bar"):
+        return "bar"
+    return "lines" if choice == "lines" else None
+
+
+def count_files(config: Config) -> int:
+    """How many files the scan of WATCH_DIR will see (blocking)."""
+    return Folder(config.watch_dir, path_filter(config)).count()
+
+
+def line(stats: Stats, total: int, seconds: float) -> str:
+    done = stats.processed
+    share = 100 if total == 0 else min(100, done * 100 // total)
+    removed = f", {stats.removed} removed" if stats.removed else ""
+    return (f"pocketmcp: indexed {done}/{total} files ({share}%){removed}, "
+            f"{stats.chunks_embedded} chunks embedded, {seconds:.0f} s")
+
+
+class Reporter:
+    """Progress of one run, written to stderr."""
+
+    def __init__(self, runtime: Runtime, config: Config, style: Style) -> None:
+        self.runtime = runtime
+        self.config = config
+        self.style = style
+        self.total: int | None = None
+        self.started = time.perf_counter()
+        self._bar: Any = None  # a tqdm bar, once the files are counted
+
+    def _stats(self) -> Stats:
+        pipeline = self.runtime.pipeline
+        return pipeline.stats if pipeline is not None else Stats()
+
+    def _total(self, stats: Stats) -> int:
+        return max(self.total or 0, stats.seen, stats.processed)
+
+    async def run(self) -> None:
+        """Report until cancelled; `finish` writes the last report."""
+        self.total = await anyio.to_thread.run_sync(count_files, self.config)
+        if self.style == "bar":
+            from tqdm import tqdm  # only with a bar: kept out of the other commands
+
+            bar = self._bar = tqdm(total=self.total, unit="file", file=sys.stderr,
+                                   dynamic_ncols=True)
+            while True:
+                self._draw(bar)
+                await anyio.sleep(BAR_EVERY_S)
+        while True:
+            await anyio.sleep(LINE_EVERY_S)
+            self._print()
+
+    def _draw(self, bar: Any) -> None:
+        stats = self._stats()
+        bar.total = self._total(stats)
+        bar.n = stats.processed
+        bar.set_postfix(chunks=stats.chunks_embedded, reused=stats.chunks_reused,
+                        removed=stats.removed, refresh=False)
+        bar.refresh()
+
+    def _print(self) -> None:
+        stats = self._stats()
+        print(line(stats, self._total(stats), time.perf_counter() - self.started),  # noqa: T201
+              file=sys.stderr, flush=True)
+
+    def finish(self) -> None:
+        """The last report: the counts as they ended."""
+        if self._bar is not None:
+            self._draw(self._bar)
+            self._bar.close()
+        else:  # plain lines, or a run over before the count was
+            self._print()

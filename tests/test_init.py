@@ -1,0 +1,91 @@
+"""`pocketmcp init` merges the server into the clients' configuration files (keeping what is
+there, with a backup) or prints it; `pocketmcp doctor` says what to fix. Never the real home:
+HOME points into tmp_path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pocketmcp import logs
+from pocketmcp.cli import main
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    # main() in this process: its logs must not be bound to this test's captured stderr,
+    # which is closed after it (later tests would log into a closed file).
+    monkeypatch.setattr(logs, "configure", lambda level: None)
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.md").write_text("# A\n\nSome text.\n")
+    return tmp_path / "home"
+
+
+def test_init_merges_into_an_existing_file_keeping_other_servers_with_a_backup(
+        tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "cursor.json"
+    before = {"mcpServers": {"other": {"command": "/usr/bin/other", "args": ["-x"]}},
+              "editor.fontSize": 13}
+    config.write_text(json.dumps(before))
+    code = main(["init", str(tmp_path / "notes"), "--client", "cursor", "--config-file",
+                 str(config), "--index", str(tmp_path / "i.db")])
+    assert code == 0
+    after = json.loads(config.read_text())
+    assert after["editor.fontSize"] == 13
+    assert after["mcpServers"]["other"] == before["mcpServers"]["other"]
+    ours = after["mcpServers"]["notes"]
+    assert ours["env"] == {"WATCH_DIR": str(tmp_path / "notes"),
+                           "SQLITE_PATH": str(tmp_path / "i.db")}
+    assert Path(ours["command"]).is_absolute()
+    assert json.loads((tmp_path / "cursor.json.bak").read_text()) == before
+    assert "added the server 'notes'" in capsys.readouterr().out
+    # Again: the entry is replaced, not duplicated.
+    assert main(["init", str(tmp_path / "notes"), "--client", "cursor", "--config-file",
+                 str(config), "--index", str(tmp_path / "i.db")]) == 0
+    assert list(json.loads(config.read_text())["mcpServers"]) == ["other", "notes"]
+    assert "replaced the server 'notes'" in capsys.readouterr().out
+
+
+def test_init_refuses_a_file_that_is_not_json_and_leaves_it_as_it_was(
+        tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "mcp.json"
+    text = '{\n  // my servers\n  "servers": {}\n}\n'
+    config.write_text(text)
+    code = main(["init", str(tmp_path / "notes"), "--client", "vscode", "--config-file",
+                 str(config)])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "is not valid JSON" in err and "line 2" in err and "--print" in err
+    assert config.read_text() == text
+    assert not (tmp_path / "mcp.json.bak").exists()
+
+
+def test_init_writes_each_clients_file_under_home_or_prints_without_writing(
+        tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["init", str(tmp_path / "notes"), "--print"]) == 0
+    out = capsys.readouterr().out
+    assert '"servers"' in out and '"type": "stdio"' in out  # VS Code's shape
+    assert "claude mcp add notes --env WATCH_DIR=" in out
+    assert not home.exists()
+    assert main(["init", str(tmp_path / "notes")]) == 0
+    written = [p.relative_to(home).as_posix() for p in sorted(home.rglob("*.json"))]
+    assert set(written) >= {".cursor/mcp.json", ".claude.json"}
+    vscode = [p for p in home.rglob("mcp.json") if "Code" in p.parts]
+    assert json.loads(vscode[0].read_text())["servers"]["notes"]["type"] == "stdio"
+
+
+def test_doctor_names_a_broken_client_config_and_a_missing_folder(
+        tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    broken = tmp_path / "desktop.json"
+    broken.write_text('{"mcpServers": ')
+    code = main(["doctor", "--client", "claude-desktop", "--config-file", str(broken),
+                 "--data-folder", str(tmp_path / "gone"), "--db", str(tmp_path / "i.db")])
+    assert code == 1
+    out = capsys.readouterr().out
+    assert f"FAIL  folder {tmp_path / 'gone'} does not exist" in out
+    assert "Claude Desktop" in out and "is not valid JSON" in out
+    assert "ok    model" in out
+    assert "2 problem(s) to fix" in out
