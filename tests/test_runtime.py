@@ -6,10 +6,11 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import Tools, make_config, running
+from conftest import Tools, make_config, remote_config, running
+from provider_server import ProviderServer
 
 from pocketmcp.errors import ReadOnly, WriterBusyError
-from pocketmcp.plans import INDEXING, READING
+from pocketmcp.plans import INDEXING, READING, Plan
 from pocketmcp.runtime import open_runtime
 
 
@@ -69,3 +70,18 @@ async def test_a_reader_waits_for_the_index_to_exist_and_never_takes_the_lock(
             assert reader.status.role == "reader"
             found = await Tools(reader).search("newts", mode="keyword")
             assert len(found) == 1
+
+
+async def test_after_one_scan_a_remote_provider_still_embeds_queries(
+    tmp_path: Path, provider: ProviderServer
+) -> None:
+    # `eval` scans its corpus once, then searches: the provider's client outlives the scan.
+    config = remote_config(tmp_path, provider)
+    (config.watch_dir / "owls.md").write_text("# Owls\n\nOwls hunt at night.\n")
+    plan = Plan(writer="must", feed="scan", requests=False)
+    with anyio.fail_after(60):
+        async with open_runtime(config, plan) as rt:
+            await rt.fed.wait()
+            reading = await rt.reading()
+            vector = await reading.embedder.embed_query("birds at night")
+    assert vector.shape == (384,)
