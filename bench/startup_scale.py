@@ -94,6 +94,8 @@ async def one_run(db: Path, source: Path | None, queries: list[str]) -> dict[str
             ) as session:
                 await session.initialize()
                 out["initialize_s"] = round(time.perf_counter() - started, 3)
+                await session.list_tools()
+                out["tools_list_s"] = round(time.perf_counter() - started, 3)
                 while True:  # NOT_READY after a wait: asked again, as a client would
                     result = await session.call_tool("search", {"query": FIRST_QUERY})
                     text = str(result.content[0].text) if result.content else ""  # type: ignore[union-attr]
@@ -117,7 +119,8 @@ async def one_run(db: Path, source: Path | None, queries: list[str]) -> dict[str
 
 
 def summary(runs: list[dict[str, object]]) -> dict[str, object]:
-    keys = ("initialize_s", "first_search_s", "hybrid_call_p50_ms", "hybrid_call_p95_ms")
+    keys = ("initialize_s", "tools_list_s", "first_search_s", "hybrid_call_p50_ms",
+            "hybrid_call_p95_ms")
     out: dict[str, object] = {k: round(statistics.median(float(str(r[k])) for r in runs), 3)
                               for k in keys}
     mems = [r["memory_mib"] for r in runs if "memory_mib" in r]
@@ -157,8 +160,14 @@ def main() -> None:
                 run = anyio.run(one_run, db, source, queries)
                 print(json.dumps({"chunks": n, "code": name, **run}), file=sys.stderr)
                 runs[name].append(run)
-        row = {"chunks": n, "vector_file_prepare_s": prepared,
-               **{name: summary(r) for name, r in runs.items()}}
+        row: dict[str, object] = {"chunks": n, "vector_file_prepare_s": prepared,
+                                  **{name: summary(r) for name, r in runs.items()}}
+        if args.baseline:  # current / baseline of the medians, from the same run
+            now, before = row["current"], row["baseline"]
+            assert isinstance(now, dict) and isinstance(before, dict)
+            row["ratio_current_to_baseline"] = {
+                k: round(float(now[k]) / float(before[k]), 3)
+                for k in ("initialize_s", "first_search_s", "hybrid_call_p95_ms")}
         results.append(row)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"cpus": os.cpu_count(), "load": os.getloadavg(),

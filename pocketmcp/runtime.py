@@ -59,8 +59,12 @@ SCAN_POLL_S = 0.25  # how often a read-only process looks whether the writer's s
 
 
 class Runtime:
-    def __init__(self, config: Config, plan: Plan, *, on_event: EventHook | None = None) -> None:
+    def __init__(self, config: Config, plan: Plan, *, on_event: EventHook | None = None,
+                 hold: anyio.Event | None = None) -> None:
         self.config = config
+        # Set by a front end once it is up: until then the main index's writer (indexing, the
+        # vector file's check) waits, so it does not compete with the front end's start.
+        self.hold = hold
         self.plan = plan
         self.on_event = on_event
         self.status = Status()
@@ -88,6 +92,8 @@ class Runtime:
         try:
             try:
                 await self._boot(tg)
+                if self.hold is not None:
+                    await self.hold.wait()
                 if self.status.role == "reader":
                     tg.start_soon(self._follow_writer_scan, name="pocketmcp.scan_follower")
                 await self._serve_main()
@@ -103,8 +109,6 @@ class Runtime:
             self.fed.set()
             with anyio.CancelScope(shield=True):
                 await self.converter.aclose()
-                if self.embedder is not None:
-                    await self.embedder.aclose()
             self._stopped.set()
 
     async def _boot(self, tg: anyio.abc.TaskGroup) -> None:
@@ -236,6 +240,12 @@ class Runtime:
     async def _run_main_pipeline(self, pipeline: Pipeline) -> None:
         if self._stopping.is_set():
             pipeline.stop()
+        elif pipeline.feed != "none" and self.embedder is not None:
+            # Searches were answered without it; the folder's documents need it now.
+            await self.embedder.load_documents()
+            if self._stopping.is_set():  # stopped meanwhile: the feed is not started
+                self.fed.set()
+                return
         started = time.perf_counter()
         try:
             async with anyio.create_task_group() as tg:
@@ -282,6 +292,8 @@ class Runtime:
         """Stop the feed (or its start) and take no new writes; what is in flight is still
         committed. `shutdown` waits for that."""
         self._stopping.set()
+        if self.hold is not None:
+            self.hold.set()
         if self.pipeline is not None:
             self.pipeline.stop()
         if self.databases is not None:
@@ -415,12 +427,14 @@ class Runtime:
 
 @asynccontextmanager
 async def open_runtime(config: Config, plan: Plan, *, on_event: EventHook | None = None,
-                       drain_s: float | None = None) -> AsyncIterator[Runtime]:
+                       drain_s: float | None = None, hold: anyio.Event | None = None
+                       ) -> AsyncIterator[Runtime]:
     """A runtime started in the background. On leaving, work in flight is committed (within
     `drain_s` seconds when given; what is left then is cancelled, and every started
-    transaction still commits or rolls back whole) and everything is released. A failure of
-    its own tasks is raised as itself, not as a group."""
-    runtime = Runtime(config, plan, on_event=on_event)
+    transaction still commits or rolls back whole) and everything is released. With `hold`,
+    the main index's writer starts once it is set. A failure of its own tasks is raised as
+    itself, not as a group."""
+    runtime = Runtime(config, plan, on_event=on_event, hold=hold)
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(runtime.run, tg, name="pocketmcp.runtime")
@@ -433,4 +447,8 @@ async def open_runtime(config: Config, plan: Plan, *, on_event: EventHook | None
     except BaseExceptionGroup as group:
         raise single(group) from None
     finally:
+        # The embedder outlives `run` (which returns after one scan): callers still search.
+        if runtime.embedder is not None:
+            with anyio.CancelScope(shield=True):
+                await runtime.embedder.aclose()
         runtime.close()

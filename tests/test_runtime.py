@@ -6,10 +6,11 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import Tools, make_config, running
+from conftest import Tools, make_config, remote_config, running
+from provider_server import ProviderServer
 
 from pocketmcp.errors import ReadOnly, WriterBusyError
-from pocketmcp.plans import INDEXING, READING
+from pocketmcp.plans import INDEXING, READING, Plan
 from pocketmcp.runtime import SCAN_POLL_S, Runtime, open_runtime
 from pocketmcp.store.readers import recorded_identity
 from pocketmcp.store.writes import IndexWriter
@@ -101,3 +102,18 @@ async def test_a_reader_reports_the_first_scan_done_when_the_writer_records_it(
 async def until_scan_done(rt: Runtime) -> None:
     while not rt.status.initial_indexing_done:  # noqa: ASYNC110 - the status has no event
         await anyio.sleep(0.05)
+
+
+async def test_after_one_scan_a_remote_provider_still_embeds_queries(
+    tmp_path: Path, provider: ProviderServer
+) -> None:
+    # `eval` scans its corpus once, then searches: the provider's client outlives the scan.
+    config = remote_config(tmp_path, provider)
+    (config.watch_dir / "owls.md").write_text("# Owls\n\nOwls hunt at night.\n")
+    plan = Plan(writer="must", feed="scan", requests=False)
+    with anyio.fail_after(60):
+        async with open_runtime(config, plan) as rt:
+            await rt.fed.wait()
+            reading = await rt.reading()
+            vector = await reading.embedder.embed_query("birds at night")
+    assert vector.shape == (384,)

@@ -66,6 +66,11 @@ class Embedder(Protocol):
         """The unit vector of one search query (the query prefix is added)."""
         ...
 
+    async def load_documents(self) -> None:
+        """Load what embedding documents needs, if it is not loaded yet (the first batch
+        would load it; a search never needs it)."""
+        ...
+
     async def aclose(self) -> None:
         """Release connections (nothing for an in-process model)."""
         ...

@@ -17,7 +17,7 @@ from tokenizers import Tokenizer
 
 from pocketmcp.core.identity import Identity
 from pocketmcp.embed.base import F32, Batching, Usage, normalised
-from pocketmcp.embed.models import BUNDLED_MAX_TOKENS, ModelSpec
+from pocketmcp.embed.models import BUNDLED_MAX_TOKENS, ModelSpec, folder_tokenizer
 from pocketmcp.embed.prefixes import family
 from pocketmcp.errors import EmbeddingError
 from pocketmcp.settings import DEFAULT_MODEL_ID
@@ -37,9 +37,12 @@ def local_identity(spec: ModelSpec, doc_prefix: str | None = None,
 class LocalEmbedder:
     """One onnxruntime session for documents (one batch at a time) and a query session.
 
-    Making one loads the model (about a second): do it in a worker thread. The embed methods
-    are async and run the model in worker threads: document batches one at a time, queries two
-    at a time.
+    Making one loads the model: do it in a worker thread. For the built-in model that is its
+    tokenizer only (milliseconds); the query session is made on the first query and the
+    documents' session (fastembed's, about a second with its import) on the first batch of
+    documents, so a server that only searches is ready sooner. Other models load whole here.
+    The embed methods are async and run the model in worker threads: document batches one at
+    a time, queries two at a time.
     """
 
     def __init__(self, spec: ModelSpec, identity: Identity | None = None,
@@ -50,22 +53,11 @@ class LocalEmbedder:
         self.batching = batching or Batching(size=1, tokens=4096)
         self.usage = Usage()
         self.where: str | None = None
-        _quiet_loguru()
-        from fastembed import TextEmbedding  # heavy (about a second): imported with the model
-
-        kwargs: dict[str, Any] = {}
-        if spec.path is not None:
-            kwargs["specific_model_path"] = str(spec.path)
-            kwargs["local_files_only"] = True
-        try:
-            self._model = TextEmbedding(
-                spec.model_id, cache_dir=str(spec.cache_dir / "fastembed"),
-                threads=spec.threads, **kwargs,
-            )
-        except Exception as exc:  # onnxruntime, tokenizers and download failures alike
-            raise EmbeddingError(f"cannot load model {spec.model_id!r}: {exc}") from exc
-        inner: Any = self._model.model
-        self.tokenizer: Tokenizer = inner.tokenizer
+        self._model: Any = None  # fastembed's TextEmbedding, for documents
+        self._model_lock = threading.Lock()
+        own = spec.path if self._own_query_session() else None
+        self.tokenizer: Tokenizer = (folder_tokenizer(own) if own is not None
+                                     else self._documents_model().model.tokenizer)
         truncation = self.tokenizer.truncation or {}
         window = int(truncation.get("max_length", BUNDLED_MAX_TOKENS))
         prefix = self.identity.doc_prefix
@@ -103,11 +95,41 @@ class LocalEmbedder:
     async def aclose(self) -> None:
         pass  # nothing held beyond memory
 
+    async def load_documents(self) -> None:
+        await anyio.to_thread.run_sync(self._documents_model, limiter=self._documents_limiter)
+
+    def _own_query_session(self) -> bool:
+        """Whether queries have a session of their own (the default, mean-pooled model)."""
+        return self.spec.model_id == DEFAULT_MODEL_ID and self.spec.path is not None
+
+    def _documents_model(self) -> Any:
+        """fastembed's model for documents, loaded on first use (blocking)."""
+        with self._model_lock:
+            if self._model is None:
+                spec = self.spec
+                _quiet_loguru()
+                # heavy (about a second with its import): only when documents are embedded
+                from fastembed import TextEmbedding
+
+                kwargs: dict[str, Any] = {}
+                if spec.path is not None:
+                    kwargs["specific_model_path"] = str(spec.path)
+                    kwargs["local_files_only"] = True
+                try:
+                    self._model = TextEmbedding(
+                        spec.model_id, cache_dir=str(spec.cache_dir / "fastembed"),
+                        threads=spec.threads, **kwargs,
+                    )
+                except Exception as exc:  # onnxruntime, tokenizers and download failures
+                    raise EmbeddingError(f"cannot load model {spec.model_id!r}: {exc}") from exc
+            return self._model
+
     def _query_encoder(self) -> _QueryEncoder | None:
         """The query session, made on the first query (indexing alone never needs it)."""
         spec = self.spec
-        if spec.model_id != DEFAULT_MODEL_ID or spec.path is None:
+        if not self._own_query_session():
             return None
+        assert spec.path is not None
         with self._query_lock:
             if self._queries is None:
                 self._queries = _QueryEncoder(spec.path / "model.onnx", self.tokenizer)
@@ -119,8 +141,9 @@ class LocalEmbedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         if self.identity.doc_prefix:
             texts = [self.identity.doc_prefix + t for t in texts]
+        model = self._documents_model()
         try:
-            rows = list(self._model.embed(texts, batch_size=len(texts)))
+            rows = list(model.embed(texts, batch_size=len(texts)))
         except Exception as exc:
             raise EmbeddingError(f"embedding failed: {exc}") from exc
         return normalised(np.asarray(rows, dtype=np.float32))
@@ -148,7 +171,7 @@ class LocalEmbedder:
         if queries is not None:
             return queries.embed(text)
         try:
-            rows = list(self._model.query_embed([text]))
+            rows = list(self._documents_model().query_embed([text]))
         except Exception as exc:
             raise EmbeddingError(f"embedding failed: {exc}") from exc
         vector: F32 = normalised(np.asarray(rows, dtype=np.float32))[0]
@@ -163,7 +186,7 @@ class _QueryEncoder:
     """
 
     def __init__(self, onnx_path: Path, tokenizer: Tokenizer) -> None:
-        import onnxruntime as ort  # heavy: already loaded by fastembed when this runs
+        import onnxruntime as ort  # heavy: imported with the first query
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1

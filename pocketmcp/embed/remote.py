@@ -94,6 +94,9 @@ class RemoteEmbedder:
     async def aclose(self) -> None:
         await self._client.aclose()
 
+    async def load_documents(self) -> None:
+        pass  # nothing to load here
+
     # -- the interface ----------------------------------------------------------------------
 
     async def embed_documents(self, texts: list[str]) -> F32:

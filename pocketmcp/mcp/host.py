@@ -10,23 +10,28 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
 from pocketmcp import __version__, logs
 from pocketmcp.config import Config, Secret
 from pocketmcp.errors import AlreadyServing, ListenFailed
-from pocketmcp.mcp import discovery, http
-from pocketmcp.mcp.server import build_server
-from pocketmcp.mcp.stdio import serve_stdio
-from pocketmcp.ops import index
-from pocketmcp.ops.results import HealthResult
+from pocketmcp.mcp import discovery
 from pocketmcp.plans import serving
 from pocketmcp.runtime import Runtime, open_runtime
-from pocketmcp.web.auth import CODE_TTL_S, Logins
-from pocketmcp.web.routes import routes as web_routes
+
+# The MCP SDK, the tools and the HTTP server's modules take about a second to import (the
+# SDK's protocol types alone most of it). They are imported when used: on stdio after the
+# runtime has started loading the model, in a worker thread (see host_stdio); the HTTP
+# modules only by host_http.
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+    from pocketmcp.ops.results import HealthResult
+    from pocketmcp.web.auth import Logins
 
 # Time allowed to drain work in flight once the client has gone or SIGTERM arrived.
 DRAIN_S = 3.5
@@ -56,10 +61,18 @@ async def host_stdio(config: Config, title: str, instructions: str | None) -> in
     log.info("serving", transport="stdio", index=str(config.sqlite_path),
              watch_dir=str(config.watch_dir) if watch else None, title=title)
     reason = "stdin closed"
+    front_up = anyio.Event()
     try:
         async with open_runtime(config, serving(watch), on_event=logs.events("pocketmcp.index"),
-                                drain_s=DRAIN_S) as runtime:
-            server = build_server(runtime, name=title, instructions=instructions)
+                                drain_s=DRAIN_S, hold=front_up) as runtime:
+            # The model loads and the index opens in the background from here; the server's
+            # modules are imported meanwhile in a worker thread, so that the event loop goes
+            # on starting the runtime. `initialize` and `tools/list` are answered as soon as
+            # they are in, whether or not the model is. The writer (indexing, the vector
+            # file's check) starts after them.
+            server, serve_stdio = await anyio.to_thread.run_sync(
+                _stdio_server, runtime, title, instructions)
+            front_up.set()
             async with anyio.create_task_group() as front:
 
                 def stop(name: str) -> None:
@@ -76,8 +89,23 @@ async def host_stdio(config: Config, title: str, instructions: str | None) -> in
     return 0
 
 
+def _stdio_server(runtime: Runtime, title: str, instructions: str | None
+                  ) -> tuple[MCPServer, Callable[[MCPServer], Awaitable[None]]]:
+    """The server over `runtime` and the stdio transport that runs it (imports them:
+    blocking, about a second)."""
+    from pocketmcp.mcp.server import build_server  # heavy: the MCP SDK and the tools
+    from pocketmcp.mcp.stdio import serve_stdio
+
+    return build_server(runtime, name=title, instructions=instructions), serve_stdio
+
+
 async def host_http(config: Config, title: str, instructions: str | None) -> int:
     """Serve every client that comes over HTTP until SIGTERM or SIGINT."""
+    from pocketmcp.mcp import http  # heavy: the HTTP server, the MCP SDK, the web page
+    from pocketmcp.mcp.server import build_server
+    from pocketmcp.web.auth import Logins
+    from pocketmcp.web.routes import routes as web_routes
+
     started = time.perf_counter()
     token, token_path = _token(config)
     running = discovery.find(config.sqlite_path)
@@ -136,6 +164,8 @@ async def host_http(config: Config, title: str, instructions: str | None) -> int
 
 def _announce_page(url: str, logins: Logins) -> None:
     """The web page's one-time login link, to a terminal only (never to a log file)."""
+    from pocketmcp.web.auth import CODE_TTL_S  # imported with the HTTP server's modules
+
     if sys.stderr.isatty():
         print(f"pocketmcp: the web page (one-time login link, good for "  # noqa: T201
               f"{CODE_TTL_S / 60:.0f} minutes):\n  {url}/login?code={logins.issue()}",
@@ -143,6 +173,8 @@ def _announce_page(url: str, logins: Logins) -> None:
 
 
 def _health(runtime: Runtime) -> HealthResult:
+    from pocketmcp.ops import index  # imported with the HTTP server's modules
+
     return index.health(runtime.status, opened=runtime.opened() is not None,
                         watching=runtime.scans)
 
@@ -172,6 +204,8 @@ def _listen(host: str, port: int) -> socket.socket:
 
 def _reachable(host: str) -> str:
     """The address local clients reach a server bound to `host` at."""
+    from pocketmcp.mcp import http  # imported with the HTTP server's modules
+
     if http.ipaddress_is_wildcard(host):
         return "::1" if ":" in host else "127.0.0.1"
     return host

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -49,3 +52,19 @@ async def test_a_query_asked_again_is_not_embedded_again(
     assert again is first and not again.flags.writeable  # shared, so nobody may change it
     assert calls == ["which birds sing at dawn?"]
     assert float(other @ first) < 0.999
+
+
+def test_the_built_in_model_answers_queries_before_its_documents_session_loads() -> None:
+    # A server that only searches needs the tokenizer and the query session: fastembed
+    # (about a second to import and load) waits for the first batch of documents.
+    code = ("import sys; from pocketmcp.config import load; "
+            "from pocketmcp.embed.local import LocalEmbedder; "
+            "from pocketmcp.embed.models import ModelSpec; "
+            "e = LocalEmbedder(ModelSpec(load({}, environ={}))); "
+            "q = e.embed_query_now('owls at night'); "
+            "before = 'fastembed' in sys.modules; "
+            "d = e.embed(['owls at night']); "
+            "print(before, 'fastembed' in sys.modules, round(float(d[0] @ q), 3))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert done.stdout.split() == ["False", "True", "1.0"], done.stderr[-500:]

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pocketmcp.embed.models import bundled_model_dir
+from pocketmcp.embed.models import bundled_model_dir, folder_tokenizer
 
 
 def test_the_model_folder_is_assembled_once_and_then_reused(tmp_path: Path) -> None:
@@ -30,3 +30,10 @@ def test_processes_assembling_the_folder_at_once_all_load_the_model(tmp_path: Pa
             for _ in range(6)]
     outcomes = [run.communicate(timeout=120) for run in runs]
     assert all(out.strip() == "ok" for out, _ in outcomes), [err[-300:] for _, err in outcomes]
+
+
+def test_the_folder_tokenizer_is_set_up_as_fastembed_sets_it_up(tmp_path: Path) -> None:
+    from fastembed.common.preprocessor_utils import load_tokenizer
+
+    folder = bundled_model_dir(tmp_path)
+    assert folder_tokenizer(folder).to_str() == load_tokenizer(folder)[0].to_str()

@@ -239,7 +239,8 @@ async def test_two_servers_share_one_index_and_the_reader_takes_over(tmp_path: P
             (kb / "b.md").write_text("# Owls\n\nOwls turn their heads very far around.\n")
             # The reader sees the writer's commits.
             found = await until(lambda: call(two, "search", {"query": "owl heads"}),
-                                lambda r: r["matches"][0]["path"] == "b.md")
+                                lambda r: bool(r["matches"])
+                                and r["matches"][0]["path"] == "b.md")
             assert found["matches"][0]["score"] > 0.3
             message = (await two.call_tool("upsert_documents", {
                 "docs": [{"text": "x"}]})).content[0].text
