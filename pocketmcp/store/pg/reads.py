@@ -73,6 +73,11 @@ class PgReader:
         except psycopg.Error as exc:
             raise connect.store_error(exc, self.place) from exc
 
+    def scan_done(self) -> bool:
+        """As the SQLite store's: no record (an index made before it was kept) counts as done."""
+        rows = self._rows("SELECT value FROM meta WHERE key = 'first_scan'")
+        return not rows or rows[0][0] == "done"
+
     def counts(self) -> dict[str, int]:
         docs = self._rows("SELECT count(*), coalesce(sum(chunk_count), 0) FROM documents")[0]
         return {"documents": int(docs[0]), "chunks": int(docs[1])}

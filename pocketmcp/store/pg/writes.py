@@ -54,6 +54,9 @@ def _text(value: str) -> str:
     return value.replace("\x00", "\ufffd")
 
 
+SCAN_KEY = "first_scan"  # as in the SQLite store's meta table
+
+
 class PgWriter:
     """One process's writing connection to a Postgres index."""
 
@@ -148,6 +151,14 @@ class PgWriter:
         return self._conn.execute(sql.encode(), args)
 
     # -- writes (inside `batch`) ----------------------------------------------------------------
+
+    def record_scan(self, state: str) -> None:
+        """As the SQLite store's; outside a batch it commits at once (autocommit)."""
+        try:
+            self._sql("INSERT INTO meta(key, value) VALUES (%s, %s) ON CONFLICT (key) "
+                      "DO UPDATE SET value = excluded.value", (SCAN_KEY, state))
+        except psycopg.Error as exc:
+            raise connect.store_error(exc, self.place) from exc
 
     def upsert(self, doc: DocRecord, chunks: Sequence[Chunk], vectors: bytes) -> Written:
         """As the SQLite store's: a document whose text, title, library and metadata are
