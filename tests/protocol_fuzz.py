@@ -185,15 +185,21 @@ class HttpPeer:
                 message: dict[str, Any] = response.json()
                 assert message.get("jsonrpc") == "2.0", message
                 return message
-            for line in response.iter_lines():
-                if not line.startswith("data:") or not line[5:].strip():
-                    continue
-                event = json.loads(line[5:])
-                if "result" in event or "error" in event:
-                    assert event.get("jsonrpc") == "2.0", event
-                    if "mcp-session-id" in response.headers:
-                        self.headers["mcp-session-id"] = response.headers["mcp-session-id"]
-                    return event  # type: ignore[no-any-return]
+            if "mcp-session-id" in response.headers:
+                self.headers["mcp-session-id"] = response.headers["mcp-session-id"]
+            pending = ""
+            for text in response.iter_text():
+                # SSE lines end at CR or LF only (str.splitlines would also cut at U+0085,
+                # U+2028 and others, which JSON strings may hold as they are).
+                pending += text.replace("\r\n", "\n").replace("\r", "\n")
+                *lines, pending = pending.split("\n")
+                for line in lines:
+                    if not line.startswith("data:") or not line[5:].strip():
+                        continue
+                    event = json.loads(line[5:])
+                    if "result" in event or "error" in event:
+                        assert event.get("jsonrpc") == "2.0", event
+                        return event  # type: ignore[no-any-return]
         raise AssertionError(f"the event stream ended without a reply to {body[:200]!r}")
 
     def request(self, ident: int, method: str, params: dict[str, Any]) -> dict[str, Any]:

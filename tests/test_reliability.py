@@ -1,0 +1,78 @@
+"""The reliability suite's short forms (the long forms: scripts/reliability.py): kill -9
+during `index` and `watch`, a corpus of bad input, and several clients searching while the
+server indexes. Kills during tool writes: tests/mcp/test_long_writes.py."""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+from badinput import judge, make_corpus, outcomes, summary
+from chaos import (
+    Rounds,
+    check_index,
+    document,
+    env_for,
+    index_kill_round,
+    recover,
+    run_index,
+    watched_files,
+)
+from load import load_run
+from mcp_harness import start_http, stop_http
+
+
+def test_kill_9_during_index_and_watch_leaves_a_sound_index_that_recovers(
+        tmp_path: Path) -> None:
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    rng = random.Random(16)
+    for i in range(20):
+        (kb / f"note{i}.md").write_text(document(rng, f"n{i}", rng.randint(2, 12)))
+    env = env_for(tmp_path)
+    rounds = Rounds()
+    for command in ("index", "watch"):
+        index_kill_round(tmp_path, env, rng, rounds, command=command, within_s=5)
+        for i in rng.sample(range(20), 5):  # work for the next round to be killed in
+            (kb / f"note{i}.md").write_text(document(rng, f"n{i}r", rng.randint(2, 12)))
+    recover(tmp_path, env, rounds, timeout_s=300)
+    assert not rounds.failures, rounds.failures
+    assert rounds.counts["rounds_ok"] == 3 and rounds.counts["recoveries_ok"] == 1
+    assert rounds.counts["recovered_files"] == 20
+
+
+def test_every_bad_file_ends_indexed_or_skipped_with_a_reason(tmp_path: Path) -> None:
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    expected = make_corpus(kb, full=False, max_file_bytes=1024 * 1024)
+    # Small limits keep the run short: every file is cut at 10 chunks.
+    env = env_for(tmp_path, MAX_FILE_MB="1", CONVERT_TIMEOUT_S="5",
+                  MAX_CHUNKS_PER_DOC="10")
+    started = time.monotonic()
+    code, result, lines = run_index(tmp_path, env, timeout_s=240)
+    elapsed = time.monotonic() - started
+    assert code == 0, lines[-5:]
+    db = tmp_path / "data" / "index.db"
+    found = outcomes(lines, watched_files(db))
+    assert not judge(expected, found), judge(expected, found)
+    counts = summary(expected, found)
+    assert counts["indexed"] >= 11 and counts["skipped"] >= 5, counts
+    assert counts["not_followed"] == 2
+    assert check_index(db).ok
+    assert elapsed < 240 and result["files_seen"] >= len(expected) - 2
+
+
+async def test_clients_searching_while_the_server_indexes_see_no_errors(
+        tmp_path: Path) -> None:
+    (tmp_path / "kb").mkdir()
+    rng = random.Random(7)
+    for i in range(5):
+        (tmp_path / "kb" / f"seed{i}.md").write_text(document(rng, f"s{i}", 4))
+    server = start_http(tmp_path)
+    try:
+        figures = await load_run(server, tmp_path / "kb", clients=3, searches=8, files=6)
+    finally:
+        assert stop_http(server) == 0, server.stderr()[-3000:]
+    assert figures["errors"] == 0, figures
+    assert figures["searches"] == 24 and figures["p95_ms"] > 0
