@@ -36,13 +36,9 @@ def read_index(where: Where, dim: int, *, root: Path | None = None) -> ReadIndex
 def recorded_identity(where: Where) -> Identity | None:
     """What the index records of its embeddings, if it exists (blocking)."""
     if isinstance(where, PgPlace):
-        from pocketmcp.store.pg.reads import PgIndex  # psycopg: only with STORE=postgres
+        from pocketmcp.store.pg import reads  # psycopg: only with STORE=postgres
 
-        index = PgIndex(where, 0, readers=1)
-        try:
-            return index.call(lambda r: r.identity())
-        finally:
-            index.close()
+        return reads.recorded_identity(where)
     return sqlite_identity(where) if where.is_file() else None
 
 

@@ -3,6 +3,9 @@ pgvector (a real server, started once per session)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -15,12 +18,12 @@ import pytest
 from pocketmcp.config import Secret
 from pocketmcp.core.identity import Identity
 from pocketmcp.core.text import sha256
-from pocketmcp.errors import ModelMismatchError
+from pocketmcp.errors import ModelMismatchError, StoreError
 from pocketmcp.messages import Chunk, DocFacts, DocRecord, Written
 from pocketmcp.store.api import ReadIndex, StoreWriter
 from pocketmcp.store.filters import Compare, DocFilter
 from pocketmcp.store.pg.place import PgPlace
-from pocketmcp.store.places import Where, read_index
+from pocketmcp.store.places import Where, read_index, recorded_identity
 from pocketmcp.store.writes import IndexWriter
 
 DIM = 8
@@ -158,6 +161,9 @@ async def test_keyword_search_finds_words_and_weighs_titles(store) -> None:
     only = await index.run(lambda r: r.keyword_stage(
         "kubernetes", 10, [body.doc_id], title_weight=1.0, total=3, documents=False))
     assert set(only.doc_of.values()) == {body.doc_id}
+    partial = await index.run(lambda r: r.keyword_stage(  # not every word: any of them
+        "kubernetes zebra", 10, None, title_weight=1.0, total=1000, documents=False))
+    assert set(partial.doc_of.values()) == {titled.doc_id, body.doc_id}
     none = await index.run(lambda r: r.keyword_stage(
         "zebra", 10, None, title_weight=1.0, total=3, documents=False))
     assert none.keyword == {}
@@ -279,3 +285,17 @@ async def test_a_batch_whose_connection_drops_is_run_again_on_a_new_one(
     written = writer.batch(work, ["r"])
     assert len(runs) == 2 and written.status == "inserted"
     assert await index.run(lambda r: r.counts()) == {"documents": 1, "chunks": 1}
+
+
+def test_a_server_that_cannot_be_reached_is_a_store_error_without_the_password(
+        tmp_path: Path) -> None:
+    env = {**os.environ, "STORE": "postgres", "PG_SCHEMA": "nowhere",
+           "DATABASE_URL": "postgresql://someone:hunter2secret@127.0.0.1:9/nothing",
+           "SQLITE_PATH": str(tmp_path / "x.db"), "WATCH_DIR": str(tmp_path)}
+    with pytest.raises(StoreError) as caught:
+        recorded_identity(PgPlace(Secret(env["DATABASE_URL"]), "nowhere"))
+    assert "hunter2secret" not in str(caught.value)
+    run = subprocess.run([sys.executable, "-m", "pocketmcp", "search", "anything"], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0 and "cannot connect" in run.stderr
+    assert "hunter2secret" not in run.stderr + run.stdout

@@ -34,6 +34,8 @@ _DOC_COLUMNS = ("d.doc_id, d.external_id, d.source, d.uri, d.title, d.library, "
                 "d.size_bytes, d.mtime_ns")
 # ts_rank_cd's weights of D, C (text), B (section path), A (title); at most 1 each.
 _TEXT_WEIGHT = 0.5
+COMMON_WORD = 2000  # chunks holding a word beyond which it is too common to search alone
+CANDIDATES = 5000  # matching chunks ranked for one query, at most
 EF_SEARCH_MIN = 100  # HNSW candidates per query: recall against latency (pgvector default 40)
 
 
@@ -106,11 +108,14 @@ class PgReader:
 
     def keyword_stage(self, query: str, depth: int, allowed: Sequence[int] | None, *,
                       title_weight: float, total: int, documents: bool) -> Keywords:
-        """Best chunks by Postgres full-text search: websearch_to_tsquery (quotes, `-` and
-        `or` as users write them; every word) ranked by ts_rank_cd, and when no chunk holds
-        every word, any of them. The 0..1 scale's midpoint (`reference`) is the rank of a
-        text holding each query word once, ten words apart (as SQLite's is the BM25 of a
-        text of average length holding each word once); for a phrase, the query's own words.
+        """Best chunks by Postgres full-text search, ranked by ts_rank_cd: every word
+        (websearch_to_tsquery: quotes, `-` and `or` as users write them), and when no chunk
+        holds them all, any of the query's words that are not common (in at most
+        COMMON_WORD chunks; the rarest when all are), as SQLite's keyword search keeps the
+        words that tell chunks apart. Ranking costs a little for every matching chunk: at
+        most CANDIDATES are ranked. The 0..1 scale's midpoint (`reference`) is the rank of
+        a text holding each query word once, ten words apart (SQLite's: the BM25 of a text
+        of average length holding each word once); for a phrase, the query's own words.
         Whole-document matching is not kept: documents rank by their best chunk."""
         found = Keywords()
         if allowed is not None and not allowed:
@@ -119,16 +124,25 @@ class PgReader:
         cfg = schema.TEXT_CONFIG
         where, extra = ("", []) if allowed is None else (" AND c.doc_id = ANY(%s)",
                                                          [list(allowed)])
-        # The query's own lexemes, already normalised, joined by OR (quoted: no operator).
-        any_words = ("(SELECT string_agg(quote_literal(w), ' | ') FROM unnest("
-                     f"tsvector_to_array(to_tsvector('{cfg}', %s))) w)::tsquery")
+        counted = self._rows(  # each lexeme's chunks, counted up to COMMON_WORD + 1
+            "SELECT w, (SELECT count(*) FROM (SELECT 1 FROM chunks c WHERE c.tsv @@ "
+            "quote_literal(w)::tsquery LIMIT %s) s) FROM unnest(tsvector_to_array("
+            f"to_tsvector('{cfg}', %s))) w", (COMMON_WORD + 1, query))
+        present = sorted((int(n), str(w)) for w, n in counted if n)
+        if not present:
+            return found
+        rare = [w for n, w in present if n <= COMMON_WORD] or [present[0][1]]
+        any_rare = " | ".join("'" + w.replace("\\", "\\\\").replace("'", "''") + "'"
+                              for w in rare)
         rows: list[Any] = []
-        for make in (f"websearch_to_tsquery('{cfg}', %s)", any_words):
+        for make, arg in ((f"websearch_to_tsquery('{cfg}', %s)", query),
+                          ("%s::tsquery", any_rare)):
             rows = self._rows(
-                f"WITH q AS (SELECT {make} AS q) "
-                "SELECT c.chunk_id, ts_rank_cd(%s::float4[], c.tsv, q.q) AS r, c.doc_id "
-                f"FROM chunks c, q WHERE c.tsv @@ q.q{where} ORDER BY r DESC LIMIT %s",
-                (query, weights, *extra, depth))
+                f"WITH q AS (SELECT {make} AS q), m AS (SELECT c.chunk_id, c.doc_id, c.tsv "
+                f"FROM chunks c, q WHERE c.tsv @@ q.q{where} LIMIT %s) "
+                "SELECT m.chunk_id, ts_rank_cd(%s::float4[], m.tsv, q.q) AS r, m.doc_id "
+                "FROM m, q ORDER BY r DESC LIMIT %s",
+                (arg, *extra, CANDIDATES, weights, depth))
             if rows:
                 break
         if not rows:
@@ -139,7 +153,7 @@ class PgReader:
         ref = self._rows(
             f"WITH q AS (SELECT {make} AS q) SELECT ts_rank_cd(%s::float4[], {spread}, q.q), "
             f"ts_rank_cd(%s::float4[], setweight(to_tsvector('{cfg}', %s), 'C'), q.q) FROM q",
-            (query, weights, query, weights, query))[0]
+            (arg, weights, query, weights, query))[0]
         found.reference = max(float(ref[0] or 0.0) or float(ref[1] or 0.0), 1e-6)
         for chunk_id, rank, doc_id in rows:
             found.keyword[int(chunk_id)] = float(rank)
@@ -250,6 +264,17 @@ class PgReader:
             "d.title, d.external_id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id "
             "WHERE c.chunk_id = %s", (chunk_id,))
         return ChunkRow(*rows[0]) if rows else None
+
+
+def recorded_identity(place: PgPlace) -> Identity | None:
+    """What the index records of its embeddings (blocking; one connection of its own)."""
+    conn = connect.connect(place, autocommit=True)
+    try:
+        return schema.stored_identity(conn, place)
+    except psycopg.Error as exc:
+        raise connect.store_error(exc, place) from exc
+    finally:
+        conn.close()
 
 
 class PgIndex:
