@@ -198,7 +198,7 @@ def test_export_import_and_backup_from_the_command_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("command", ["index", "watch", "eval", "serve", "search", "export",
-                                     "import", "backup"])
+                                     "import", "backup", "init", "doctor"])
 def test_every_command_prints_its_help(command: str,
                                        capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as done:
@@ -207,7 +207,7 @@ def test_every_command_prints_its_help(command: str,
     out = capsys.readouterr().out
     assert out.startswith(f"usage: pocketmcp {command}")
     # search offers search options and where the index is, not indexing settings
-    assert ("EMBED_MAX_TOKENS" in out) == (command != "search")
+    assert ("EMBED_MAX_TOKENS" in out) == (command not in ("search", "init"))
     if command == "search":
         assert "--unique-docs" in out and "--db" in out and "CHUNK_SIZE" not in out
 

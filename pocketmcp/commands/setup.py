@@ -166,7 +166,9 @@ def _check_client(client: Client, report: Report) -> None:
     try:
         data = read_config(client.path)
     except PocketError as exc:
-        report.fail(f"{client.title}: {exc}", f"fix {client.path}")
+        problem = str(exc).split("; nothing was written")[0]
+        report.fail(f"{client.title}: {problem}",
+                    f"fix {client.path} (it must be JSON, without comments)")
         return
     servers = data.get(client.key) or {}
     ours = {name: s for name, s in servers.items() if isinstance(s, dict) and "pocketmcp" in
