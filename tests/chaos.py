@@ -189,6 +189,11 @@ def tool_write_round(root: Path, env: dict[str, str], rng: random.Random, rounds
     peer = StdioPeer(root, env)
     try:
         peer.handshake()
+        deadline = time.monotonic() + 120  # the model loads (slowly on a busy machine)
+        while not peer.request(0, "tools/call", {"name": "status", "arguments": {}})[
+                "result"]["structuredContent"]["model_ready"]:
+            assert time.monotonic() < deadline, "the model did not load"
+            time.sleep(0.1)
         base = rounds.counts["rounds"] * 1000
         for i in range(writes):
             ident = f"w{base + i}"
