@@ -22,7 +22,7 @@ from mcp import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_harness import HttpServer, call, server_env, start_http, stop_http
+from mcp_harness import STOP_BOUND_S, HttpServer, call, server_env, start_http, stop_http
 
 from pocketmcp.mcp import discovery
 
@@ -294,7 +294,7 @@ def test_a_second_http_server_on_the_same_index_refuses_to_start(server: HttpSer
     assert taken.returncode == 1 and f"cannot listen on 127.0.0.1:{server.port}" in taken.stderr
 
 
-async def test_sigterm_stops_the_server_within_five_seconds_with_work_committed(
+async def test_sigterm_stops_the_server_promptly_with_work_committed(
         tmp_path: Path) -> None:
     """Sessions over both transports and a bridge are open when the signal comes; the
     bridge then exits too (1: its server went away)."""
@@ -322,7 +322,8 @@ async def test_sigterm_stops_the_server_within_five_seconds_with_work_committed(
                     started = time.monotonic()
                     served.process.send_signal(signal.SIGTERM)  # every session still open
                     while served.process.poll() is None:
-                        assert time.monotonic() - started < 5, "running 5 s after SIGTERM"
+                        elapsed = time.monotonic() - started
+                        assert elapsed < STOP_BOUND_S, "still running after SIGTERM"
                         await anyio.sleep(0.05)
                 assert await bridge.wait() == 1
     finally:

@@ -43,7 +43,8 @@ async def test_the_seven_acceptance_steps(tmp_path: Path) -> None:
         # 4. An edit of a.md is reflected; a save without change is skipped.
         save(kb / "a.md", A + "\nRye flour makes the starter livelier.\n")
         first = await until(lambda: call(session, "search", {"query": "rye flour", "top_k": 1}),
-                            lambda r: "Rye flour" in r["matches"][0]["preview"])
+                            lambda r: bool(r["matches"])
+                            and "Rye flour" in r["matches"][0]["preview"])
         assert first["matches"][0]["path"] == "a.md"
         save(kb / "a.md", A + "\nRye flour makes the starter livelier.\n")
         (kb / "c.md").write_text("# Marker\n\nA note written after the unchanged save.\n")
