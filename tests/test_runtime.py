@@ -11,7 +11,8 @@ from provider_server import ProviderServer
 
 from pocketmcp.errors import ReadOnly, WriterBusyError
 from pocketmcp.plans import INDEXING, READING, Plan
-from pocketmcp.runtime import SCAN_POLL_S, Runtime, open_runtime
+from pocketmcp.readiness import SCAN_POLL_S
+from pocketmcp.runtime import Runtime, open_runtime
 from pocketmcp.store.readers import recorded_identity
 from pocketmcp.store.writes import IndexWriter
 

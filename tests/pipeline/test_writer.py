@@ -262,7 +262,7 @@ async def test_requests_queued_behind_a_failed_transaction_are_answered(
 
 def test_an_edits_chunk_counts_add_up() -> None:
     from pocketmcp.messages import Written
-    from pocketmcp.pipeline.writer import chunk_counts
+    from pocketmcp.pipeline.batches import chunk_counts
 
     # 12 chunks before; the edit changed one: 11 vectors reused, 1 embedded, and of the 12
     # old chunks the 11 reused live on, so one is removed (not all 12).
