@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pocketmcp.core.keywords import match_of, query_words, reference_bm25, terms, vocab_terms
 from pocketmcp.store.rows import Keywords
 
-if TYPE_CHECKING:
-    from pocketmcp.store.queries import IndexReader
+
+class FtsReader(Protocol):
+    """What the keyword stage reads (store/queries.py's IndexReader has it)."""
+
+    def term_docs(self, terms: Sequence[str]) -> dict[str, int]: ...
+    def search_keyword(self, match: str, k: int, doc_ids: Sequence[int] | None = None,
+                       title_weight: float = 1.0) -> list[tuple[int, float, int]]: ...
+    def search_documents(self, match: str, k: int, doc_ids: Sequence[int] | None = None,
+                         title_weight: float = 1.0) -> list[tuple[int, float]]: ...
+    def first_chunks(self, doc_ids: Sequence[int]) -> dict[int, int]: ...
 
 
-def keyword_stage(reader: IndexReader, query: str, depth: int, allowed: Sequence[int] | None,
+def keyword_stage(reader: FtsReader, query: str, depth: int, allowed: Sequence[int] | None,
                   *, title_weight: float, total: int, documents: bool) -> Keywords:
     """Best chunks (and with `documents`, best whole documents) by BM25: the query's words
     that are rare enough to tell documents apart, any of them."""
