@@ -12,7 +12,8 @@ holding a list matches when any of its items does.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, NamedTuple
 
 import msgspec
 
@@ -87,34 +88,47 @@ def _compare_sql(c: Compare) -> tuple[str, list[Any]]:
             f"AND value {_SQL_OP[c.op]} ?)", [path, path, c.value])
 
 
-def where(f: DocFilter) -> tuple[str, list[Any]]:
-    """SQL conditions over `documents d`, each starting with AND, and their arguments."""
+class Dialect(NamedTuple):
+    """How one store writes the conditions `where` puts together."""
+
+    mark: str  # an argument's placeholder
+    ids: Callable[[Sequence[int]], tuple[str, Any]]  # doc_ids: the condition, its argument
+    tags: Callable[[tuple[str, ...]], tuple[str, list[Any]]]
+    compare: Callable[[Compare], tuple[str, list[Any]]]
+
+
+def where(f: DocFilter, dialect: Dialect | None = None) -> tuple[str, list[Any]]:
+    """SQL conditions over `documents d`, each starting with AND, and their arguments (in
+    SQLite's dialect unless another is given)."""
+    d = dialect or SQLITE
     parts: list[str] = []
     args: list[Any] = []
     if f.doc_ids is not None:
-        # One argument however many ids: SQLite limits the number of arguments.
-        parts.append("d.doc_id IN (SELECT value FROM json_each(?))")
-        args.append(msgspec.json.encode(list(f.doc_ids)).decode())
+        sql, arg = d.ids(f.doc_ids)
+        parts.append(sql)
+        args.append(arg)
     if f.library is not None:
-        parts.append("d.library = ?")
+        parts.append(f"d.library = {d.mark}")
         args.append(f.library)
     for column, bound, sign in (("modified", f.modified_after, ">="),
                                 ("modified", f.modified_before, "<"),
                                 ("created", f.created_after, ">="),
                                 ("created", f.created_before, "<")):
         if bound is not None:
-            parts.append(f"d.{column} {sign} ?")
+            parts.append(f"d.{column} {sign} {d.mark}")
             args.append(bound)
-    if f.tags_any:
-        sql, more = _tags_sql(f.tags_any)
-        parts.append(sql)
-        args += more
-    for tag in f.tags_all:
-        sql, more = _tags_sql((tag,))
-        parts.append(sql)
-        args += more
-    for compare in f.metadata:
-        sql, more = _compare_sql(compare)
+    for sql, more in [*([d.tags(f.tags_any)] if f.tags_any else []),
+                      *(d.tags((tag,)) for tag in f.tags_all),
+                      *(d.compare(c) for c in f.metadata)]:
         parts.append(sql)
         args += more
     return "".join(f" AND {p}" for p in parts), args
+
+
+def _ids(doc_ids: Sequence[int]) -> tuple[str, Any]:
+    # One argument however many ids: SQLite limits the number of arguments.
+    return ("d.doc_id IN (SELECT value FROM json_each(?))",
+            msgspec.json.encode(list(doc_ids)).decode())
+
+
+SQLITE = Dialect("?", _ids, _tags_sql, _compare_sql)

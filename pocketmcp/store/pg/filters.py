@@ -8,9 +8,11 @@ the document's own properties; a field holding a list matches when any of its it
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
-from pocketmcp.store.filters import Compare, DocFilter
+from pocketmcp.store import filters
+from pocketmcp.store.filters import Compare, Dialect, DocFilter
 
 _SQL_OP = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 # The field's values, one row each: its items when it is a list.
@@ -50,33 +52,13 @@ def _compare_sql(c: Compare) -> tuple[str, list[Any]]:
         *args, c.value]
 
 
+def _ids(doc_ids: Sequence[int]) -> tuple[str, Any]:
+    return "d.doc_id = ANY(%s)", list(doc_ids)
+
+
+POSTGRES = Dialect("%s", _ids, _tags_sql, _compare_sql)
+
+
 def where(f: DocFilter) -> tuple[str, list[Any]]:
     """SQL conditions over `documents d`, each starting with AND, and their arguments."""
-    parts: list[str] = []
-    args: list[Any] = []
-    if f.doc_ids is not None:
-        parts.append("d.doc_id = ANY(%s)")
-        args.append(list(f.doc_ids))
-    if f.library is not None:
-        parts.append("d.library = %s")
-        args.append(f.library)
-    for column, bound, sign in (("modified", f.modified_after, ">="),
-                                ("modified", f.modified_before, "<"),
-                                ("created", f.created_after, ">="),
-                                ("created", f.created_before, "<")):
-        if bound is not None:
-            parts.append(f"d.{column} {sign} %s")
-            args.append(bound)
-    if f.tags_any:
-        sql, more = _tags_sql(f.tags_any)
-        parts.append(sql)
-        args += more
-    for tag in f.tags_all:
-        sql, more = _tags_sql((tag,))
-        parts.append(sql)
-        args += more
-    for compare in f.metadata:
-        sql, more = _compare_sql(compare)
-        parts.append(sql)
-        args += more
-    return "".join(f" AND {p}" for p in parts), args
+    return filters.where(f, POSTGRES)
