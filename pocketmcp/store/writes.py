@@ -25,6 +25,7 @@ from pocketmcp.core.identity import Identity
 from pocketmcp.errors import StoreError, WriterBusyError
 from pocketmcp.messages import Chunk, DocFacts, DocRecord, Removed, Written
 from pocketmcp.store import facts, schema
+from pocketmcp.store.api import remove_documents
 from pocketmcp.store.connect import open_sync_writer, sqlite_errors
 from pocketmcp.store.log import TOKEN_KEY, ChunkLog
 from pocketmcp.store.readers import ReaderPool
@@ -314,23 +315,10 @@ class IndexWriter:
         return doc_id, removed
 
     def remove(self, doc_ids: Sequence[int], external_ids: Sequence[str]) -> Removed:
-        """Remove documents named by doc_id or external id; what was removed, and the ids
-        (as given) that named nothing."""
-        targets: dict[int, None] = dict.fromkeys(doc_ids)
-        missing: list[str] = []
-        for external in external_ids:
-            row = self._sql("SELECT doc_id FROM documents WHERE external_id = ?",
-                            (external,)).fetchone()
-            if row is None:
-                missing.append(external)
-            else:
-                targets[int(row[0])] = None
-        removed: list[int] = []
-        chunks = 0
-        for doc_id in targets:
-            gone = self.delete_doc(doc_id)
-            if gone is not None:
-                removed.append(gone[0])
-                chunks += gone[1]
-        missing += [str(d) for d in doc_ids if d not in removed]
-        return Removed(tuple(sorted(removed)), chunks, tuple(missing))
+        """Remove documents named by doc_id or external id (store/api.py)."""
+        return remove_documents(self._doc_id_of, self.delete_doc, doc_ids, external_ids)
+
+    def _doc_id_of(self, external_id: str) -> int | None:
+        row = self._sql("SELECT doc_id FROM documents WHERE external_id = ?",
+                        (external_id,)).fetchone()
+        return None if row is None else int(row[0])

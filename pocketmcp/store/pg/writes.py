@@ -30,6 +30,7 @@ from pocketmcp.core.identity import Identity
 from pocketmcp.errors import StoreError
 from pocketmcp.messages import Chunk, DocFacts, DocRecord, Removed, Written
 from pocketmcp.store import facts
+from pocketmcp.store.api import remove_documents
 from pocketmcp.store.pg import connect, schema
 from pocketmcp.store.pg.place import PgPlace
 from pocketmcp.store.pg.reads import PgIndex
@@ -263,21 +264,10 @@ class PgWriter:
         return doc_id, removed
 
     def remove(self, doc_ids: Sequence[int], external_ids: Sequence[str]) -> Removed:
-        targets: dict[int, None] = dict.fromkeys(doc_ids)
-        missing: list[str] = []
-        for external in external_ids:
-            row = self._sql("SELECT doc_id FROM documents WHERE external_id = %s",
-                            (external,)).fetchone()
-            if row is None:
-                missing.append(external)
-            else:
-                targets[int(row[0])] = None
-        removed: list[int] = []
-        chunks = 0
-        for doc_id in targets:
-            gone = self.delete_doc(doc_id)
-            if gone is not None:
-                removed.append(gone[0])
-                chunks += gone[1]
-        missing += [str(d) for d in doc_ids if d not in removed]
-        return Removed(tuple(sorted(removed)), chunks, tuple(missing))
+        """Remove documents named by doc_id or external id (store/api.py)."""
+        return remove_documents(self._doc_id_of, self.delete_doc, doc_ids, external_ids)
+
+    def _doc_id_of(self, external_id: str) -> int | None:
+        row = self._sql("SELECT doc_id FROM documents WHERE external_id = %s",
+                        (external_id,)).fetchone()
+        return None if row is None else int(row[0])
