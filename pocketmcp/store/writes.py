@@ -300,9 +300,8 @@ class IndexWriter:
 
     def delete(self, external_id: str) -> tuple[int, int] | None:
         """Remove a document by external id; (doc_id, chunks removed), or None if absent."""
-        row = self._sql("SELECT doc_id FROM documents WHERE external_id = ?",
-                        (external_id,)).fetchone()
-        return None if row is None else self.delete_doc(row[0])
+        doc_id = self._doc_id_of(external_id)
+        return None if doc_id is None else self.delete_doc(doc_id)
 
     def delete_doc(self, doc_id: int) -> tuple[int, int] | None:
         """Remove a document by doc_id; (doc_id, chunks removed), or None if absent."""

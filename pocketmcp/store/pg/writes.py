@@ -250,9 +250,8 @@ class PgWriter:
                   (size, mtime_ns, external_id))
 
     def delete(self, external_id: str) -> tuple[int, int] | None:
-        row = self._sql("SELECT doc_id FROM documents WHERE external_id = %s",
-                        (external_id,)).fetchone()
-        return None if row is None else self.delete_doc(row[0])
+        doc_id = self._doc_id_of(external_id)
+        return None if doc_id is None else self.delete_doc(doc_id)
 
     def delete_doc(self, doc_id: int) -> tuple[int, int] | None:
         row = self._sql("SELECT doc_id FROM documents WHERE doc_id = %s FOR UPDATE",
