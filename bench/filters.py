@@ -46,14 +46,16 @@ def build(path: Path, vectors: np.ndarray, text_of: np.ndarray, texts: list[str]
           keep: float) -> int:
     """The index, written through the store; how many documents are recent."""
     from pocketmcp.core import dates
-    from pocketmcp.core.text import sha256
-    from pocketmcp.messages import Chunk, DocFacts, DocRecord
+    from pocketmcp.core.identity import Identity
+    from pocketmcp.messages import DocFacts, DocRecord
     from pocketmcp.store.writes import IndexWriter
+
+    synthetic_doc = _search_bench().synthetic_doc
 
     now = dt.datetime.now(dt.UTC)
     every = round(1 / keep)
-    writer = IndexWriter(path, model_id="sentence-transformers/all-MiniLM-L6-v2",
-                         dim=vectors.shape[1])
+    writer = IndexWriter(path, Identity(model="sentence-transformers/all-MiniLM-L6-v2",
+                                        dim=vectors.shape[1]))
     recent = 0
     try:
         docs = len(vectors) // PER_DOC
@@ -63,17 +65,11 @@ def build(path: Path, vectors: np.ndarray, text_of: np.ndarray, texts: list[str]
                 fresh = d % every == 0
                 recent += fresh
                 when = now - dt.timedelta(days=(d % 5) if fresh else 30 + d % 700)
-                chunks, parts, offset = [], [], 0
-                for i in range(PER_DOC):
-                    text = texts[int(text_of[d * PER_DOC + i])]
-                    chunks.append(Chunk(idx=i, start=offset, end=offset + len(text), text=text,
-                                        tokens=200, sha256=sha256(f"{d}:{i}")))
-                    parts.append(text)
-                    offset += len(text)
+                chunks, content = synthetic_doc(d, PER_DOC, texts, text_of)
                 facts = DocFacts(tags=("recent",) if fresh else ("archive",),
                                  modified=dates.iso(when), created=dates.iso(when))
                 writer.upsert(DocRecord(external_id=f"file:doc{d}.md", source="file", uri=None,
-                                        title=f"Document {d}", content="".join(parts),
+                                        title=f"Document {d}", content=content,
                                         sha256=str(d),
                                         facts=facts),
                               chunks, vectors[d * PER_DOC:(d + 1) * PER_DOC].tobytes())

@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import numpy as np
@@ -108,11 +109,27 @@ def prepare(db: Path, dim: int) -> None:
         writer.close()
 
 
+def synthetic_doc(d: int, per_doc: int, texts: list[str], text_of: np.ndarray
+                  ) -> tuple[list[Any], str]:
+    """Document `d` of a synthesised index: its `per_doc` chunks (texts picked by `text_of`)
+    and its whole text."""
+    from pocketmcp.core.text import sha256
+    from pocketmcp.messages import Chunk
+
+    chunks, parts, offset = [], [], 0
+    for i in range(per_doc):
+        text = texts[int(text_of[d * per_doc + i])]
+        chunks.append(Chunk(idx=i, start=offset, end=offset + len(text), text=text,
+                            tokens=200, sha256=sha256(f"{d}:{i}")))
+        parts.append(text)
+        offset += len(text)
+    return chunks, "".join(parts)
+
+
 def build_index(path: Path, vectors: np.ndarray, text_of: np.ndarray, texts: list[str],
                 per_doc: int = 4) -> None:
     from pocketmcp.core.identity import Identity
-    from pocketmcp.core.text import sha256
-    from pocketmcp.messages import Chunk, DocRecord
+    from pocketmcp.messages import DocRecord
     from pocketmcp.store.writes import IndexWriter
 
     writer = IndexWriter(path, Identity(model="sentence-transformers/all-MiniLM-L6-v2",
@@ -123,13 +140,7 @@ def build_index(path: Path, vectors: np.ndarray, text_of: np.ndarray, texts: lis
         for start in range(0, n, step):
             writer.begin()
             for d in range(start // per_doc, min(n, start + step) // per_doc):
-                chunks = []
-                offset = 0
-                for i in range(per_doc):
-                    text = texts[int(text_of[d * per_doc + i])]
-                    chunks.append(Chunk(idx=i, start=offset, end=offset + len(text), text=text,
-                                        tokens=200, sha256=sha256(f"{d}:{i}")))
-                    offset += len(text)
+                chunks, _ = synthetic_doc(d, per_doc, texts, text_of)
                 writer.upsert(DocRecord(external_id=f"file:doc{d}.md", source="file",
                                         uri=None, title=f"Document {d}", content="",
                                         sha256=str(d)),

@@ -37,7 +37,7 @@ import anyio
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from search import base_vectors, pct, synthesise  # bench/search.py
+from search import base_vectors, pct, synthesise, synthetic_doc  # bench/search.py
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -73,8 +73,7 @@ def postgres() -> Iterator[str]:
 
 def build(writer, vectors: np.ndarray, text_of: np.ndarray, texts: list[str]) -> float:
     """Write the index through `writer`; seconds taken."""
-    from pocketmcp.core.text import sha256
-    from pocketmcp.messages import Chunk, DocRecord
+    from pocketmcp.messages import DocRecord
 
     docs = len(vectors) // PER_DOC
     started = time.perf_counter()
@@ -83,17 +82,11 @@ def build(writer, vectors: np.ndarray, text_of: np.ndarray, texts: list[str]) ->
 
         def work(batch: range = batch) -> None:
             for d in batch:
-                chunks, parts, offset = [], [], 0
-                for i in range(PER_DOC):
-                    text = texts[int(text_of[d * PER_DOC + i])]
-                    chunks.append(Chunk(idx=i, start=offset, end=offset + len(text), text=text,
-                                        tokens=200, sha256=sha256(f"{d}:{i}")))
-                    parts.append(text)
-                    offset += len(text)
+                chunks, content = synthetic_doc(d, PER_DOC, texts, text_of)
                 with writer.item():
                     writer.upsert(DocRecord(external_id=f"file:doc{d}.md", source="file",
                                             uri=None, title=f"Document {d}",
-                                            content="".join(parts), sha256=str(d)),
+                                            content=content, sha256=str(d)),
                                   chunks, vectors[d * PER_DOC:(d + 1) * PER_DOC].tobytes())
         writer.batch(work, [f"file:doc{d}.md" for d in batch])
     return time.perf_counter() - started
