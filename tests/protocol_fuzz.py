@@ -91,7 +91,37 @@ def requests(draw: st.DrawFn) -> tuple[str, bytes, Any]:
     return kind, raw, None
 
 
-class StdioPeer:
+class Peer:
+    """What both transports' peers share: requests, the handshake's first half, and the
+    check of one generated message's reply."""
+
+    counts: Counter[str]
+
+    def exchange(self, line: bytes) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def request(self, ident: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        return self.exchange(json.dumps({"jsonrpc": "2.0", "id": ident, "method": method,
+                                         "params": params}).encode())
+
+    def initialize(self) -> dict[str, Any]:
+        init = self.request(0, "initialize", {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "fuzz", "version": "1"}})
+        assert init["result"]["serverInfo"]["name"] == "pocketmcp"
+        return init
+
+    def answered(self, kind: str, line: bytes, ident: Any) -> dict[str, Any]:
+        """Send one generated message; its reply must come, with the id it deserves."""
+        reply = self.exchange(line)
+        assert ("result" in reply) != ("error" in reply), reply
+        assert reply["id"] == ident, (line[:200], reply)
+        self.counts[kind] += 1
+        self.counts["error" if "error" in reply else "result"] += 1
+        return reply
+
+
+class StdioPeer(Peer):
     """A real server process driven line by line, with a deadline on every reply."""
 
     def __init__(self, root: Path, env: dict[str, str]) -> None:
@@ -129,25 +159,14 @@ class StdioPeer:
         self.send(line)
         return self.reply()
 
-    def request(self, ident: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        return self.exchange(json.dumps({"jsonrpc": "2.0", "id": ident, "method": method,
-                                         "params": params}).encode())
-
     def handshake(self) -> None:
-        init = self.request(0, "initialize", {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "fuzz", "version": "1"}})
-        assert init["result"]["serverInfo"]["name"] == "pocketmcp"
+        self.initialize()
         self.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
 
     def check(self, kind: str, line: bytes, ident: Any) -> None:
         """Send one generated line; its reply must come, with the id it deserves."""
         assert self.process.poll() is None, "the server died"
-        reply = self.exchange(line)
-        assert ("result" in reply) != ("error" in reply), reply
-        assert reply["id"] == ident, (line[:200], reply)
-        self.counts[kind] += 1
-        self.counts["error" if "error" in reply else "result"] += 1
+        self.answered(kind, line, ident)
 
     def close(self) -> int:
         if self.process.stdin is not None:
@@ -163,7 +182,7 @@ class StdioPeer:
         return code
 
 
-class HttpPeer:
+class HttpPeer(Peer):
     """A real server over Streamable HTTP, one POST per generated message, with a deadline
     on every reply: a JSON-RPC error in the response body, or the reply in its event stream."""
 
@@ -202,15 +221,8 @@ class HttpPeer:
                         return event  # type: ignore[no-any-return]
         raise AssertionError(f"the event stream ended without a reply to {body[:200]!r}")
 
-    def request(self, ident: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        return self.exchange(json.dumps({"jsonrpc": "2.0", "id": ident, "method": method,
-                                         "params": params}).encode())
-
     def handshake(self) -> None:
-        init = self.request(0, "initialize", {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "fuzz", "version": "1"}})
-        assert init["result"]["serverInfo"]["name"] == "pocketmcp"
+        init = self.initialize()
         self.headers["mcp-protocol-version"] = init["result"]["protocolVersion"]
         sent = self.client.post("/mcp", headers=self.headers, content=json.dumps(
             {"jsonrpc": "2.0", "method": "notifications/initialized"}).encode())
@@ -218,13 +230,9 @@ class HttpPeer:
 
     def check(self, kind: str, body: bytes, ident: Any) -> None:
         """Send one generated message; its reply must come, with the id it deserves."""
-        reply = self.exchange(body)
-        assert ("result" in reply) != ("error" in reply), reply
-        assert reply["id"] == ident, (body[:200], reply)
+        reply = self.answered(kind, body, ident)
         if ident is None:  # not a JSON-RPC message at all: parse error or invalid request
             assert reply["error"]["code"] in (-32700, -32600), (body[:200], reply)
-        self.counts[kind] += 1
-        self.counts["error" if "error" in reply else "result"] += 1
 
     def close(self) -> None:
         self.client.close()
