@@ -153,7 +153,7 @@ def build_index(path: Path, vectors: np.ndarray, text_of: np.ndarray, texts: lis
 async def measure(db: Path, vectors: np.ndarray, queries: np.ndarray, query_texts: list[str],
                   repeats: int) -> dict:
     from pocketmcp.config import load
-    from pocketmcp.ops.search import DEFAULT_PARAMS, candidates_for, search
+    from pocketmcp.ops.search import DEFAULT_PARAMS, candidates_for
     from pocketmcp.plans import READING
     from pocketmcp.runtime import open_runtime
 
@@ -167,17 +167,7 @@ async def measure(db: Path, vectors: np.ndarray, queries: np.ndarray, query_text
         index = reading.index.vectors
         assert index.reason is None, index.reason  # the vector file answers, not SQLite
         out["vector_index_mib"] = round(index.path.stat().st_blocks * 512 / 2**20, 1)
-        # Whole search calls per mode, the embedding of a new query included: each mode
-        # gets its own queries, so none is answered from the cache of query vectors.
-        for m, mode in enumerate(("hybrid", "vector", "keyword")):
-            times = []
-            for i in range(repeats):
-                text = query_texts[(m * repeats + i) % len(query_texts)]
-                t = time.perf_counter()
-                await search(reading, text, top_k=10, mode=mode)
-                times.append((time.perf_counter() - t) * 1000)
-            out[mode] = {"p50_ms": round(statistics.median(times), 2),
-                         "p95_ms": round(pct(times, 0.95), 2)}
+        out.update(await search_calls(reading, query_texts, repeats))
         # The vector stage alone against a numpy scan, and recall against exact search.
         ids_all = np.arange(1, len(vectors) + 1)
         stage, scan, hits = [], [], 0
@@ -202,6 +192,25 @@ async def measure(db: Path, vectors: np.ndarray, queries: np.ndarray, query_text
         out["stage_over_numpy"] = round(out["vector_stage_p50_ms"]
                                         / out["numpy_scan_p50_ms"], 3)
         out["recall@10"] = round(hits / (10 * repeats), 4)
+    return out
+
+
+async def search_calls(reading: Any, query_texts: list[str], repeats: int
+                       ) -> dict[str, dict[str, float]]:
+    """Whole search calls per mode, p50 / p95 in ms, the embedding of a new query included:
+    each mode gets its own queries, so none is answered from the cache of query vectors."""
+    from pocketmcp.ops.search import search
+
+    out = {}
+    for m, mode in enumerate(("hybrid", "vector", "keyword")):
+        times = []
+        for i in range(repeats):
+            text = query_texts[(m * repeats + i) % len(query_texts)]
+            t = time.perf_counter()
+            await search(reading, text, top_k=10, mode=mode)
+            times.append((time.perf_counter() - t) * 1000)
+        out[mode] = {"p50_ms": round(statistics.median(times), 2),
+                     "p95_ms": round(pct(times, 0.95), 2)}
     return out
 
 

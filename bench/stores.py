@@ -37,7 +37,13 @@ import anyio
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from search import base_vectors, pct, synthesise, synthetic_doc  # bench/search.py
+from search import (  # bench/search.py
+    base_vectors,
+    pct,
+    search_calls,
+    synthesise,
+    synthetic_doc,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -95,7 +101,7 @@ def build(writer, vectors: np.ndarray, text_of: np.ndarray, texts: list[str]) ->
 async def measure(env: dict[str, str], vectors: np.ndarray, queries: np.ndarray,
                   query_texts: list[str], repeats: int) -> dict:
     from pocketmcp.config import load
-    from pocketmcp.ops.search import DEFAULT_PARAMS, candidates_for, search
+    from pocketmcp.ops.search import DEFAULT_PARAMS, candidates_for
     from pocketmcp.plans import READING
     from pocketmcp.runtime import open_runtime
 
@@ -105,15 +111,8 @@ async def measure(env: dict[str, str], vectors: np.ndarray, queries: np.ndarray,
         await runtime.started()
         reading = await runtime.reading()
         index = reading.index
-        for m, mode in enumerate(("hybrid", "vector", "keyword")):
-            times = []
-            for i in range(repeats):
-                text = query_texts[(m * repeats + i) % len(query_texts)]
-                t = time.perf_counter()
-                await search(reading, text, top_k=10, mode=mode)
-                times.append((time.perf_counter() - t) * 1000)
-            out[f"search_{mode}"] = {"p50_ms": round(statistics.median(times), 2),
-                                     "p95_ms": round(pct(times, 0.95), 2)}
+        calls = await search_calls(reading, query_texts, repeats)
+        out.update({f"search_{mode}": figures for mode, figures in calls.items()})
         stage, words, hits = [], [], 0
         for n, q in enumerate(queries[:repeats]):
             exact = set((np.argpartition(-(vectors @ q), 10)[:10] + 1).tolist())
