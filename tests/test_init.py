@@ -11,6 +11,7 @@ import pytest
 
 from pocketmcp import logs
 from pocketmcp.cli import main
+from pocketmcp.commands import jsonc
 
 
 @pytest.fixture
@@ -52,15 +53,38 @@ def test_init_merges_into_an_existing_file_keeping_other_servers_with_a_backup(
 def test_init_refuses_a_file_that_is_not_json_and_leaves_it_as_it_was(
         tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "mcp.json"
-    text = '{\n  // my servers\n  "servers": {}\n}\n'
+    text = '{\n  // my servers\n  "servers": {"a": }\n}\n'
     config.write_text(text)
     code = main(["init", str(tmp_path / "notes"), "--client", "vscode", "--config-file",
                  str(config)])
     assert code == 1
     err = capsys.readouterr().err
-    assert "is not valid JSON" in err and "line 2" in err and "--print" in err
+    assert "is not valid JSON" in err and "line 3" in err and "--print" in err
     assert config.read_text() == text
     assert not (tmp_path / "mcp.json.bak").exists()
+
+
+def test_init_keeps_the_comments_and_trailing_commas_of_an_editors_json_file(
+        tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "mcp.json"
+    text = ('{\n  // servers I use\n  "servers": {\n    "other": {"command": "x"}, // keep\n'
+            '  },\n  /* inputs,\n     two lines */\n  "inputs": [1, 2,],\n}\n')
+    config.write_text(text)
+    for _ in range(2):  # added, then replaced in place
+        assert main(["init", str(tmp_path / "notes"), "--client", "vscode", "--config-file",
+                     str(config), "--index", str(tmp_path / "i.db")]) == 0
+    after = config.read_text()
+    for kept in ("// servers I use", '"other": {"command": "x"}, // keep',
+                 "/* inputs,\n     two lines */", '"inputs": [1, 2,],'):
+        assert kept in after
+    assert after.count('"notes"') == 1
+    data = jsonc.loads(after)
+    assert list(data["servers"]) == ["other", "notes"]
+    assert data["servers"]["notes"]["env"]["WATCH_DIR"] == str(tmp_path / "notes")
+    assert data["inputs"] == [1, 2]
+    out = capsys.readouterr().out
+    assert "added the server 'notes'" in out and "replaced the server 'notes'" in out
+    assert (tmp_path / "mcp.json.bak").read_text().count('"notes"') == 1  # the one before
 
 
 def test_init_writes_each_clients_file_under_home_or_prints_without_writing(

@@ -1,8 +1,10 @@
 """`pocketmcp init`: the MCP client configurations (Claude Desktop, Cursor, VS Code, Claude
 Code) that start this server on a folder, merged into the clients' own JSON files.
 
-A file is merged, never replaced: other servers and settings stay, the previous file is
-kept as FILE.bak, and a file that is not valid JSON is refused and left as it is.
+A file is merged, never replaced: other servers and settings stay, and so do its comments,
+trailing commas and layout (editors write JSON with comments: `jsonc.py` changes the one
+member in place); the previous file is kept as FILE.bak, and a file that is not valid JSON
+(with comments) is refused and left as it is.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pocketmcp.commands import jsonc
 from pocketmcp.errors import PocketError
 
 CLIENTS = ("claude-desktop", "cursor", "vscode", "claude-code")
@@ -78,24 +81,31 @@ def entry(client: Client, folder: Path, index: Path, title: str) -> dict[str, An
     return server
 
 
-def read_config(path: Path) -> dict[str, Any]:
-    """A client's configuration file as a JSON object ({} when missing); PocketError when it
-    is not valid JSON or not an object."""
+def _read_text(path: Path) -> str:
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return {}
+        return ""
     except OSError as exc:
         raise PocketError(f"cannot read {path}: {exc.strerror}") from exc
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    """A client's configuration file as a JSON object ({} when missing); comments and
+    trailing commas are allowed; PocketError when it is not valid or not an object."""
+    return _parse(path, _read_text(path))
+
+
+def _parse(path: Path, text: str) -> dict[str, Any]:
     if not text.strip():
         return {}
     try:
-        data = json.loads(text)
+        data = jsonc.loads(text)
     except json.JSONDecodeError as exc:
         raise PocketError(
             f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); "
-            "nothing was written: fix the file (comments and trailing commas are not JSON) "
-            "or use `pocketmcp init --print` and paste the entry yourself") from None
+            "nothing was written: fix the file or use `pocketmcp init --print` and paste the "
+            "entry yourself") from None
     if not isinstance(data, dict):
         raise PocketError(f"{path} holds JSON but not an object ({{...}}); nothing was "
                           "written: use `pocketmcp init --print` and add the entry yourself")
@@ -105,7 +115,8 @@ def read_config(path: Path) -> dict[str, Any]:
 def merge(client: Client, name: str, server: dict[str, Any]) -> tuple[str, Path | None]:
     """Put `server` under `name` in the client's file, keeping everything else; ("added" or
     "replaced", the backup of the previous file or None when there was none)."""
-    data = read_config(client.path)
+    text = _read_text(client.path)
+    data = _parse(client.path, text)
     servers = data.get(client.key)
     if servers is None:
         servers = data[client.key] = {}
@@ -114,6 +125,7 @@ def merge(client: Client, name: str, server: dict[str, Any]) -> tuple[str, Path 
                           "written")
     how = "replaced" if name in servers else "added"
     servers[name] = server
+    new_text = _edited(client.path, text, (client.key, name), server, data)
     backup = None
     try:
         client.path.parent.mkdir(parents=True, exist_ok=True)
@@ -121,11 +133,24 @@ def merge(client: Client, name: str, server: dict[str, Any]) -> tuple[str, Path 
             backup = client.path.with_name(client.path.name + ".bak")
             shutil.copy2(client.path, backup)
         tmp = client.path.with_name(f".{client.path.name}.{secrets.token_hex(4)}")
-        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        tmp.write_text(new_text, encoding="utf-8")
         os.replace(tmp, client.path)
     except OSError as exc:
         raise PocketError(f"cannot write {client.path}: {exc.strerror}") from exc
     return how, backup
+
+
+def _edited(path: Path, text: str, member: tuple[str, str], server: dict[str, Any],
+            data: dict[str, Any]) -> str:
+    """The file's new text: the one member changed in place when the file has content (its
+    comments and layout kept), checked to read back as `data`."""
+    if not text.strip():
+        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    new_text = jsonc.set_member(text, member, server)
+    if jsonc.loads(new_text) != data:  # never write what does not read back as intended
+        raise PocketError(f"{path}: could not add the entry in place; nothing was written: "
+                          "use `pocketmcp init --print` and paste it yourself")
+    return new_text
 
 
 def snippet(client: Client, name: str, server: dict[str, Any]) -> str:

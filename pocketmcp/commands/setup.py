@@ -168,7 +168,7 @@ def _check_client(client: Client, report: Report) -> None:
     except PocketError as exc:
         problem = str(exc).split("; nothing was written")[0]
         report.fail(f"{client.title}: {problem}",
-                    f"fix {client.path} (it must be JSON, without comments)")
+                    f"fix {client.path} (it must be JSON; comments and trailing commas are fine)")
         return
     servers = data.get(client.key) or {}
     ours = {name: s for name, s in servers.items() if isinstance(s, dict) and "pocketmcp" in
