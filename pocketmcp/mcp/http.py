@@ -2,9 +2,9 @@
 
 - `/mcp`: MCP Streamable HTTP; `/sse` with `/messages/`: the older HTTP+SSE transport. Both
   are the SDK's own apps over the same MCPServer, so old and new clients share one process.
-  A POST to `/mcp` is read (bounded) and screened first (`Screened`): a body that is not one
-  valid JSON-RPC message gets the JSON-RPC error it deserves, never the SDK's -32602 or a
-  silent 202.
+  A POST to `/mcp` or `/messages/` is read (bounded) and screened first (`Screened`): a body
+  that is not one valid JSON-RPC message gets the JSON-RPC error it deserves, never the SDK's
+  -32602, a plain-text 400 or a silent 202.
 - `/tools`: the tool manifest, the same tools as `tools/list`.
 - `/health` (liveness) and `/health/ready` (readiness), for supervisors and container probes.
 - `/` and the page's other paths (web/routes.py): the web page, for a browser.
@@ -190,16 +190,21 @@ class Guard:
 
 
 class Screened:
-    """The MCP endpoint's POSTs read (at most MAX_BODY_BYTES) and screened before the SDK's
+    """An MCP endpoint's POSTs read (at most MAX_BODY_BYTES) and screened before the SDK's
     handler sees them: a body that is not one valid JSON-RPC message is answered here with
-    the JSON-RPC error it deserves (mcp/jsonrpc.py), HTTP 400 (413 when too large)."""
+    the JSON-RPC error it deserves (mcp/jsonrpc.py), HTTP 400 (413 when too large).
+    `json_only`: screen only bodies said to be JSON (Streamable HTTP refuses the others
+    itself; the SSE transport's message endpoint reads any body as JSON)."""
 
-    def __init__(self, app: ASGIApp, *, max_bytes: int = MAX_BODY_BYTES) -> None:
+    def __init__(self, app: ASGIApp, *, max_bytes: int = MAX_BODY_BYTES,
+                 json_only: bool = True) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.json_only = json_only
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or not _json_body(scope):
+        if (scope["type"] != "http" or scope["method"] != "POST"
+                or (self.json_only and not _json_body(scope))):
             await self.app(scope, receive, send)  # the SDK answers these itself
             return
         body = bytearray()
@@ -276,7 +281,7 @@ def build_app(server: MCPServer, *, security: TransportSecuritySettings, token: 
         routes=[
             Route("/mcp", endpoint=Screened(streamable)),  # an ASGI app: every method
             Route("/sse", endpoint=sse),
-            Route("/messages/", endpoint=sse),
+            Route("/messages/", endpoint=Screened(sse, json_only=False)),
             Route("/tools", endpoint=tools, methods=["GET"]),
             Route("/health", endpoint=live, methods=["GET"]),
             Route("/health/ready", endpoint=ready, methods=["GET"]),

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from mcp_harness import server_env, start_http, stop_http
 from protocol_fuzz import HttpPeer, StdioPeer, requests
 
-from pocketmcp.mcp.http import Screened
+from pocketmcp.mcp.http import MAX_BODY_BYTES, Screened
 
 
 @pytest.fixture(scope="module")
@@ -130,3 +130,25 @@ async def test_an_http_body_over_the_limit_is_answered_without_being_read_whole(
     reply = json.loads(sent[1]["body"])
     assert reply["id"] is None and reply["error"]["code"] == -32700
     assert "1000 bytes" in reply["error"]["message"]
+
+
+def test_sse_message_bodies_are_screened_and_good_ones_still_reach_the_session(
+        http_peer: HttpPeer) -> None:
+    auth = {"Authorization": http_peer.headers["Authorization"]}
+    with http_peer.client.stream("GET", "/sse", headers=auth) as stream:
+        lines = stream.iter_lines()
+        endpoint = next(line[5:].strip() for line in lines if line.startswith("data:"))
+        assert endpoint.startswith("/messages/?session_id="), endpoint
+        for body, code in [(b'[{"jsonrpc": "2.0", "id": 1, "method": "ping"}]', -32600),
+                           (b'{"jsonrpc": "2.0", "id": 1, "method": "ping"', -32700),
+                           (b"x" * (MAX_BODY_BYTES + 1), -32700)]:
+            refused = http_peer.client.post(endpoint, content=body, headers=auth)
+            assert refused.status_code in (400, 413), refused.text[:300]
+            assert refused.json()["error"]["code"] == code, refused.text[:300]
+        good = {"jsonrpc": "2.0", "id": 5, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "screen-check", "version": "1"}}}
+        accepted = http_peer.client.post(endpoint, json=good, headers=auth)
+        assert accepted.status_code == 202, accepted.text[:300]
+        reply = next(json.loads(line[5:]) for line in lines if line.startswith("data:"))
+        assert reply["id"] == 5 and "result" in reply, reply
