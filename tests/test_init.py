@@ -5,6 +5,7 @@ HOME points into tmp_path."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,21 @@ def test_doctor_names_a_broken_client_config_and_a_missing_folder(
     assert "Claude Desktop" in out and "is not valid JSON" in out
     assert "ok    model" in out
     assert "2 problem(s) to fix" in out
+
+
+def test_init_run_from_uvs_cache_says_the_entry_lasts_only_as_long_as_the_cache(
+        tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    script = home / ".cache" / "uv" / "archive-v0" / "Xy12" / "bin" / "pocketmcp"
+    script.parent.mkdir(parents=True)
+    script.write_text("#!/bin/sh\n")
+    monkeypatch.setattr(sys, "argv", [str(script)])
+    config = tmp_path / "cursor.json"
+    assert main(["init", str(tmp_path / "notes"), "--client", "cursor", "--config-file",
+                 str(config)]) == 0
+    assert json.loads(config.read_text())["mcpServers"]["notes"]["command"] == str(script)
+    assert "uv's cache (uvx)" in capsys.readouterr().out
+    monkeypatch.setattr(sys, "argv", [str(tmp_path / "venv" / "bin" / "pocketmcp")])
+    assert main(["init", str(tmp_path / "notes"), "--client", "cursor", "--config-file",
+                 str(config)]) == 0
+    assert "uv's cache" not in capsys.readouterr().out

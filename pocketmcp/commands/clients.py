@@ -67,6 +67,13 @@ def command() -> list[str]:
     return [sys.executable, "-m", "pocketmcp"]
 
 
+def ephemeral(command: list[str]) -> bool:
+    """Whether `command` runs from uv's cache (`uvx`): gone once the cache is cleaned."""
+    parts = Path(command[0]).parts
+    return any(part.startswith("archive-v") for part in parts) and any(
+        part in ("uv", ".uv") or "uv" in part.split("-") for part in parts)
+
+
 def entry(client: Client, folder: Path, index: Path, title: str) -> dict[str, Any]:
     """The server entry for `client`: absolute paths, settings in `env`."""
     exe, *args = command()

@@ -10,7 +10,17 @@ from pathlib import Path
 
 import anyio
 
-from pocketmcp.commands.clients import CLIENTS, Client, clients, entry, merge, read_config, snippet
+from pocketmcp.commands.clients import (
+    CLIENTS,
+    Client,
+    clients,
+    command,
+    entry,
+    ephemeral,
+    merge,
+    read_config,
+    snippet,
+)
 from pocketmcp.config import Config
 from pocketmcp.errors import PocketError
 
@@ -53,6 +63,10 @@ def init(config: Config, args: argparse.Namespace) -> int:
         how, backup = merge(client, name, server)
         kept = f" (the previous file is kept as {backup})" if backup else ""
         print(f"{client.title}: {how} the server {name!r} in {client.path}{kept}")  # noqa: T201
+    if not args.print and ephemeral(command()):
+        print(f"Note: {command()[0]} is in uv's cache (uvx); the entry stops working once "  # noqa: T201
+              "the cache is cleaned: `uv tool install` or `pipx install` PocketMCP and run "
+              "`pocketmcp init` again for an entry that lasts.")
     if not args.print:
         print(f"Restart the clients to load it. It indexes {folder} into {index} on first "  # noqa: T201
               f"start; `pocketmcp index {folder} --db {index}` does it now, with progress.")
