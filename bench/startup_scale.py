@@ -5,7 +5,11 @@ stdio with the python-sdk client, as an editor does (no watched folder), and mea
 time from spawn to `initialize`, to the first `search` answered (the model load included),
 p50/p95 of whole hybrid `search` calls through the client for new queries (the query
 embedding included), and the server's resident memory after them: anonymous (the process
-heap) and file-backed (mapped files, the page cache's) from /proc/PID/status.
+heap) and file-backed (mapped files, the page cache's) from /proc/PID/status. The start-up is
+broken down from the server's own log lines (LOG_LEVEL=debug), in seconds after spawn:
+`serving` (Python's start and the imports of the runtime), `ready` (the model loaded, the
+index open, the query session warm) and `front_up` (the MCP SDK and the tools imported in
+their thread: `initialize` can be answered).
 
 With `--baseline SRC`, the same runs are made with the package from SRC (a checkout of an
 earlier commit, e.g. `git archive COMMIT pocketmcp | tar -x -C SRC`) first on PYTHONPATH,
@@ -18,6 +22,7 @@ alternating with the current code so both see the same machine load.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import statistics
@@ -60,14 +65,36 @@ def memory_mib(pid: int) -> dict[str, float]:
     return fields
 
 
-def prepare(db: Path) -> float:
-    """Bring the index's vector file up to date once (the current code's format)."""
+STAGES = ("serving", "ready", "front_up")  # log events timed from spawn
+
+
+def stages(log: Path, spawned: float) -> dict[str, float]:
+    """Seconds from spawn to each of STAGES, from the server's JSON log lines."""
+    found: dict[str, float] = {}
+    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and event.get("event") in STAGES:
+            at = datetime.datetime.fromisoformat(str(event["timestamp"]).replace("Z", "+00:00"))
+            found.setdefault(f"{event['event']}_s", round(at.timestamp() - spawned, 3))
+    return found
+
+
+def prepare(db: Path) -> float | None:
+    """Bring the index's vector file up to date once (the current code's format); None when
+    another process holds the index's writer lock (it keeps the file up to date)."""
     from pocketmcp.core.identity import Identity
+    from pocketmcp.errors import WriterBusyError
     from pocketmcp.store.writes import IndexWriter
 
     started = time.perf_counter()
-    writer = IndexWriter(db, Identity(model="sentence-transformers/all-MiniLM-L6-v2",
-                                      dim=384))
+    try:
+        writer = IndexWriter(db, Identity(model="sentence-transformers/all-MiniLM-L6-v2",
+                                          dim=384))
+    except WriterBusyError:
+        return None
     try:
         writer.repair_vectors()
     finally:
@@ -77,7 +104,7 @@ def prepare(db: Path) -> float:
 
 async def one_run(db: Path, source: Path | None, queries: list[str]) -> dict[str, object]:
     env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/"),
-           "SQLITE_PATH": str(db), "LOG_LEVEL": "warning"}
+           "SQLITE_PATH": str(db), "LOG_LEVEL": "debug"}
     if "POCKETMCP_CACHE" in os.environ:
         env["POCKETMCP_CACHE"] = os.environ["POCKETMCP_CACHE"]
     if source is not None:
@@ -87,8 +114,10 @@ async def one_run(db: Path, source: Path | None, queries: list[str]) -> dict[str
         params = StdioServerParameters(command=sys.executable, args=["-m", "pocketmcp"],
                                        env=env, cwd=cwd)
         before = children()
+        log = Path(cwd) / "server.log"
+        spawned = time.time()
         started = time.perf_counter()
-        with open(os.devnull, "w") as errlog:
+        with open(log, "w") as errlog:
             async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(
                 read, write
             ) as session:
@@ -115,14 +144,15 @@ async def one_run(db: Path, source: Path | None, queries: list[str]) -> dict[str
                 server = sorted(children() - before)
                 if server:
                     out["memory_mib"] = memory_mib(server[-1])
+        out.update(stages(log, spawned))
     return out
 
 
 def summary(runs: list[dict[str, object]]) -> dict[str, object]:
     keys = ("initialize_s", "tools_list_s", "first_search_s", "hybrid_call_p50_ms",
-            "hybrid_call_p95_ms")
+            "hybrid_call_p95_ms", *(f"{stage}_s" for stage in STAGES))
     out: dict[str, object] = {k: round(statistics.median(float(str(r[k])) for r in runs), 3)
-                              for k in keys}
+                              for k in keys if all(k in r for r in runs)}
     mems = [r["memory_mib"] for r in runs if "memory_mib" in r]
     if mems:
         out["memory_mib"] = {k: max(float(m[k]) for m in mems)  # type: ignore[index]
@@ -167,7 +197,8 @@ def main() -> None:
             assert isinstance(now, dict) and isinstance(before, dict)
             row["ratio_current_to_baseline"] = {
                 k: round(float(now[k]) / float(before[k]), 3)
-                for k in ("initialize_s", "first_search_s", "hybrid_call_p95_ms")}
+                for k in ("serving_s", "ready_s", "initialize_s", "first_search_s",
+                          "hybrid_call_p95_ms") if k in now and k in before}
         results.append(row)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"cpus": os.cpu_count(), "load": os.getloadavg(),

@@ -23,6 +23,11 @@ done_step
 step "installing PocketMCP and its dependencies (the model comes with them) into .venv"
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[dev]" >&2
 done_step
+# The package is installed editable, so pip compiles none of its modules: compile them now,
+# or the first server start pays for it (a few tenths of a second) before its first answer.
+step "compiling PocketMCP's modules"
+.venv/bin/python -m compileall -q pocketmcp >&2
+done_step
 # The browser tests (tests/web) drive Debian's Chromium through Playwright; Playwright never
 # downloads a browser here. Installed as root with apt when missing; otherwise those tests
 # skip with the reason (and fail under CI=true).

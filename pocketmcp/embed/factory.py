@@ -9,6 +9,7 @@ embedder: the built-in model (blocking: it loads), or a remote provider's client
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import msgspec
@@ -17,14 +18,16 @@ from pocketmcp import __version__, logs
 from pocketmcp.config import Config
 from pocketmcp.core.identity import LOCAL, Identity
 from pocketmcp.embed.base import Batching, Embedder
-from pocketmcp.embed.http import Api, Remote
 from pocketmcp.embed.local import LocalEmbedder, local_identity
 from pocketmcp.embed.models import ModelSpec, bundled_tokenizer
-from pocketmcp.embed.ollama import OllamaApi
-from pocketmcp.embed.openai import OpenAIApi
 from pocketmcp.embed.prefixes import family, known_dimensions
-from pocketmcp.embed.remote import RemoteEmbedder
 from pocketmcp.errors import ProviderError
+
+# The remote providers' modules (httpx and its own imports: a few tens of milliseconds) are
+# imported by _remote only: a server on the built-in model never needs them, and its first
+# search waits for every import on the way.
+if TYPE_CHECKING:
+    from pocketmcp.embed.remote import RemoteEmbedder
 
 log = logs.get("pocketmcp.embed")
 
@@ -112,6 +115,12 @@ def make(config: Config, want: Wanted, identity: Identity) -> Embedder:
 
 
 def _remote(config: Config, identity: Identity) -> RemoteEmbedder:
+    # heavy (httpx): only for a remote provider, see the note at the imports
+    from pocketmcp.embed.http import Api, Remote
+    from pocketmcp.embed.ollama import OllamaApi
+    from pocketmcp.embed.openai import OpenAIApi
+    from pocketmcp.embed.remote import RemoteEmbedder
+
     base_url = config.embed_base_url or BASE_URLS[identity.provider]
     host = (urlsplit(base_url).hostname or "").lower()
     azure = host.endswith(AZURE_HOSTS)

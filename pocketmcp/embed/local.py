@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import msgspec
 import numpy as np
 from tokenizers import Tokenizer
 
@@ -64,7 +65,7 @@ class LocalEmbedder:
         # The document prefix takes its place in the window ([CLS] and [SEP] are counted once).
         self.max_tokens = window - (len(self.tokenizer.encode(prefix).ids) - 2 if prefix else 0)
         self.dim = spec.dim
-        self._queries: _QueryEncoder | None = None
+        self._queries: QueryEncoder | None = None
         self._query_lock = threading.Lock()
         self._documents_limiter = anyio.CapacityLimiter(1)
         self._query_limiter = anyio.CapacityLimiter(2)
@@ -124,7 +125,7 @@ class LocalEmbedder:
                     raise EmbeddingError(f"cannot load model {spec.model_id!r}: {exc}") from exc
             return self._model
 
-    def _query_encoder(self) -> _QueryEncoder | None:
+    def _query_encoder(self) -> QueryEncoder | None:
         """The query session, made on the first query (indexing alone never needs it)."""
         spec = self.spec
         if not self._own_query_session():
@@ -132,7 +133,7 @@ class LocalEmbedder:
         assert spec.path is not None
         with self._query_lock:
             if self._queries is None:
-                self._queries = _QueryEncoder(spec.path / "model.onnx", self.tokenizer)
+                self._queries = QueryEncoder(spec.path / "model.onnx", self.tokenizer)
         return self._queries
 
     def embed(self, texts: list[str]) -> F32:
@@ -178,23 +179,39 @@ class LocalEmbedder:
         return vector
 
 
-class _QueryEncoder:
+class QueryOptions(msgspec.Struct, frozen=True, kw_only=True):
+    """How the query session runs (bench/query_embed.py compares them)."""
+
+    threads: int = 1  # intra-op threads: a query is too small to split well over two cores
+    level: str = "all"  # graph optimisation: disable, basic, extended or all
+    arena: bool = True  # onnxruntime's CPU memory arena (buffers reused between runs)
+
+
+class QueryEncoder:
     """A second, small onnxruntime session for queries of the default (mean-pooled) model.
 
     One thread that does not spin after each run: a query takes a few milliseconds and
-    neither waits behind indexing batches nor steals the other core from the search.
+    neither waits behind indexing batches nor steals the other core from the search. A query
+    is encoded alone, unpadded: the model sees its own tokens only.
     """
 
-    def __init__(self, onnx_path: Path, tokenizer: Tokenizer) -> None:
+    def __init__(self, onnx_path: Path, tokenizer: Tokenizer,
+                 options: QueryOptions | None = None) -> None:
         import onnxruntime as ort  # heavy: imported with the first query
 
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options = options or QueryOptions()
+        levels = {"disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+                  "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+                  "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+                  "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}
+        session_options = ort.SessionOptions()
+        session_options.intra_op_num_threads = options.threads
+        session_options.inter_op_num_threads = 1
+        session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        session_options.graph_optimization_level = levels[options.level]
+        session_options.enable_cpu_mem_arena = options.arena
         try:
-            self._session = ort.InferenceSession(str(onnx_path), sess_options=options,
+            self._session = ort.InferenceSession(str(onnx_path), sess_options=session_options,
                                                  providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime's own errors
             raise EmbeddingError(f"cannot load {onnx_path}: {exc}") from exc

@@ -73,6 +73,7 @@ async def host_stdio(config: Config, title: str, instructions: str | None) -> in
             server, serve_stdio = await anyio.to_thread.run_sync(
                 _stdio_server, runtime, title, instructions)
             front_up.set()
+            log.debug("front_up", seconds=round(time.perf_counter() - started, 3))
             async with anyio.create_task_group() as front:
 
                 def stop(name: str) -> None:

@@ -68,3 +68,16 @@ def test_the_built_in_model_answers_queries_before_its_documents_session_loads()
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, check=True)
     assert done.stdout.split() == ["False", "True", "1.0"], done.stderr[-500:]
+
+
+def test_the_built_in_model_starts_without_the_remote_providers_http_client() -> None:
+    # httpx and the remote providers' modules are imported for a remote provider only: the
+    # first search after start-up waits for every import on its way.
+    code = ("import sys; import pocketmcp.runtime; from pocketmcp.config import load; "
+            "from pocketmcp.embed import factory; "
+            "c = load({}, environ={}); w = factory.wanted(c); "
+            "e = factory.make(c, w, w.identity); e.embed_query_now('owls at night'); "
+            "print('httpx' in sys.modules, 'pocketmcp.embed.remote' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert done.stdout.split() == ["False", "False"], done.stderr[-500:]
