@@ -1,13 +1,16 @@
-"""The named databases one process serves: separate index files beside the main one.
+"""The named databases one process serves: separate indexes beside the main one (SQLite
+files in the databases folder, or schemas beside the main one's on Postgres).
 
 Each is read through its own ReadIndex and written by its own writer actor, started on the
-first write (or by create_database, which makes the file) and fed by tool requests alone.
-While another process holds a database's writer lock, its reads work here and its writes are
-READ_ONLY. A database whose writer fails is reported on that write; the next one starts a new
-writer.
+first write (or by create_database, which makes the index) and fed by tool requests alone.
+While another process holds a SQLite database's writer lock, its reads work here and its
+writes are READ_ONLY (Postgres takes every process's writes). A database whose writer fails
+is reported on that write; the next one starts a new writer.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import anyio
 import anyio.abc
@@ -18,15 +21,18 @@ from pocketmcp.core.identity import Identity
 from pocketmcp.errors import ModelMismatchError, PocketError, ReadOnly, Stopping, WriterBusyError
 from pocketmcp.pipeline.state import InFlight, Stats
 from pocketmcp.pipeline.writer import EventHook, WriterActor, WriterInbox
-from pocketmcp.store.readers import ReadIndex
-from pocketmcp.store.registry import Registry
+from pocketmcp.store import places
+from pocketmcp.store.api import ReadIndex
+from pocketmcp.store.registry import Registry, not_found
 
 log = logs.get("pocketmcp.databases")
 
 
 class _Database:
-    def __init__(self, index: ReadIndex) -> None:
+    def __init__(self, where: places.Where, index: ReadIndex) -> None:
+        self.where = where
         self.index = index
+        self.made = False  # a writer has made it (it cannot be dropped through the tools)
         self.checked = False  # its stored model was compared with this process's
         self.writer: WriterActor | None = None
         self.opening = anyio.Lock()
@@ -46,42 +52,49 @@ class Databases:
         self._open: dict[str, _Database] = {}
         self._stopping = False
 
-    async def _get(self, name: str) -> _Database:
+    async def _get(self, name: str, *, create: bool = False) -> _Database:
+        """Database `name`, its model checked; NotFound when it was never made (unless
+        `create`)."""
+        where = self._registry.where(name)
         db = self._open.get(name)
-        if db is None:
-            db = self._open[name] = _Database(ReadIndex(self._registry.path(name),
-                                                        self._identity.dim))
-        if not db.checked and db.index.path.is_file():
+        if db is None or not db.made:
+            made = await anyio.to_thread.run_sync(places.exists, where)
+            if not made and not create:
+                raise not_found(name)
+            if db is None:
+                db = self._open[name] = _Database(where, places.read_index(
+                    where, self._identity.dim))
+            db.made = made
+        if db.made and not db.checked:
             stored = await db.index.run(lambda r: r.identity())
             if stored is not None and stored != self._identity:
-                raise ModelMismatchError(db.index.path, stored.describe(),
+                raise ModelMismatchError(db.index.where, stored.describe(),
                                          stored.differences(self._identity))
             db.checked = stored is not None
         return db
 
     async def reading(self, name: str) -> ReadIndex:
         """Database `name` for reading; NotFound when it was never created."""
-        self._registry.existing(name)
         return (await self._get(name)).index
 
     async def writing(self, name: str, *, create: bool = False) -> tuple[ReadIndex, WriterInbox]:
         """Database `name` and the way to its writer, started now if need be (creating the
-        file when `create`); READ_ONLY while another process holds its lock."""
-        (self._registry.path if create else self._registry.existing)(name)
-        db = await self._get(name)
+        index when `create`); READ_ONLY while another process holds its lock (SQLite)."""
+        db = await self._get(name, create=create)
         async with db.opening:
             if self._stopping:
                 raise Stopping("the server is shutting down; nothing was written")
             if db.writer is None:
-                path = db.index.path
+                where = db.where
                 try:
                     db.writer = await anyio.to_thread.run_sync(lambda: WriterActor.open(
-                        path, self._identity,
+                        where, self._identity,
                         queue_size=self._config.queue_size,
                         batch_files=self._config.write_batch_files, on_event=self._on_event))
                 except WriterBusyError:
                     raise ReadOnly(f"database {name!r} is read-only here: another PocketMCP "
-                                   f"process holds the writer lock of {path}") from None
+                                   f"process holds the writer lock of {where}") from None
+                db.made = True
                 self._tg.start_soon(self._run, name, db, name=f"pocketmcp.writer.{name}")
             return db.index, db.writer.requests
 
@@ -101,15 +114,17 @@ class Databases:
             done.set()
 
     async def create(self, name: str) -> tuple[str, bool]:
-        """Make sure database `name` exists; (its file, whether this call created it). While
-        another process holds its lock, that process has made (or is making) the file."""
-        path = self._registry.path(name)
-        existed = path.is_file()
+        """Make sure database `name` exists; (where it is: its file or its Postgres schema,
+        whether this call created it). While another process holds its lock, that process
+        has made (or is making) it."""
+        where = self._registry.where(name)
+        existed = await anyio.to_thread.run_sync(places.exists, where)
+        shown = str(where.resolve()) if isinstance(where, Path) else where.describe()
         try:
             await self.writing(name, create=True)
         except ReadOnly:
-            return str(path.resolve()), False
-        return str(path.resolve()), not existed
+            return shown, False
+        return shown, not existed
 
     def stop(self) -> None:
         """Take no new writes; every writer commits what it has and stops."""

@@ -68,8 +68,7 @@ class Runtime(Readiness):
         self.fed = anyio.Event()  # the main index's pipeline has returned (or never started)
         self.fed_seconds = 0.0  # how long it ran
         self.scanned: Stats | None = None  # the pipeline's counts when its first scan ended
-        self.registry = Registry(config.sqlite_path, config.databases_dir,
-                                 postgres=config.store == "postgres")
+        self.registry = Registry(places.main_index(config), config.databases_dir)
         self.converter = Converter(Limits.of(config))
         self.identity: Identity | None = None  # provider, model, dimension, prefixes
         self.embedder: Embedder | None = None
@@ -284,7 +283,7 @@ class Runtime(Readiness):
     async def read_index(self, db_name: str | None = None) -> ReadIndex:
         """The main index (or database `db_name`) for listing and reading."""
         if db_name is not None:
-            self.registry.existing(db_name)  # a bad or unknown name fails before any wait
+            self.registry.where(db_name)  # a bad name fails before any wait
         await self._wait_ready()
         if db_name is None:
             assert self.main is not None
@@ -303,7 +302,7 @@ class Runtime(Readiness):
         """The main index (or database `db_name`) for writing: READ_ONLY while another
         process holds its writer lock."""
         if db_name is not None:
-            self.registry.existing(db_name)
+            self.registry.where(db_name)
         await self._wait_ready()
         assert self.chunker is not None and self.embedder is not None
         prepare = Preparer(self.chunker, self.embedder, most=self.config.max_chunks_per_doc)
@@ -319,8 +318,9 @@ class Runtime(Readiness):
         return Writing(self.main, self.pipeline.requests, prepare)
 
     async def create_database(self, name: str) -> tuple[str, bool]:
-        """Make sure database `name` exists; (its file, whether this call created it)."""
-        self.registry.path(name)  # a bad name fails before any wait
+        """Make sure database `name` exists; (its file or Postgres schema, whether this
+        call created it)."""
+        self.registry.where(name)  # a bad name fails before any wait
         await self._wait_ready()
         assert self.databases is not None
         return await self.databases.create(name)

@@ -25,10 +25,14 @@ def pg_url() -> Iterator[str]:
 
 @pytest.fixture
 def pg_schema(pg_url: str) -> Iterator[str]:
-    """A schema of this test's own, dropped after it."""
+    """A schema of this test's own, dropped after it with its named databases' schemas."""
     import psycopg  # an optional dependency, installed for the tests
 
     name = new_schema()
     yield name
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE'.encode())
+        schemas = [r[0] for r in conn.execute(
+            b"SELECT nspname FROM pg_namespace WHERE nspname = %s OR left(nspname, %s) = %s",
+            (name, len(name) + 4, name + "_db_")).fetchall()]
+        for schema in schemas:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'.encode())

@@ -140,9 +140,9 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
     async def create_tool(
         db_name: Annotated[str, Field(description="1-64 letters, digits, '_' or '-'.")],
     ) -> CreateDatabaseResult:
-        """Create a separate, empty database (its own SQLite file) to insert documents into
-        and search apart from the main index. Creating one that exists is fine: `created`
-        says which happened."""
+        """Create a separate, empty database (its own SQLite file, or Postgres schema) to
+        insert documents into and search apart from the main index. Creating one that
+        exists is fine: `created` says which happened."""
         async with tool_call("create_database", db=logged(db_name)) as counts:
             path, created = await rt.create_database(db_name)
             counts["created"] = created

@@ -246,7 +246,8 @@ class IngestResult(BaseModel):
 
 class CreateDatabaseResult(BaseModel):
     success: bool
-    db_path: str = Field(description="The database's SQLite file.")
+    db_path: str = Field(description="Where the database is: its SQLite file, or its Postgres "
+                         "schema.")
     created: bool = Field(description="False when the database already existed.")
 
 

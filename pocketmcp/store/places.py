@@ -42,6 +42,14 @@ def recorded_identity(where: Where) -> Identity | None:
     return sqlite_identity(where) if where.is_file() else None
 
 
+def exists(where: Where) -> bool:
+    """Whether a writer has made the index at `where` (blocking; on Postgres, one connection
+    of its own)."""
+    if isinstance(where, PgPlace):
+        return recorded_identity(where) is not None
+    return where.is_file()
+
+
 def sqlite_only(config: Config, what: str) -> None:
     """NOT_SUPPORTED for what Postgres indexes cannot do yet."""
     if config.store == "postgres":

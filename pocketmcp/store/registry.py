@@ -1,11 +1,13 @@
-"""The index files one process serves: the main index and the named databases beside it."""
+"""The indexes one process serves: the main index and the named databases beside it."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from pocketmcp.errors import InvalidRequest, NotFound, NotSupported
+from pocketmcp.errors import InvalidRequest, NotFound
+from pocketmcp.store.pg.place import PgPlace, schema_of
+from pocketmcp.store.places import Where, exists
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -20,26 +22,33 @@ def check_name(name: str, what: str = "db_name") -> str:
 
 
 class Registry:
-    """Where each index file lives: the main one, and `<name>.db` in the databases folder."""
+    """Where each index lives: the main one, and each named database beside it, as the file
+    `<name>.db` in the databases folder (SQLite) or as the schema `<PG_SCHEMA>_db_<name>` of
+    the main index's Postgres database (store/pg/place.py)."""
 
-    def __init__(self, main: Path, databases_dir: Path, *, postgres: bool = False) -> None:
+    def __init__(self, main: Where, databases_dir: Path) -> None:
         self.main = main
         self.databases_dir = databases_dir
-        self.postgres = postgres  # STORE=postgres: no named databases yet
 
-    def path(self, name: str | None) -> Path:
-        """The main index for None, else database `name`'s file (which may not exist yet)."""
+    def where(self, name: str | None) -> Where:
+        """The main index for None, else database `name`'s place (which may not exist yet);
+        InvalidRequest for a name that cannot name one. Touches nothing."""
         if name is None:
             return self.main
-        if self.postgres:
-            raise NotSupported("named databases (db_name, create_database) are not supported "
-                               "with STORE=postgres yet; they work on SQLite indexes")
-        return self.databases_dir / f"{check_name(name)}.db"
+        check_name(name)
+        if isinstance(self.main, PgPlace):
+            return PgPlace(self.main.url, schema_of(self.main.schema, name))
+        return self.databases_dir / f"{name}.db"
 
-    def existing(self, name: str | None) -> Path:
-        """Like `path`, but NotFound for a database that was never created."""
-        path = self.path(name)
-        if name is not None and not path.is_file():
-            raise NotFound(f"no database named {name!r}; call create_database first, "
-                           "or leave db_name out to use the main index")
-        return path
+    def existing(self, name: str | None) -> Where:
+        """Like `where`, but NotFound for a database that was never created (blocking: on
+        Postgres it asks the server)."""
+        where = self.where(name)
+        if name is not None and not exists(where):
+            raise not_found(name)
+        return where
+
+
+def not_found(name: str) -> NotFound:
+    return NotFound(f"no database named {name!r}; call create_database first, "
+                    "or leave db_name out to use the main index")

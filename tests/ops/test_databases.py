@@ -1,4 +1,5 @@
-"""Separate databases: named SQLite indexes beside the main one, in process and over stdio."""
+"""Separate databases: named indexes beside the main one (SQLite files, or Postgres schemas
+beside the main one's), in process and over stdio."""
 
 from __future__ import annotations
 
@@ -13,21 +14,38 @@ from conftest import Tools, make_config, running
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_harness import call, mcp_session, tool_error, until
 
+from pocketmcp.config import Config
 from pocketmcp.core.identity import Identity
 from pocketmcp.errors import InvalidRequest, ModelMismatchError, NotFound, ReadOnly
+from pocketmcp.store import places
+from pocketmcp.store.pg.place import place_of
 from pocketmcp.store.writes import IndexWriter
 
 SPACE = "Tardigrades, the water bears, survive the vacuum of space and deep freezing."
 BREAD = "A sourdough starter of flour and water leavens rye bread without baker's yeast."
 BAD_NAMES = ["../x", "a/b", "x.db", "", "a" * 65, "a b", "..", "caf\u00e9", "a\n", "/abs"]
+SQLITE_ONLY = pytest.mark.parametrize("tools", ["sqlite"], indirect=True)
 
 
-
-
-@pytest.fixture
-async def tools(tmp_path: Path) -> AsyncIterator[Tools]:
-    async with running(make_config(tmp_path, databases_dir=str(tmp_path / "dbs"))) as rt:
+@pytest.fixture(params=["sqlite", "postgres"])
+async def tools(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Tools]:
+    """A running server with its main index and named databases in SQLite files, or in
+    schemas of a real Postgres server."""
+    env = {} if request.param == "sqlite" else {
+        "STORE": "postgres", "DATABASE_URL": request.getfixturevalue("pg_url"),
+        "PG_SCHEMA": request.getfixturevalue("pg_schema")}
+    async with running(make_config(tmp_path, env, databases_dir=str(tmp_path / "dbs"))) as rt:
         yield Tools(rt)
+
+
+def make_with_model(config: Config, name: str, identity: Identity) -> None:
+    """Database `name` made by another process with `identity`'s model."""
+    if config.store == "postgres":
+        from pocketmcp.store.pg.writes import PgWriter  # psycopg: only with STORE=postgres
+
+        PgWriter(place_of(config, name), identity).close()
+    else:
+        IndexWriter(config.databases_dir / f"{name}.db", identity).close()
 
 
 async def similar(tools: Tools, text: str, **args: Any) -> list[dict[str, Any]]:
@@ -47,6 +65,7 @@ def test_databases_dir_defaults_to_a_folder_next_to_the_index(tmp_path: Path) ->
     assert config.databases_dir == config.sqlite_path.parent / "databases"
 
 
+@SQLITE_ONLY
 async def test_a_database_file_lands_in_databases_dir_and_nowhere_else(
     tools: Tools, tmp_path: Path
 ) -> None:
@@ -101,6 +120,7 @@ async def test_a_database_never_created_is_not_found_with_a_hint(
     with pytest.raises(NotFound, match="create_database"):
         await tools("delete_document", doc_id=1, db_name="nope")
     assert not (tmp_path / "dbs" / "nope.db").exists()
+    assert not places.exists(tools.rt.registry.where("nope"))
 
 
 async def test_an_unknown_doc_id_is_not_found_in_a_database_and_in_the_main_index(
@@ -221,12 +241,41 @@ async def test_a_database_another_process_writes_is_readable_but_not_writable(
 
 
 async def test_a_database_made_with_another_model_is_refused_clearly(tools: Tools) -> None:
-    config = tools.rt.config
-    IndexWriter(config.databases_dir / "old.db", Identity(model="another/model", dim=384)).close()
+    make_with_model(tools.rt.config, "old", Identity(model="another/model", dim=384))
     with pytest.raises(ModelMismatchError, match="another/model"):
         await similar(tools, "space", db_name="old")
     with pytest.raises(ModelMismatchError, match="another/model"):
         await tools("insert_document", text=SPACE, db_name="old")
+
+
+@pytest.mark.parametrize("tools", ["postgres"], indirect=True)
+async def test_on_postgres_each_database_is_a_schema_named_as_written(tools: Tools) -> None:
+    main = tools.rt.config.pg_schema
+    names = ["Notes", "notes", "a-b", "a_b", "x" * 63 + "a", "x" * 63 + "b"]
+    made = {name: (await tools("create_database", db_name=name))["db_path"] for name in names}
+    assert made["Notes"] == f"postgres schema {main}_db_Notes"
+    assert len(set(made.values())) == len(names)  # case, '-' and long names stay apart
+    assert all(len(where.removeprefix("postgres schema ")) <= 63 for where in made.values())
+    for name in names:
+        await tools("insert_document", text=f"{name}: {SPACE}", db_name=name)
+    for name in names:
+        found = await similar(tools, "water bears", top_k=100, db_name=name)
+        assert [s["text"] for s in found] == [f"{name}: {SPACE}"]
+
+
+@pytest.mark.parametrize("tools", ["postgres"], indirect=True)
+async def test_two_processes_write_one_postgres_database(tools: Tools) -> None:
+    await tools("create_database", db_name="shared")
+    first = await tools("insert_document", text=SPACE, db_name="shared")
+    async with running(tools.rt.config) as other_rt:  # another process on the same server
+        other = Tools(other_rt)
+        assert (await other("create_database", db_name="shared"))["created"] is False
+        second = await other("insert_document", text=BREAD, db_name="shared")
+        seen_there = await similar(other, "water", top_k=10, db_name="shared")
+    seen_here = await similar(tools, "water", top_k=10, db_name="shared")
+    both = {first["doc_id"], second["doc_id"]}
+    assert len(both) == 2
+    assert {s["doc_id"] for s in seen_here} == {s["doc_id"] for s in seen_there} == both
 
 
 # -- over stdio -------------------------------------------------------------------------------

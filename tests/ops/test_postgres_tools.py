@@ -53,5 +53,5 @@ async def test_a_folder_is_indexed_searched_read_and_deleted_on_postgres(
         assert (await tools("list_libraries"))["libraries"][0]["documents"] == 2
         with pytest.raises(NotSupported):
             await tools("links", doc_id=added["note-1"])
-        with pytest.raises(NotSupported):
-            await tools("create_database", db_name="team")
+        team = await tools("create_database", db_name="team")
+        assert team["created"] and team["db_path"] == f"postgres schema {pg_schema}_db_team"

@@ -12,8 +12,8 @@ from pocketmcp.store.registry import Registry, check_name
 
 def test_the_main_index_and_named_databases_have_their_own_files(tmp_path: Path) -> None:
     registry = Registry(tmp_path / "index.db", tmp_path / "dbs")
-    assert registry.path(None) == tmp_path / "index.db"
-    assert registry.path("notes_2-a") == tmp_path / "dbs" / "notes_2-a.db"
+    assert registry.where(None) == tmp_path / "index.db"
+    assert registry.where("notes_2-a") == tmp_path / "dbs" / "notes_2-a.db"
     with pytest.raises(NotFound, match="create_database"):
         registry.existing("notes")
     (tmp_path / "dbs").mkdir()

@@ -21,8 +21,9 @@ IDLE_IN_TRANSACTION_MS = 60_000  # a writer that went away mid-transaction frees
 
 def options(place: PgPlace) -> str:
     """libpq `options`: the index's schema first, `public` (where pgvector lives) after."""
-    return (f"-c search_path={place.schema},public -c statement_timeout={STATEMENT_TIMEOUT_MS} "
-            f"-c lock_timeout={LOCK_TIMEOUT_MS} "
+    # Quoted: a named database's schema keeps its case and may hold '-' (place.py).
+    return (f'-c search_path="{place.schema}",public '
+            f"-c statement_timeout={STATEMENT_TIMEOUT_MS} -c lock_timeout={LOCK_TIMEOUT_MS} "
             f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}")
 
 

@@ -10,6 +10,8 @@ each and statements that cannot run in a transaction.
 
 from __future__ import annotations
 
+import hashlib
+
 import msgspec
 
 from pocketmcp.config import Config, Secret
@@ -24,9 +26,24 @@ class PgPlace(msgspec.Struct, frozen=True):
         return f"postgres schema {self.schema}"
 
 
+MAX_IDENTIFIER = 63  # bytes in a Postgres name (NAMEDATALEN - 1); longer ones are cut
+
+
+def schema_of(main: str, db_name: str) -> str:
+    """The schema of named database `db_name` (a checked name: letters, digits, '_', '-')
+    beside the main index's schema `main`: `<main>_db_<name>`, kept as written (quoted), so
+    that `Notes` and `notes` stay apart as their SQLite files do. A name too long for a
+    Postgres identifier keeps its start and gets a hash of the whole name instead of its
+    end."""
+    schema = f"{main}_db_{db_name}"
+    if len(schema) <= MAX_IDENTIFIER:
+        return schema
+    digest = hashlib.sha256(db_name.encode()).hexdigest()[:12]
+    return f"{schema[:MAX_IDENTIFIER - len(digest) - 1]}_{digest}"
+
+
 def place_of(config: Config, db_name: str | None = None) -> PgPlace:
     """The main index's schema (PG_SCHEMA), or named database `db_name`'s beside it."""
     assert config.database_url is not None  # config.load checks it for STORE=postgres
-    schema = config.pg_schema if db_name is None else (
-        f"{config.pg_schema}_db_{db_name.lower().replace('-', '_')}")
+    schema = config.pg_schema if db_name is None else schema_of(config.pg_schema, db_name)
     return PgPlace(config.database_url, schema)
