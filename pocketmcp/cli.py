@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -233,9 +234,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "backup": archiving.backup}[args.command]
             return anyio.run(run, config, args, backend="asyncio")
         if args.command == "serve":
-            from pocketmcp.mcp.serve import serve
+            # The cyclic garbage collector waits while the server starts (mcp/serve.py)
+            gc.disable()
+            try:
+                from pocketmcp.mcp.serve import serve
 
-            return anyio.run(serve, config, args.title, args.inst, backend="asyncio")
+                return anyio.run(serve, config, args.title, args.inst, backend="asyncio")
+            finally:
+                gc.enable()
     except BaseExceptionGroup as group:
         return _failed(single(group))
     except Exception as exc:  # the one place that catches everything: report, exit non-zero

@@ -11,6 +11,7 @@ import socket
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,8 +19,9 @@ import anyio
 
 from pocketmcp import __version__, logs
 from pocketmcp.config import Config, Secret
-from pocketmcp.errors import AlreadyServing, ListenFailed
+from pocketmcp.errors import AlreadyServing, ListenFailed, PocketError
 from pocketmcp.mcp import discovery
+from pocketmcp.mcp.serve import collect_again
 from pocketmcp.plans import serving
 from pocketmcp.runtime import Runtime, open_runtime
 
@@ -39,6 +41,8 @@ DRAIN_S = 3.5
 # two (with the SDK's sessions closing in between) stay within 5 s.
 GRACE_S = 1
 HTTP_DRAIN_S = 2.0
+# The longest the garbage collector stays off while the runtime starts (mcp/serve.py).
+COLLECT_AFTER_S = 10.0
 
 log = logs.get("pocketmcp.serve")
 
@@ -82,12 +86,21 @@ async def host_stdio(config: Config, title: str, instructions: str | None) -> in
                     front.cancel_scope.cancel()
 
                 front.start_soon(_on_signal, stop, name="pocketmcp.signals")
+                front.start_soon(_collect_once_started, runtime, name="pocketmcp.collect")
                 await serve_stdio(server)
                 front.cancel_scope.cancel()
             log.info("stopping", reason=reason)
     finally:
         log.info("stopped", seconds=round(time.perf_counter() - started, 3))
     return 0
+
+
+async def _collect_once_started(runtime: Runtime) -> None:
+    """The garbage collector back on once the front is up and the runtime ready (or its
+    start failed, or COLLECT_AFTER_S passed)."""
+    with anyio.move_on_after(COLLECT_AFTER_S), suppress(PocketError):
+        await runtime.started()
+    collect_again()
 
 
 def _stdio_server(runtime: Runtime, title: str, instructions: str | None
