@@ -37,6 +37,7 @@ from pocketmcp.ops.results import (
 from pocketmcp.plans import Open, Reading
 from pocketmcp.store.api import Reader, ReadIndex
 from pocketmcp.store.rows import HitRow
+from pocketmcp.store.scan import one_blas_thread
 
 log = logs.get("pocketmcp.search")
 
@@ -245,7 +246,9 @@ def _exact_scores(reader: Reader, index: ReadIndex, chunk_ids: Sequence[int],
                   query: npt.NDArray[np.float32]) -> dict[int, float]:
     """Cosine similarities from the stored float32 vectors (the vector file's are float16)."""
     ids, _, vectors = reader.vectors_by_ids(chunk_ids, index.dim)
-    return dict(zip(ids.tolist(), (vectors @ query).tolist(), strict=True))
+    with one_blas_thread():  # a few rows: BLAS threads would cost far more (scan.py)
+        scores = vectors @ query
+    return dict(zip(ids.tolist(), scores.tolist(), strict=True))
 
 
 def _vector_stage(index: ReadIndex, reader: Reader, stage: Stage,

@@ -218,18 +218,13 @@ class VectorIndex:
             return self._exact(cols, np.flatnonzero(ok), query, k)
         qcode = scan.encode(query[None, :], cols.mean)[0]
         some_dead = ok is None and state.live < n
-        dist, hist = scan.hamming(cols.codes, n, qcode, cols.alive if some_dead else None)
-        dead = len(hist) - 1  # the distance given to rows left out, and its bin
+        dist = scan.hamming(cols.codes, n, qcode, cols.alive if some_dead else None)
+        dead = len(qcode) * 64 + 1  # the distance of rows left out
         if ok is not None:
             dist[~ok] = dead
-            hist = np.bincount(dist, minlength=dead + 1)
         elif len(masked):
-            hit = dist[masked]
-            hit = hit[hit < dead]
-            np.subtract.at(hist, hit, 1)
-            hist[dead] += len(hit)
             dist[masked] = dead
-        rows = scan.within(dist, hist, candidates * SHORTLIST)
+        rows = scan.within(dist, candidates * SHORTLIST, dead)
         planes, low, step = scan.query_planes(query, cols.mean)
         estimate = scan.asymmetric(cols.codes, rows, planes, low, step)
         return self._exact(cols, np.sort(rows[scan.top(estimate, candidates)]), query, k)

@@ -15,6 +15,7 @@ from pocketmcp.messages import Chunk, DocRecord
 from pocketmcp.store import schema
 from pocketmcp.store.connect import sqlite_module
 from pocketmcp.store.queries import IndexReader
+from pocketmcp.store.textsearch import TermCounts
 from pocketmcp.store.writes import IndexWriter
 
 DIM = 8
@@ -319,3 +320,35 @@ def test_the_writer_lock_is_released_from_another_thread_than_took_it(tmp_path: 
          "FileLock(sys.argv[1], blocking=False).acquire(); print('free')",
          str(db) + ".writer.lock"], capture_output=True, text=True, timeout=60)
     assert probe.stdout.strip() == "free", probe.stderr[-500:]
+
+
+def test_term_counts_are_remembered_by_a_pools_readers_until_chunks_change(
+        db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[list[str]] = []
+    count = IndexReader._count_terms
+    monkeypatch.setattr(IndexReader, "_count_terms",
+                        lambda self, terms: asked.append(list(terms)) or count(self, terms))
+    writer = IndexWriter(db, Identity(model="m", dim=DIM))
+    shared = TermCounts()
+    one, two = IndexReader(db, shared), IndexReader(db, shared)
+    try:
+        writer.begin()
+        writer.upsert(_doc("d1", "apple pear"), _chunks("apple pear", "apple"), _vectors(2))
+        writer.commit()
+        assert one.term_docs(["appl", "pear", "plum"]) == {"appl": 2, "pear": 1}
+        assert two.term_docs(["pear", "appl", "plum"]) == {"appl": 2, "pear": 1}
+        assert two.term_docs(["plum", "fig"]) == {}
+        assert asked == [["appl", "pear", "plum"], ["fig"]]
+        writer.begin()
+        writer.upsert(_doc("d2", "plum"), _chunks("plum"), _vectors(1))
+        writer.commit()
+        assert one.term_docs(["plum", "appl"]) == {"plum": 1, "appl": 2}
+        writer.begin()
+        writer.delete("d1")
+        writer.commit()
+        assert two.term_docs(["plum", "appl"]) == {"plum": 1}
+        assert asked[2:] == [["plum", "appl"], ["plum", "appl"]]
+    finally:
+        one.close()
+        two.close()
+        writer.close()

@@ -1,0 +1,58 @@
+"""The vector scan's passes against plain numpy computations of the same thing."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from pocketmcp.store import scan
+
+
+def _cut_rows(dist: npt.NDArray[np.uint16], keep: int, dead: int) -> npt.NDArray[np.int64]:
+    """The rows the shortlist keeps, by the rule itself: every live row at or under the
+    smallest distance that keeps `keep` of them (all live rows when fewer)."""
+    live = np.sort(dist[dist < dead])
+    if not len(live):
+        return np.zeros(0, np.int64)
+    cut = live[min(keep, len(live)) - 1]
+    return np.flatnonzero((dist <= cut) & (dist < dead))
+
+
+def test_the_shortlist_cut_is_the_same_whether_the_sampled_guess_holds_or_not() -> None:
+    rng = np.random.default_rng(3)
+    dead = 385
+    for n, keep, spread in ((150_000, 20_000, 60), (150_000, 149_000, 60), (5000, 100, 3),
+                            (3000, 5000, 40), (200_000, 2000, 200)):
+        dist = rng.normal(192, spread, n).clip(0, 384).astype(np.uint16)
+        dist[rng.random(n) < 0.1] = dead  # rows left out
+        assert np.array_equal(scan.within(dist, keep, dead), _cut_rows(dist, keep, dead))
+    # A skewed tail the sample misses: the guess keeps too few, every row decides.
+    dist = np.full(120_000, 300, np.uint16)
+    dist[::17] = 10
+    assert np.array_equal(scan.within(dist, 60_000, dead), _cut_rows(dist, 60_000, dead))
+    assert not len(scan.within(np.full(10, dead, np.uint16), 5, dead))
+
+
+def test_hamming_distances_over_two_threads_equal_a_bit_count_of_each_row() -> None:
+    rng = np.random.default_rng(4)
+    n, words = scan.PARALLEL_ROWS + 12_345, 6  # past PARALLEL_ROWS: shared by two threads
+    codes = rng.integers(0, 2**63, (n, words), dtype=np.uint64)
+    sliced = np.ascontiguousarray(codes.T)
+    qcode = rng.integers(0, 2**63, words, dtype=np.uint64)
+    alive = (rng.random(n) > 0.05).astype(np.uint8)
+    dist = scan.hamming(sliced, n, qcode, alive)
+    expected = np.bitwise_count(codes ^ qcode).sum(axis=1)
+    expected[alive == 0] = words * 64 + 1
+    assert np.array_equal(dist, expected)
+
+
+def test_float16_scores_are_the_products_of_the_float16_rows() -> None:
+    rng = np.random.default_rng(5)
+    f16 = rng.normal(0, 0.05, (5000, 384)).astype(np.float16)
+    query = rng.normal(0, 0.05, 384).astype(np.float32)
+    rows = np.sort(rng.choice(5000, 4500, replace=False)).astype(np.int64)
+    exact = f16[rows].astype(np.float64) @ query.astype(np.float64)
+    assert np.abs(scan.dot16(f16, rows, query) - exact).max() < 1e-6
+    with scan.one_blas_thread(), scan.one_blas_thread():  # nested: restored in turn
+        inside = f16[rows].astype(np.float32) @ query
+    assert np.abs(inside - exact).max() < 1e-6
