@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import secrets
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import anyio
 import msgspec
@@ -21,6 +23,7 @@ from pocketmcp.ops import evaluate
 from pocketmcp.ops.search import MODES, Mode, Params
 from pocketmcp.plans import Plan
 from pocketmcp.runtime import open_runtime
+from pocketmcp.store import places
 
 
 async def run(config: Config, args: argparse.Namespace) -> int:
@@ -33,6 +36,9 @@ async def run(config: Config, args: argparse.Namespace) -> int:
         params = msgspec.convert(json.loads(args.params), Params) if args.params else Params()
     except (ValueError, msgspec.ValidationError) as exc:
         raise PocketError(f"--params is not valid: {exc}") from None
+    if args.index and config.store == "postgres":
+        raise PocketError("--index names a SQLite file; with STORE=postgres the eval index is "
+                          "a schema of its own, dropped afterwards")
     dataset_dir = Path(args.dataset)
     folder = Path(args.corpus) if args.corpus else None
     if folder is not None and not folder.is_dir():
@@ -48,27 +54,45 @@ async def run(config: Config, args: argparse.Namespace) -> int:
             corpus = folder
             files = sum(1 for p in folder.rglob("*") if p.is_file())
         config = config.replace(watch_dir=corpus, sqlite_path=db, watch_dir_given=True)
-        started = time.perf_counter()
-        plan = Plan(writer="must", feed="scan", requests=False)
-        async with open_runtime(config, plan) as runtime:
-            reporter = Reporter(runtime, config, "bar") if sys.stderr.isatty() else None
-            async with anyio.create_task_group() as tg:
-                if reporter is not None:
-                    tg.start_soon(reporter.run, name="pocketmcp.progress")
-                await runtime.fed.wait()
-                tg.cancel_scope.cancel()
-            if reporter is not None:
-                reporter.finish()
-            await runtime.started()  # raises when start-up failed
-            assert runtime.pipeline is not None
-            stats = runtime.pipeline.stats
-            built = {"files": stats.seen, "chunks_embedded": stats.chunks_embedded,
-                     "seconds": round(time.perf_counter() - started, 1)}
-            reading = await runtime.reading()
-            counts = await reading.index.run(lambda r: r.counts())
-            metrics = await evaluate.evaluate(reading, dataset, cast(list[Mode], modes), params,
-                                              name)
+        if config.store == "postgres":  # a throwaway schema beside PG_SCHEMA's
+            config = config.replace(pg_schema=f"{config.pg_schema[:20]}_eval_"
+                                              f"{secrets.token_hex(6)}")
+        try:
+            built, counts, metrics = await _index_and_measure(config, dataset, modes, params,
+                                                              name)
+        finally:
+            if config.store == "postgres":
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(places.drop, places.main_index(config))
     report = evaluate.report(dataset_dir, files, dataset, counts["chunks"], built, params,
                              metrics)
     print(json.dumps(report, indent=2) if args.json else evaluate.table(report))  # noqa: T201
     return 0
+
+
+async def _index_and_measure(config: Config, dataset: evaluate.Dataset, modes: list[str],
+                             params: Params, name: Callable[[str], str]
+                             ) -> tuple[dict[str, Any], dict[str, int], Any]:
+    """Index the corpus folder (config.watch_dir), then measure: (how it was built, the
+    index's counts, the metrics per mode)."""
+    started = time.perf_counter()
+    plan = Plan(writer="must", feed="scan", requests=False)
+    async with open_runtime(config, plan) as runtime:
+        reporter = Reporter(runtime, config, "bar") if sys.stderr.isatty() else None
+        async with anyio.create_task_group() as tg:
+            if reporter is not None:
+                tg.start_soon(reporter.run, name="pocketmcp.progress")
+            await runtime.fed.wait()
+            tg.cancel_scope.cancel()
+        if reporter is not None:
+            reporter.finish()
+        await runtime.started()  # raises when start-up failed
+        assert runtime.pipeline is not None
+        stats = runtime.pipeline.stats
+        built = {"files": stats.seen, "chunks_embedded": stats.chunks_embedded,
+                 "seconds": round(time.perf_counter() - started, 1)}
+        reading = await runtime.reading()
+        counts = await reading.index.run(lambda r: r.counts())
+        metrics = await evaluate.evaluate(reading, dataset, cast(list[Mode], modes), params,
+                                          name)
+    return built, counts, metrics

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 from pocketmcp.core.paths import path_of
-from pocketmcp.errors import NotFound, NotSupported
+from pocketmcp.errors import NotFound
 from pocketmcp.ops.results import LinkedDocument, LinksResult, OutgoingLink
 from pocketmcp.store import related
 from pocketmcp.store.api import Reader, ReadIndex
-from pocketmcp.store.queries import IndexReader
 from pocketmcp.store.rows import DocumentRow
 
 
 async def links(index: ReadIndex, doc_id: int) -> LinksResult:
     def read(reader: Reader) -> tuple[DocumentRow | None, list[related.LinkRow],
                                            list[related.Linker]]:
-        if not isinstance(reader, IndexReader):
-            raise NotSupported("links are not supported on a Postgres index yet")
         with reader.snapshot():
             row = reader.document(doc_id)
             if row is None:

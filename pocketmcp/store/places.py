@@ -50,6 +50,18 @@ def exists(where: Where) -> bool:
     return where.is_file()
 
 
+def drop(where: Where) -> None:
+    """Remove the index at `where` with everything in it (blocking; eval's throwaway
+    indexes)."""
+    if isinstance(where, PgPlace):
+        from pocketmcp.store.pg import schema  # psycopg: only with STORE=postgres
+
+        schema.drop(where)
+    else:
+        for path in (where, *where.parent.glob(where.name + "*")):
+            path.unlink(missing_ok=True)
+
+
 def sqlite_only(config: Config, what: str) -> None:
     """NOT_SUPPORTED for what Postgres indexes cannot do yet."""
     if config.store == "postgres":

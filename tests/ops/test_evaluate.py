@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -9,7 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import make_config
 
+from pocketmcp.commands import evaluating
 from pocketmcp.core.metrics import mrr_at, ndcg_at, recall_at
 
 DOCS = {
@@ -67,3 +70,41 @@ def test_metrics_follow_their_definitions(ranked, relevant, ndcg, recall, mrr) -
     assert ndcg_at(ranked, relevant) == pytest.approx(ndcg)
     assert recall_at(ranked, relevant) == pytest.approx(recall)
     assert mrr_at(ranked, relevant) == pytest.approx(mrr)
+
+
+async def test_eval_on_postgres_gives_the_figures_of_sqlite(
+        tmp_path: Path, pg_url: str, pg_schema: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same labelled set through `pocketmcp eval` on both stores, each in a throwaway
+    index of its own. Vector figures are equal: an HNSW graph of six nodes is searched
+    whole, so approximation plays no part (bench/pg_scale.py measures it at scale). Hybrid
+    figures may differ by one rank of one query (keyword scores differ: BM25 against
+    ts_rank_cd). Keyword figures are not compared: SQLite's keyword search drops words held
+    by more than a tenth of the chunks, which in six documents is every word, while the
+    Postgres store drops words by an absolute count (2,000 chunks)."""
+    import psycopg  # an optional dependency, installed for the tests
+
+    data = _dataset(tmp_path / "tiny")
+    reports = {}
+    for store in ("sqlite", "postgres"):
+        (tmp_path / store).mkdir()
+        env = {} if store == "sqlite" else {"STORE": "postgres", "DATABASE_URL": pg_url,
+                                            "PG_SCHEMA": pg_schema}
+        args = argparse.Namespace(dataset=str(data), modes="hybrid,vector,keyword",
+                                  split=None, corpus=None, index=None, params=None, json=True)
+        assert await evaluating.run(make_config(tmp_path / store, env), args) == 0
+        out = capsys.readouterr().out  # the report, after any log lines
+        reports[store] = json.loads(out[out.index("{\n"):])
+    lite, pg = reports["sqlite"], reports["postgres"]
+    assert (pg["documents"], pg["queries"], pg["chunks"]) == (
+        lite["documents"], lite["queries"], lite["chunks"])
+    quality = {mode: {k: v for k, v in figures.items() if k != "ms_per_query"}
+               for mode, figures in lite["modes"].items()}
+    assert {k: v for k, v in pg["modes"]["vector"].items() if k != "ms_per_query"} == (
+        quality["vector"])
+    for metric, value in quality["hybrid"].items():
+        assert pg["modes"]["hybrid"][metric] == pytest.approx(value, abs=0.5 / 3), metric
+    assert pg["modes"]["hybrid"]["mrr@10"] == pg["modes"]["keyword"]["mrr@10"] == 1.0
+    with psycopg.connect(pg_url) as conn:  # the throwaway index was dropped
+        assert conn.execute(b"SELECT count(*) FROM pg_namespace WHERE nspname LIKE %s",
+                            (pg_schema + "\\_eval\\_%",)).fetchone() == (0,)

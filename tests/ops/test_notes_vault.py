@@ -1,5 +1,5 @@
-"""A small vault of notes, indexed by the real pipeline, filtered and linked through the
-tools as a client calls them."""
+"""A small vault of notes, indexed by the real pipeline into either store, filtered and
+linked through the tools as a client calls them."""
 
 from __future__ import annotations
 
@@ -21,10 +21,13 @@ from pocketmcp.plans import Plan
 from pocketmcp.runtime import Runtime
 
 
-@pytest.fixture
-async def vault(tmp_path: Path) -> AsyncIterator[Runtime]:
-    """The vault indexed once (no watching afterwards: edits stay unindexed)."""
-    config = make_config(tmp_path)
+@pytest.fixture(params=["sqlite", "postgres"])
+async def vault(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Runtime]:
+    """The vault indexed once (no watching afterwards: edits stay unindexed), in a SQLite
+    file or in a schema of a real Postgres server."""
+    config = make_config(tmp_path, {} if request.param == "sqlite" else {
+        "STORE": "postgres", "DATABASE_URL": request.getfixturevalue("pg_url"),
+        "PG_SCHEMA": request.getfixturevalue("pg_schema")})
     write_vault(config.watch_dir)
     plan = Plan(feed="scan", keep_serving=True)
     with capture_logs() as captured:

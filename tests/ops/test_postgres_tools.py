@@ -10,7 +10,6 @@ import pytest
 from conftest import Tools, make_config, running
 
 from pocketmcp.config import Config
-from pocketmcp.errors import NotSupported
 from pocketmcp.plans import serving
 
 pytestmark = pytest.mark.model
@@ -51,7 +50,7 @@ async def test_a_folder_is_indexed_searched_read_and_deleted_on_postgres(
         gone = await tools("delete_documents", doc_ids=[top["doc_id"]])
         assert gone["deleted_doc_ids"] == [top["doc_id"]]
         assert (await tools("list_libraries"))["libraries"][0]["documents"] == 2
-        with pytest.raises(NotSupported):
-            await tools("links", doc_id=added["note-1"])
+        linked = await tools("links", doc_id=added["note-1"])
+        assert (linked["outgoing"], linked["incoming"]) == ([], [])
         team = await tools("create_database", db_name="team")
         assert team["created"] and team["db_path"] == f"postgres schema {pg_schema}_db_team"

@@ -19,8 +19,9 @@ from pocketmcp.config import Secret
 from pocketmcp.core.identity import Identity
 from pocketmcp.core.text import sha256
 from pocketmcp.errors import ModelMismatchError, StoreError
-from pocketmcp.messages import Chunk, DocFacts, DocRecord, Written
-from pocketmcp.store.api import ReadIndex, StoreWriter
+from pocketmcp.messages import Chunk, DocFacts, DocRecord, Link, Written
+from pocketmcp.store import related
+from pocketmcp.store.api import Reader, ReadIndex, StoreWriter
 from pocketmcp.store.filters import Compare, DocFilter
 from pocketmcp.store.pg.place import PgPlace
 from pocketmcp.store.places import Where, read_index, recorded_identity
@@ -299,3 +300,50 @@ def test_a_server_that_cannot_be_reached_is_a_store_error_without_the_password(
                          capture_output=True, text=True, timeout=120)
     assert run.returncode != 0 and "cannot connect" in run.stderr
     assert "hunter2secret" not in run.stderr + run.stdout
+
+
+async def test_links_resolve_to_documents_written_before_or_after(store) -> None:
+    writer, index = store
+    facts = DocFacts(links=(Link("B", "b", "wiki"), Link("Nowhere", "nowhere", "wiki")))
+    a = _put(writer, _doc("a", "See [[B]]. ", facts=facts), _chunks("See [[B]]. "),
+             _vectors(1))
+    b = _put(writer, _doc("b", "Bee."), _chunks("Bee."), _vectors(1, seed=2))
+
+    def read(reader: Reader) -> tuple[list[Any], list[Any], list[Any]]:
+        return (related.outgoing(reader, a.doc_id), related.incoming(reader, b.doc_id),
+                related.incoming(reader, a.doc_id))
+
+    out, into_b, into_a = await index.run(read)
+    assert [(o.idx, o.target, o.kind, o.doc_id) for o in out] == [
+        (0, "B", "wiki", b.doc_id), (1, "Nowhere", "wiki", None)]
+    assert [i.doc_id for i in into_b] == [a.doc_id] and into_a == []
+    # The same text with other links: its links change, its chunks stay.
+    again = _put(writer, _doc("a", "See [[B]]. ", facts=DocFacts()), _chunks("See [[B]]. "),
+                 _vectors(1))
+    assert (again.status, again.chunks_removed) == ("updated", 0)
+    out, into_b, _ = await index.run(read)
+    assert out == [] and into_b == []
+
+
+@pytest.mark.parametrize("where", ["postgres"], indirect=True)
+async def test_a_postgres_index_made_before_links_were_kept_gets_its_notes_links(
+        where: PgPlace, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pocketmcp.store.pg import connect, schema
+
+    with monkeypatch.context() as patch:  # the index as the first version made it
+        patch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:1])
+        patch.setattr(schema, "SCHEMA_VERSION", 1)
+        _open_writer(where).close()
+    with connect.connect(where, autocommit=True) as conn:
+        for ext, text in (("a", "See [[B]] and [[C]]."), ("b", "Bee.")):
+            conn.execute(b"INSERT INTO documents(external_id, source, content, content_sha256, "
+                         b"created_at, updated_at) VALUES (%s, 'raw', %s, 'x', 'now', 'now')",
+                         (ext, text))
+    _open_writer(where).close()  # migrates
+    index = read_index(where, DIM)
+    try:
+        by_ext = dict((e, d) for d, e in await index.run(lambda r: r.all_external_ids()))
+        out = await index.run(lambda r: related.outgoing(r, by_ext["a"]))
+        assert [(o.target, o.doc_id) for o in out] == [("B", by_ext["b"]), ("C", None)]
+    finally:
+        index.close()

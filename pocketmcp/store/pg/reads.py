@@ -21,6 +21,7 @@ from pocketmcp.store.api import F32, Found, Reader, Vectors
 from pocketmcp.store.filters import DocFilter
 from pocketmcp.store.pg import connect, filters, schema
 from pocketmcp.store.pg.place import PgPlace
+from pocketmcp.store.related import Linker, LinkRow
 from pocketmcp.store.rows import ChunkRow, DocState, DocumentRow, HitRow, Keywords, Sort
 
 T = TypeVar("T")
@@ -264,6 +265,22 @@ class PgReader:
             "d.title, d.external_id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id "
             "WHERE c.chunk_id = %s", (chunk_id,))
         return ChunkRow(*rows[0]) if rows else None
+
+
+    def outgoing_links(self, doc_id: int) -> list[LinkRow]:
+        """As the SQLite store's (store/related.py)."""
+        return [LinkRow(*r) for r in self._rows(
+            "SELECT l.idx, l.target, l.kind, d.doc_id, d.title, d.external_id, d.source "
+            "FROM links l LEFT JOIN doc_keys k ON k.key = l.key "
+            "LEFT JOIN documents d ON d.doc_id = k.doc_id "
+            "WHERE l.doc_id = %s ORDER BY l.idx, d.doc_id", (doc_id,))]
+
+    def incoming_links(self, doc_id: int, limit: int) -> list[Linker]:
+        return [Linker(*r) for r in self._rows(
+            "SELECT DISTINCT d.doc_id, d.title, d.external_id, d.source FROM doc_keys k "
+            "JOIN links l ON l.key = k.key JOIN documents d ON d.doc_id = l.doc_id "
+            "WHERE k.doc_id = %s AND l.doc_id != %s ORDER BY d.doc_id LIMIT %s",
+            (doc_id, doc_id, limit))]
 
 
 def recorded_identity(place: PgPlace) -> Identity | None:

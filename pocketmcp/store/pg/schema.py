@@ -7,20 +7,69 @@ tags sort byte-wise (COLLATE "C") as SQLite's do, so pages and prefix ranges agr
 
 from __future__ import annotations
 
+import posixpath
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
 from pocketmcp.core.identity import Identity
+from pocketmcp.core.notes import doc_keys, is_note_path, read_note
+from pocketmcp.core.paths import path_of
 from pocketmcp.errors import ModelMismatchError, SchemaTooNewError
+from pocketmcp.messages import Link
+from pocketmcp.store.pg import connect
 from pocketmcp.store.pg.place import PgPlace
 
 LOCK_MIGRATE = 7401  # advisory lock namespace: migrating a schema
 # Text search configuration of the tsvector and the queries (stemming, stop words).
 TEXT_CONFIG = "english"
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (
+
+
+def _links_of_documents(conn: psycopg.Connection[Any]) -> None:
+    """Fill in the links and link names of documents indexed before they were kept: links
+    are read from the stored text of notes (and raw text), as the SQLite store's migration
+    does; names from each document's id, properties and metadata."""
+    after = 0
+    while rows := conn.execute(
+            "SELECT doc_id, external_id, source, content, metadata, properties FROM documents "
+            "WHERE doc_id > %s ORDER BY doc_id LIMIT 200", (after,)).fetchall():
+        after = rows[-1][0]
+        for doc_id, external_id, source, content, metadata, properties in rows:
+            path = path_of(external_id, source)
+            links = read_note(content, folder=posixpath.dirname(path or "")).facts.links if (
+                source == "raw" or (path is not None and is_note_path(path))) else ()
+            write_links(conn, doc_id, links, doc_keys(external_id, source,
+                                                      {**properties, **metadata}))
+
+
+def write_links(conn: psycopg.Connection[Any], doc_id: int, links: Sequence[Link],
+                keys: Sequence[str]) -> None:
+    """Replace a document's links (in order) and the names links may use for it."""
+    conn.execute("DELETE FROM links WHERE doc_id = %s", (doc_id,))
+    conn.execute("DELETE FROM doc_keys WHERE doc_id = %s", (doc_id,))
+    if links:
+        conn.cursor().executemany(
+            "INSERT INTO links(doc_id, idx, target, key, kind) VALUES (%s, %s, %s, %s, %s)",
+            [(doc_id, i, _text(link.target), _text(link.key), link.kind)
+             for i, link in enumerate(links)])
+    if keys:
+        conn.cursor().executemany(
+            "INSERT INTO doc_keys(key, doc_id) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+            [(_text(key), doc_id) for key in keys])
+
+
+def _text(value: str) -> str:
+    return value.replace("\x00", "\ufffd")  # Postgres text cannot hold NUL
+
+
+# Each migration is a list of steps: SQL statements (`{dim}`: the embedding dimension,
+# `{config}`: TEXT_CONFIG), or functions of the connection for what SQL cannot say. All of
+# them run in one transaction.
+Step = str | Callable[[psycopg.Connection[Any]], None]
+MIGRATIONS: tuple[tuple[Step, ...], ...] = (
     (
         "CREATE TABLE meta(key text PRIMARY KEY, value text NOT NULL)",
         """CREATE TABLE documents(
@@ -71,6 +120,24 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX chunks_embedding ON chunks USING hnsw (embedding public.vector_cosine_ops)",
         "CREATE INDEX chunks_tsv ON chunks USING gin (tsv)",
     ),
+    (
+        # Links between documents, resolved when read (as the SQLite store's facts.py): a
+        # link points at every document that has its key.
+        """CREATE TABLE links(
+               doc_id bigint NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
+               idx integer NOT NULL,
+               target text NOT NULL,
+               key text COLLATE "C" NOT NULL,
+               kind text NOT NULL CHECK (kind IN ('wiki', 'markdown')),
+               PRIMARY KEY (doc_id, idx))""",
+        "CREATE INDEX links_key ON links(key)",
+        """CREATE TABLE doc_keys(
+               key text COLLATE "C" NOT NULL,
+               doc_id bigint NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
+               PRIMARY KEY (key, doc_id))""",
+        "CREATE INDEX doc_keys_doc ON doc_keys(doc_id)",
+        _links_of_documents,
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -113,6 +180,9 @@ def migrate(conn: psycopg.Connection[Any], place: PgPlace, identity: Identity, *
                                      stored.differences(identity))
         for version in range(found, SCHEMA_VERSION):
             for step in MIGRATIONS[version]:
+                if callable(step):
+                    step(conn)
+                    continue
                 text = step.replace("{dim}", str(identity.dim)).replace("{config}", TEXT_CONFIG)
                 conn.execute(sql.SQL(text))  # our own constants
             conn.execute(sql.SQL("INSERT INTO {}.schema_version VALUES (%s)").format(schema),
@@ -121,3 +191,16 @@ def migrate(conn: psycopg.Connection[Any], place: PgPlace, identity: Identity, *
             conn.execute(sql.SQL("INSERT INTO {}.meta(key, value) VALUES (%s, %s) "
                                  "ON CONFLICT (key) DO NOTHING").format(schema), (key, value))
     return found
+
+
+
+def drop(place: PgPlace) -> None:
+    """Remove the index with everything in it (blocking; eval's throwaway indexes)."""
+    conn = connect.connect(place, autocommit=True)
+    try:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
+            sql.Identifier(place.schema)))
+    except psycopg.Error as exc:
+        raise connect.store_error(exc, place) from exc
+    finally:
+        conn.close()

@@ -27,6 +27,7 @@ import psycopg
 from pocketmcp import logs
 from pocketmcp.core import dates
 from pocketmcp.core.identity import Identity
+from pocketmcp.core.notes import doc_keys
 from pocketmcp.errors import StoreError
 from pocketmcp.messages import Chunk, DocFacts, DocRecord, Removed, Written
 from pocketmcp.store import facts
@@ -181,9 +182,12 @@ class PgWriter:
             modified = own.modified or row[8] or now
             kept = msgspec.structs.replace(own, modified=modified,
                                            created=own.created or row[5] or modified)
+            links = self._sql("SELECT target, key, kind FROM links WHERE doc_id = %s "
+                              "ORDER BY idx", (row[0],)).fetchall()
             have = (json.dumps(row[6], ensure_ascii=False, sort_keys=True),
-                    json.dumps(row[7], ensure_ascii=False), row[5], row[8])
-            if facts.stored(kept, doc.metadata)[:4] == have:
+                    json.dumps(row[7], ensure_ascii=False), row[5], row[8],
+                    json.dumps([list(r) for r in links], ensure_ascii=False))
+            if facts.stored(kept, doc.metadata) == have:
                 return Written(row[0], "unchanged", len(chunks), 0)
             self._write_facts(row[0], doc, kept)
             self._sql("UPDATE documents SET updated_at = %s WHERE doc_id = %s", (now, row[0]))
@@ -221,7 +225,7 @@ class PgWriter:
                                        created=found.created or created or modified)
 
     def _write_facts(self, doc_id: int, doc: DocRecord, found: DocFacts) -> None:
-        """Properties, tags and dates (links between notes are kept by SQLite indexes only)."""
+        """Properties, tags, dates, links and the names links may use for the document."""
         tags = facts.tags_of(found, doc.metadata)
         self._sql("UPDATE documents SET properties = %s::jsonb, tags = %s::jsonb, "
                   "created = %s, modified = %s WHERE doc_id = %s",
@@ -233,6 +237,8 @@ class PgWriter:
             self._conn.cursor().executemany(
                 b"INSERT INTO doc_tags(tag, doc_id) VALUES (%s, %s) ON CONFLICT DO NOTHING",
                 [(_text(tag.lower()), doc_id) for tag in dict.fromkeys(tags)])
+        schema.write_links(self._conn, doc_id, found.links, doc_keys(
+            doc.external_id, doc.source, {**found.properties, **doc.metadata}))
 
     def _insert_chunks(self, doc_id: int, title: str, chunks: Sequence[Chunk],
                        vectors: bytes) -> None:

