@@ -2,14 +2,14 @@
 
 For each index kept by `bench/search.py --keep FOLDER`, spawns `python -m pocketmcp` over
 stdio with the python-sdk client, as an editor does (no watched folder), and measures: the
-time from spawn to `initialize`, to the first `search` answered (the model load included),
-p50/p95 of whole hybrid `search` calls through the client for new queries (the query
-embedding included), and the server's resident memory after them: anonymous (the process
-heap) and file-backed (mapped files, the page cache's) from /proc/PID/status. The start-up is
-broken down from the server's own log lines (LOG_LEVEL=debug), in seconds after spawn:
-`serving` (Python's start and the imports of the runtime), `ready` (the model loaded, the
-index open, the query session warm) and `front_up` (the MCP SDK and the tools imported in
-their thread: `initialize` can be answered).
+time from spawn to `initialize`, to the first `search` answered (the model load included)
+and the server's CPU time (every thread) by then, p50/p95 of whole hybrid `search` calls
+through the client for new queries (the query embedding included), and the server's resident
+memory after them: anonymous (the process heap) and file-backed (mapped files, the page
+cache's) from /proc/PID/status. The start-up is broken down from the server's own log lines
+(LOG_LEVEL=debug), in seconds after spawn: `serving` (Python's start and the imports of the
+runtime), `ready` (the model loaded, the index open, the query session warm) and `front_up`
+(the MCP SDK and the tools imported in their thread: `initialize` can be answered).
 
 With `--baseline SRC`, the same runs are made with the package from SRC (a checkout of an
 earlier commit, e.g. `git archive COMMIT pocketmcp | tar -x -C SRC`) first on PYTHONPATH,
@@ -54,6 +54,13 @@ def children() -> set[int]:
         except OSError:
             continue
     return found
+
+
+def cpu_s(pid: int) -> float:
+    """CPU time (user and system, every thread) the process has used so far: on a shared
+    machine it varies less than the time waited."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return round((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), 2)
 
 
 def memory_mib(pid: int) -> dict[str, float]:
@@ -133,6 +140,9 @@ async def one_run(db: Path, source: Path | None, queries: list[str]) -> dict[str
                     out["not_ready_answers"] = int(str(out.get("not_ready_answers", 0))) + 1
                 assert not result.is_error, result.content
                 out["first_search_s"] = round(time.perf_counter() - started, 3)
+                server = sorted(children() - before)
+                if server:
+                    out["cpu_to_first_search_s"] = cpu_s(server[-1])
                 times = []
                 for query in queries:
                     t = time.perf_counter()
@@ -149,8 +159,8 @@ async def one_run(db: Path, source: Path | None, queries: list[str]) -> dict[str
 
 
 def summary(runs: list[dict[str, object]]) -> dict[str, object]:
-    keys = ("initialize_s", "tools_list_s", "first_search_s", "hybrid_call_p50_ms",
-            "hybrid_call_p95_ms", *(f"{stage}_s" for stage in STAGES))
+    keys = ("initialize_s", "tools_list_s", "first_search_s", "cpu_to_first_search_s",
+            "hybrid_call_p50_ms", "hybrid_call_p95_ms", *(f"{stage}_s" for stage in STAGES))
     out: dict[str, object] = {k: round(statistics.median(float(str(r[k])) for r in runs), 3)
                               for k in keys if all(k in r for r in runs)}
     mems = [r["memory_mib"] for r in runs if "memory_mib" in r]
@@ -198,7 +208,8 @@ def main() -> None:
             row["ratio_current_to_baseline"] = {
                 k: round(float(now[k]) / float(before[k]), 3)
                 for k in ("serving_s", "ready_s", "initialize_s", "first_search_s",
-                          "hybrid_call_p95_ms") if k in now and k in before}
+                          "cpu_to_first_search_s", "hybrid_call_p95_ms")
+                if k in now and k in before}
         results.append(row)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"cpus": os.cpu_count(), "load": os.getloadavg(),
