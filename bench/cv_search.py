@@ -48,6 +48,10 @@ def grid() -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = [
         {"fusion": "convex", "normalise": n, "vector_weight": w, "title_weight": t, "depth": d}
         for n, w, t, d in itertools.product(NORMALISERS, WEIGHTS, TITLE_WEIGHTS, DEPTHS)]
+    # Relevance scaling with the raw cosines, as before the per-model calibration.
+    rows += [{"fusion": "convex", "normalise": "relevance", "vector_weight": w,
+              "title_weight": t, "depth": d, "calibrated": False}
+             for w, t, d in itertools.product(WEIGHTS, TITLE_WEIGHTS, DEPTHS)]
     rows += [{"fusion": "rrf", "vector_weight": w, "title_weight": t, "depth": 100}
              for w, t in itertools.product(WEIGHTS, TITLE_WEIGHTS)]
     rows += [{"fusion": "convex", "normalise": "zscore", "vector_weight": 0.6,
@@ -112,7 +116,8 @@ def score_setting(setting: Mapping[str, Any], cache: Mapping[str, Any],
                       doc_of={**vec.doc_of, **words.doc_of},
                       doc_keyword=words.doc_keyword if params.document_keywords else {},
                       first_chunk=words.first_chunk if params.document_keywords else {},
-                      keyword_ref=words.keyword_ref)
+                      keyword_ref=words.keyword_ref,
+                      vector_background=vec.vector_background)
         stage = truncated(stage, setting["depth"])
         scores = fuse(stage, "hybrid", params, True)
         ranked: list[str] = []
@@ -184,8 +189,9 @@ def main() -> None:
     else:
         cache = anyio.run(gather_all, args.index, dataset, max(DEPTHS))
         cache_file.write_bytes(msgspec.msgpack.encode(cache))
-    default = key_of({"fusion": "convex", "normalise": "zscore", "vector_weight": 0.6,
-                      "title_weight": 1.0, "depth": 100})
+    # The previous default: relevance scaling of the raw cosines.
+    default = key_of({"fusion": "convex", "normalise": "relevance", "vector_weight": 0.5,
+                      "title_weight": 1.0, "depth": 200, "calibrated": False})
     # An index of part of the corpus: only the queries whose relevant documents are all in it.
     indexed = set(cache["names"].values())
     qids = [q for q in dataset.queries if set(dataset.qrels[q]) <= indexed

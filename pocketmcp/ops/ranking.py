@@ -3,7 +3,9 @@
 The ranking fuses the vector and keyword lists as `Params` says. The `score` a match shows is
 a relevance in 0..1 with one meaning in every mode, whatever the corpus or the query:
 
-- vector: the cosine similarity, clipped to 0..1;
+- vector: the cosine similarity read against the model's background (`core.calibration`):
+  (cosine - background) / (1 - background), clipped to 0..1, so an unrelated text scores
+  about 0 with any model;
 - keyword: BM25 divided by the BM25 a text of average length gets for holding each query
   word once (`keywords.reference_bm25`), as x / (1 + x): 0.5 for that text, towards 1 for more;
 - hybrid: the vector and keyword relevances weighted by `vector_weight`.
@@ -16,6 +18,7 @@ from typing import Literal
 import msgspec
 
 from pocketmcp.core import fusion
+from pocketmcp.core.calibration import calibrated
 from pocketmcp.core.fusion import RRF_K
 
 Mode = Literal["hybrid", "vector", "keyword"]
@@ -35,6 +38,7 @@ class Params(msgspec.Struct, frozen=True, kw_only=True):
     # convex: how each list is scaled; "relevance" uses the 0..1 scores described above.
     normalise: Literal["minmax", "zscore", "relevance"] = "relevance"  # chosen in every fold
     document_keywords: bool = True  # one match per document: BM25 over whole documents
+    calibrated: bool = True  # cosines read against the model's background (False: as they are)
 
 
 DEFAULT_PARAMS = Params()
@@ -49,10 +53,16 @@ class Stage(msgspec.Struct):
     doc_keyword: dict[int, float] = msgspec.field(default_factory=dict)
     first_chunk: dict[int, int] = msgspec.field(default_factory=dict)
     keyword_ref: float = 1.0  # `reference_bm25` of the query's words
+    vector_background: float = 0.0  # the model's cosine for unrelated texts
 
 
-def vector_relevance(cosine: float) -> float:
-    return min(1.0, max(0.0, cosine))
+def vector_relevance(cosine: float, background: float = 0.0) -> float:
+    return calibrated(cosine, background)
+
+
+def background_of(stage: Stage, params: Params) -> float:
+    """The background the stage's cosines are read against (0 when not calibrated)."""
+    return stage.vector_background if params.calibrated else 0.0
 
 
 def keyword_relevance(bm25: float, reference: float) -> float:
@@ -61,9 +71,9 @@ def keyword_relevance(bm25: float, reference: float) -> float:
 
 
 def relevance(vector_score: float | None, keyword_score: float | None, mode: Mode,
-              params: Params, reference: float) -> float:
+              params: Params, reference: float, background: float = 0.0) -> float:
     """The 0..1 score a match shows (a missing score counts as no evidence)."""
-    vec = vector_relevance(vector_score) if vector_score is not None else 0.0
+    vec = vector_relevance(vector_score, background) if vector_score is not None else 0.0
     words = keyword_relevance(keyword_score, reference) if keyword_score is not None else 0.0
     if mode == "vector":
         return vec
@@ -83,7 +93,8 @@ def _lists(stage: Stage, vector: dict[int, float], words: dict[int, float],
            params: Params) -> list[dict[int, float]]:
     if params.normalise != "relevance":
         return [vector, words]
-    return [{k: vector_relevance(v) for k, v in vector.items()},
+    base = background_of(stage, params)
+    return [{k: vector_relevance(v, base) for k, v in vector.items()},
             {k: keyword_relevance(v, stage.keyword_ref) for k, v in words.items()}]
 
 

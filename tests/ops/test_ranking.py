@@ -64,3 +64,15 @@ def test_a_shallower_depth_keeps_the_heads_of_the_lists() -> None:
     head = truncated(stage, 1)
     assert head.vector == {1: 0.9} and head.keyword == {3: 9.0}
     assert head.doc_keyword == {3: 5.0} and head.first_chunk == {3: 3}
+
+
+def test_cosines_are_read_against_the_stage_background_when_calibrated() -> None:
+    stage = Stage(vector={1: 0.88, 2: 0.80}, keyword={2: 10.0}, doc_of={1: 10, 2: 20},
+                  keyword_ref=10.0, vector_background=0.76)
+    calibrated_scores = fuse(stage, "hybrid", Params(), unique_docs=False)
+    assert calibrated_scores[1] == pytest.approx(0.5 * 0.5)
+    assert calibrated_scores[2] == pytest.approx(0.5 * (0.04 / 0.24) + 0.5 * 0.5)
+    raw = fuse(stage, "hybrid", Params(calibrated=False), unique_docs=False)
+    assert raw[1] == pytest.approx(0.5 * 0.88)
+    assert relevance(0.88, None, "vector", Params(), 1.0, 0.76) == pytest.approx(0.5)
+    assert vector_relevance(0.7, 0.76) == 0.0

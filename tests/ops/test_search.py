@@ -3,7 +3,11 @@ in process."""
 
 from __future__ import annotations
 
+import pytest
 from conftest import Tools
+
+from pocketmcp.core.calibration import calibrated
+from pocketmcp.ops.calibrate import model_background
 
 
 async def test_keyword_mode_needs_the_words_and_vector_mode_needs_the_meaning(
@@ -122,10 +126,13 @@ async def test_vector_scores_are_cosine_similarities_and_find_similar_is_exact(
     stored = await reading.index.run(lambda r: r.vectors_by_ids(list(range(1, 10)), 384))
     exact = dict(zip(stored[0].tolist(), (stored[2] @ query).tolist(), strict=True))
     found = await tools.search("penguins in the south", mode="vector", score_threshold=0)
+    base = await model_background(reading.embedder)
+    assert 0.0 < base < 0.2  # MiniLM: unrelated texts sit near 0
     assert found[0]["doc_id"] == ids["a"]
     for m in found:  # float16 copies: close to the exact cosine
         assert abs(m["vector_score"] - exact[m["chunk_id"]]) < 2e-3
-        assert m["score"] == max(0.0, m["vector_score"])
+        # the score: the cosine read against the model's background
+        assert m["score"] == pytest.approx(calibrated(m["vector_score"], base), abs=1e-5)
     similar = (await tools("find_similar_documents", text="penguins in the south"))["results"]
     assert [s["chunk_id"] for s in similar] == [m["chunk_id"] for m in found]
     for s in similar:  # rescored from the float32 vectors
