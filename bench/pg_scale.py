@@ -52,7 +52,7 @@ def source_rows(path: Path) -> tuple[Any, np.ndarray, np.ndarray]:
     """The source index (immutable, read-only) and every chunk's (chunk id, vector)."""
     from pocketmcp.store.connect import _load_vec, sqlite_module
 
-    conn = sqlite_module().connect(path.resolve().as_uri() + "?immutable=1", uri=True)
+    conn = sqlite_module().connect(path.resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
     _load_vec(conn)
     n = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
     ids = np.zeros(n, np.int64)
@@ -83,8 +83,10 @@ def start_postgres(pgdata: Path, mwm: str, workers: int) -> Any:
 
 
 def load(url: str, schema: str, src: Any, ids: np.ndarray, vectors: np.ndarray,
-         workers: int) -> dict[str, float]:
-    """Copy the source's rows into a new Postgres index; seconds per step."""
+         workers: int, build_limit: float | None = None, graph: str = "") -> dict[str, float]:
+    """Copy the source's rows into a new Postgres index; seconds per step. With
+    `build_limit`, the HNSW build is stopped after that many seconds and its whole time
+    estimated from the share of rows it had inserted into the graph."""
     import psycopg
     from pgvector.psycopg import register_vector
 
@@ -135,9 +137,12 @@ def load(url: str, schema: str, src: Any, ids: np.ndarray, vectors: np.ndarray,
         conn.execute(b"CREATE INDEX chunks_tsv ON chunks USING gin (tsv)")
         out["gin_s"] = time.perf_counter() - started
         conn.execute(f"SET max_parallel_maintenance_workers = {workers}".encode())
+        if build_limit is not None:
+            out |= partial_build(url, schema, conn, build_limit, graph)
+            return {k: round(v, 3) for k, v in out.items()}
         started = time.perf_counter()
         conn.execute(b"CREATE INDEX chunks_embedding ON chunks "
-                     b"USING hnsw (embedding public.vector_cosine_ops)")
+                     b"USING hnsw (embedding public.vector_cosine_ops)" + graph.encode())
         out["hnsw_s"] = time.perf_counter() - started
         conn.execute(b"VACUUM ANALYZE documents")
         conn.execute(b"VACUUM ANALYZE chunks")
@@ -147,6 +152,57 @@ def load(url: str, schema: str, src: Any, ids: np.ndarray, vectors: np.ndarray,
         out["hnsw_mb"] = sizes[0] / 2**20
         out["chunks_total_mb"] = sizes[1] / 2**20
     return {k: round(v, 1) for k, v in out.items()}
+
+
+def partial_build(url: str, schema: str, conn: Any, limit: float,
+                  graph: str) -> dict[str, float]:
+    """Start the HNSW build on `conn`, watch its progress from another connection for
+    `limit` seconds, then cancel it: the rows it had put into the graph, and the time the
+    whole build would take at the rate it went (graph inserts slow down as the graph grows,
+    so this is a lower bound)."""
+    import threading
+
+    import psycopg
+
+    failure: list[BaseException] = []
+
+    def build() -> None:
+        try:
+            conn.execute(b"CREATE INDEX chunks_embedding ON chunks "
+                         b"USING hnsw (embedding public.vector_cosine_ops)" + graph.encode())
+        except psycopg.errors.QueryCanceled:
+            pass
+        except BaseException as exc:  # reported below
+            failure.append(exc)
+
+    pid = conn.info.backend_pid
+    rows = int(conn.execute(b"SELECT count(*) FROM chunks").fetchone()[0])
+    thread = threading.Thread(target=build)
+    started = time.perf_counter()
+    thread.start()
+    done = total = 0
+    seen: list[tuple[float, int]] = []
+    with psycopg.connect(url, autocommit=True) as watch:
+        while thread.is_alive() and time.perf_counter() - started < limit:
+            row = watch.execute(b"SELECT phase, tuples_done, tuples_total FROM "
+                                b"pg_stat_progress_create_index WHERE pid = %s",
+                                (pid,)).fetchone()
+            if row is not None:
+                done, total = int(row[1] or 0), int(row[2] or 0) or rows  # pgvector: 0
+                seen.append((time.perf_counter() - started, done))
+                print(f"hnsw build: {row[0]}, {done}/{total} rows after "
+                      f"{seen[-1][0]:.0f} s", flush=True)
+            time.sleep(10)
+        if thread.is_alive():
+            watch.execute(b"SELECT pg_cancel_backend(%s)", (pid,))
+    thread.join()
+    if failure:
+        raise failure[0]
+    elapsed = time.perf_counter() - started
+    rate = done / elapsed if elapsed else 0.0
+    return {"hnsw_partial_s": elapsed, "hnsw_rows_done": done, "hnsw_rows_total": total,
+            "hnsw_rows_per_s": rate,
+            "hnsw_estimated_s": total / rate if rate else float("nan")}
 
 
 def timed(fn: Callable[[], list[int]]) -> tuple[list[int], float]:
@@ -235,12 +291,15 @@ async def measure(url: str, schema: str, source: Path, ids: np.ndarray, vectors:
                     lambda ef=ef, scan=scan, q=q: pg(q, ef, "WHERE doc_id = ANY(%s)",
                                                 (allowed_list,), scan)), exact_f)
         for key, index in (("keyword_sqlite", sqlite), ("keyword_pg", postgres)):
-            def words(reader: Any, t: str = texts[n], total: int = index.live) -> float:
+            def words(reader: Any, t: str = texts[n], total: int = index.live
+                      ) -> tuple[float, int]:
                 started = time.perf_counter()
-                reader.keyword_stage(t, DEFAULT_PARAMS.depth, None, title_weight=1.0,
-                                     total=total, documents=False)
-                return (time.perf_counter() - started) * 1000
-            times.setdefault(key, []).append(await index.run(words))
+                found = reader.keyword_stage(t, DEFAULT_PARAMS.depth, None, title_weight=1.0,
+                                             total=total, documents=False)
+                return (time.perf_counter() - started) * 1000, len(found.keyword)
+            ms, got = await index.run(words)
+            times.setdefault(key, []).append(ms)
+            hits[key] = hits.get(key, 0) + got
     conn.close()
     sqlite.close()
     postgres.close()
@@ -248,8 +307,8 @@ async def measure(url: str, schema: str, source: Path, ids: np.ndarray, vectors:
                            "allowed_chunks": int(mask.sum())}
     for key, values in times.items():
         out[key] = figures(values, hits.get(key, 0), len(queries))
-        if key.startswith("keyword"):
-            del out[key]["recall@10"]
+        if key.startswith("keyword"):  # chunks found per query, not a recall
+            out[key]["chunks_found_mean"] = out[key].pop("recall@10") * 10
     return out
 
 
@@ -264,6 +323,12 @@ def main() -> None:
     parser.add_argument("--maintenance-work-mem", default="4GB")
     parser.add_argument("--workers", type=int, default=1,
                         help="parallel maintenance workers beside the leader (2 cores: 1)")
+    parser.add_argument("--m", type=int, default=16, help="HNSW links per node")
+    parser.add_argument("--ef-construction", type=int, default=64,
+                        help="HNSW candidates per insert while building")
+    parser.add_argument("--build-limit", type=float,
+                        help="stop the HNSW build after this many seconds, estimate its whole "
+                             "time from its progress, and measure no searches")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "pg_scale.json")
     args = parser.parse_args()
     if args.pgdata.exists():
@@ -279,11 +344,15 @@ def main() -> None:
     server = start_postgres(args.pgdata, args.maintenance_work_mem, args.workers)
     try:
         url = server.get_uri()
-        build = load(url, "bench", src, ids, vectors, args.workers)
+        graph = f" WITH (m = {args.m}, ef_construction = {args.ef_construction})"
+        build = load(url, "bench", src, ids, vectors, args.workers, args.build_limit, graph)
+        build |= {"m": args.m, "ef_construction": args.ef_construction}
         print(json.dumps(build), flush=True)
-        result = anyio.run(measure, url, "bench", args.source, ids, vectors, doc_of,
-                           queries, query_texts, [int(e) for e in args.ef.split(",")],
-                           args.filtered)
+        result = {}
+        if args.build_limit is None:
+            result = anyio.run(measure, url, "bench", args.source, ids, vectors, doc_of,
+                               queries, query_texts, [int(e) for e in args.ef.split(",")],
+                               args.filtered)
     finally:
         server.cleanup()
         shutil.rmtree(args.pgdata, ignore_errors=True)

@@ -100,6 +100,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     store: str = "sqlite"
     database_url: Secret | None = None
     pg_schema: str = "pocketmcp"
+    pg_ef_search: int = 1000
 
     @property
     def max_file_bytes(self) -> int:

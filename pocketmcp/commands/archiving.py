@@ -9,7 +9,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from pocketmcp.config import Config
-from pocketmcp.errors import PocketError
+from pocketmcp.errors import NotSupported, PocketError
 from pocketmcp.ops import archive
 from pocketmcp.plans import Plan
 from pocketmcp.runtime import open_runtime
@@ -20,7 +20,6 @@ IMPORTING = Plan(writer="must", feed="none", requests=True, search=False)
 
 
 def _existing_index(config: Config) -> Path:
-    places.sqlite_only(config, "export and backup")
     if not config.sqlite_path.exists():
         raise PocketError(f"no index at {config.sqlite_path}; run `pocketmcp index` first")
     return config.sqlite_path
@@ -31,13 +30,18 @@ def _print(result: BaseModel, as_json: bool, text: str) -> None:
 
 
 async def export(config: Config, args: argparse.Namespace) -> int:
-    result = await archive.export(_existing_index(config), Path(args.file))
+    where = places.main_index(config) if config.store == "postgres" else _existing_index(config)
+    result = await archive.export(where, Path(args.file))
     _print(result, args.json, f"exported {result.documents} documents ({result.chunks} "
                               f"chunks, {result.bytes} bytes) to {result.path}")
     return 0
 
 
 async def backup(config: Config, args: argparse.Namespace) -> int:
+    if config.store == "postgres":
+        raise NotSupported("backup copies a SQLite index file; back up a Postgres index with "
+                           f"pg_dump -n {config.pg_schema} (or the server's own backups), "
+                           "or export it with `pocketmcp export FILE`")
     result = await archive.backup(_existing_index(config), Path(args.file))
     _print(result, args.json, f"backed up {config.sqlite_path} to {result.path} "
                               f"({result.bytes} bytes, {result.elapsed_ms} ms)")
@@ -53,5 +57,10 @@ async def restore(config: Config, args: argparse.Namespace) -> int:
     how = "vectors reused" if result.same_model else (
         f"another model: {result.chunks_embedded} chunks embedded again")
     _print(result, args.json, f"imported {result.documents} documents ({result.chunks} "
-                              f"chunks, {how}) into {config.sqlite_path}")
+                              f"chunks, {how}) into {_shown(config)}")
     return 0
+
+
+def _shown(config: Config) -> str:
+    where = places.main_index(config)
+    return str(where) if isinstance(where, Path) else where.describe()

@@ -24,6 +24,7 @@ from pocketmcp.ops.search import MODES, Mode, Params
 from pocketmcp.plans import Plan
 from pocketmcp.runtime import open_runtime
 from pocketmcp.store import places
+from pocketmcp.store.pg.place import place_of
 
 
 async def run(config: Config, args: argparse.Namespace) -> int:
@@ -63,7 +64,7 @@ async def run(config: Config, args: argparse.Namespace) -> int:
         finally:
             if config.store == "postgres":
                 with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(places.drop, places.main_index(config))
+                    await anyio.to_thread.run_sync(places.drop, place_of(config))
     report = evaluate.report(dataset_dir, files, dataset, counts["chunks"], built, params,
                              metrics)
     print(json.dumps(report, indent=2) if args.json else evaluate.table(report))  # noqa: T201

@@ -36,8 +36,9 @@ from pocketmcp.errors import InvalidRequest, StoreError
 from pocketmcp.messages import Chunk, DocFacts, DocRecord, Link, PreparedDoc
 from pocketmcp.ops.results import BackupResult, ExportResult, ImportResult
 from pocketmcp.plans import Open, Writing
-from pocketmcp.store import archive
-from pocketmcp.store.queries import IndexReader
+from pocketmcp.store import archive, places
+from pocketmcp.store.api import Reader
+from pocketmcp.store.places import Where
 
 FORMAT = "pocketmcp-export"
 VERSION = 1
@@ -112,18 +113,13 @@ def _line(doc: archive.StoredDoc) -> DocLine:
                           base64.b64encode(c.vector).decode()) for c in doc.chunks])
 
 
-def _export(db_path: Path, out: Path) -> ExportResult:
-    started = time.perf_counter()
-    if out.resolve() == db_path.resolve():
-        raise InvalidRequest("the export must go to another file than the index itself")
-    reader = IndexReader(db_path)
+def _write(reader: Reader, identity: Identity, out: Path) -> tuple[int, int, int]:
+    """Every document `reader` sees, as one snapshot, to `out` (blocking): (documents,
+    chunks, bytes written)."""
     partial = out.with_name(out.name + ".partial")
     encoder = msgspec.json.Encoder()
     docs = chunks = 0
     try:
-        identity = reader.identity()
-        if identity is None:
-            raise StoreError(f"{db_path} is not an index yet: run `pocketmcp index` first")
         with reader.snapshot(), open(partial, "wb") as handle:
             handle.write(encoder.encode(Header(FORMAT, VERSION, identity.model, identity.dim,
                                                exported_at=dates.iso(dates.now()),
@@ -137,16 +133,34 @@ def _export(db_path: Path, out: Path) -> ExportResult:
     except OSError as exc:
         raise StoreError(f"cannot write {out}: {exc}") from exc
     finally:
-        reader.close()
         partial.unlink(missing_ok=True)
-    return ExportResult(path=str(out), documents=docs, chunks=chunks,
-                        bytes=out.stat().st_size,
+    return docs, chunks, out.stat().st_size
+
+
+def _identity(where: Where, out: Path) -> Identity:
+    """What the index at `where` records of its embeddings (blocking); InvalidRequest when
+    `out` is the index itself, StoreError when it is not an index yet."""
+    if isinstance(where, Path) and out.resolve() == where.resolve():
+        raise InvalidRequest("the export must go to another file than the index itself")
+    identity = places.recorded_identity(where)
+    if identity is None:
+        shown = where if isinstance(where, Path) else where.describe()
+        raise StoreError(f"{shown} is not an index yet: run `pocketmcp index` first")
+    return identity
+
+
+async def export(where: Where, out: Path) -> ExportResult:
+    """Write every document of the index at `where` (a SQLite file or a Postgres schema),
+    as one snapshot, to `out`."""
+    started = time.perf_counter()
+    identity = await anyio.to_thread.run_sync(_identity, where, out)
+    index = places.read_index(where, identity.dim)
+    try:
+        docs, chunks, size = await index.run(lambda reader: _write(reader, identity, out))
+    finally:
+        index.close()
+    return ExportResult(path=str(out), documents=docs, chunks=chunks, bytes=size,
                         elapsed_ms=round((time.perf_counter() - started) * 1000))
-
-
-async def export(db_path: Path, out: Path) -> ExportResult:
-    """Write every document of the index at `db_path`, as one snapshot, to `out`."""
-    return await anyio.to_thread.run_sync(_export, db_path, out)
 
 
 # -- import ------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Copies of an index: every document with its chunks and vectors, read as one snapshot (for
-export), and a page-for-page copy of the SQLite file made with SQLite's backup API.
+export; the Postgres store's reader reads its own), and a page-for-page copy of the SQLite
+file made with SQLite's backup API.
 
 Both read through a read-only connection, so they run while the writer writes: a snapshot
 sees one committed state from start to end.
@@ -10,12 +11,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
 from pocketmcp.errors import StoreError
 from pocketmcp.messages import Link
+from pocketmcp.store.api import Reader
 from pocketmcp.store.connect import open_sync_reader, sqlite_errors, sqlite_module
 from pocketmcp.store.queries import IndexReader
 
@@ -60,8 +62,20 @@ _CHUNKS = ("SELECT chunk_id, idx, start_off, end_off, tokens, text_sha256, secti
            "WHERE doc_id = ? ORDER BY idx")
 
 
-def documents(reader: IndexReader) -> Iterator[StoredDoc]:
+@runtime_checkable
+class StoredReader(Protocol):
+    """A store's reader that reads whole documents itself (Postgres)."""
+
+    def stored_documents(self) -> Iterator[StoredDoc]: ...
+
+
+def documents(reader: Reader) -> Iterator[StoredDoc]:
     """Every document in doc_id order (blocking). Call inside `reader.snapshot()`."""
+    if isinstance(reader, StoredReader):
+        yield from reader.stored_documents()
+        return
+    if not isinstance(reader, IndexReader):
+        raise StoreError(f"{type(reader).__name__} cannot export its documents")
     after = 0
     while True:
         rows = reader.query(_DOC, (after,))

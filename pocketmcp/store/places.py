@@ -10,7 +10,6 @@ from pathlib import Path
 
 from pocketmcp.config import Config
 from pocketmcp.core.identity import Identity
-from pocketmcp.errors import NotSupported
 from pocketmcp.store.api import ReadIndex
 from pocketmcp.store.pg.place import PgPlace, place_of
 from pocketmcp.store.readers import ReadIndex as SqliteIndex
@@ -50,20 +49,8 @@ def exists(where: Where) -> bool:
     return where.is_file()
 
 
-def drop(where: Where) -> None:
-    """Remove the index at `where` with everything in it (blocking; eval's throwaway
-    indexes)."""
-    if isinstance(where, PgPlace):
-        from pocketmcp.store.pg import schema  # psycopg: only with STORE=postgres
+def drop(place: PgPlace) -> None:
+    """Remove a Postgres index with everything in it (blocking; eval's throwaway indexes)."""
+    from pocketmcp.store.pg import schema  # psycopg: only with STORE=postgres
 
-        schema.drop(where)
-    else:
-        for path in (where, *where.parent.glob(where.name + "*")):
-            path.unlink(missing_ok=True)
-
-
-def sqlite_only(config: Config, what: str) -> None:
-    """NOT_SUPPORTED for what Postgres indexes cannot do yet."""
-    if config.store == "postgres":
-        raise NotSupported(f"{what} is not supported with STORE=postgres yet; it works on "
-                           "SQLite indexes")
+    schema.drop(place)

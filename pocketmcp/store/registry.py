@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import msgspec
+
 from pocketmcp.errors import InvalidRequest, NotFound
 from pocketmcp.store.pg.place import PgPlace, schema_of
 from pocketmcp.store.places import Where, exists
@@ -37,7 +39,7 @@ class Registry:
             return self.main
         check_name(name)
         if isinstance(self.main, PgPlace):
-            return PgPlace(self.main.url, schema_of(self.main.schema, name))
+            return msgspec.structs.replace(self.main, schema=schema_of(self.main.schema, name))
         return self.databases_dir / f"{name}.db"
 
     def existing(self, name: str | None) -> Where:

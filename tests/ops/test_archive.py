@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 from typing import Any
@@ -11,16 +12,18 @@ import pytest
 from conftest import Tools, make_config, running
 from vault import write_vault
 
-from pocketmcp.errors import InvalidRequest
+from pocketmcp.commands import archiving
+from pocketmcp.errors import InvalidRequest, NotSupported
 from pocketmcp.ops import archive
 from pocketmcp.plans import Plan
 from pocketmcp.runtime import Runtime
+from pocketmcp.store import places
 from pocketmcp.store.queries import IndexReader
 
 
-def _config(folder: Path) -> Any:
+def _config(folder: Path, env: dict[str, str] | None = None) -> Any:
     folder.mkdir(exist_ok=True)
-    return make_config(folder)
+    return make_config(folder, env)
 
 
 QUERIES = ("launch window", "budget costs", "weather risk", "zebra", "soup with leeks")
@@ -52,9 +55,11 @@ async def _snapshot(rt: Runtime) -> dict[str, Any]:
     return seen
 
 
-async def _source(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
-    """An index of the vault and of raw documents, exported while its server runs."""
-    config = _config(tmp_path / "a")
+async def _source(tmp_path: Path, env: dict[str, str] | None = None
+                  ) -> tuple[Path, dict[str, Any]]:
+    """An index of the vault and of raw documents, exported while its server runs (in a
+    SQLite file, or where `env` says)."""
+    config = _config(tmp_path / "a", env)
     write_vault(config.watch_dir)
     async with running(config, Plan(feed="scan", keep_serving=True)) as rt:
         assert rt.pipeline is not None
@@ -64,7 +69,7 @@ async def _source(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
             {"text": "---\ntags: [food]\n---\nSoup with leeks and potatoes. [[Budget]]",
              "external_id": "soup", "metadata": {"course": "starter"}}])
         before = await _snapshot(rt)
-        exported = await archive.export(config.sqlite_path, tmp_path / "export.jsonl")
+        exported = await archive.export(places.main_index(config), tmp_path / "export.jsonl")
     assert (exported.documents, exported.chunks) == (7, 7)
     return tmp_path / "export.jsonl", before
 
@@ -88,6 +93,19 @@ async def test_export_then_import_gives_identical_results_with_no_embedding(
                                            identity=rt.identity)
         assert (result.documents, result.chunks, result.chunks_embedded) == (7, 7, 0)
         assert calls == []
+        assert await _snapshot(rt) == before
+
+
+async def test_a_postgres_index_exports_and_imports_with_identical_results(
+    tmp_path: Path, pg_url: str, pg_schema: str
+) -> None:
+    env = {"STORE": "postgres", "DATABASE_URL": pg_url, "PG_SCHEMA": pg_schema}
+    export_file, before = await _source(tmp_path, env)
+    copy = {**env, "PG_SCHEMA": pg_schema + "_db_copy"}  # dropped with the test's schema
+    async with running(_config(tmp_path / "b", copy)) as rt:
+        assert rt.identity is not None
+        result = await archive.import_file(rt.writing, export_file, identity=rt.identity)
+        assert (result.documents, result.chunks, result.chunks_embedded) == (7, 7, 0)
         assert await _snapshot(rt) == before
 
 
@@ -156,3 +174,14 @@ async def test_a_backup_made_while_the_server_writes_is_consistent(tmp_path: Pat
             assert reader.query("SELECT count(*) FROM vec_chunks") == [(chunks,)]
         finally:
             reader.close()
+
+
+async def test_a_backup_of_a_postgres_index_is_refused_with_pg_dump_named(
+    tmp_path: Path
+) -> None:
+    config = _config(tmp_path, {"STORE": "postgres", "PG_SCHEMA": "team",
+                                "DATABASE_URL": "postgresql://pocketmcp@127.0.0.1:1/none"})
+    with pytest.raises(NotSupported, match="pg_dump -n team"):
+        await archiving.backup(config, argparse.Namespace(file=str(tmp_path / "copy.db"),
+                                                          json=False))
+    assert not (tmp_path / "copy.db").exists()

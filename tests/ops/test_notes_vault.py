@@ -33,7 +33,7 @@ async def vault(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     with capture_logs() as captured:
         async with running(config, plan, on_event=events.append) as rt:
             assert rt.pipeline is not None
-            with anyio.fail_after(60):
+            with anyio.fail_after(180):
                 await rt.pipeline.scan_done.wait()
             logged[:] = captured
             yield rt

@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import make_config
 
 from pocketmcp.errors import InvalidRequest, NotFound
+from pocketmcp.store.pg.place import PgPlace, place_of
 from pocketmcp.store.registry import Registry, check_name
 
 
@@ -26,3 +28,18 @@ def test_the_main_index_and_named_databases_have_their_own_files(tmp_path: Path)
 def test_names_that_could_reach_another_file_are_refused(name: str) -> None:
     with pytest.raises(InvalidRequest, match="db_name"):
         check_name(name)
+
+
+def test_named_postgres_databases_are_schemas_of_the_main_index_s_server(
+        tmp_path: Path) -> None:
+    config = make_config(tmp_path, {"STORE": "postgres", "PG_SCHEMA": "team",
+                                    "DATABASE_URL": "postgresql://u@127.0.0.1:1/x",
+                                    "PG_EF_SEARCH": "400"})
+    registry = Registry(place_of(config), config.databases_dir)
+    assert registry.where(None) == PgPlace(config.database_url, "team", 400)
+    assert registry.where("Notes-1") == PgPlace(config.database_url, "team_db_Notes-1", 400)
+    long = registry.where("x" * 64)
+    assert isinstance(long, PgPlace) and len(long.schema) == 63
+    assert long != registry.where("x" * 63 + "y")
+    with pytest.raises(InvalidRequest, match="db_name"):
+        registry.where("a b")

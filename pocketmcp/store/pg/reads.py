@@ -18,8 +18,9 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from pocketmcp.core.identity import Identity
 from pocketmcp.errors import StoreError
 from pocketmcp.store.api import F32, Found, Reader, Vectors
+from pocketmcp.store.archive import StoredDoc
 from pocketmcp.store.filters import DocFilter
-from pocketmcp.store.pg import connect, filters, schema
+from pocketmcp.store.pg import archive, connect, filters, schema
 from pocketmcp.store.pg.place import PgPlace
 from pocketmcp.store.related import Linker, LinkRow
 from pocketmcp.store.rows import ChunkRow, DocState, DocumentRow, HitRow, Keywords, Sort
@@ -37,7 +38,6 @@ _DOC_COLUMNS = ("d.doc_id, d.external_id, d.source, d.uri, d.title, d.library, "
 _TEXT_WEIGHT = 0.5
 COMMON_WORD = 2000  # chunks holding a word beyond which it is too common to search alone
 CANDIDATES = 5000  # matching chunks ranked for one query, at most
-EF_SEARCH_MIN = 100  # HNSW candidates per query: recall against latency (pgvector default 40)
 
 
 def _weights(title_weight: float) -> str:
@@ -186,8 +186,10 @@ class PgReader:
                                                                    np.int64), vectors)
 
     def nearest(self, query: F32, k: int, allowed: Sequence[int] | None) -> Found:
-        """The k nearest chunks by HNSW (cosine); with `allowed`, an iterative scan keeps
-        going until k of those documents' chunks are found."""
+        """The k nearest chunks by HNSW (cosine), visiting the place's `ef_search`
+        candidates (at least k; pgvector's default, 40, finds too few of the truly nearest:
+        README, Postgres); with `allowed`, an iterative scan keeps going until k of those
+        documents' chunks are found."""
         if allowed is not None and not allowed:
             return (np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros(0, np.int64))
         where, args = ("", []) if allowed is None else ("WHERE doc_id = ANY(%s)",
@@ -195,7 +197,7 @@ class PgReader:
         try:
             with self._conn.transaction():
                 self._conn.execute(b"SELECT set_config('hnsw.ef_search', %s, true)",
-                                   (str(min(1000, max(EF_SEARCH_MIN, k))),))
+                                   (str(min(1000, max(self.place.ef_search, k))),))
                 if allowed is not None:
                     self._conn.execute(b"SET LOCAL hnsw.iterative_scan = relaxed_order")
                 rows = self._conn.execute(
@@ -266,6 +268,10 @@ class PgReader:
             "WHERE c.chunk_id = %s", (chunk_id,))
         return ChunkRow(*rows[0]) if rows else None
 
+
+    def stored_documents(self) -> Iterator[StoredDoc]:
+        """Every document with its chunks, vectors and links (store/pg/archive.py)."""
+        return archive.documents(self._rows)
 
     def outgoing_links(self, doc_id: int) -> list[LinkRow]:
         """As the SQLite store's (store/related.py)."""
