@@ -29,7 +29,8 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_TERMS = 32
 MAX_PHRASE = 4  # CJK characters searched as one phrase; longer runs by their bigrams
 MAX_QUERY_TERMS = 12  # rarest words kept for the FTS5 query
-COMMON_SHARE = 0.1  # words in more than this share of the chunks are dropped
+COMMON_SHARE = 0.1  # words in more than this share of the chunks are dropped...
+COMMON_FLOOR = 50  # ...but never a word in this many chunks or fewer (small indexes)
 POSTINGS_BUDGET = 30_000  # chunks an OR-query may have to score, summed over its words
 
 
@@ -97,7 +98,8 @@ def fts_query(query: str, df: Mapping[str, int] | None = None, total: int = 0,
     """An FTS5 MATCH expression: any of the query's content words. None when it has none.
 
     With `df` (chunks holding each term of `vocab_terms`) and `total` (chunks in all), the
-    rarest words are kept first: at most `most`, none in more than `common` of the chunks,
+    rarest words are kept first: at most `most`, none in more than `common` of the chunks
+    (and more than COMMON_FLOOR: in a small index every word is in a large share of it),
     and no more than `budget` postings in all (the rarest word always). Common words add
     almost nothing to BM25, yet an OR-query has to score every chunk that holds any of them.
     A CJK phrase counts as one word, in as many chunks as its rarest bigram (at most).
@@ -120,7 +122,7 @@ def query_words(query: str, df: Mapping[str, int] | None = None, total: int = 0,
     keep = ranked[:1]
     spent = counts[ranked[0]]
     for i in ranked[1:most]:
-        if counts[i] > common * total or spent + counts[i] > budget:
+        if counts[i] > max(common * total, COMMON_FLOOR) or spent + counts[i] > budget:
             break
         keep.append(i)
         spent += counts[i]

@@ -72,8 +72,10 @@ class SearchMatch(BaseModel):
     doc_id: int
     idx: int = Field(description="Position of the chunk in its document.")
     score: float = Field(description=(
-        "Relevance from 0 to 1, with the same meaning in every mode and index: vector mode, "
-        "the cosine similarity; keyword mode, BM25 against the BM25 of a text that holds each "
+        "Relevance from 0 to 1, with the same meaning in every mode, index and embedding "
+        "model: vector mode, the cosine similarity read against the model's cosine for "
+        "unrelated texts (0 for those, 1 for the same text); keyword mode, BM25 against the "
+        "BM25 of a text that holds each "
         "query word once (0.5 for that text); hybrid, the two weighted by the vector weight. "
         "Below about 0.2 a match is rarely useful."))
     vector_score: float | None = Field(description="Cosine similarity, when it was scored.")

@@ -195,9 +195,21 @@ class IndexReader:
 
     def keyword_stage(self, query: str, depth: int, allowed: Sequence[int] | None, *,
                       title_weight: float, total: int, documents: bool) -> Keywords:
-        """Best chunks for the query's words (textsearch.py)."""
-        return textsearch.keyword_stage(self, query, depth, allowed, title_weight=title_weight,
-                                        total=total, documents=documents)
+        """Best chunks for the query's words (textsearch.py), in one read snapshot. The
+        words are weighed against FTS5's own count of chunks, read in that snapshot: the
+        `total` given (the vector file's count as of its last sync, which a process that has
+        just indexed may not have made yet) only when FTS5 has none."""
+        with self.snapshot():
+            rows = self.fts_rows()
+            return textsearch.keyword_stage(self, query, depth, allowed,
+                                            title_weight=title_weight,
+                                            total=total if rows is None else rows,
+                                            documents=documents)
+
+    def fts_rows(self) -> int | None:
+        """The chunks FTS5 holds, from its averages record (the count its BM25 uses)."""
+        rows = self._rows("SELECT block FROM chunks_fts_data WHERE id = 1")
+        return textsearch.leading_varint(bytes(rows[0][0])) if rows and rows[0][0] else None
 
     def search_keyword(self, match: str, k: int, doc_ids: Sequence[int] | None = None,
                        title_weight: float = 1.0) -> list[tuple[int, float, int]]:

@@ -102,3 +102,14 @@ def test_keyword_queries_keep_the_rarest_words_within_the_budgets() -> None:
                      budget=10**9) == '"mitochondria"'
     # Unknown stems count as rare.
     assert fts_query("zyxwv cells", {}, total=1000) == '"zyxwv" OR "cells"'
+
+
+def test_in_a_small_index_no_word_is_too_common_to_search_for() -> None:
+    from pocketmcp.core.keywords import stems
+
+    df = dict(zip(stems(["temple", "kyoto", "visit"]), [3, 2, 5], strict=True))
+    # 8 chunks: every word is in more than 10% of them, yet each tells some apart.
+    assert fts_query("temple kyoto visit", df, total=8) == '"temple" OR "kyoto" OR "visit"'
+    # In a large index the share decides again.
+    df = dict(zip(stems(["temple", "kyoto", "visit"]), [300, 2, 5_000], strict=True))
+    assert fts_query("temple kyoto visit", df, total=20_000) == '"temple" OR "kyoto"'

@@ -1,0 +1,61 @@
+"""The keyword stage over SQLite's FTS5 tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pocketmcp.core.identity import Identity
+from pocketmcp.core.keywords import reference_bm25
+from pocketmcp.core.text import sha256
+from pocketmcp.messages import Chunk, DocRecord
+from pocketmcp.store.queries import IndexReader
+from pocketmcp.store.textsearch import leading_varint
+from pocketmcp.store.writes import IndexWriter
+
+DIM = 8
+TEXTS = [f"note {i} about owls" if i % 4 == 0 else f"note {i} about bread and yeast"
+         for i in range(200)]
+
+
+@pytest.mark.parametrize(("blob", "value"), [(b"\x05", 5), (b"\x87\x66\x01", 998),
+                                             (b"\x81\x80\x00", 16384), (b"\xff" * 9, 2**64 - 1)])
+def test_a_varint_is_read_as_sqlite_writes_it(blob: bytes, value: int) -> None:
+    assert leading_varint(blob) == value
+
+
+def test_the_keyword_stage_counts_chunks_itself_when_the_caller_has_not_caught_up(
+    tmp_path: Path
+) -> None:
+    # A process that has just indexed may search before its vector file has synced: the
+    # count it passes is then 0 (or behind). The words kept and the reference must not
+    # depend on it: with 0, every word was kept and the reference fell to 1e-6 a word,
+    # so the first search after indexing ranked by keywords alone.
+    db = tmp_path / "index.db"
+    writer = IndexWriter(db, Identity(model="m", dim=DIM))
+    try:
+        writer.begin()
+        for i, text in enumerate(TEXTS):
+            vec = np.random.default_rng(i).normal(size=(1, DIM)).astype(np.float32)
+            writer.upsert(DocRecord(external_id=f"d{i}", source="raw", uri=None, title=f"d{i}",
+                                    content=text, sha256=sha256(text)),
+                          (Chunk(idx=0, start=0, end=len(text), text=text, tokens=5,
+                                 sha256=sha256(text)),),
+                          (vec / np.linalg.norm(vec)).tobytes())
+        writer.commit()
+    finally:
+        writer.close()
+    reader = IndexReader(db)
+    try:
+        assert reader.fts_rows() == len(TEXTS)
+        right = reader.keyword_stage("owls and yeast", 10, None, title_weight=1.0,
+                                     total=len(TEXTS), documents=False)
+        stale = reader.keyword_stage("owls and yeast", 10, None, title_weight=1.0,
+                                     total=0, documents=False)
+    finally:
+        reader.close()
+    # "yeast" is in 75% of the chunks: too common to search for; "owls" is kept.
+    assert right.reference == pytest.approx(reference_bm25([50], len(TEXTS)))
+    assert stale.reference == right.reference and stale.keyword == right.keyword
