@@ -234,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "backup": archiving.backup}[args.command]
             return anyio.run(run, config, args, backend="asyncio")
         if args.command == "serve":
-            # The cyclic garbage collector waits while the server starts (mcp/serve.py)
+            # The cyclic garbage collector waits while the server starts (mcp/collector.py)
             gc.disable()
             try:
                 from pocketmcp.mcp.serve import serve

@@ -21,7 +21,7 @@ from pocketmcp import __version__, logs
 from pocketmcp.config import Config, Secret
 from pocketmcp.errors import AlreadyServing, ListenFailed, PocketError
 from pocketmcp.mcp import discovery
-from pocketmcp.mcp.serve import collect_again
+from pocketmcp.mcp.collector import collect_again
 from pocketmcp.plans import serving
 from pocketmcp.runtime import Runtime, open_runtime
 
@@ -41,7 +41,7 @@ DRAIN_S = 3.5
 # two (with the SDK's sessions closing in between) stay within 5 s.
 GRACE_S = 1
 HTTP_DRAIN_S = 2.0
-# The longest the garbage collector stays off while the runtime starts (mcp/serve.py).
+# The longest the garbage collector stays off while the runtime starts (mcp/collector.py).
 COLLECT_AFTER_S = 10.0
 
 log = logs.get("pocketmcp.serve")

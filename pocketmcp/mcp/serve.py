@@ -6,22 +6,19 @@
   messages to it, with no model loaded (mcp/bridge.py).
 - stdio otherwise: the server itself, for the client that started it (mcp/host.py).
 
-`pocketmcp serve` starts with Python's cyclic garbage collector off (cli.py): the imports of
-start-up (the MCP SDK's protocol types, pydantic, numpy, onnxruntime) make hundreds of
-thousands of objects, and the collections they trigger free next to nothing while taking
-about a tenth of the time to the first answer. `collect_again` turns it back on once the
-server has started.
+`pocketmcp serve` starts with Python's cyclic garbage collector off (cli.py); `collect_again`
+(mcp/collector.py) turns it back on once the server has started.
 """
 
 from __future__ import annotations
 
-import gc
 from pathlib import Path
 
 from pocketmcp import logs
 from pocketmcp.config import Config, Secret
 from pocketmcp.errors import StoreError
 from pocketmcp.mcp import discovery
+from pocketmcp.mcp.collector import collect_again
 
 log = logs.get("pocketmcp.serve")
 
@@ -43,14 +40,6 @@ async def serve(config: Config, title: str = "pocketmcp", instructions: str | No
     from pocketmcp.mcp.host import host_stdio
 
     return await host_stdio(config, title, instructions)
-
-
-def collect_again() -> None:
-    """Turn the garbage collector back on (if start-up turned it off). What start-up made is
-    frozen first: it lives as long as the process, and later collections skip it."""
-    if not gc.isenabled():
-        gc.freeze()
-        gc.enable()
 
 
 async def find_upstream(config: Config) -> tuple[discovery.Published, Secret] | None:
