@@ -16,7 +16,7 @@ from typing import Any, cast
 import anyio
 import msgspec
 
-from pocketmcp.commands.progress import Reporter
+from pocketmcp.commands.progress import until_fed
 from pocketmcp.config import Config
 from pocketmcp.errors import PocketError
 from pocketmcp.ops import evaluate
@@ -79,14 +79,7 @@ async def _index_and_measure(config: Config, dataset: evaluate.Dataset, modes: l
     started = time.perf_counter()
     plan = Plan(writer="must", feed="scan", requests=False)
     async with open_runtime(config, plan) as runtime:
-        reporter = Reporter(runtime, config, "bar") if sys.stderr.isatty() else None
-        async with anyio.create_task_group() as tg:
-            if reporter is not None:
-                tg.start_soon(reporter.run, name="pocketmcp.progress")
-            await runtime.fed.wait()
-            tg.cancel_scope.cancel()
-        if reporter is not None:
-            reporter.finish()
+        await until_fed(runtime, config, "bar" if sys.stderr.isatty() else None)
         await runtime.started()  # raises when start-up failed
         assert runtime.pipeline is not None
         stats = runtime.pipeline.stats

@@ -15,7 +15,7 @@ import msgspec
 from filelock import FileLock, Timeout
 
 from pocketmcp import logs
-from pocketmcp.commands.progress import Reporter, Style, style_of
+from pocketmcp.commands.progress import Style, style_of, until_fed
 from pocketmcp.config import Config
 from pocketmcp.embed.models import canonical_id
 from pocketmcp.errors import PocketError, WriterBusyError
@@ -46,13 +46,8 @@ async def fed(config: Config, plan: Plan, *, progress: Style | None = None,
         async with open_runtime(config, plan, on_event=on_event
                                 ) as runtime, anyio.create_task_group() as tg:
             tg.start_soon(stop_on_signals, runtime, everything, name="pocketmcp.signals")
-            reporter = Reporter(runtime, config, progress) if progress else None
-            if reporter is not None:
-                tg.start_soon(reporter.run, name="pocketmcp.progress")
-            await runtime.fed.wait()
+            await until_fed(runtime, config, progress)
             tg.cancel_scope.cancel()
-            if reporter is not None:
-                reporter.finish()
     if everything.cancelled_caught:
         raise KeyboardInterrupt
     if runtime.pipeline is None:

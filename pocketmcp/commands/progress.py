@@ -97,3 +97,16 @@ class Reporter:
             self._bar.close()
         else:  # plain lines, or a run over before the count was
             self._print()
+
+
+async def until_fed(runtime: Runtime, config: Config, style: Style | None) -> None:
+    """Wait until the runtime's feed has run to its end (a scan), reporting in `style`
+    meanwhile (nothing when None); the last report is written before it returns."""
+    reporter = Reporter(runtime, config, style) if style else None
+    async with anyio.create_task_group() as tg:
+        if reporter is not None:
+            tg.start_soon(reporter.run, name="pocketmcp.progress")
+        await runtime.fed.wait()
+        tg.cancel_scope.cancel()
+    if reporter is not None:
+        reporter.finish()

@@ -137,7 +137,7 @@ def match_of(words: list[tuple[str, int]]) -> str:
 def reference_bm25(counts: list[int], total: int) -> float:
     """The BM25 that FTS5 gives a text of average length holding each word once: the sum of
     the words' idf (FTS5's formula, at least 1e-6 each). A keyword score divided by it is
-    comparable across queries and indexes. A count above `total` (read in another snapshot
-    while the index is written) counts as `total`."""
+    comparable across queries and indexes. A count above `total` (a prefix's, summed over the
+    terms it starts) counts as `total`."""
     return sum(max(1e-6, math.log((max(total, n) - n + 0.5) / (n + 0.5)))
                for n in counts) or 1.0

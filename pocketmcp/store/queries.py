@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +79,11 @@ class IndexReader:
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:
-        """One read transaction: every query inside sees the same committed state."""
+        """One read transaction: every query inside sees the same committed state (inside
+        another snapshot, that one's)."""
+        if self._conn.in_transaction:
+            yield
+            return
         try:
             self._conn.execute("BEGIN")
         except sqlite_errors() as exc:
@@ -168,7 +172,7 @@ class IndexReader:
         with x (the postings a prefix query reads; at least the chunks it matches). Terms no
         chunk holds are left out. Remembered until the next commit that changes chunks."""
         # One read: the counts belong to the state they are remembered under.
-        with nullcontext() if self._conn.in_transaction else self.snapshot():
+        with self.snapshot():
             try:  # the state: which database, its schema, and its last chunk change
                 state = self._conn.execute(
                     "SELECT (SELECT value FROM meta WHERE key = ?), (SELECT schema_version "
