@@ -279,13 +279,14 @@ async def measure(url: str, schema: str, source: Path, ids: np.ndarray, vectors:
 
         note("sqlite", *await sqlite.run(lambda r: timed(lambda: lite(r))), exact)
         note("pg_store", *await postgres.run(lambda r: timed(lambda: store(r))), exact)
-        note("pg_store_filtered", *await postgres.run(
-            lambda r: timed(lambda: store(r, allowed=allowed_list))), exact_f)
         for ef in efs:
             note(f"pg_ef{ef}", *timed(lambda ef=ef, q=q: pg(q, ef)), exact)
-        note("sqlite_filtered", *await sqlite.run(lambda r: timed(lambda: lite_f(r))),
-             exact_f)
-        for ef in efs:
+        if share > 0:
+            note("pg_store_filtered", *await postgres.run(
+                lambda r: timed(lambda: store(r, allowed=allowed_list))), exact_f)
+            note("sqlite_filtered", *await sqlite.run(lambda r: timed(lambda: lite_f(r))),
+                 exact_f)
+        for ef in efs if share > 0 else []:
             for scan in modes:
                 note(f"pg_filtered_ef{ef}_{scan}", *timed(
                     lambda ef=ef, scan=scan, q=q: pg(q, ef, "WHERE doc_id = ANY(%s)",
@@ -319,7 +320,8 @@ def main() -> None:
                         help="a new folder for the Postgres data (deleted at the end)")
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--ef", default="40,100,200,400")
-    parser.add_argument("--filtered", type=float, default=0.1)
+    parser.add_argument("--filtered", type=float, default=0.1,
+                        help="the share of documents filtered searches allow (0: none made)")
     parser.add_argument("--maintenance-work-mem", default="4GB")
     parser.add_argument("--workers", type=int, default=1,
                         help="parallel maintenance workers beside the leader (2 cores: 1)")

@@ -101,6 +101,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     database_url: Secret | None = None
     pg_schema: str = "pocketmcp"
     pg_ef_search: int = 1000
+    pg_hnsw_m: int = 16
+    pg_hnsw_ef_construction: int = 64
 
     @property
     def max_file_bytes(self) -> int:
@@ -223,9 +225,18 @@ def _store(values: dict[str, Any]) -> None:
         if url is None or not url.reveal().startswith(("postgresql://", "postgres://")):
             raise ConfigError("DATABASE_URL", "***" if url else "",
                               "a postgresql:// URL when STORE=postgres")
-    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,39}", values["pg_schema"]):
-        raise ConfigError("PG_SCHEMA", values["pg_schema"],
-                          "a lower-case name of letters, digits and _ (at most 40)")
+    # A named database's schema is `<PG_SCHEMA>_db_<name>`: a PG_SCHEMA holding `_db_`, or
+    # ending in `_db`, could be another PG_SCHEMA's database (`x_db_y` is database `y` of
+    # `x`, `x_db` + `z` is database `db_z` of `x`), so neither is a PG_SCHEMA.
+    schema = values["pg_schema"]
+    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,39}", schema) or "_db_" in schema + "_":
+        raise ConfigError("PG_SCHEMA", schema,
+                          "a lower-case name of letters, digits and _ (at most 40), without "
+                          "`_db_` and not ending in `_db` (a named database's schema is "
+                          "`<PG_SCHEMA>_db_<name>`)")
+    if values["pg_hnsw_ef_construction"] < 2 * values["pg_hnsw_m"]:  # as pgvector requires
+        raise ConfigError("PG_HNSW_EF_CONSTRUCTION", values["pg_hnsw_ef_construction"],
+                          f"at least twice PG_HNSW_M ({2 * values['pg_hnsw_m']})")
 
 
 def is_loopback(host: str) -> bool:

@@ -214,13 +214,26 @@ SETTINGS: tuple[Setting, ...] = (
             "environment only, never a flag, and never logged.", optional=True),
     Setting("pg_schema", "PG_SCHEMA", "--pg-schema", "str", "pocketmcp",
             "The Postgres schema holding the main index (created if missing); each named "
-            "database is a schema of its own beside it."),
+            "database is a schema of its own beside it, `<PG_SCHEMA>_db_<name>`, so a "
+            "PG_SCHEMA may not hold `_db_` or end in `_db`."),
     Setting("pg_ef_search", "PG_EF_SEARCH", "--pg-ef-search", "int", 1000,
             "Candidates a Postgres vector search visits in the HNSW graph (pgvector's "
             "hnsw.ef_search; never fewer than the results asked for). More finds more of the "
             "truly nearest chunks and takes longer: recall@10 0.92 at 200 and 0.99 at 1000 "
             "on 200,000 chunks, 0.90 at 1000 on 1,000,000 (README, Postgres).", minimum=10,
             maximum=1000),
+    Setting("pg_hnsw_m", "PG_HNSW_M", "--pg-hnsw-m", "int", 16,
+            "Links per chunk in the HNSW graph of a Postgres index (pgvector's m), applied "
+            "when the index is created; an existing index keeps its own. More links find "
+            "more of the truly nearest chunks at a given PG_EF_SEARCH, and make the graph "
+            "larger and slower to build and to add to (README, Postgres: what to pick at a "
+            "million chunks).", minimum=4, maximum=100),
+    Setting("pg_hnsw_ef_construction", "PG_HNSW_EF_CONSTRUCTION",
+            "--pg-hnsw-ef-construction", "int", 64,
+            "Candidates each chunk's insertion into the HNSW graph of a Postgres index "
+            "considers (pgvector's ef_construction; at least twice PG_HNSW_M), applied when "
+            "the index is created; an existing index keeps its own. More make a better "
+            "graph, built and added to more slowly.", minimum=8, maximum=1000),
 )
 
 _BY_FIELD = {s.field: s for s in SETTINGS}

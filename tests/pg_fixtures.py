@@ -25,7 +25,8 @@ def pg_url() -> Iterator[str]:
 
 @pytest.fixture
 def pg_schema(pg_url: str) -> Iterator[str]:
-    """A schema of this test's own, dropped after it with its named databases' schemas."""
+    """A schema of this test's own, dropped after it with every schema named after it
+    (`<name>_...`: its named databases, and other indexes a test makes beside it)."""
     import psycopg  # an optional dependency, installed for the tests
 
     name = new_schema()
@@ -33,6 +34,6 @@ def pg_schema(pg_url: str) -> Iterator[str]:
     with psycopg.connect(pg_url, autocommit=True) as conn:
         schemas = [r[0] for r in conn.execute(
             b"SELECT nspname FROM pg_namespace WHERE nspname = %s OR left(nspname, %s) = %s",
-            (name, len(name) + 4, name + "_db_")).fetchall()]
+            (name, len(name) + 1, name + "_")).fetchall()]
         for schema in schemas:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'.encode())

@@ -130,3 +130,22 @@ def test_bad_provider_settings_name_the_variable(env, variable) -> None:
     with pytest.raises(ConfigError) as caught:
         load({}, environ=env)
     assert caught.value.variable == variable
+
+
+@pytest.mark.parametrize("schema", ["team_db_notes", "team_db", "x_db_y_z"])
+def test_a_pg_schema_that_could_be_another_ones_named_database_is_refused(schema) -> None:
+    # Named database `notes` of PG_SCHEMA=team is schema team_db_notes; database `db_z` of
+    # PG_SCHEMA=x is x_db_db_z, as database `z` of PG_SCHEMA=x_db would be.
+    with pytest.raises(ConfigError, match="_db_") as caught:
+        load({}, environ={"PG_SCHEMA": schema})
+    assert caught.value.variable == "PG_SCHEMA"
+    for fine in ("team", "team_dbx", "db_team", "team_db2"):
+        assert load({}, environ={"PG_SCHEMA": fine}).pg_schema == fine
+
+
+def test_an_hnsw_graph_pgvector_would_refuse_is_refused_at_start() -> None:
+    config = load({}, environ={"PG_HNSW_M": "24", "PG_HNSW_EF_CONSTRUCTION": "128"})
+    assert (config.pg_hnsw_m, config.pg_hnsw_ef_construction) == (24, 128)
+    with pytest.raises(ConfigError, match="at least twice PG_HNSW_M") as caught:
+        load({}, environ={"PG_HNSW_M": "32", "PG_HNSW_EF_CONSTRUCTION": "48"})
+    assert caught.value.variable == "PG_HNSW_EF_CONSTRUCTION"

@@ -101,7 +101,7 @@ async def test_a_postgres_index_exports_and_imports_with_identical_results(
 ) -> None:
     env = {"STORE": "postgres", "DATABASE_URL": pg_url, "PG_SCHEMA": pg_schema}
     export_file, before = await _source(tmp_path, env)
-    copy = {**env, "PG_SCHEMA": pg_schema + "_db_copy"}  # dropped with the test's schema
+    copy = {**env, "PG_SCHEMA": pg_schema + "_copy"}  # dropped with the test's schema
     async with running(_config(tmp_path / "b", copy)) as rt:
         assert rt.identity is not None
         result = await archive.import_file(rt.writing, export_file, identity=rt.identity)

@@ -170,6 +170,43 @@ async def test_keyword_search_finds_words_and_weighs_titles(store) -> None:
     assert none.keyword == {}
 
 
+async def test_keyword_search_finds_chunks_holding_some_words_beside_those_holding_all(
+        store) -> None:
+    writer, index = store
+    texts = {"all": "The zebra grazed beside the kubernetes cluster. ",
+             "zebra": "A zebra crossed the savanna road. ",
+             "kube": "Kubernetes pods restarted overnight. ",
+             "none": "Unrelated gardening notes about tomatoes. "}
+    ids = {name: _put(writer, _doc(name, text, title=f"note {i}"), _chunks(text),
+                      _vectors(1, seed=i)).doc_id for i, (name, text) in enumerate(texts.items())}
+
+    async def ranked(query: str) -> list[int]:
+        found = await index.run(lambda r: r.keyword_stage(
+            query, 10, None, title_weight=1.0, total=4, documents=False))
+        return [found.doc_of[c] for c in sorted(found.keyword, key=lambda c: (
+            -found.keyword[c], c))]
+
+    both = await ranked("zebra kubernetes")  # one chunk holds both words, others one each
+    assert both[0] == ids["all"] and set(both) == {ids["all"], ids["zebra"], ids["kube"]}
+    some = await ranked("zebra pods")  # no chunk holds both
+    assert set(some) == {ids["all"], ids["zebra"], ids["kube"]}
+
+
+@pytest.mark.parametrize("where", ["postgres"], indirect=True)
+async def test_a_word_written_with_a_minus_excludes_the_chunks_holding_it(store) -> None:
+    writer, index = store
+    texts = {"all": "The zebra grazed beside the kubernetes cluster. ",
+             "zebra": "A zebra crossed the savanna road. "}
+    ids = {name: _put(writer, _doc(name, text), _chunks(text), _vectors(1, seed=i)).doc_id
+           for i, (name, text) in enumerate(texts.items())}
+    found = await index.run(lambda r: r.keyword_stage(
+        "zebra -kubernetes", 10, None, title_weight=1.0, total=2, documents=False))
+    assert set(found.doc_of.values()) == {ids["zebra"]}
+    quoted = await index.run(lambda r: r.keyword_stage(
+        'zebra -"savanna road"', 10, None, title_weight=1.0, total=2, documents=False))
+    assert set(quoted.doc_of.values()) == {ids["all"]}
+
+
 async def test_filters_select_the_same_documents(store) -> None:
     writer, index = store
     docs = [
@@ -347,3 +384,19 @@ async def test_a_postgres_index_made_before_links_were_kept_gets_its_notes_links
         assert [(o.target, o.doc_id) for o in out] == [("B", by_ext["b"]), ("C", None)]
     finally:
         index.close()
+
+
+@pytest.mark.parametrize("where", ["postgres"], indirect=True)
+def test_a_new_postgres_index_gets_the_hnsw_graph_asked_for_and_keeps_it(
+        where: Where, pg_url: str) -> None:
+    import psycopg  # an optional dependency, installed for the tests
+
+    assert isinstance(where, PgPlace)
+    denser = PgPlace(where.url, where.schema, hnsw_m=24, hnsw_ef_construction=128)
+    _open_writer(denser).close()
+    _open_writer(PgPlace(where.url, where.schema)).close()  # the defaults: kept as made
+
+    with psycopg.connect(pg_url) as conn:
+        row = conn.execute(b"SELECT indexdef FROM pg_indexes WHERE schemaname = %s AND "
+                           b"indexname = 'chunks_embedding'", (where.schema,)).fetchone()
+    assert row is not None and "m='24'" in row[0] and "ef_construction='128'" in row[0]

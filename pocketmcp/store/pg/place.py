@@ -21,6 +21,8 @@ class PgPlace(msgspec.Struct, frozen=True):
     url: Secret
     schema: str
     ef_search: int = 1000  # PG_EF_SEARCH: HNSW candidates a vector search visits
+    hnsw_m: int = 16  # PG_HNSW_M and PG_HNSW_EF_CONSTRUCTION: the graph of a new index
+    hnsw_ef_construction: int = 64
 
     def describe(self) -> str:
         """For messages and logs: the schema, never the URL (it may hold a password)."""
@@ -47,4 +49,5 @@ def place_of(config: Config, db_name: str | None = None) -> PgPlace:
     """The main index's schema (PG_SCHEMA), or named database `db_name`'s beside it."""
     assert config.database_url is not None  # config.load checks it for STORE=postgres
     schema = config.pg_schema if db_name is None else schema_of(config.pg_schema, db_name)
-    return PgPlace(config.database_url, schema, config.pg_ef_search)
+    return PgPlace(config.database_url, schema, config.pg_ef_search, config.pg_hnsw_m,
+                   config.pg_hnsw_ef_construction)

@@ -5,7 +5,7 @@ what was committed when it started, a `snapshot` one state throughout."""
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,7 +20,7 @@ from pocketmcp.errors import StoreError
 from pocketmcp.store.api import F32, Found, Reader, Vectors
 from pocketmcp.store.archive import StoredDoc
 from pocketmcp.store.filters import DocFilter
-from pocketmcp.store.pg import archive, connect, filters, schema
+from pocketmcp.store.pg import archive, connect, filters, keywords, schema
 from pocketmcp.store.pg.place import PgPlace
 from pocketmcp.store.related import Linker, LinkRow
 from pocketmcp.store.rows import ChunkRow, DocState, DocumentRow, HitRow, Keywords, Sort
@@ -34,15 +34,6 @@ _DOC_COLUMNS = ("d.doc_id, d.external_id, d.source, d.uri, d.title, d.library, "
                 "d.metadata::text, d.content_sha256, d.chunk_count, d.created_at, "
                 "d.updated_at, d.properties::text, d.tags::text, d.created, d.modified, "
                 "d.size_bytes, d.mtime_ns")
-# ts_rank_cd's weights of D, C (text), B (section path), A (title); at most 1 each.
-_TEXT_WEIGHT = 0.5
-COMMON_WORD = 2000  # chunks holding a word beyond which it is too common to search alone
-CANDIDATES = 5000  # matching chunks ranked for one query, at most
-
-
-def _weights(title_weight: float) -> str:
-    title = min(1.0, _TEXT_WEIGHT * title_weight)
-    return "{" + f"0.1,{_TEXT_WEIGHT},{title},{title}" + "}"
 
 
 class PgReader:
@@ -52,7 +43,7 @@ class PgReader:
         self._conn = conn
         self.place = place
 
-    def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+    def _rows(self, sql: str, args: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
         try:
             return self._conn.execute(sql.encode(), args).fetchall()
         except psycopg.Error as exc:
@@ -109,57 +100,10 @@ class PgReader:
 
     def keyword_stage(self, query: str, depth: int, allowed: Sequence[int] | None, *,
                       title_weight: float, total: int, documents: bool) -> Keywords:
-        """Best chunks by Postgres full-text search, ranked by ts_rank_cd: every word
-        (websearch_to_tsquery: quotes, `-` and `or` as users write them), and when no chunk
-        holds them all, any of the query's words that are not common (in at most
-        COMMON_WORD chunks; the rarest when all are), as SQLite's keyword search keeps the
-        words that tell chunks apart. Ranking costs a little for every matching chunk: at
-        most CANDIDATES are ranked. The 0..1 scale's midpoint (`reference`) is the rank of
-        a text holding each query word once, ten words apart (SQLite's: the BM25 of a text
-        of average length holding each word once); for a phrase, the query's own words.
-        Whole-document matching is not kept: documents rank by their best chunk."""
-        found = Keywords()
-        if allowed is not None and not allowed:
-            return found
-        weights = _weights(title_weight)
-        cfg = schema.TEXT_CONFIG
-        where, extra = ("", []) if allowed is None else (" AND c.doc_id = ANY(%s)",
-                                                         [list(allowed)])
-        counted = self._rows(  # each lexeme's chunks, counted up to COMMON_WORD + 1
-            "SELECT w, (SELECT count(*) FROM (SELECT 1 FROM chunks c WHERE c.tsv @@ "
-            "quote_literal(w)::tsquery LIMIT %s) s) FROM unnest(tsvector_to_array("
-            f"to_tsvector('{cfg}', %s))) w", (COMMON_WORD + 1, query))
-        present = sorted((int(n), str(w)) for w, n in counted if n)
-        if not present:
-            return found
-        rare = [w for n, w in present if n <= COMMON_WORD] or [present[0][1]]
-        any_rare = " | ".join("'" + w.replace("\\", "\\\\").replace("'", "''") + "'"
-                              for w in rare)
-        rows: list[Any] = []
-        for make, arg in ((f"websearch_to_tsquery('{cfg}', %s)", query),
-                          ("%s::tsquery", any_rare)):
-            rows = self._rows(
-                f"WITH q AS (SELECT {make} AS q), m AS (SELECT c.chunk_id, c.doc_id, c.tsv "
-                f"FROM chunks c, q WHERE c.tsv @@ q.q{where} LIMIT %s) "
-                "SELECT m.chunk_id, ts_rank_cd(%s::float4[], m.tsv, q.q) AS r, m.doc_id "
-                "FROM m, q ORDER BY r DESC LIMIT %s",
-                (arg, *extra, CANDIDATES, weights, depth))
-            if rows:
-                break
-        if not rows:
-            return found
-        spread = ("(SELECT string_agg(quote_literal(w) || ':' || (n * 10) || 'C', ' ') FROM "
-                  f"unnest(tsvector_to_array(to_tsvector('{cfg}', %s))) "
-                  "WITH ORDINALITY AS t(w, n))::tsvector")
-        ref = self._rows(
-            f"WITH q AS (SELECT {make} AS q) SELECT ts_rank_cd(%s::float4[], {spread}, q.q), "
-            f"ts_rank_cd(%s::float4[], setweight(to_tsvector('{cfg}', %s), 'C'), q.q) FROM q",
-            (arg, weights, query, weights, query))[0]
-        found.reference = max(float(ref[0] or 0.0) or float(ref[1] or 0.0), 1e-6)
-        for chunk_id, rank, doc_id in rows:
-            found.keyword[int(chunk_id)] = float(rank)
-            found.doc_of[int(chunk_id)] = int(doc_id)
-        return found
+        """Best chunks by Postgres full-text search (store/pg/keywords.py); `total` is not
+        needed (the server counts the chunks) and whole-document matching is not kept."""
+        return keywords.keyword_stage(self._rows, query, depth, allowed,
+                                      title_weight=title_weight)
 
     def hits(self, chunk_ids: Sequence[int]) -> dict[int, HitRow]:
         if not chunk_ids:

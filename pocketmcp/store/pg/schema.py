@@ -66,8 +66,8 @@ def _text(value: str) -> str:
 
 
 # Each migration is a list of steps: SQL statements (`{dim}`: the embedding dimension,
-# `{config}`: TEXT_CONFIG), or functions of the connection for what SQL cannot say. All of
-# them run in one transaction.
+# `{config}`: TEXT_CONFIG, `{m}` and `{ef_construction}`: the place's HNSW graph), or
+# functions of the connection for what SQL cannot say. All of them run in one transaction.
 Step = str | Callable[[psycopg.Connection[Any]], None]
 MIGRATIONS: tuple[tuple[Step, ...], ...] = (
     (
@@ -117,7 +117,8 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
                    setweight(to_tsvector('{config}', words), 'C')) STORED,
                UNIQUE (doc_id, idx))""",
         "CREATE INDEX chunks_text ON chunks(text_sha256)",
-        "CREATE INDEX chunks_embedding ON chunks USING hnsw (embedding public.vector_cosine_ops)",
+        "CREATE INDEX chunks_embedding ON chunks USING hnsw (embedding public.vector_cosine_ops) "
+        "WITH (m = {m}, ef_construction = {ef_construction})",
         "CREATE INDEX chunks_tsv ON chunks USING gin (tsv)",
     ),
     (
@@ -183,7 +184,9 @@ def migrate(conn: psycopg.Connection[Any], place: PgPlace, identity: Identity, *
                 if callable(step):
                     step(conn)
                     continue
-                text = step.replace("{dim}", str(identity.dim)).replace("{config}", TEXT_CONFIG)
+                text = (step.replace("{dim}", str(identity.dim))
+                        .replace("{config}", TEXT_CONFIG).replace("{m}", str(place.hnsw_m))
+                        .replace("{ef_construction}", str(place.hnsw_ef_construction)))
                 conn.execute(sql.SQL(text))  # our own constants
             conn.execute(sql.SQL("INSERT INTO {}.schema_version VALUES (%s)").format(schema),
                          (version + 1,))
