@@ -4,8 +4,9 @@ Two worker processes open the same index, one with this checkout's code and one 
 other's (its own .venv), and the driver sends them the same requests in turn, alternating
 which goes first, so both see the same machine load. Per request kind it reports p50/p95 of
 each and their ratio (this / other), the stages inside a search call (query embedding,
-vector stage, keyword stage, reading the returned rows), and whether both returned the same
-results (chunk ids, order and scores as the tool returns them, to 6 decimals).
+vector stage, keyword stage and, inside it, the term counts and the chunk FTS5 query), and
+whether both returned the same results (chunk ids, order and scores as the tool returns
+them, to 6 decimals).
 
 Each mode gets its own SciFact queries, so no call is answered from the cache of query
 vectors; the vector stage gets the queries' vectors from bench/search.py's cache.
@@ -69,6 +70,13 @@ async def _serve(db: Path) -> None:
     # The stages of a call, timed where both checkouts have them.
     ops._vector_stage = timed("vector_stage", ops._vector_stage)  # type: ignore[attr-defined]
     ops._keyword_stage = timed("keyword_stage", ops._keyword_stage)  # type: ignore[attr-defined]
+    # Inside the keyword stage: counting the query's terms, and the chunk FTS5 query.
+    from pocketmcp.store.queries import IndexReader
+
+    IndexReader.term_docs = timed(  # type: ignore[method-assign]
+        "  term_counts", IndexReader.term_docs)
+    IndexReader.search_keyword = timed(  # type: ignore[method-assign]
+        "  chunk_fts_query", IndexReader.search_keyword)
     queries = np.load(CACHE)["queries"]
     config = load({}, environ={"SQLITE_PATH": str(db), "WATCH_DIR": str(db.parent / "none")})
     async with open_runtime(config, READING) as runtime:
