@@ -27,6 +27,8 @@ from typing import TypeVar, cast
 import numpy as np
 import numpy.typing as npt
 
+from pocketmcp.store.rowcodes import RowCodes, hamming_into, kernel
+
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
 U8 = npt.NDArray[np.uint8]
@@ -83,13 +85,28 @@ def encode(vectors: F32, mean: F32) -> U64:
     return _packed(vectors - mean > 0)
 
 
-def hamming(sliced: U64, n: int, qcode: U64, alive: U8 | None) -> U16:
+def hamming(sliced: U64, n: int, qcode: U64, alive: U8 | None,
+            rows: RowCodes | None = None) -> U16:
     """Distances of rows [0, n) of bit-sliced `sliced` (words, capacity) to `qcode`. Rows
-    whose `alive` byte is 0 get distance dim + 1."""
+    whose `alive` byte is 0 get distance dim + 1. With `rows`, a row-major copy of at least
+    n rows, faiss's kernel computes them (rowcodes.py); the same distances."""
     count = len(qcode)
     dead = count * 64 + 1
     dist = np.empty(n, dtype=np.uint16)
     wanted = qcode[:, None]
+    faiss = kernel() if rows is not None and rows.rows >= n else None
+
+    def compiled(start: int, end: int) -> None:
+        assert rows is not None
+        out = np.empty(end - start, dtype=np.int32)
+        hamming_into(faiss, rows, qcode, start, end, out)
+        np.copyto(dist[start:end], out, casting="unsafe")
+        if alive is not None:
+            np.putmask(dist[start:end], alive[start:end] == 0, dead)
+
+    if faiss is not None:
+        _both(compiled, n)
+        return dist
 
     def part(start: int, end: int) -> None:
         tmp = np.empty((count, min(BLOCK, end - start)), dtype=np.uint64)

@@ -52,6 +52,7 @@ import numpy.typing as npt
 
 from pocketmcp.errors import VectorFileError
 from pocketmcp.store.log import ChunkLog
+from pocketmcp.store.rowcodes import RowCodes
 from pocketmcp.store.scan import encode, words
 
 MAGIC = b"PMCPVEC1"
@@ -142,6 +143,8 @@ class Columns:
             mm, np.uint64, cap * words(self.dim), lay.codes).reshape(words(self.dim), cap)
         self.f16: npt.NDArray[np.float16] = np.frombuffer(
             mm, np.float16, cap * self.dim, lay.f16).reshape(cap, self.dim)
+        # A row-major copy of the codes for faiss's kernel (rowcodes.py), once made.
+        self.rowcodes: RowCodes | None = None
 
     def state(self) -> State | None:
         """The newest slot whose checksum holds, or None when neither does."""

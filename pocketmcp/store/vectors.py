@@ -23,6 +23,7 @@ import numpy.typing as npt
 from pocketmcp.errors import VectorFileError
 from pocketmcp.store import scan
 from pocketmcp.store.log import ChunkLog
+from pocketmcp.store.rowcodes import RowCodes, kernel
 from pocketmcp.store.vecfile import (
     PAGE,
     Columns,
@@ -96,14 +97,23 @@ class _Delta:
         return self.ids[rows[best]], scores[best], self.docs[rows[best]]
 
 
-def _warm(codes: U64, f16: F16, rows: int) -> None:
+def _warm(cols: Columns, rows: int) -> None:
     """Read one byte of each page of the codes and of the float16 rows, so the mapping's
     pages are this process's before searches need them (background; numpy lets go of the
     GIL). Each page a search touches first costs a fault: a search at 1M chunks rescores
     2000 rows on as many pages, 5 ms more than on pages already mapped, until most of the
-    file has been touched once. The arrays hold the mapping open while this runs."""
-    for column in (codes.view(np.uint8).reshape(codes.shape[0], -1)[:, :rows * 8],
-                   f16.view(np.uint8)[:rows]):
+    file has been touched once. Where faiss loads, the codes are read by copying them row by
+    row for its kernel instead (rowcodes.py), and the copy is handed to searches when whole.
+    The arrays hold the mapping open while this runs."""
+    codes, f16 = cols.codes, cols.f16
+    columns = [f16.view(np.uint8)[:rows]]
+    if kernel() is not None:
+        copy = RowCodes(cols.capacity, codes.shape[0])
+        copy.extend(codes, rows)
+        cols.rowcodes = copy
+    else:
+        columns.insert(0, codes.view(np.uint8).reshape(codes.shape[0], -1)[:, :rows * 8])
+    for column in columns:
         for lo in range(0, len(column), WARM_ROWS):
             part = column[lo:lo + WARM_ROWS]
             np.bitwise_or.reduce(part.reshape(-1)[::PAGE] if part.flags.c_contiguous
@@ -194,7 +204,7 @@ class VectorIndex:
         self._cols = cols
         state = cols.state()
         if state is not None and state.rows:
-            threading.Thread(target=_warm, args=(cols.codes, cols.f16, state.rows),
+            threading.Thread(target=_warm, args=(cols, state.rows),
                              name="pocketmcp.vectors.warm", daemon=True).start()
 
     def _why(self, cols: Columns | None, state: State | None, low: int, high: int) -> str:
@@ -247,7 +257,10 @@ class VectorIndex:
             return self._exact(cols, np.flatnonzero(ok), query, k)
         qcode = scan.encode(query[None, :], cols.mean)[0]
         some_dead = ok is None and state.live < n
-        dist = scan.hamming(cols.codes, n, qcode, cols.alive if some_dead else None)
+        copy = cols.rowcodes
+        if copy is not None:
+            copy.extend(cols.codes, n)  # rows appended since (under the lock: one caller)
+        dist = scan.hamming(cols.codes, n, qcode, cols.alive if some_dead else None, copy)
         dead = len(qcode) * 64 + 1  # the distance of rows left out
         if ok is not None:
             dist[~ok] = dead

@@ -6,6 +6,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pocketmcp.store import scan
+from pocketmcp.store.rowcodes import RowCodes, kernel
 
 
 def _cut_rows(dist: npt.NDArray[np.uint16], keep: int, dead: int) -> npt.NDArray[np.int64]:
@@ -44,6 +45,14 @@ def test_hamming_distances_over_two_threads_equal_a_bit_count_of_each_row() -> N
     expected = np.bitwise_count(codes ^ qcode).sum(axis=1)
     expected[alive == 0] = words * 64 + 1
     assert np.array_equal(dist, expected)
+    # faiss's kernel over a row-major copy, made in two steps as rows are appended.
+    assert kernel() is not None
+    copy = RowCodes(n + 100, words)
+    copy.extend(sliced, n // 3)
+    assert scan.hamming(sliced, n, qcode, alive, copy).sum() == dist.sum()  # too short: numpy
+    copy.extend(sliced, n)
+    assert np.array_equal(copy.buf[:n], codes)
+    assert np.array_equal(scan.hamming(sliced, n, qcode, alive, copy), expected)
 
 
 def test_float16_scores_are_the_products_of_the_float16_rows() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -84,6 +85,33 @@ def test_two_pass_search_finds_what_exact_search_finds(db: Path) -> None:
         queries = vectors[rng.integers(0, n, 50)] + rng.normal(0, 0.02, (50, dim))
         queries = (queries / np.linalg.norm(queries, axis=1, keepdims=True)).astype(np.float32)
         assert _recall(index, reader, vectors, queries) >= 0.98
+
+
+def test_the_row_copy_for_faiss_follows_appended_rows_and_finds_what_numpy_finds(
+        db: Path) -> None:
+    n, dim = 4 * EXACT_SCAN_LIMIT, 384
+    vectors = _clustered(n, seed=6, dim=dim)
+    first = n - 800
+    with indexed(db, vectors[:first], per_doc=8) as (writer, reader, index):
+        queries = vectors[::997] + 0.01
+        index.search(reader.log, queries[0], 10, candidates=200)
+        cols = index._cols
+        assert cols is not None
+        deadline = time.monotonic() + 30
+        while cols.rowcodes is None:  # made in the background when the file is mapped
+            assert time.monotonic() < deadline, "no row copy"
+            time.sleep(0.01)
+        assert cols.rowcodes.rows == first
+        _add_docs(writer, vectors[first:], per_doc=8, start=first // 8)
+        index.sync(reader.log)
+        assert index._cols is cols and index.live == n
+        with_copy = [index.search(reader.log, q, 10, candidates=200) for q in queries]
+        assert cols.rowcodes.rows == n  # extended by the searches
+        cols.rowcodes = None
+        without = [index.search(reader.log, q, 10, candidates=200) for q in queries]
+        for (ids, scores, _), (ids2, scores2, _) in zip(with_copy, without, strict=True):
+            assert ids.tolist() == ids2.tolist()
+            assert np.array_equal(scores, scores2)
 
 
 def test_the_index_follows_deletes_and_additions(db: Path) -> None:

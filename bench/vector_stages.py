@@ -1,0 +1,131 @@
+"""Where the vector stage's time goes, pass by pass, with numpy's Hamming pass and faiss's
+kernel alternating in one run (so both see the same machine load).
+
+Opens a vector file read-only (an index's `*.db.vectors`) and runs the passes of
+store/vectors.py on SciFact query vectors (bench/search.py's cache): the Hamming pass over
+every row, the shortlist cut, the asymmetric pass, the float16 rescoring. Per pass it
+reports p50/p95/min of each kernel; it checks that both kernels return the same top 10 for
+every query, and measures recall@10 against an exact scan of the float16 rows (for the
+first --recall queries). It also reports the time to copy the codes row by row for faiss
+and faiss's import time (in a fresh interpreter).
+
+    .venv/bin/python bench/vector_stages.py --vectors ../benchdata/search-1000000.db.vectors
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = ROOT / ".cache" / "bench-base-1500.npz"
+STAGES = ("hamming", "cut", "asymmetric", "float16", "total")
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def import_ms() -> float:
+    code = "import time; t = time.perf_counter(); import faiss; print(time.perf_counter() - t)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    return round(float(out.stdout.strip()) * 1e3, 1)
+
+
+def main() -> None:
+    from pocketmcp.store import scan
+    from pocketmcp.store.rowcodes import RowCodes, kernel
+    from pocketmcp.store.vecfile import open_columns
+    from pocketmcp.store.vectors import SHORTLIST
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--vectors", type=Path, required=True)
+    parser.add_argument("--dim", type=int, default=384)
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--recall", type=int, default=100, help="queries checked for recall")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+
+    cols = open_columns(args.vectors.resolve(), args.dim)
+    state = cols.state()
+    assert state is not None and state.live == state.rows, "a file without removed rows"
+    n = state.rows
+    candidates = max(1000, n // 500)  # ops.search.candidates_for
+    assert kernel() is not None, "faiss is not installed"
+    started = time.perf_counter()
+    copy = RowCodes(cols.capacity, cols.codes.shape[0])
+    copy.extend(cols.codes, n)
+    copy_ms = (time.perf_counter() - started) * 1e3
+    cols.f16[:n].view(np.uint8)[:, ::4096].max()  # the float16 pages mapped, as _warm does
+    queries = np.load(CACHE)["queries"].astype(np.float32)[:args.queries]
+    dead = scan.words(args.dim) * 64 + 1
+    times: dict[str, dict[str, list[float]]] = {
+        kind: {s: [] for s in STAGES} for kind in ("numpy", "faiss")}
+    tops: dict[str, list[list[int]]] = {"numpy": [], "faiss": []}
+    load = [os.getloadavg()[0]]
+    for i, q in enumerate(queries):
+        order = ("numpy", "faiss") if i % 2 == 0 else ("faiss", "numpy")
+        for kind in order:
+            t0 = time.perf_counter()
+            qcode = scan.encode(q[None, :], cols.mean)[0]
+            dist = scan.hamming(cols.codes, n, qcode, None, copy if kind == "faiss" else None)
+            t1 = time.perf_counter()
+            rows = scan.within(dist, candidates * SHORTLIST, dead)
+            t2 = time.perf_counter()
+            planes, low, step = scan.query_planes(q, cols.mean)
+            estimate = scan.asymmetric(cols.codes, rows, planes, low, step)
+            picked = np.sort(rows[scan.top(estimate, candidates)])
+            t3 = time.perf_counter()
+            scores = scan.dot16(cols.f16, picked, q)
+            best = picked[scan.top(scores, 10)]
+            t4 = time.perf_counter()
+            for stage, ms in zip(STAGES, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t4 - t0),
+                                 strict=True):
+                times[kind][stage].append(ms * 1e3)
+            tops[kind].append(best.tolist())
+        if i % 10 == 0:
+            load.append(os.getloadavg()[0])
+    hits = 0
+    checked = min(args.recall, len(queries))
+    for i in range(checked):
+        exact = np.empty(n, np.float32)
+        for lo in range(0, n, 65536):
+            hi = min(n, lo + 65536)
+            exact[lo:hi] = cols.f16[lo:hi].astype(np.float32) @ queries[i]
+        hits += len(set(np.argpartition(-exact, 10)[:10].tolist()) & set(tops["faiss"][i]))
+    out: dict[str, Any] = {
+        "vectors": str(args.vectors), "rows": n, "queries": len(queries), "cpus": os.cpu_count(),
+        "load_1min": [round(x, 2) for x in load],
+        "row_copy_ms": round(copy_ms, 1), "row_copy_mb": round(copy.buf[:n].nbytes / 2**20, 1),
+        "faiss_import_ms": import_ms(),
+        "same_top10": f"{sum(a == b for a, b in zip(*tops.values(), strict=True))}/"
+                      f"{len(queries)}",
+        f"recall@10_vs_exact_float16_{checked}q": round(hits / (10 * max(1, checked)), 4),
+    }
+    for stage in STAGES:
+        row: dict[str, Any] = {}
+        for kind in ("numpy", "faiss"):
+            v = times[kind][stage]
+            row[kind] = {"p50_ms": round(statistics.median(v), 2),
+                         "p95_ms": round(pct(v, 0.95), 2), "min_ms": round(min(v), 2)}
+        row["p50_ratio"] = round(row["faiss"]["p50_ms"] / row["numpy"]["p50_ms"], 3)
+        out[stage] = row
+    text = json.dumps(out, indent=2)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
