@@ -84,7 +84,8 @@ def main() -> None:
             rows = scan.within(dist, candidates * SHORTLIST, dead)
             t2 = time.perf_counter()
             planes, low, step = scan.query_planes(q, cols.mean)
-            estimate = scan.asymmetric(cols.codes, rows, planes, low, step)
+            estimate = scan.asymmetric(cols.codes, rows, planes, low, step,
+                                       copy if kind == "faiss" else None)
             picked = np.sort(rows[scan.top(estimate, candidates)])
             t3 = time.perf_counter()
             scores = scan.dot16(cols.f16, picked, q)

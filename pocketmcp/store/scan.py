@@ -162,12 +162,18 @@ def query_planes(query: F32, mean: F32) -> tuple[U64, float, float]:
     return planes, low, step
 
 
-def asymmetric(sliced: U64, rows: I64, planes: U64, low: float, step: float) -> F32:
-    """Estimated (centred) dot products of the query with rows `rows`, from their codes."""
+def asymmetric(sliced: U64, rows: I64, planes: U64, low: float, step: float,
+               copy: RowCodes | None = None) -> F32:
+    """Estimated (centred) dot products of the query with rows `rows`, from their codes
+    (gathered from the row-major `copy` when it holds them: one cache line a row instead of
+    one a word)."""
     ones = np.zeros(len(rows), dtype=np.uint16)
     weighted = np.zeros(len(rows), dtype=np.uint32)
+    gathered = None
+    if copy is not None and len(rows) and int(rows[-1]) < copy.rows:  # rows ascend
+        gathered = np.ascontiguousarray(copy.buf.take(rows, axis=0).T)
     for w in range(sliced.shape[0]):
-        code = sliced[w].take(rows)
+        code = gathered[w] if gathered is not None else sliced[w].take(rows)
         ones += np.bitwise_count(code)
         for j in range(PLANES):
             weighted += np.bitwise_count(code & planes[j, w]).astype(np.uint32) << j

@@ -268,7 +268,7 @@ class VectorIndex:
             dist[masked] = dead
         rows = scan.within(dist, candidates * SHORTLIST, dead)
         planes, low, step = scan.query_planes(query, cols.mean)
-        estimate = scan.asymmetric(cols.codes, rows, planes, low, step)
+        estimate = scan.asymmetric(cols.codes, rows, planes, low, step, copy)
         return self._exact(cols, np.sort(rows[scan.top(estimate, candidates)]), query, k)
 
     @staticmethod
