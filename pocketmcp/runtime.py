@@ -28,6 +28,7 @@ from pocketmcp.core.chunking import Chunker
 from pocketmcp.core.identity import Identity
 from pocketmcp.databases import Databases
 from pocketmcp.embed import factory
+from pocketmcp.embed.background import model_background
 from pocketmcp.embed.base import Embedder
 from pocketmcp.errors import (
     InvalidRequest,
@@ -125,8 +126,9 @@ class Runtime(Readiness):
         self.databases = Databases(self.config, self.registry, identity=identity, tg=tg,
                                    on_event=self.on_event)
         if self.plan.search and not self._stopping.is_set():
-            try:  # the query session loads on first use
-                await self.embedder.embed_query("warm up")
+            try:  # the query session loads on first use; the probes then teach it the
+                # model's background, which every search reads its cosines against
+                await model_background(self.embedder)
             except ProviderError as exc:  # searches answer by keywords until it is back
                 log.warning("provider_unavailable", error=str(exc))
         if opened:

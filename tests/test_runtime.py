@@ -9,6 +9,7 @@ import pytest
 from conftest import Tools, make_config, remote_config, running
 from provider_server import ProviderServer
 
+from pocketmcp.embed import background
 from pocketmcp.errors import ReadOnly, WriterBusyError
 from pocketmcp.plans import INDEXING, READING, Plan
 from pocketmcp.readiness import SCAN_POLL_S
@@ -118,3 +119,17 @@ async def test_after_one_scan_a_remote_provider_still_embeds_queries(
             reading = await rt.reading()
             vector = await reading.embedder.embed_query("birds at night")
     assert vector.shape == (384,)
+
+
+async def test_a_serving_runtime_learns_the_models_background_before_it_is_ready(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What an earlier test of this process learnt is forgotten: this start must learn it.
+    monkeypatch.setattr(background, "_known", {})
+    async with running(make_config(tmp_path)) as rt:
+        assert rt.embedder is not None
+        before = rt.embedder.usage.inputs
+        tools = Tools(rt)
+        await tools("search", query="owls hunting at night in the forest")
+        # The first search embeds its query alone: the probes were embedded at start.
+        assert rt.embedder.usage.inputs - before == 1

