@@ -97,9 +97,11 @@ async def index(config: Config, args: argparse.Namespace) -> int:
     plan = msgspec.structs.replace(INDEXING, rebuild=args.rebuild, force=args.force)
     deadline = time.monotonic() + args.wait
     while True:
-        # Two runs never both write: the writer lock decides, and a second run waits for it
-        # (--wait) or ends with EXIT_BUSY having written nothing.
-        if await wait_for_lock(config.sqlite_path, max(deadline - time.monotonic(), 0)):
+        # Two runs never both write a SQLite index: the writer lock decides, and a second run
+        # waits for it (--wait) or ends with EXIT_BUSY having written nothing. A Postgres
+        # index takes several writers (per-document locks): no file lock to wait for.
+        if config.store == "postgres" or await wait_for_lock(
+                config.sqlite_path, max(deadline - time.monotonic(), 0)):
             try:
                 runtime = await fed(config, plan,
                                     progress=style_of(args.progress, tty=sys.stderr.isatty()))
