@@ -27,7 +27,16 @@ from typing import TypeVar, cast
 import numpy as np
 import numpy.typing as npt
 
-from pocketmcp.store.rowcodes import RowCodes, hamming_into, kernel
+from pocketmcp.store.rowcodes import (
+    SAMPLE,
+    RowCodes,
+    code_counts,
+    hamming_into,
+    hammings_of,
+    kernel,
+    loaded,
+    widen_f16,
+)
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
@@ -39,7 +48,6 @@ T = TypeVar("T")
 BLOCK = 32768  # rows per step of the Hamming pass: its buffers stay in the core's cache
 PARALLEL_ROWS = 100_000  # above this many rows, two threads share the Hamming pass
 PLANES = 4  # bits of the query's quantised values in the asymmetric pass
-SAMPLE = 16  # every SAMPLE-th distance guesses where the shortlist's cut lies
 
 PIECES = 8  # pieces of a parallel pass: a thread slowed by other work takes fewer of them
 
@@ -145,6 +153,49 @@ def within(dist: U16, keep: int, dead: int) -> I64:
     return _at_most(dist, min(cut, dead - 1))
 
 
+def shortlist(copy: RowCodes, n: int, qcode: U64, keep: int, dead: int,
+              alive: U8 | None = None, ok: npt.NDArray[np.bool_] | None = None) -> I64 | None:
+    """The rows `within` keeps (ascending) of rows [0, n) of the row-major `copy`, without
+    making every distance: the cut's upper bound is guessed from the copy's sample, and each
+    piece of the pass keeps only the rows under it while its distances are in cache. Rows
+    whose `alive` byte is 0 or whose `ok` is False are left out. None when the guess keeps
+    too few rows (then the caller makes every distance and cuts them with `within`)."""
+    faiss = loaded()
+    if faiss is None or copy.rows < n:
+        return None
+    picked = np.arange(0, n, SAMPLE)
+    sampled = np.empty(len(picked), dtype=np.int32)
+    hammings_of(faiss, qcode, copy.sample[:len(picked)], sampled)
+    if alive is not None:
+        sampled[alive[picked] == 0] = dead
+    if ok is not None:
+        sampled[~ok[picked]] = dead
+    counts = np.bincount(sampled, minlength=dead + 1)[:dead]
+    guess = int(np.searchsorted(np.cumsum(counts), keep * 1.5 / SAMPLE + 64))
+    if guess >= dead:
+        return None
+
+    def part(start: int, end: int) -> tuple[I64, npt.NDArray[np.int32]]:
+        out = np.empty(end - start, dtype=np.int32)
+        hammings_of(faiss, qcode, copy.buf[start:end], out)
+        under = out <= guess
+        if alive is not None:
+            under &= alive[start:end] != 0
+        if ok is not None:
+            under &= ok[start:end]
+        found = np.flatnonzero(under)
+        return found + start, out[found]
+
+    parts = _both(part, n)
+    rows = np.concatenate([p[0] for p in parts])
+    dist = np.concatenate([p[1] for p in parts])
+    if len(rows) < keep:
+        return None
+    cut = int(np.searchsorted(np.cumsum(np.bincount(dist, minlength=guess + 1)), keep))
+    kept: I64 = rows[dist <= cut] if cut < guess else rows
+    return kept.astype(np.int64, copy=False)
+
+
 def _at_most(dist: U16, cut: int) -> I64:
     parts = _both(lambda s, e: np.flatnonzero(dist[s:e] <= cut) + s, len(dist))
     rows: I64 = parts[0] if len(parts) == 1 else np.concatenate(parts)
@@ -166,17 +217,32 @@ def asymmetric(sliced: U64, rows: I64, planes: U64, low: float, step: float,
                copy: RowCodes | None = None) -> F32:
     """Estimated (centred) dot products of the query with rows `rows`, from their codes
     (gathered from the row-major `copy` when it holds them: one cache line a row instead of
-    one a word)."""
+    one a word; then faiss counts the bits of all planes in one call)."""
     ones = np.zeros(len(rows), dtype=np.uint16)
     weighted = np.zeros(len(rows), dtype=np.uint32)
     gathered = None
     if copy is not None and len(rows) and int(rows[-1]) < copy.rows:  # rows ascend
-        gathered = np.ascontiguousarray(copy.buf.take(rows, axis=0).T)
+        gathered = copy.buf.take(rows, axis=0)
+        faiss = loaded()
+        if faiss is not None:
+            # popcount(code & plane) = (popcount(code) + popcount(plane) - hamming) / 2
+            dist = code_counts(faiss, gathered, planes)
+            ones32 = dist[-1]
+            for j in range(len(planes)):
+                both = ones32 + int(np.bitwise_count(planes[j]).sum()) - dist[j]
+                weighted += (both >> 1).astype(np.uint32) << j
+            ones = ones32.astype(np.uint16)
+            return _estimate(ones, weighted, low, step)
+        gathered = np.ascontiguousarray(gathered.T)
     for w in range(sliced.shape[0]):
         code = gathered[w] if gathered is not None else sliced[w].take(rows)
         ones += np.bitwise_count(code)
         for j in range(PLANES):
             weighted += np.bitwise_count(code & planes[j, w]).astype(np.uint32) << j
+    return _estimate(ones, weighted, low, step)
+
+
+def _estimate(ones: U16, weighted: npt.NDArray[np.uint32], low: float, step: float) -> F32:
     # sum_i q_i s_i with s_i = +-1 is 2 sum_i q_i b_i - sum_i q_i; the last term is the same
     # for every row.
     out: F32 = (low * ones + step * weighted).astype(np.float32)
@@ -198,11 +264,15 @@ def dot16(f16: npt.NDArray[np.float16], rows: I64, query: F32) -> F32:
     """Dot products of `query` with float16 rows (gathered a block at a time)."""
     bits = f16.view(np.uint16)
     out: F32 = np.empty(len(rows), dtype=np.float32)
+    faiss = loaded()
     with one_blas_thread():
         for lo in range(0, len(rows), 4096):
             part = rows[lo:lo + 4096]
-            np.matmul(_F16_TO_F32.take(bits.take(part, axis=0)), query,
-                      out=out[lo:lo + len(part)])
+            if faiss is not None:
+                wide = widen_f16(faiss, f16.take(part, axis=0))
+            else:
+                wide = _F16_TO_F32.take(bits.take(part, axis=0))
+            np.matmul(wide, query, out=out[lo:lo + len(part)])
     return out
 
 

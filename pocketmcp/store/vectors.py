@@ -260,13 +260,18 @@ class VectorIndex:
         copy = cols.rowcodes
         if copy is not None:
             copy.extend(cols.codes, n)  # rows appended since (under the lock: one caller)
-        dist = scan.hamming(cols.codes, n, qcode, cols.alive if some_dead else None, copy)
+        alive = cols.alive if some_dead else None
         dead = len(qcode) * 64 + 1  # the distance of rows left out
-        if ok is not None:
-            dist[~ok] = dead
-        elif len(masked):
-            dist[masked] = dead
-        rows = scan.within(dist, candidates * SHORTLIST, dead)
+        if ok is None and len(masked):
+            ok = cols.alive[:n] == 1
+            ok[masked] = False
+        rows = None if copy is None else scan.shortlist(copy, n, qcode, candidates * SHORTLIST,
+                                                        dead, alive, ok)
+        if rows is None:
+            dist = scan.hamming(cols.codes, n, qcode, alive, copy)
+            if ok is not None:
+                dist[~ok] = dead
+            rows = scan.within(dist, candidates * SHORTLIST, dead)
         planes, low, step = scan.query_planes(query, cols.mean)
         estimate = scan.asymmetric(cols.codes, rows, planes, low, step, copy)
         return self._exact(cols, np.sort(rows[scan.top(estimate, candidates)]), query, k)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
+import pytest
 
 from pocketmcp.store import scan
 from pocketmcp.store.rowcodes import RowCodes, kernel
@@ -65,3 +66,68 @@ def test_float16_scores_are_the_products_of_the_float16_rows() -> None:
     with scan.one_blas_thread(), scan.one_blas_thread():  # nested: restored in turn
         inside = f16[rows].astype(np.float32) @ query
     assert np.abs(inside - exact).max() < 1e-6
+
+
+def test_float16_scores_are_the_same_with_faiss_widening_the_rows_or_numpy(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(6)
+    f16 = rng.normal(0, 0.05, (6000, 384)).astype(np.float16)
+    query = rng.normal(0, 0.05, 384).astype(np.float32)
+    rows = np.sort(rng.choice(6000, 5000, replace=False)).astype(np.int64)
+    assert kernel() is not None
+    compiled = scan.dot16(f16, rows, query)
+    monkeypatch.setattr(scan, "loaded", lambda: None)
+    assert np.array_equal(compiled, scan.dot16(f16, rows, query))
+
+
+def test_the_asymmetric_estimate_is_the_same_from_faiss_counts_and_numpy_bit_planes() -> None:
+    rng = np.random.default_rng(7)
+    n, dim = 3000, 384
+    vectors = rng.normal(0, 1, (n, dim)).astype(np.float32)
+    mean = vectors.mean(axis=0)
+    codes = scan.encode(vectors, mean)
+    sliced = np.ascontiguousarray(codes.T)
+    query = rng.normal(0, 1, dim).astype(np.float32)
+    planes, low, step = scan.query_planes(query, mean)
+    rows = np.sort(rng.choice(n, 700, replace=False)).astype(np.int64)
+    assert kernel() is not None
+    copy = RowCodes(n, codes.shape[1])
+    copy.extend(sliced, n)
+    numpy_side = scan.asymmetric(sliced, rows, planes, low, step)  # word by word, numpy
+    assert np.array_equal(scan.asymmetric(sliced, rows, planes, low, step, copy), numpy_side)
+    # And the estimate is what it claims: the query's quantised values against each row's
+    # signs, up to the term every row shares.
+    levels = np.rint((query - mean - low) / step)
+    values = low + step * levels
+    bits = np.unpackbits(codes.view(np.uint8), axis=1)[:, :dim].astype(np.float64)
+    assert np.allclose(numpy_side, bits[rows] @ values, rtol=1e-5, atol=1e-3)
+
+
+def test_the_fused_shortlist_keeps_the_rows_the_cut_over_every_distance_keeps() -> None:
+    rng = np.random.default_rng(8)
+    n, dim = 120_000, 384  # over PARALLEL_ROWS: two threads share the pass
+    centres = rng.normal(0, 1, (40, dim)).astype(np.float32)
+    vectors = centres[rng.integers(0, 40, n)] + rng.normal(0, 0.8, (n, dim)).astype(np.float32)
+    mean = vectors.mean(axis=0)
+    codes = scan.encode(vectors, mean)
+    sliced = np.ascontiguousarray(codes.T)
+    qcode = scan.encode(centres[3][None, :], mean)[0]
+    dead = codes.shape[1] * 64 + 1
+    assert kernel() is not None
+    copy = RowCodes(n + 50, codes.shape[1])
+    copy.extend(sliced, n // 2 + 7)  # in two steps, as rows are appended
+    copy.extend(sliced, n)
+    assert np.array_equal(copy.sample[:(n + 15) // 16], codes[::16])
+    alive = (rng.random(n) > 0.1).astype(np.uint8)
+    ok = (rng.random(n) > 0.5) & (alive == 1)
+    for keep in (2000, 20_000):
+        for live, allowed in ((None, None), (alive, None), (None, ok)):
+            dist = scan.hamming(sliced, n, qcode, live)
+            if allowed is not None:
+                dist[~allowed] = dead
+            fused = scan.shortlist(copy, n, qcode, keep, dead, live, allowed)
+            assert fused is not None and len(fused) >= keep
+            assert np.array_equal(fused, _cut_rows(dist, keep, dead))
+    # More rows asked for than any bound the sample gives: the caller cuts every distance.
+    assert scan.shortlist(copy, n, qcode, n, dead) is None
+    assert scan.shortlist(copy, n + 10, qcode, 100, dead) is None  # the copy is behind
