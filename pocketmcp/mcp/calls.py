@@ -1,25 +1,22 @@
-"""What every tool call shares: one JSON log line, coded tool errors, sanitised results."""
+"""What every tool call shares: one JSON log line, coded tool errors, sanitised results
+(the first and last in mcp/calllog.py, which the stdio front uses before the SDK is in)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
-from pydantic import BaseModel
 
-from pocketmcp import logs
-from pocketmcp.core.safe import safe, safe_text
-from pocketmcp.errors import PocketError, single
+from pocketmcp.core.safe import safe_text
+from pocketmcp.errors import PocketError
+from pocketmcp.mcp.calllog import error_text, logged_call
+from pocketmcp.mcp.calllog import render as render  # the tools' modules take it from here
 from pocketmcp.pipeline.prepare import Progress
-
-log = logs.get("pocketmcp.tools")
-M = TypeVar("M", bound=BaseModel)
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
                             open_world_hint=False)
@@ -35,32 +32,11 @@ FETCHES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempote
 async def tool_call(tool: str, **fields: Any) -> AsyncIterator[dict[str, Any]]:
     """One log line per call with its duration and the counts the body adds; a PocketError
     becomes a tool error whose message starts with its code."""
-    started = time.perf_counter()
-    counts: dict[str, Any] = {}
-    outcome = "ok"
     try:
-        try:
+        async with logged_call(tool, **fields) as counts:
             yield counts
-        except BaseExceptionGroup as group:  # one error from inside an op's task group
-            raise single(group) from None
     except PocketError as exc:
-        outcome = "error"
-        counts["error"] = str(exc)
-        raise ToolError(safe_text(f"{exc.code}: {exc}")) from exc
-    except BaseException as exc:
-        outcome = "error"
-        counts["error"] = repr(exc)
-        raise
-    finally:
-        log.info("tool_call", tool=tool, outcome=outcome,
-                 duration_ms=round((time.perf_counter() - started) * 1000, 1),
-                 **fields, **counts)
-
-
-def render(result: M) -> M:
-    """`result` with every string cleaned of lone surrogates and control characters, so no
-    file name or document can break the client's JSON-RPC stream."""
-    return type(result).model_validate(safe(result.model_dump()))
+        raise ToolError(error_text(exc)) from exc
 
 
 DB_NAME = ("Name of a database made by create_database: 1-64 letters, digits, '_' or '-'. "

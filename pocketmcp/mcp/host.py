@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,15 +21,16 @@ import anyio
 from pocketmcp import __version__, logs
 from pocketmcp.config import Config, Secret
 from pocketmcp.errors import AlreadyServing, ListenFailed, PocketError
-from pocketmcp.mcp import discovery
+from pocketmcp.mcp import discovery, front
 from pocketmcp.mcp.collector import collect_again
+from pocketmcp.mcp.texts import instructions_for
 from pocketmcp.plans import serving
 from pocketmcp.runtime import Runtime, open_runtime
 
 # The MCP SDK, the tools and the HTTP server's modules take about a second to import (the
-# SDK's protocol types alone most of it). They are imported when used: on stdio after the
-# runtime has started loading the model, in a worker thread (see host_stdio); the HTTP
-# modules only by host_http.
+# SDK's protocol types alone most of it). They are imported when used: on stdio once the
+# front has answered the first search or the runtime is ready, in a worker thread (see
+# host_stdio and mcp/front.py); the HTTP modules only by host_http.
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
@@ -65,30 +67,33 @@ async def host_stdio(config: Config, title: str, instructions: str | None) -> in
     log.info("serving", transport="stdio", index=str(config.sqlite_path),
              watch_dir=str(config.watch_dir) if watch else None, title=title)
     reason = "stdin closed"
-    front_up = anyio.Event()
+    sdk_up = anyio.Event()
     try:
         async with open_runtime(config, serving(watch), on_event=logs.events("pocketmcp.index"),
-                                drain_s=DRAIN_S, hold=front_up) as runtime:
-            # The model loads and the index opens in the background from here; the server's
-            # modules are imported meanwhile in a worker thread, so that the event loop goes
-            # on starting the runtime. `initialize` and `tools/list` are answered as soon as
-            # they are in, whether or not the model is. The writer (indexing, the vector
-            # file's check) starts after them.
-            server, serve_stdio = await anyio.to_thread.run_sync(
-                _stdio_server, runtime, title, instructions)
-            front_up.set()
-            log.debug("front_up", seconds=round(time.perf_counter() - started, 3))
-            async with anyio.create_task_group() as front:
+                                drain_s=DRAIN_S, hold=sdk_up) as runtime:
+            # The model loads and the index opens in the background from here, while the
+            # front (mcp/front.py) answers `initialize`, `tools/list` and the first searches.
+            # The SDK and the tools are imported later, in a worker thread, and take the
+            # session over; the writer (indexing, the vector file's check) starts after them.
+
+            async def load_sdk() -> front.SdkSession:
+                server, serve_sdk = await anyio.to_thread.run_sync(
+                    _stdio_server, runtime, title, instructions)
+                sdk_up.set()
+                return partial(serve_sdk, server)
+
+            async with anyio.create_task_group() as tasks:
 
                 def stop(name: str) -> None:
                     nonlocal reason
                     reason = name
-                    front.cancel_scope.cancel()
+                    tasks.cancel_scope.cancel()
 
-                front.start_soon(_on_signal, stop, name="pocketmcp.signals")
-                front.start_soon(_collect_once_started, runtime, name="pocketmcp.collect")
-                await serve_stdio(server)
-                front.cancel_scope.cancel()
+                tasks.start_soon(_on_signal, stop, name="pocketmcp.signals")
+                tasks.start_soon(_collect_once_started, runtime, name="pocketmcp.collect")
+                await front.serve(runtime, title, instructions or instructions_for(config.tools),
+                                  load_sdk, started)
+                tasks.cancel_scope.cancel()
             log.info("stopping", reason=reason)
     finally:
         log.info("stopped", seconds=round(time.perf_counter() - started, 3))
@@ -104,13 +109,13 @@ async def _collect_once_started(runtime: Runtime) -> None:
 
 
 def _stdio_server(runtime: Runtime, title: str, instructions: str | None
-                  ) -> tuple[MCPServer, Callable[[MCPServer], Awaitable[None]]]:
-    """The server over `runtime` and the stdio transport that runs it (imports them:
+                  ) -> tuple[MCPServer, Callable[..., Awaitable[None]]]:
+    """The server over `runtime` and the stdio session that runs it (imports them:
     blocking, about a second)."""
     from pocketmcp.mcp.server import build_server  # heavy: the MCP SDK and the tools
-    from pocketmcp.mcp.stdio import serve_stdio
+    from pocketmcp.mcp.stdio import serve_sdk
 
-    return build_server(runtime, name=title, instructions=instructions), serve_stdio
+    return build_server(runtime, name=title, instructions=instructions), serve_sdk
 
 
 async def host_http(config: Config, title: str, instructions: str | None) -> int:

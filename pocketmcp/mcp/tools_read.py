@@ -12,9 +12,9 @@ from pydantic import Field
 
 from pocketmcp.core.safe import safe
 from pocketmcp.errors import NotFound
+from pocketmcp.mcp import searching
 from pocketmcp.mcp.calls import DB_NAME, MAX_ID, READ_ONLY, logged, render, tool_call
 from pocketmcp.ops import documents, links, search
-from pocketmcp.ops.checks import check_score
 from pocketmcp.ops.results import (
     Document,
     DocumentList,
@@ -33,43 +33,24 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
 
     @mcp.tool(name="search", title="Search documents", annotations=READ_ONLY)
     async def search_tool(
-        query: Annotated[str, Field(min_length=1, max_length=4000,
-                                    description="What to look for, in natural language.")],
-        top_k: Annotated[int, Field(ge=1, le=50, description="Number of matches.")] = 8,
-        library: Annotated[str | None, Field(
-            max_length=100, description="Only this library (see list_libraries); "
-                                        "all when omitted.")] = None,
+        query: searching.Query,
+        top_k: searching.TopK = 8,
+        library: searching.Library = None,
         filter: SearchFilter | None = None,
-        score_threshold: Annotated[float, Field(
-            ge=0, le=1, description="Drop matches whose `score` (relevance from 0 to 1, the "
-                                    "same scale in every mode) is below this: 0.2 drops what "
-                                    "shares neither words nor much meaning with the query, "
-                                    "0.3 keeps close matches only, 0 keeps everything."
-                                    )] = search.SCORE_THRESHOLD,
-        mode: Annotated[Literal["hybrid", "vector", "keyword"], Field(
-            description="hybrid: meaning and keywords fused (best overall); vector: meaning "
-                        "only; keyword: BM25 on words only.")] = "hybrid",
-        unique_docs: Annotated[bool, Field(
-            description="At most one match (the best chunk) per document.")] = False,
-        max_per_doc: Annotated[int, Field(
-            ge=0, le=50, description="At most this many matches from one document; a match "
-                                     "next to a better one is merged into it as one passage "
-                                     "(`context`, `merged_idx`). 0: no limit, no merging."
-                                     )] = search.MAX_PER_DOC,
-        context: Annotated[int, Field(
-            ge=0, le=3, description="Also return this many neighbouring chunks on each side, "
-                                    "joined, in `context`.")] = 0,
+        score_threshold: searching.Threshold = search.SCORE_THRESHOLD,
+        mode: searching.Mode = "hybrid",
+        unique_docs: searching.UniqueDocs = False,
+        max_per_doc: searching.MaxPerDoc = search.MAX_PER_DOC,
+        context: searching.Context = 0,
     ) -> SearchResult:
         """Find the passages most relevant to a query, best first."""
+        # The parameters are searching.SearchArgs' (the stdio front validates with it).
+        args = searching.SearchArgs.model_construct(
+            query=query, top_k=top_k, library=library, filter=filter,
+            score_threshold=score_threshold, mode=mode, unique_docs=unique_docs,
+            max_per_doc=max_per_doc, context=context)
         async with tool_call("search", top_k=top_k, mode=mode) as counts:
-            scope = search.Scope.of(filter, library)
-            check_score(score_threshold)
-            result = await search.search(
-                await rt.reading(), query, top_k=top_k, scope=scope,
-                score_threshold=score_threshold, mode=mode, unique_docs=unique_docs,
-                context=context, max_per_doc=max_per_doc)
-            counts["matches"] = len(result.matches)
-            return render(result)
+            return render(await searching.run(rt.reading, args, counts))
 
     @mcp.tool(name="find_similar_documents", title="Find similar documents",
               annotations=READ_ONLY)

@@ -7,12 +7,13 @@ import os
 import anyio
 import pytest
 
+from pocketmcp.mcp import lines as wire
 from pocketmcp.mcp import stdio
 
 
 async def test_a_line_over_the_size_limit_is_dropped_as_it_arrives_and_answered(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(stdio, "MAX_LINE_BYTES", 1000)
+    monkeypatch.setattr(wire, "MAX_LINE_BYTES", 1000)
     read_fd, write_fd = os.pipe()
     lines = stdio.stdin_lines(read_fd)
     try:

@@ -1,0 +1,66 @@
+"""The `search` tool without the MCP SDK: its parameters (their types, bounds and
+descriptions, from which the SDK makes the tool's input schema), and what a call does. The
+tool (mcp/tools_read.py) and the stdio front (mcp/front.py, before the SDK is imported)
+both call `run`, so a search answers the same either way."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field
+
+from pocketmcp.ops import search
+from pocketmcp.ops.checks import check_score
+from pocketmcp.ops.results import SearchFilter, SearchResult
+from pocketmcp.plans import Open, Reading
+
+Query = Annotated[str, Field(min_length=1, max_length=4000,
+                             description="What to look for, in natural language.")]
+TopK = Annotated[int, Field(ge=1, le=50, description="Number of matches.")]
+Library = Annotated[str | None, Field(
+    max_length=100, description="Only this library (see list_libraries); all when omitted.")]
+Threshold = Annotated[float, Field(
+    ge=0, le=1, description="Drop matches whose `score` (relevance from 0 to 1, the same scale "
+                            "in every mode) is below this: 0.2 drops what shares neither words "
+                            "nor much meaning with the query, 0.3 keeps close matches only, 0 "
+                            "keeps everything.")]
+Mode = Annotated[Literal["hybrid", "vector", "keyword"], Field(
+    description="hybrid: meaning and keywords fused (best overall); vector: meaning only; "
+                "keyword: BM25 on words only.")]
+UniqueDocs = Annotated[bool, Field(
+    description="At most one match (the best chunk) per document.")]
+MaxPerDoc = Annotated[int, Field(
+    ge=0, le=50, description="At most this many matches from one document; a match next to a "
+                             "better one is merged into it as one passage (`context`, "
+                             "`merged_idx`). 0: no limit, no merging.")]
+Context = Annotated[int, Field(
+    ge=0, le=3, description="Also return this many neighbouring chunks on each side, joined, "
+                            "in `context`.")]
+
+
+class SearchArgs(BaseModel):
+    """The tool's arguments as the SDK validates them (the same types and defaults)."""
+
+    query: Query
+    top_k: TopK = 8
+    library: Library = None
+    filter: SearchFilter | None = None
+    score_threshold: Threshold = search.SCORE_THRESHOLD
+    mode: Mode = "hybrid"
+    unique_docs: UniqueDocs = False
+    max_per_doc: MaxPerDoc = search.MAX_PER_DOC
+    context: Context = 0
+
+
+async def run(open_reading: Open[Reading], args: SearchArgs, counts: dict[str, Any]
+              ) -> SearchResult:
+    """The search `args` ask for, the index opened once they are found good (raises
+    PocketError for what the op refuses)."""
+    scope = search.Scope.of(args.filter, args.library)
+    check_score(args.score_threshold)
+    result = await search.search(
+        await open_reading(), args.query, top_k=args.top_k, scope=scope,
+        score_threshold=args.score_threshold, mode=args.mode, unique_docs=args.unique_docs,
+        context=args.context, max_per_doc=args.max_per_doc)
+    counts["matches"] = len(result.matches)
+    return result
