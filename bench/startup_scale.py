@@ -202,8 +202,14 @@ def main() -> None:
     args = parser.parse_args()
     with open(DATASET / "queries.jsonl", encoding="utf-8") as handle:
         texts = [json.loads(line)["text"] for line in handle]
+    sizes = [int(s) for s in args.sizes.split(",")]
+    missing = [str(args.folder / f"search-{n}.db") for n in sizes
+               if not (args.folder / f"search-{n}.db").is_file()]
+    if missing:  # opening them would create empty indexes, and measure those
+        parser.error(f"no index at {', '.join(missing)}: make them with "
+                     "bench/search.py --keep, or point --folder at them")
     results = []
-    for n in (int(s) for s in args.sizes.split(",")):
+    for n in sizes:
         db = args.folder / f"search-{n}.db"
         prepared = prepare(db)
         print(f"{n}: vector file ready in {prepared} s", file=sys.stderr)
