@@ -14,7 +14,6 @@ read-only takes its lock over when the holder goes away.
 from __future__ import annotations
 
 import math
-import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -54,11 +53,6 @@ from pocketmcp.store.registry import Registry
 log = logs.get("pocketmcp.runtime")
 
 WRITER_RETRY_S = 2.0  # how often a read-only process tries to take the writer lock
-# How long a thread running Python keeps the interpreter's lock before one that waits for
-# it gets it (Python's default: 5 ms). A search hands work between threads several times
-# (the event loop, the query embedding, the vector stage's two threads, the keyword query):
-# at 5 ms each hand-off could wait that long behind another thread's Python code.
-GIL_SWITCH_S = 0.0005
 
 
 class Runtime(Readiness):
@@ -360,7 +354,6 @@ async def open_runtime(config: Config, plan: Plan, *, on_event: EventHook | None
     transaction still commits or rolls back whole) and everything is released. With `hold`,
     the main index's writer starts once it is set. A failure of its own tasks is raised as
     itself, not as a group."""
-    sys.setswitchinterval(GIL_SWITCH_S)
     runtime = Runtime(config, plan, on_event=on_event, hold=hold)
     try:
         async with anyio.create_task_group() as tg:
