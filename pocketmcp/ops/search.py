@@ -142,7 +142,8 @@ async def gather(reading: Reading, query: str, *, mode: Mode, depth: int,
     async def by_words() -> None:
         await index.run(lambda r: _keyword_stage(r, stage, query, depth, allowed, params,
                                                  index.live,
-                                                 unique_docs and params.document_keywords))
+                                                 unique_docs and params.document_keywords,
+                                                 alone=mode == "keyword"))
 
     # The two retrievers run side by side: embedding the query overlaps the BM25 query.
     async with anyio.create_task_group() as tg:
@@ -276,10 +277,11 @@ def _vector_stage(index: ReadIndex, reader: Reader, stage: Stage,
 
 def _keyword_stage(reader: Reader, stage: Stage, query: str, depth: int,
                    allowed: list[int] | None, params: Params, total: int,
-                   documents: bool) -> None:
-    """Best chunks (and with `documents`, best whole documents) by words into `stage`."""
+                   documents: bool, *, alone: bool = False) -> None:
+    """Best chunks (and with `documents`, best whole documents) by words into `stage`;
+    `alone` when nothing else of the search runs meanwhile (keyword mode)."""
     found = reader.keyword_stage(query, depth, allowed, title_weight=params.title_weight,
-                                 total=total, documents=documents)
+                                 total=total, documents=documents, alone=alone)
     stage.keyword_ref = found.reference
     stage.keyword.update(found.keyword)
     stage.doc_of.update(found.doc_of)

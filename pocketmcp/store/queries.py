@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,14 @@ def _id_list(ids: Sequence[int]) -> str:
 
 
 READ_MAP_BYTES = 1 << 36  # how much of the index file readers map (all of it, in practice)
+# A chunk FTS5 query over at least this many postings runs as two halves of the chunks (by
+# rowid) on two connections at once, one in a helper thread: nearly all of its time is
+# bm25() scoring each matching row, which a half does for half of them, and SQLite lets go
+# of Python's lock meanwhile. bm25() takes its statistics from the whole table, so a row
+# scores the same in either half, and the best of both halves are the best of the whole.
+SPLIT_POSTINGS = 4000
+_HALVES = 4  # helper threads (one per pooled reader at most)
+_helpers: ThreadPoolExecutor | None = None
 
 _CHUNK_TEXT = "substr(d.content, c.start_off + 1, c.end_off - c.start_off)"
 # What a search match shows of its document, after its chunk's own columns.
@@ -63,9 +72,23 @@ class IndexReader:
             raise StoreError(f"{db_path}: {exc}") from exc
         self.log = ChunkLog(self._conn, db_path)
         self._terms = terms or TermCounts()  # a pool's connections share theirs
+        self._second: Any = None  # a second connection for split FTS5 queries, once needed
 
     def close(self) -> None:
         self._conn.close()
+        if self._second is not None:
+            self._second.close()
+
+    def _second_connection(self) -> Any:
+        if self._second is None:
+            second = open_sync_reader(self.db_path)
+            try:
+                second.execute(f"PRAGMA mmap_size = {READ_MAP_BYTES}")
+            except sqlite_errors() as exc:
+                second.close()
+                raise StoreError(f"{self.db_path}: {exc}") from exc
+            self._second = second
+        return self._second
 
     def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
         try:
@@ -198,17 +221,19 @@ class IndexReader:
         return found
 
     def keyword_stage(self, query: str, depth: int, allowed: Sequence[int] | None, *,
-                      title_weight: float, total: int, documents: bool) -> Keywords:
+                      title_weight: float, total: int, documents: bool,
+                      alone: bool = False) -> Keywords:
         """Best chunks for the query's words (textsearch.py), in one read snapshot. The
         words are weighed against FTS5's own count of chunks, read in that snapshot: the
         `total` given (the vector file's count as of its last sync, which a process that has
-        just indexed may not have made yet) only when FTS5 has none."""
+        just indexed may not have made yet) only when FTS5 has none. `alone`: nothing else
+        of the search runs meanwhile, so a large chunk query may take a second core."""
         with self.snapshot():
             rows = self.fts_rows()
             return textsearch.keyword_stage(self, query, depth, allowed,
                                             title_weight=title_weight,
                                             total=total if rows is None else rows,
-                                            documents=documents)
+                                            documents=documents, alone=alone)
 
     def fts_rows(self) -> int | None:
         """The chunks FTS5 holds, from its averages record (the count its BM25 uses)."""
@@ -216,8 +241,11 @@ class IndexReader:
         return textsearch.leading_varint(bytes(rows[0][0])) if rows and rows[0][0] else None
 
     def search_keyword(self, match: str, k: int, doc_ids: Sequence[int] | None = None,
-                       title_weight: float = 1.0) -> list[tuple[int, float, int]]:
-        """BM25 over chunk text and document title: (chunk_id, score, doc_id), best first."""
+                       title_weight: float = 1.0, postings: int = 0
+                       ) -> list[tuple[int, float, int]]:
+        """BM25 over chunk text and document title: (chunk_id, score, doc_id), best first
+        (ties by chunk id). `postings`, the chunks holding the words (summed), decides whether
+        the query runs in two halves at once (SPLIT_POSTINGS)."""
         where, args = "", [title_weight, match]
         if doc_ids is not None:
             if not doc_ids:
@@ -228,13 +256,45 @@ class IndexReader:
             where = (" AND +f.rowid IN (SELECT chunk_id FROM chunks WHERE doc_id IN "
                      "(SELECT value FROM json_each(?)))")
             args.append(_id_list(doc_ids))
-        args.append(k)
-        rows = self._rows(
-            "WITH top AS (SELECT f.rowid AS chunk_id, -bm25(chunks_fts, ?, 1.0) AS score "
-            f"FROM chunks_fts f WHERE chunks_fts MATCH ?{where} ORDER BY score DESC LIMIT ?) "
-            "SELECT top.chunk_id, top.score, c.doc_id FROM top "
-            "JOIN chunks c ON c.chunk_id = top.chunk_id ORDER BY top.score DESC", args)
-        return [(int(r[0]), float(r[1]), int(r[2])) for r in rows]
+        elif postings >= SPLIT_POSTINGS:
+            # Two lookups at the ends of the table (one min() and max() together scans it).
+            (low, high), = self._rows("SELECT (SELECT min(chunk_id) FROM chunks), "
+                                      "(SELECT max(chunk_id) FROM chunks)")
+            if low is not None and high > low:
+                return self._split_keyword(args, k, (low + high + 1) // 2)
+        return self._keyword_rows(self._conn, where, [*args, k])
+
+    def _keyword_rows(self, conn: Any, where: str, args: Sequence[Any]
+                      ) -> list[tuple[int, float, int]]:
+        try:
+            rows = conn.execute(
+                "WITH top AS (SELECT f.rowid AS chunk_id, -bm25(chunks_fts, ?, 1.0) AS score "
+                f"FROM chunks_fts f WHERE chunks_fts MATCH ?{where} ORDER BY score DESC "
+                "LIMIT ?) SELECT top.chunk_id, top.score, c.doc_id FROM top "
+                "JOIN chunks c ON c.chunk_id = top.chunk_id ORDER BY top.score DESC",
+                args).fetchall()
+        except sqlite_errors() as exc:
+            raise StoreError(f"{self.db_path}: {exc}") from exc
+        return sorted(((int(r[0]), float(r[1]), int(r[2])) for r in rows),
+                      key=lambda r: (-r[1], r[0]))
+
+    def _split_keyword(self, args: list[Any], k: int, middle: int
+                       ) -> list[tuple[int, float, int]]:
+        """The chunk query over rowids below `middle` here and from it on in a helper
+        thread on the second connection, merged."""
+        global _helpers
+        if _helpers is None:
+            _helpers = ThreadPoolExecutor(_HALVES, thread_name_prefix="pocketmcp.fts")
+        upper = _helpers.submit(self._keyword_rows, self._second_connection(),
+                                " AND f.rowid >= ?", [args[0], args[1], middle, k])
+        try:
+            lower = self._keyword_rows(self._conn, " AND f.rowid < ?",
+                                       [args[0], args[1], middle, k])
+        except BaseException:
+            with suppress(Exception):
+                upper.result()  # the second connection is free again before this returns
+            raise
+        return sorted(lower + upper.result(), key=lambda r: (-r[1], r[0]))[:k]
 
     def search_documents(self, match: str, k: int, doc_ids: Sequence[int] | None = None,
                          title_weight: float = 1.0) -> list[tuple[int, float]]:

@@ -48,14 +48,16 @@ class FtsReader(Protocol):
 
     def term_docs(self, terms: Sequence[str]) -> dict[str, int]: ...
     def search_keyword(self, match: str, k: int, doc_ids: Sequence[int] | None = None,
-                       title_weight: float = 1.0) -> list[tuple[int, float, int]]: ...
+                       title_weight: float = 1.0, postings: int = 0
+                       ) -> list[tuple[int, float, int]]: ...
     def search_documents(self, match: str, k: int, doc_ids: Sequence[int] | None = None,
                          title_weight: float = 1.0) -> list[tuple[int, float]]: ...
     def first_chunks(self, doc_ids: Sequence[int]) -> dict[int, int]: ...
 
 
 def keyword_stage(reader: FtsReader, query: str, depth: int, allowed: Sequence[int] | None,
-                  *, title_weight: float, total: int, documents: bool) -> Keywords:
+                  *, title_weight: float, total: int, documents: bool,
+                  alone: bool = False) -> Keywords:
     """Best chunks (and with `documents`, best whole documents) by BM25: the query's words
     that are rare enough to tell documents apart, any of them."""
     found = Keywords()
@@ -67,7 +69,11 @@ def keyword_stage(reader: FtsReader, query: str, depth: int, allowed: Sequence[i
         return found
     match = match_of(kept)
     found.reference = reference_bm25([n for _, n in kept], total)
-    for chunk_id, score, doc_id in reader.search_keyword(match, depth, allowed, title_weight):
+    # Alone (keyword mode), a large chunk query runs in two halves at once (queries.py);
+    # beside the query embedding and the vector stage it would only take their core.
+    postings = sum(n for _, n in kept) if alone else 0
+    for chunk_id, score, doc_id in reader.search_keyword(match, depth, allowed, title_weight,
+                                                         postings):
         found.keyword[chunk_id] = score
         found.doc_of[chunk_id] = doc_id
     if documents:

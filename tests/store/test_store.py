@@ -352,3 +352,36 @@ def test_term_counts_are_remembered_by_a_pools_readers_until_chunks_change(
         one.close()
         two.close()
         writer.close()
+
+
+def test_a_large_keyword_query_run_in_two_halves_returns_what_the_whole_query_does(
+        db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pocketmcp.store import queries
+
+    words = ["owl", "night", "hunt", "silent", "flight", "mouse", "barn", "forest"]
+    rng = np.random.default_rng(3)
+    writer = IndexWriter(db, Identity(model="m", dim=DIM))
+    try:
+        with writer.transaction():
+            for d in range(40):
+                texts = [" ".join(rng.choice(words, size=int(rng.integers(3, 12))))
+                         for _ in range(5)]
+                writer.upsert(_doc(f"d{d}", "".join(texts)), _chunks(*texts), _vectors(5, d))
+    finally:
+        writer.close()
+    match = '"owl" OR "silent" OR "barn"'
+    reader = IndexReader(db)
+    try:
+        whole = reader.search_keyword(match, 30)
+        monkeypatch.setattr(queries, "SPLIT_POSTINGS", 10)
+        halves = reader.search_keyword(match, 30, postings=10)
+        assert reader._second is not None  # the halves ran, on two connections
+        assert whole == halves and len(whole) == 30
+        assert [s for _, s, _ in whole] == sorted((s for _, s, _ in whole), reverse=True)
+        assert reader.search_keyword(match, 500, postings=10) == reader.search_keyword(
+            match, 500)  # every match: both halves whole
+        # A query restricted to some documents is never split.
+        some = reader.search_keyword(match, 30, [1, 2, 3], postings=10)
+        assert some and {doc for _, _, doc in some} <= {1, 2, 3}
+    finally:
+        reader.close()

@@ -59,3 +59,35 @@ def test_the_keyword_stage_counts_chunks_itself_when_the_caller_has_not_caught_u
     # "yeast" is in 75% of the chunks: too common to search for; "owls" is kept.
     assert right.reference == pytest.approx(reference_bm25([50], len(TEXTS)))
     assert stale.reference == right.reference and stale.keyword == right.keyword
+
+
+def test_only_a_keyword_stage_running_alone_splits_its_chunk_query_and_both_agree(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pocketmcp.store import queries
+
+    db = tmp_path / "index.db"
+    writer = IndexWriter(db, Identity(model="m", dim=DIM))
+    try:
+        writer.begin()
+        for i, text in enumerate(TEXTS):
+            vec = np.random.default_rng(i).normal(size=(1, DIM)).astype(np.float32)
+            writer.upsert(DocRecord(external_id=f"d{i}", source="raw", uri=None, title=f"d{i}",
+                                    content=text, sha256=sha256(text)),
+                          (Chunk(idx=0, start=0, end=len(text), text=text, tokens=5,
+                                 sha256=sha256(text)),),
+                          (vec / np.linalg.norm(vec)).tobytes())
+        writer.commit()
+    finally:
+        writer.close()
+    monkeypatch.setattr(queries, "SPLIT_POSTINGS", 10)  # "owls" is in 50 chunks
+    beside, alone = IndexReader(db), IndexReader(db)
+    try:
+        kwargs = {"title_weight": 1.0, "total": len(TEXTS), "documents": False}
+        shared = beside.keyword_stage("owls note", 20, None, **kwargs)
+        split = alone.keyword_stage("owls note", 20, None, alone=True, **kwargs)
+        assert beside._second is None and alone._second is not None
+        assert list(split.keyword.items()) == list(shared.keyword.items())
+        assert len(split.keyword) == 20 and split.doc_of == shared.doc_of
+    finally:
+        beside.close()
+        alone.close()

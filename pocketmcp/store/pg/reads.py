@@ -99,9 +99,11 @@ class PgReader:
             "AND external_id < %s ORDER BY external_id LIMIT %s", (prefix, low, high, limit))]
 
     def keyword_stage(self, query: str, depth: int, allowed: Sequence[int] | None, *,
-                      title_weight: float, total: int, documents: bool) -> Keywords:
+                      title_weight: float, total: int, documents: bool,
+                      alone: bool = False) -> Keywords:
         """Best chunks by Postgres full-text search (store/pg/keywords.py); `total` is not
-        needed (the server counts the chunks) and whole-document matching is not kept."""
+        needed (the server counts the chunks), whole-document matching is not kept, and
+        `alone` changes nothing (the server runs the query)."""
         return keywords.keyword_stage(self._rows, query, depth, allowed,
                                       title_weight=title_weight)
 
