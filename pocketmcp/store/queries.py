@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,7 @@ import msgspec
 
 from pocketmcp.core.identity import Identity
 from pocketmcp.errors import StoreError
-from pocketmcp.store import filters, schema, textsearch
+from pocketmcp.store import filters, halves, schema, textsearch
 from pocketmcp.store.connect import open_sync_reader, sqlite_errors
 from pocketmcp.store.filters import DocFilter
 from pocketmcp.store.log import TOKEN_KEY, VECTOR_BY_ID, ChunkLog, Vectors
@@ -35,14 +34,6 @@ def _id_list(ids: Sequence[int]) -> str:
 
 
 READ_MAP_BYTES = 1 << 36  # how much of the index file readers map (all of it, in practice)
-# A chunk FTS5 query over at least this many postings runs as two halves of the chunks (by
-# rowid) on two connections at once, one in a helper thread: nearly all of its time is
-# bm25() scoring each matching row, which a half does for half of them, and SQLite lets go
-# of Python's lock meanwhile. bm25() takes its statistics from the whole table, so a row
-# scores the same in either half, and the best of both halves are the best of the whole.
-SPLIT_POSTINGS = 4000
-_HALVES = 4  # helper threads (one per pooled reader at most)
-_helpers: ThreadPoolExecutor | None = None
 
 _CHUNK_TEXT = "substr(d.content, c.start_off + 1, c.end_off - c.start_off)"
 # What a search match shows of its document, after its chunk's own columns.
@@ -81,13 +72,7 @@ class IndexReader:
 
     def _second_connection(self) -> Any:
         if self._second is None:
-            second = open_sync_reader(self.db_path)
-            try:
-                second.execute(f"PRAGMA mmap_size = {READ_MAP_BYTES}")
-            except sqlite_errors() as exc:
-                second.close()
-                raise StoreError(f"{self.db_path}: {exc}") from exc
-            self._second = second
+            self._second = halves.second_connection(self.db_path, READ_MAP_BYTES)
         return self._second
 
     def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
@@ -245,7 +230,7 @@ class IndexReader:
                        ) -> list[tuple[int, float, int]]:
         """BM25 over chunk text and document title: (chunk_id, score, doc_id), best first
         (ties by chunk id). `postings`, the chunks holding the words (summed), decides whether
-        the query runs in two halves at once (SPLIT_POSTINGS)."""
+        the query runs in two halves at once (halves.py)."""
         where, args = "", [title_weight, match]
         if doc_ids is not None:
             if not doc_ids:
@@ -256,45 +241,14 @@ class IndexReader:
             where = (" AND +f.rowid IN (SELECT chunk_id FROM chunks WHERE doc_id IN "
                      "(SELECT value FROM json_each(?)))")
             args.append(_id_list(doc_ids))
-        elif postings >= SPLIT_POSTINGS:
+        elif postings >= halves.SPLIT_POSTINGS:
             # Two lookups at the ends of the table (one min() and max() together scans it).
             (low, high), = self._rows("SELECT (SELECT min(chunk_id) FROM chunks), "
                                       "(SELECT max(chunk_id) FROM chunks)")
             if low is not None and high > low:
-                return self._split_keyword(args, k, (low + high + 1) // 2)
-        return self._keyword_rows(self._conn, where, [*args, k])
-
-    def _keyword_rows(self, conn: Any, where: str, args: Sequence[Any]
-                      ) -> list[tuple[int, float, int]]:
-        try:
-            rows = conn.execute(
-                "WITH top AS (SELECT f.rowid AS chunk_id, -bm25(chunks_fts, ?, 1.0) AS score "
-                f"FROM chunks_fts f WHERE chunks_fts MATCH ?{where} ORDER BY score DESC "
-                "LIMIT ?) SELECT top.chunk_id, top.score, c.doc_id FROM top "
-                "JOIN chunks c ON c.chunk_id = top.chunk_id ORDER BY top.score DESC",
-                args).fetchall()
-        except sqlite_errors() as exc:
-            raise StoreError(f"{self.db_path}: {exc}") from exc
-        return sorted(((int(r[0]), float(r[1]), int(r[2])) for r in rows),
-                      key=lambda r: (-r[1], r[0]))
-
-    def _split_keyword(self, args: list[Any], k: int, middle: int
-                       ) -> list[tuple[int, float, int]]:
-        """The chunk query over rowids below `middle` here and from it on in a helper
-        thread on the second connection, merged."""
-        global _helpers
-        if _helpers is None:
-            _helpers = ThreadPoolExecutor(_HALVES, thread_name_prefix="pocketmcp.fts")
-        upper = _helpers.submit(self._keyword_rows, self._second_connection(),
-                                " AND f.rowid >= ?", [args[0], args[1], middle, k])
-        try:
-            lower = self._keyword_rows(self._conn, " AND f.rowid < ?",
-                                       [args[0], args[1], middle, k])
-        except BaseException:
-            with suppress(Exception):
-                upper.result()  # the second connection is free again before this returns
-            raise
-        return sorted(lower + upper.result(), key=lambda r: (-r[1], r[0]))[:k]
+                return halves.split_rows(self._conn, self._second_connection(), self.db_path,
+                                         args, k, (low + high + 1) // 2)
+        return halves.chunk_rows(self._conn, self.db_path, where, [*args, k])
 
     def search_documents(self, match: str, k: int, doc_ids: Sequence[int] | None = None,
                          title_weight: float = 1.0) -> list[tuple[int, float]]:

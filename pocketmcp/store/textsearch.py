@@ -69,7 +69,7 @@ def keyword_stage(reader: FtsReader, query: str, depth: int, allowed: Sequence[i
         return found
     match = match_of(kept)
     found.reference = reference_bm25([n for _, n in kept], total)
-    # Alone (keyword mode), a large chunk query runs in two halves at once (queries.py);
+    # Alone (keyword mode), a large chunk query runs in two halves at once (halves.py);
     # beside the query embedding and the vector stage it would only take their core.
     postings = sum(n for _, n in kept) if alone else 0
     for chunk_id, score, doc_id in reader.search_keyword(match, depth, allowed, title_weight,

@@ -356,7 +356,7 @@ def test_term_counts_are_remembered_by_a_pools_readers_until_chunks_change(
 
 def test_a_large_keyword_query_run_in_two_halves_returns_what_the_whole_query_does(
         db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pocketmcp.store import queries
+    from pocketmcp.store import halves
 
     words = ["owl", "night", "hunt", "silent", "flight", "mouse", "barn", "forest"]
     rng = np.random.default_rng(3)
@@ -373,7 +373,7 @@ def test_a_large_keyword_query_run_in_two_halves_returns_what_the_whole_query_do
     reader = IndexReader(db)
     try:
         whole = reader.search_keyword(match, 30)
-        monkeypatch.setattr(queries, "SPLIT_POSTINGS", 10)
+        monkeypatch.setattr(halves, "SPLIT_POSTINGS", 10)
         halves = reader.search_keyword(match, 30, postings=10)
         assert reader._second is not None  # the halves ran, on two connections
         assert whole == halves and len(whole) == 30

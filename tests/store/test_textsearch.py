@@ -20,19 +20,8 @@ TEXTS = [f"note {i} about owls" if i % 4 == 0 else f"note {i} about bread and ye
          for i in range(200)]
 
 
-@pytest.mark.parametrize(("blob", "value"), [(b"\x05", 5), (b"\x87\x66\x01", 998),
-                                             (b"\x81\x80\x00", 16384), (b"\xff" * 9, 2**64 - 1)])
-def test_a_varint_is_read_as_sqlite_writes_it(blob: bytes, value: int) -> None:
-    assert leading_varint(blob) == value
-
-
-def test_the_keyword_stage_counts_chunks_itself_when_the_caller_has_not_caught_up(
-    tmp_path: Path
-) -> None:
-    # A process that has just indexed may search before its vector file has synced: the
-    # count it passes is then 0 (or behind). The words kept and the reference must not
-    # depend on it: with 0, every word was kept and the reference fell to 1e-6 a word,
-    # so the first search after indexing ranked by keywords alone.
+def _index(tmp_path: Path) -> Path:
+    """An index of TEXTS, one chunk a document."""
     db = tmp_path / "index.db"
     writer = IndexWriter(db, Identity(model="m", dim=DIM))
     try:
@@ -47,6 +36,23 @@ def test_the_keyword_stage_counts_chunks_itself_when_the_caller_has_not_caught_u
         writer.commit()
     finally:
         writer.close()
+    return db
+
+
+@pytest.mark.parametrize(("blob", "value"), [(b"\x05", 5), (b"\x87\x66\x01", 998),
+                                             (b"\x81\x80\x00", 16384), (b"\xff" * 9, 2**64 - 1)])
+def test_a_varint_is_read_as_sqlite_writes_it(blob: bytes, value: int) -> None:
+    assert leading_varint(blob) == value
+
+
+def test_the_keyword_stage_counts_chunks_itself_when_the_caller_has_not_caught_up(
+    tmp_path: Path
+) -> None:
+    # A process that has just indexed may search before its vector file has synced: the
+    # count it passes is then 0 (or behind). The words kept and the reference must not
+    # depend on it: with 0, every word was kept and the reference fell to 1e-6 a word,
+    # so the first search after indexing ranked by keywords alone.
+    db = _index(tmp_path)
     reader = IndexReader(db)
     try:
         assert reader.fts_rows() == len(TEXTS)
@@ -63,23 +69,10 @@ def test_the_keyword_stage_counts_chunks_itself_when_the_caller_has_not_caught_u
 
 def test_only_a_keyword_stage_running_alone_splits_its_chunk_query_and_both_agree(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pocketmcp.store import queries
+    from pocketmcp.store import halves
 
-    db = tmp_path / "index.db"
-    writer = IndexWriter(db, Identity(model="m", dim=DIM))
-    try:
-        writer.begin()
-        for i, text in enumerate(TEXTS):
-            vec = np.random.default_rng(i).normal(size=(1, DIM)).astype(np.float32)
-            writer.upsert(DocRecord(external_id=f"d{i}", source="raw", uri=None, title=f"d{i}",
-                                    content=text, sha256=sha256(text)),
-                          (Chunk(idx=0, start=0, end=len(text), text=text, tokens=5,
-                                 sha256=sha256(text)),),
-                          (vec / np.linalg.norm(vec)).tobytes())
-        writer.commit()
-    finally:
-        writer.close()
-    monkeypatch.setattr(queries, "SPLIT_POSTINGS", 10)  # "owls" is in 50 chunks
+    db = _index(tmp_path)
+    monkeypatch.setattr(halves, "SPLIT_POSTINGS", 10)  # "owls" is in 50 chunks
     beside, alone = IndexReader(db), IndexReader(db)
     try:
         kwargs = {"title_weight": 1.0, "total": len(TEXTS), "documents": False}
