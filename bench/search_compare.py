@@ -95,7 +95,7 @@ async def _serve(db: Path) -> None:
         embedder.embed_query = embed_query  # type: ignore[method-assign]
         index = reading.index
         assert index.vectors.reason is None, index.vectors.reason
-        print(REPLY + json.dumps({"ready": True}), flush=True)
+        print(REPLY + json.dumps({"ready": True, "kernels": kernels()}), flush=True)
         while line := await anyio.to_thread.run_sync(sys.stdin.readline):
             ask = json.loads(line)
             stages.clear()
@@ -124,13 +124,29 @@ async def _serve(db: Path) -> None:
 # -- the driver ----------------------------------------------------------------------------
 
 
+def kernels() -> dict[str, str | None]:
+    """The versions of the compiled libraries the search runs on, in this interpreter (None:
+    not installed): two checkouts compared should load the same ones."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found: dict[str, str | None] = {}
+    for name in ("faiss-cpu", "numpy", "onnxruntime", "pysqlite3-binary"):
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = None
+    return found
+
+
 class Worker:
     def __init__(self, python: Path, db: Path) -> None:
         self.proc = subprocess.Popen(
             [str(python), str(Path(__file__).resolve()), "--worker", str(db)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             text=True, cwd=python.parent.parent.parent)
-        assert json.loads(self.ask_line())["ready"]
+        ready = json.loads(self.ask_line())
+        assert ready["ready"]
+        self.kernels: dict[str, str | None] = ready.get("kernels", {})
 
     def ask_line(self) -> str:
         assert self.proc.stdout is not None
@@ -155,12 +171,20 @@ def summary(times: list[float]) -> dict[str, float]:
     return {"p50_ms": round(statistics.median(times), 2), "p95_ms": round(pct(times, 0.95), 2)}
 
 
-def compare(db: Path, other: Path, queries: int, warm: int) -> dict[str, Any]:
+def compare(db: Path, other: Path, queries: int, warm: int,
+            kernels_may_differ: bool = False) -> dict[str, Any]:
     import numpy as np
 
     texts = [str(t) for t in np.load(CACHE)["query_texts"]]
     workers = {"this": Worker(Path(sys.executable), db),
                "other": Worker(other / ".venv" / "bin" / "python", db)}
+    mine, theirs = workers["this"].kernels, workers["other"].kernels
+    if mine != theirs and not kernels_may_differ:
+        for w in workers.values():
+            w.close()
+        raise SystemExit(f"the two checkouts load different libraries: this {mine}, other "
+                         f"{theirs} (set up the other with scripts/setup.sh, or pass "
+                         "--kernels-may-differ when that is what is compared)")
     kinds = ("stage", *MODES)
     times: dict[str, dict[str, list[float]]] = {k: {"this": [], "other": []} for k in kinds}
     stages: dict[str, dict[str, list[float]]] = {}
@@ -188,7 +212,8 @@ def compare(db: Path, other: Path, queries: int, warm: int) -> dict[str, Any]:
         for w in workers.values():
             w.close()
     out: dict[str, Any] = {"index": str(db), "other": str(other), "queries": queries,
-                           "cpus": os.cpu_count(), "load_1min": [round(x, 2) for x in load]}
+                           "cpus": os.cpu_count(), "load_1min": [round(x, 2) for x in load],
+                           "kernels": {"this": mine, "other": theirs}}
     for kind in kinds:
         this, that = summary(times[kind]["this"]), summary(times[kind]["other"])
         out[kind] = {"this": this, "other": that, "same_results": f"{same[kind]}/{queries}",
@@ -207,6 +232,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--warm", type=int, default=5, help="requests not measured, first")
     parser.add_argument("--out", type=Path, help="write the results (JSON) here")
+    parser.add_argument("--kernels-may-differ", action="store_true",
+                        help="compare even when the checkouts load different library versions")
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -214,7 +241,8 @@ def main() -> None:
         return
     if args.index is None or args.other is None:
         parser.error("--index and --other are needed")
-    result = compare(args.index.resolve(), args.other.resolve(), args.queries, args.warm)
+    result = compare(args.index.resolve(), args.other.resolve(), args.queries, args.warm,
+                     args.kernels_may_differ)
     text = json.dumps(result, indent=2)
     print(text)
     if args.out:
