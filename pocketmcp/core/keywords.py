@@ -31,11 +31,11 @@ MAX_PHRASE = 4  # CJK characters searched as one phrase; longer runs by their bi
 MAX_QUERY_TERMS = 12  # rarest words kept for the FTS5 query
 COMMON_SHARE = 0.1  # words in more than this share of the chunks are dropped...
 COMMON_FLOOR = 50  # ...but never a word in this many chunks or fewer (small indexes)
-# Chunks an OR-query may have to score, summed over its words. Scoring is FTS5's bm25(),
-# which looks up each matching row's length (about 2 us a row against 0.1 us to only find
-# it), so the time grows with this. At 1M chunks 20,000 against 30,000: 0.70 of the time,
-# and the full query's top 10 kept in 59 queries of 100 against 60; at 50k it never binds
-# for these queries (bench/keyword_budget.py).
+# Chunks an OR-query may have to score, summed over its words, so the time grows with this
+# (about 0.25 us an occurrence scored in numpy, store/bm25.py; 0.75 us a row in FTS5's
+# bm25()). At 1M chunks 20,000 against 30,000: 0.70 of FTS5's time, and the full query's top
+# 10 kept in 59 queries of 100 against 60; at 50k it never binds for these queries
+# (bench/keyword_budget.py).
 POSTINGS_BUDGET = 20_000
 
 

@@ -93,8 +93,12 @@ def _reader_connector(path: Path) -> Callable[[], Any]:
                               check_same_thread=False)
         _load_vec(conn)
         conn.execute("PRAGMA busy_timeout=30000")
-        conn.execute("PRAGMA query_only=ON")
+        # Setting temp_store drops temporary tables, and query_only forbids making them.
         conn.execute("PRAGMA temp_store=MEMORY")
+        # Every occurrence of a term in the chunks, for keyword scoring (store/bm25.py).
+        conn.execute("CREATE VIRTUAL TABLE temp.pocketmcp_chunk_instances "
+                     "USING fts5vocab(main, chunks_fts, instance)")
+        conn.execute("PRAGMA query_only=ON")
         return conn
 
     return connect

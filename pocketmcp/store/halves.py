@@ -5,7 +5,8 @@ halves of the chunks by rowid, on the reader's connection and a second one in a 
 thread, each scores half of them, and SQLite lets go of Python's lock meanwhile. bm25() takes
 its statistics from the whole table, so a row scores the same in either half, and the best of
 both halves are the best of the whole. Only worth it when the other core is free: the search
-op asks for it in keyword mode alone (textsearch.py).
+op asks for it in keyword mode alone (textsearch.py), for a query FTS5 scores itself (one
+that numpy cannot, store/bm25.py: phrases and CJK words, or while the lengths are read).
 """
 
 from __future__ import annotations

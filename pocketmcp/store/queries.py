@@ -11,7 +11,7 @@ import msgspec
 
 from pocketmcp.core.identity import Identity
 from pocketmcp.errors import StoreError
-from pocketmcp.store import filters, halves, schema, textsearch
+from pocketmcp.store import bm25, filters, halves, schema, textsearch
 from pocketmcp.store.connect import open_sync_reader, sqlite_errors
 from pocketmcp.store.filters import DocFilter
 from pocketmcp.store.log import TOKEN_KEY, VECTOR_BY_ID, ChunkLog, Vectors
@@ -49,7 +49,8 @@ _DOC_COLUMNS = ("d.doc_id, d.external_id, d.source, d.uri, d.title, d.library, d
 class IndexReader:
     """One read-only connection. Not thread-safe: one caller at a time."""
 
-    def __init__(self, db_path: Path, terms: TermCounts | None = None) -> None:
+    def __init__(self, db_path: Path, terms: TermCounts | None = None,
+                 lengths: bm25.ChunkLengths | None = None) -> None:
         self.db_path = db_path
         self._conn = open_sync_reader(db_path)
         try:
@@ -63,6 +64,7 @@ class IndexReader:
             raise StoreError(f"{db_path}: {exc}") from exc
         self.log = ChunkLog(self._conn, db_path)
         self._terms = terms or TermCounts()  # a pool's connections share theirs
+        self._lengths = lengths or bm25.ChunkLengths()  # these too
         self._second: Any = None  # a second connection for split FTS5 queries, once needed
 
     def close(self) -> None:
@@ -226,11 +228,19 @@ class IndexReader:
         return textsearch.leading_varint(bytes(rows[0][0])) if rows and rows[0][0] else None
 
     def search_keyword(self, match: str, k: int, doc_ids: Sequence[int] | None = None,
-                       title_weight: float = 1.0, postings: int = 0
-                       ) -> list[tuple[int, float, int]]:
+                       title_weight: float = 1.0, postings: int = 0,
+                       words: Sequence[str] = ()) -> list[tuple[int, float, int]]:
         """BM25 over chunk text and document title: (chunk_id, score, doc_id), best first
-        (ties by chunk id). `postings`, the chunks holding the words (summed), decides whether
-        the query runs in two halves at once (halves.py)."""
+        (ties by chunk id). `words`: the plain words `match` is any of, when it is only that;
+        such a query over every chunk is scored in numpy (bm25.py), the same scores. Else
+        FTS5 runs it; `postings`, the chunks holding the words (summed), decides whether it
+        runs in two halves at once (halves.py)."""
+        if words and doc_ids is None:
+            with self.snapshot():
+                best = bm25.best_chunks(self._conn, self.db_path, self._lengths, self.log,
+                                        words, k, title_weight)
+            if best is not None:
+                return best
         where, args = "", [title_weight, match]
         if doc_ids is not None:
             if not doc_ids:

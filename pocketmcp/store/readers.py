@@ -10,6 +10,7 @@ import anyio
 
 from pocketmcp.core.identity import Identity
 from pocketmcp.store.api import F32, Found, Reader
+from pocketmcp.store.bm25 import ChunkLengths
 from pocketmcp.store.queries import IndexReader
 from pocketmcp.store.textsearch import TermCounts
 from pocketmcp.store.vectors import VectorIndex
@@ -34,11 +35,12 @@ class ReaderPool:
         self._free: list[IndexReader] = []
         self._slots = anyio.Semaphore(size)
         self._terms = TermCounts()  # term counts, shared by the connections
+        self._lengths = ChunkLengths()  # chunk lengths for BM25, shared too
 
     async def run(self, fn: Callable[[IndexReader], T]) -> T:
         async with self._slots:
             reader = self._free.pop() if self._free else await anyio.to_thread.run_sync(
-                IndexReader, self._path, self._terms)
+                IndexReader, self._path, self._terms, self._lengths)
             try:
                 result = await anyio.to_thread.run_sync(fn, reader)
             except BaseException:

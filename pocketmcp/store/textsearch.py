@@ -6,7 +6,9 @@ import threading
 from collections.abc import Callable, Hashable, Sequence
 from typing import Protocol
 
+from pocketmcp.core import cjk
 from pocketmcp.core.keywords import match_of, query_words, reference_bm25, terms, vocab_terms
+from pocketmcp.store import bm25
 from pocketmcp.store.rows import Keywords
 
 
@@ -48,8 +50,8 @@ class FtsReader(Protocol):
 
     def term_docs(self, terms: Sequence[str]) -> dict[str, int]: ...
     def search_keyword(self, match: str, k: int, doc_ids: Sequence[int] | None = None,
-                       title_weight: float = 1.0, postings: int = 0
-                       ) -> list[tuple[int, float, int]]: ...
+                       title_weight: float = 1.0, postings: int = 0,
+                       words: Sequence[str] = ()) -> list[tuple[int, float, int]]: ...
     def search_documents(self, match: str, k: int, doc_ids: Sequence[int] | None = None,
                          title_weight: float = 1.0) -> list[tuple[int, float]]: ...
     def first_chunks(self, doc_ids: Sequence[int]) -> dict[int, int]: ...
@@ -71,9 +73,13 @@ def keyword_stage(reader: FtsReader, query: str, depth: int, allowed: Sequence[i
     found.reference = reference_bm25([n for _, n in kept], total)
     # Alone (keyword mode), a large chunk query runs in two halves at once (halves.py);
     # beside the query embedding and the vector stage it would only take their core.
-    postings = sum(n for _, n in kept) if alone else 0
+    postings = sum(n for _, n in kept)
+    # Plain words over many postings are scored in numpy (bm25.py); a CJK word is a phrase,
+    # for FTS5, which is also quicker for a few postings.
+    plain = () if postings < bm25.FROM_POSTINGS or any(cjk.has_cjk(w) for w, _ in kept) \
+        else tuple(w for w, _ in kept)
     for chunk_id, score, doc_id in reader.search_keyword(match, depth, allowed, title_weight,
-                                                         postings):
+                                                         postings if alone else 0, plain):
         found.keyword[chunk_id] = score
         found.doc_of[chunk_id] = doc_id
     if documents:

@@ -69,10 +69,11 @@ def test_the_keyword_stage_counts_chunks_itself_when_the_caller_has_not_caught_u
 
 def test_only_a_keyword_stage_running_alone_splits_its_chunk_query_and_both_agree(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pocketmcp.store import halves
+    from pocketmcp.store import bm25, halves
 
     db = _index(tmp_path)
     monkeypatch.setattr(halves, "SPLIT_POSTINGS", 10)  # "owls" is in 50 chunks
+    monkeypatch.setattr(bm25, "best_chunks", lambda *args: None)  # FTS5 runs it
     beside, alone = IndexReader(db), IndexReader(db)
     try:
         kwargs = {"title_weight": 1.0, "total": len(TEXTS), "documents": False}
