@@ -197,7 +197,7 @@ class ChunkLengths:
         or None while they are being read, or when they cannot be had for it."""
         with self._lock:
             if identity != self._identity:
-                if rows > self.READ_AT_ONCE:
+                if self._reading or rows > self.READ_AT_ONCE:
                     self._read_later(db_path)
                     return None
                 self._install(identity, seq, read_lengths(conn))
@@ -206,6 +206,13 @@ class ChunkLengths:
             if identity != self._identity or seq != self._seq:
                 return None  # a snapshot older than the lengths, or newer while reading
             return self._lengths
+
+    def prefetch(self, db_path: Path) -> None:
+        """Start reading the lengths in the background, if none are held (at start-up: the
+        first searches then find them read)."""
+        with self._lock:
+            if self._identity is None:
+                self._read_later(db_path)
 
     def _install(self, identity: Identity, seq: int, lengths: U32) -> None:
         self._identity, self._seq, self._lengths = identity, seq, lengths

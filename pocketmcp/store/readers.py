@@ -49,6 +49,10 @@ class ReaderPool:
             self._free.append(reader)
             return result
 
+    def prefetch_lengths(self) -> None:
+        """Read the chunk lengths keyword scoring needs, in the background (bm25.py)."""
+        self._lengths.prefetch(self._path)
+
     def close(self) -> None:
         while self._free:
             self._free.pop().close()
@@ -102,8 +106,10 @@ class ReadIndex:
         return self.vectors.search(reader.log, query, k, candidates, allowed)
 
     async def open_vectors(self) -> None:
-        """Map the vector file and catch up with the log (milliseconds at any size)."""
+        """Map the vector file and catch up with the log (milliseconds at any size); start
+        reading the chunk lengths for keyword scoring in the background."""
         await self.readers.run(lambda reader: self.vectors.sync(reader.log))
+        self.readers.prefetch_lengths()
 
     def close(self) -> None:
         self.readers.close()

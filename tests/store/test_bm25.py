@@ -246,3 +246,19 @@ def test_the_keyword_stage_scores_in_numpy_from_enough_postings(
         assert scored["scored"] == 1  # a CJK word: FTS5
     finally:
         reader.close()
+
+
+def test_lengths_read_ahead_at_start_up_serve_the_first_query(
+        db: Path, scored: dict[str, int]) -> None:
+    lengths = bm25.ChunkLengths()
+    lengths.prefetch(db)
+    deadline = time.monotonic() + 30
+    while lengths._reading and time.monotonic() < deadline:
+        time.sleep(0.01)
+    reader = IndexReader(db, lengths=lengths)
+    try:
+        fast, slow = _both(reader, ["owl", "stone"], 20, 1.0)
+    finally:
+        reader.close()
+    assert _cut(fast, 20) == _cut(slow, 20)
+    assert scored == {"scored": 1, "read": 1}  # the read was the one made ahead
