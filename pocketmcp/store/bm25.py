@@ -155,14 +155,61 @@ def _columns(conn: Any) -> int:
     return len(conn.execute("SELECT * FROM chunks_fts LIMIT 0").description)
 
 
-def read_lengths(conn: Any) -> U32:
-    """Every chunk's length in tokens (all columns), by chunk id (0: no such chunk)."""
+class Sizes:
+    """Chunk lengths in tokens by chunk id: an array indexed by id while the ids are dense
+    enough, else sorted ids beside their lengths (ids only grow: after much re-indexing the
+    highest id can be many times the number of chunks). Not changed once made."""
+
+    SPREAD = 4  # an array indexed by id up to this many times as long as the chunks...
+    SLACK = 1 << 16  # ...plus this many
+
+    def __init__(self, ids: I64, lengths: I64) -> None:
+        order = np.argsort(ids, kind="stable")
+        ids, lengths = ids[order], lengths[order]
+        top = int(ids[-1]) + 1 if ids.size else 0
+        self.count = int(ids.size)
+        self.ids: I64 | None = None
+        if top <= self.SPREAD * ids.size + self.SLACK:
+            self.lengths = np.zeros(top, np.uint32)
+            self.lengths[ids] = lengths
+        else:
+            self.ids, self.lengths = ids, lengths.astype(np.uint32)
+
+    def items(self) -> tuple[I64, I64]:
+        """(ids ascending, lengths) of every chunk held."""
+        if self.ids is not None:
+            return self.ids, self.lengths.astype(np.int64)
+        ids = np.flatnonzero(self.lengths).astype(np.int64)
+        return ids, self.lengths[ids].astype(np.int64)
+
+    def of(self, chunks: I64) -> U32 | None:
+        """The lengths of `chunks` (ascending), or None if one is not held."""
+        if chunks.size == 0:
+            return np.zeros(0, np.uint32)
+        if self.ids is None:
+            if int(chunks[-1]) >= len(self.lengths):
+                return None
+            found: U32 = self.lengths[chunks]
+            return found if found.all() else None
+        at = np.searchsorted(self.ids, chunks)
+        if int(at[-1]) >= len(self.ids) or not np.array_equal(self.ids[at], chunks):
+            return None
+        picked: U32 = self.lengths[at]
+        return picked
+
+    def changed(self, removed: Sequence[int], added: I64, lengths: I64) -> Sizes:
+        """A copy without `removed` and with `added` (another thread may be scoring with
+        this one)."""
+        ids, sizes = self.items()
+        keep = ~np.isin(ids, np.asarray([*removed, *added.tolist()], dtype=np.int64))
+        return Sizes(np.concatenate([ids[keep], added]), np.concatenate([sizes[keep], lengths]))
+
+
+def read_lengths(conn: Any) -> Sizes:
+    """Every chunk's length in tokens (all columns)."""
     ids, sizes = conn.execute("SELECT group_concat(id), group_concat(hex(sz), '') "
                               "FROM chunks_fts_docsize").fetchone()
-    chunk_ids, lengths = _parse_lengths(ids, sizes, _columns(conn))
-    dense = np.zeros(int(chunk_ids.max()) + 1 if chunk_ids.size else 0, np.uint32)
-    dense[chunk_ids] = lengths
-    return dense
+    return Sizes(*_parse_lengths(ids, sizes, _columns(conn)))
 
 
 def _lengths_of(conn: Any, ids: Sequence[int]) -> tuple[I64, I64]:
@@ -179,7 +226,7 @@ Identity = tuple[Any, ...]
 
 class ChunkLengths:
     """Chunk lengths for BM25, shared by a pool's connections: for one state of the index
-    (its identity and the chunk log's last entry), checked against FTS5's own totals."""
+    (its identity and the chunk log's last entry)."""
 
     READ_AT_ONCE = 200_000  # chunks read in the caller's query; more, in the background
     CATCH_UP = 50_000  # log entries followed; more, and the lengths are read again
@@ -188,11 +235,11 @@ class ChunkLengths:
         self._lock = threading.Lock()
         self._identity: Identity | None = None
         self._seq = -1
-        self._lengths: U32 = np.zeros(0, np.uint32)
+        self._lengths = Sizes(np.zeros(0, np.int64), np.zeros(0, np.int64))
         self._reading = False
 
     def get(self, conn: Any, db_path: Path, chunk_log: ChunkLog, identity: Identity, seq: int,
-            rows: int) -> U32 | None:
+            rows: int) -> Sizes | None:
         """The lengths as of the caller's snapshot (`identity`, `seq`; FTS5 counts `rows`),
         or None while they are being read, or when they cannot be had for it."""
         with self._lock:
@@ -214,7 +261,7 @@ class ChunkLengths:
             if self._identity is None:
                 self._read_later(db_path)
 
-    def _install(self, identity: Identity, seq: int, lengths: U32) -> None:
+    def _install(self, identity: Identity, seq: int, lengths: Sizes) -> None:
         self._identity, self._seq, self._lengths = identity, seq, lengths
 
     def _catch_up(self, conn: Any, chunk_log: ChunkLog, seq: int) -> None:
@@ -226,13 +273,8 @@ class ChunkLengths:
             return
         last = {chunk_id: added for _, chunk_id, added in changes}  # the last change wins
         ids, sizes = _lengths_of(conn, [c for c, added in last.items() if added])
-        top = max([len(self._lengths) - 1, *last])
-        # A new array: another thread may be scoring with the old one.
-        lengths = np.zeros(top + 1, np.uint32)
-        lengths[:len(self._lengths)] = self._lengths
-        lengths[[c for c, added in last.items() if not added]] = 0
-        lengths[ids] = sizes
-        self._install(identity, seq, lengths)
+        removed = [c for c, added in last.items() if not added]
+        self._install(identity, seq, self._lengths.changed(removed, ids, sizes))
 
     def _read_later(self, db_path: Path) -> None:
         if self._reading:
@@ -267,7 +309,7 @@ def _state(conn: Any) -> tuple[Identity, int, tuple[int, int] | None]:
     return (token, schema, user), int(seq or 0), averages(bytes(block)) if block else None
 
 
-def score(per_term: Sequence[tuple[I64, F64, float]], lengths: U32, rows: int, tokens: int,
+def score(per_term: Sequence[tuple[I64, F64, float]], lengths: Sizes, rows: int, tokens: int,
           k: int) -> tuple[I64, F64] | None:
     """The best `k` chunks by bm25, best first (ties by chunk id): (chunk ids, scores).
     `per_term`: (chunk ids ascending, frequency, idf) of each phrase in the query's order.
@@ -279,11 +321,10 @@ def score(per_term: Sequence[tuple[I64, F64, float]], lengths: U32, rows: int, t
     chunks = every[np.concatenate(([True], every[1:] != every[:-1]))] if every.size else every
     if chunks.size == 0:
         return chunks, np.zeros(0, np.float64)
-    if int(chunks[-1]) >= len(lengths):
+    known = lengths.of(chunks)
+    if known is None:
         return None
-    size = lengths[chunks].astype(np.float64)
-    if not size.all():
-        return None
+    size = known.astype(np.float64)
     avgdl = float(tokens) / float(rows)
     # bm25(): score += idf * ((f * (k1 + 1.0)) / (f + k1 * (1 - b + b * D / avgdl)))
     norm = K1 * ((1 - B) + (B * size) / avgdl)

@@ -134,8 +134,11 @@ def test_two_words_of_one_stem_count_as_two_phrases(db: Path, scored: dict[str, 
     assert fast[0][1] == pytest.approx(2 * alone[0][1])  # "run" scored once for each
 
 
-def test_lengths_follow_the_chunk_log_through_changes(db: Path, scored: dict[str, int]
-                                                      ) -> None:
+@pytest.mark.parametrize("spread", [4, 0])  # held by id, and as sorted ids
+def test_lengths_follow_the_chunk_log_through_changes(
+        db: Path, scored: dict[str, int], monkeypatch: pytest.MonkeyPatch, spread: int) -> None:
+    monkeypatch.setattr(bm25.Sizes, "SPREAD", spread)
+    monkeypatch.setattr(bm25.Sizes, "SLACK", 0)
     reader = IndexReader(db)
     try:
         assert _both(reader, ["owl", "falcon"], 30, 1.7)[0] != []
@@ -197,12 +200,24 @@ def test_phrases_and_filtered_queries_go_to_fts5(db: Path, scored: dict[str, int
     assert scored["scored"] == 0
 
 
-def test_a_chunk_of_unknown_length_is_not_scored() -> None:
-    ids = np.array([1, 3], np.int64)
-    term = [(ids, np.array([1.0, 2.0]), 0.5)]
-    assert bm25.score(term, np.array([0, 5, 0, 7], np.uint32), 2, 12, 10) is not None
-    assert bm25.score(term, np.array([0, 5, 0, 0], np.uint32), 2, 12, 10) is None
-    assert bm25.score(term, np.array([0, 5], np.uint32), 2, 12, 10) is None
+@pytest.mark.parametrize("spread", [4, 0])  # held by id, and as sorted ids
+def test_a_chunk_of_unknown_length_is_not_scored(spread: int,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bm25.Sizes, "SPREAD", spread)
+    monkeypatch.setattr(bm25.Sizes, "SLACK", 0)
+
+    def sizes(ids: list[int], lengths: list[int]) -> bm25.Sizes:
+        held = bm25.Sizes(np.array(ids, np.int64), np.array(lengths, np.int64))
+        assert (held.ids is None) == (spread > 0)
+        return held
+
+    term = [(np.array([1, 3], np.int64), np.array([1.0, 2.0]), 0.5)]
+    assert bm25.score(term, sizes([3, 1], [7, 5]), 2, 12, 10) is not None
+    assert bm25.score(term, sizes([1, 2], [5, 7]), 2, 12, 10) is None
+    assert bm25.score(term, sizes([1], [5]), 2, 12, 10) is None
+    assert bm25.score(term, sizes([1, 4], [5, 7]), 2, 12, 10) is None
+    changed = sizes([1, 2, 4], [5, 6, 7]).changed([2, 4], np.array([3]), np.array([9]))
+    assert [a.tolist() for a in changed.items()] == [[1, 3], [5, 9]]
 
 
 def test_varints_and_averages_read_as_sqlite_writes_them() -> None:
