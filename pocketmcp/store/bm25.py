@@ -237,19 +237,26 @@ class ChunkLengths:
         self._seq = -1
         self._lengths = Sizes(np.zeros(0, np.int64), np.zeros(0, np.int64))
         self._reading = False
+        self._failed: Identity | None = None  # the index whose lengths could not be read
 
     def get(self, conn: Any, db_path: Path, chunk_log: ChunkLog, identity: Identity, seq: int,
             rows: int) -> Sizes | None:
         """The lengths as of the caller's snapshot (`identity`, `seq`; FTS5 counts `rows`),
         or None while they are being read, or when they cannot be had for it."""
         with self._lock:
-            if identity != self._identity:
-                if self._reading or rows > self.READ_AT_ONCE:
-                    self._read_later(db_path)
-                    return None
-                self._install(identity, seq, read_lengths(conn))
-            elif seq > self._seq and not self._reading:
-                self._catch_up(conn, chunk_log, seq)
+            if identity == self._failed:
+                return None  # tried and failed for this index: not again on every query
+            try:
+                if identity != self._identity:
+                    if self._reading or rows > self.READ_AT_ONCE:
+                        self._read_later(db_path)
+                        return None
+                    self._install(identity, seq, read_lengths(conn))
+                elif seq > self._seq and not self._reading:
+                    self._catch_up(conn, chunk_log, seq)
+            except ValueError as exc:
+                self._fail(identity, exc)
+                return None
             if identity != self._identity or seq != self._seq:
                 return None  # a snapshot older than the lengths, or newer while reading
             return self._lengths
@@ -260,6 +267,10 @@ class ChunkLengths:
         with self._lock:
             if self._identity is None:
                 self._read_later(db_path)
+
+    def _fail(self, identity: Identity | None, exc: Exception) -> None:
+        log.warning("cannot read chunk lengths; FTS5 scores keyword queries", error=str(exc))
+        self._failed, self._identity = identity, None
 
     def _install(self, identity: Identity, seq: int, lengths: Sizes) -> None:
         self._identity, self._seq, self._lengths = identity, seq, lengths
@@ -284,6 +295,7 @@ class ChunkLengths:
                          name="pocketmcp.lengths").start()
 
     def _read(self, db_path: Path) -> None:
+        identity: Identity | None = None
         try:
             conn = open_sync_reader(db_path)
             try:
@@ -296,8 +308,8 @@ class ChunkLengths:
             with self._lock:
                 self._install(identity, seq, lengths)
         except (StoreError, ValueError, sqlite_module().Error) as exc:
-            log.warning("cannot read chunk lengths; FTS5 scores keyword queries",
-                        error=str(exc))
+            with self._lock:
+                self._fail(identity, exc)
         finally:
             with self._lock:
                 self._reading = False

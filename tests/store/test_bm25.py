@@ -277,3 +277,20 @@ def test_lengths_read_ahead_at_start_up_serve_the_first_query(
         reader.close()
     assert _cut(fast, 20) == _cut(slow, 20)
     assert scored == {"scored": 1, "read": 1}  # the read was the one made ahead
+
+
+def test_lengths_that_cannot_be_read_are_not_tried_on_every_query(
+        db: Path, scored: dict[str, int], monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(conn: Any) -> Any:
+        scored["read"] += 1
+        raise ValueError("a varint longer than 4 bytes")
+
+    monkeypatch.setattr(bm25, "read_lengths", broken)
+    reader = IndexReader(db)
+    try:
+        for words in (["owl"], ["ember", "falcon"], ["owl"]):
+            fast, slow = _both(reader, words, 20, 1.0)
+            assert _cut(fast, 20) == _cut(slow, 20)  # FTS5 answered
+    finally:
+        reader.close()
+    assert scored == {"scored": 0, "read": 1}
