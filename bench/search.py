@@ -276,6 +276,9 @@ def main() -> None:
                         help="take the base vectors from this index instead of embedding")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument("--keep", type=Path, help="keep the index files in this folder")
+    parser.add_argument("--startup", type=Path,
+                        help="bench/startup_scale.py's results for the plot's start-up panel "
+                             "(default: OUT/startup_scale.json)")
     args = parser.parse_args()
     name = "index" if args.base_index else str(args.base_docs)
     cache = ROOT / ".cache" / f"bench-base-{name}.npz"
@@ -302,7 +305,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "search.json").write_text(json.dumps({
         "cpus": os.cpu_count(), "queries": args.queries, "results": results}, indent=2) + "\n")
-    plot(results, args.out / "search.png", args.out / "startup_scale.json")
+    plot(results, args.out / "search.png", args.startup or args.out / "startup_scale.json")
     print(f"wrote {args.out / 'search.json'} and {args.out / 'search.png'}")
 
 
