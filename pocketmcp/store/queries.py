@@ -14,6 +14,7 @@ from pocketmcp.errors import StoreError
 from pocketmcp.store import bm25, filters, halves, schema, textsearch
 from pocketmcp.store.connect import open_sync_reader, sqlite_errors
 from pocketmcp.store.filters import DocFilter
+from pocketmcp.store.lengths import ChunkLengths
 from pocketmcp.store.log import TOKEN_KEY, VECTOR_BY_ID, ChunkLog, Vectors
 from pocketmcp.store.rows import (
     ChunkRow,
@@ -50,7 +51,7 @@ class IndexReader:
     """One read-only connection. Not thread-safe: one caller at a time."""
 
     def __init__(self, db_path: Path, terms: TermCounts | None = None,
-                 lengths: bm25.ChunkLengths | None = None) -> None:
+                 lengths: ChunkLengths | None = None) -> None:
         self.db_path = db_path
         self._conn = open_sync_reader(db_path)
         try:
@@ -64,7 +65,7 @@ class IndexReader:
             raise StoreError(f"{db_path}: {exc}") from exc
         self.log = ChunkLog(self._conn, db_path)
         self._terms = terms or TermCounts()  # a pool's connections share theirs
-        self._lengths = lengths or bm25.ChunkLengths()  # these too
+        self._lengths = lengths or ChunkLengths()  # these too
         self._second: Any = None  # a second connection for split FTS5 queries, once needed
 
     def close(self) -> None:

@@ -10,7 +10,7 @@ import anyio
 
 from pocketmcp.core.identity import Identity
 from pocketmcp.store.api import F32, Found, Reader
-from pocketmcp.store.bm25 import ChunkLengths
+from pocketmcp.store.lengths import ChunkLengths
 from pocketmcp.store.queries import IndexReader
 from pocketmcp.store.textsearch import TermCounts
 from pocketmcp.store.vectors import VectorIndex

@@ -14,7 +14,7 @@ import pytest
 from pocketmcp.core.identity import Identity
 from pocketmcp.core.text import sha256
 from pocketmcp.messages import Chunk, DocRecord
-from pocketmcp.store import bm25, halves
+from pocketmcp.store import bm25, halves, lengths
 from pocketmcp.store.queries import IndexReader
 from pocketmcp.store.writes import IndexWriter
 
@@ -71,7 +71,7 @@ def db(tmp_path: Path) -> Path:
 def scored(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
     """Counts the queries scored in numpy and the times every length was read."""
     counts = {"scored": 0, "read": 0}
-    score, read = bm25.score, bm25.read_lengths
+    score, read = bm25.score, lengths.read_lengths
 
     def spy_score(*args: Any, **kwargs: Any) -> Any:
         out = score(*args, **kwargs)
@@ -83,7 +83,7 @@ def scored(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
         return read(conn)
 
     monkeypatch.setattr(bm25, "score", spy_score)
-    monkeypatch.setattr(bm25, "read_lengths", spy_read)
+    monkeypatch.setattr(lengths, "read_lengths", spy_read)
     yield counts
 
 
@@ -137,8 +137,8 @@ def test_two_words_of_one_stem_count_as_two_phrases(db: Path, scored: dict[str, 
 @pytest.mark.parametrize("spread", [4, 0])  # held by id, and as sorted ids
 def test_lengths_follow_the_chunk_log_through_changes(
         db: Path, scored: dict[str, int], monkeypatch: pytest.MonkeyPatch, spread: int) -> None:
-    monkeypatch.setattr(bm25.Sizes, "SPREAD", spread)
-    monkeypatch.setattr(bm25.Sizes, "SLACK", 0)
+    monkeypatch.setattr(lengths.Sizes, "SPREAD", spread)
+    monkeypatch.setattr(lengths.Sizes, "SLACK", 0)
     reader = IndexReader(db)
     try:
         assert _both(reader, ["owl", "falcon"], 30, 1.7)[0] != []
@@ -157,7 +157,7 @@ def test_lengths_follow_the_chunk_log_through_changes(
 
 def test_lengths_are_read_whole_again_past_the_catch_up_limit(
         db: Path, scored: dict[str, int], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bm25.ChunkLengths, "CATCH_UP", 4)
+    monkeypatch.setattr(lengths.ChunkLengths, "CATCH_UP", 4)
     reader = IndexReader(db)
     try:
         _both(reader, ["owl"], 20, 1.0)
@@ -170,7 +170,7 @@ def test_lengths_are_read_whole_again_past_the_catch_up_limit(
 
 def test_a_large_index_is_read_in_the_background_and_fts5_answers_meanwhile(
         db: Path, scored: dict[str, int], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bm25.ChunkLengths, "READ_AT_ONCE", 10)
+    monkeypatch.setattr(lengths.ChunkLengths, "READ_AT_ONCE", 10)
     reader = IndexReader(db)
     try:
         first, slow = _both(reader, ["lantern", "copper"], 20, 1.0)
@@ -203,11 +203,11 @@ def test_phrases_and_filtered_queries_go_to_fts5(db: Path, scored: dict[str, int
 @pytest.mark.parametrize("spread", [4, 0])  # held by id, and as sorted ids
 def test_a_chunk_of_unknown_length_is_not_scored(spread: int,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bm25.Sizes, "SPREAD", spread)
-    monkeypatch.setattr(bm25.Sizes, "SLACK", 0)
+    monkeypatch.setattr(lengths.Sizes, "SPREAD", spread)
+    monkeypatch.setattr(lengths.Sizes, "SLACK", 0)
 
-    def sizes(ids: list[int], lengths: list[int]) -> bm25.Sizes:
-        held = bm25.Sizes(np.array(ids, np.int64), np.array(lengths, np.int64))
+    def sizes(ids: list[int], counts: list[int]) -> lengths.Sizes:
+        held = lengths.Sizes(np.array(ids, np.int64), np.array(counts, np.int64))
         assert (held.ids is None) == (spread > 0)
         return held
 
@@ -222,12 +222,12 @@ def test_a_chunk_of_unknown_length_is_not_scored(spread: int,
 
 def test_varints_and_averages_read_as_sqlite_writes_them() -> None:
     data = np.frombuffer(b"\x05\x87\x66\x81\x80\x00\x7f", np.uint8)
-    assert bm25.varints(data).tolist() == [5, 998, 16384, 127]
+    assert lengths.varints(data).tolist() == [5, 998, 16384, 127]
     with pytest.raises(ValueError, match="cut short"):
-        bm25.varints(np.frombuffer(b"\x05\x87", np.uint8))
+        lengths.varints(np.frombuffer(b"\x05\x87", np.uint8))
     with pytest.raises(ValueError, match="longer"):
-        bm25.varints(np.frombuffer(b"\x81\x81\x81\x81\x01", np.uint8))
-    assert bm25.averages(b"\x82\x2c\x0a\x87\x66") == (300, 1008)
+        lengths.varints(np.frombuffer(b"\x81\x81\x81\x81\x01", np.uint8))
+    assert lengths.averages(b"\x82\x2c\x0a\x87\x66") == (300, 1008)
 
 
 def test_a_terms_frequency_adds_occurrences_one_at_a_time_title_first(db: Path) -> None:
@@ -265,12 +265,12 @@ def test_the_keyword_stage_scores_in_numpy_from_enough_postings(
 
 def test_lengths_read_ahead_at_start_up_serve_the_first_query(
         db: Path, scored: dict[str, int]) -> None:
-    lengths = bm25.ChunkLengths()
-    lengths.prefetch(db)
+    held = lengths.ChunkLengths()
+    held.prefetch(db)
     deadline = time.monotonic() + 30
-    while lengths._reading and time.monotonic() < deadline:
+    while held._reading and time.monotonic() < deadline:
         time.sleep(0.01)
-    reader = IndexReader(db, lengths=lengths)
+    reader = IndexReader(db, lengths=held)
     try:
         fast, slow = _both(reader, ["owl", "stone"], 20, 1.0)
     finally:
@@ -285,7 +285,7 @@ def test_lengths_that_cannot_be_read_are_not_tried_on_every_query(
         scored["read"] += 1
         raise ValueError("a varint longer than 4 bytes")
 
-    monkeypatch.setattr(bm25, "read_lengths", broken)
+    monkeypatch.setattr(lengths, "read_lengths", broken)
     reader = IndexReader(db)
     try:
         for words in (["owl"], ["ember", "falcon"], ["owl"]):
