@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from pocketmcp import logs
 from pocketmcp.errors import StoreError
-from pocketmcp.store.connect import sqlite_errors, sqlite_module
+from pocketmcp.store.connect import id_list, sqlite_errors, sqlite_module
 from pocketmcp.store.lengths import ChunkLengths, Sizes, numbers, state
 from pocketmcp.store.log import ChunkLog
 
@@ -173,8 +173,7 @@ def best_chunks(conn: Any, db_path: Path, lengths: ChunkLengths, chunk_log: Chun
         chunk_ids, scores = best
         docs = dict(conn.execute(
             "SELECT chunk_id, doc_id FROM chunks WHERE chunk_id IN "
-            "(SELECT value FROM json_each(?))",
-            ("[" + ",".join(str(int(c)) for c in chunk_ids) + "]",)).fetchall())
+            "(SELECT value FROM json_each(?))", (id_list(chunk_ids),)).fetchall())
     except ValueError as exc:
         log.warning("FTS5 scores this keyword query", error=str(exc))
         return None

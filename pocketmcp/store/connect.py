@@ -14,6 +14,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import msgspec
 import sqlite_vec
 
 from pocketmcp.errors import StoreError
@@ -120,3 +121,9 @@ def open_sync_reader(path: Path) -> Any:
         return _reader_connector(path)()
     except sqlite_errors() as exc:
         raise StoreError(f"cannot open {path} for reading: {exc}") from exc
+
+
+def id_list(ids: Any) -> str:
+    """Ids as one JSON argument, for `IN (SELECT value FROM json_each(?))`: SQLite limits
+    the number of arguments, not the length of one."""
+    return msgspec.json.encode([int(i) for i in ids]).decode()

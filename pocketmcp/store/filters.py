@@ -17,6 +17,8 @@ from typing import Any, Literal, NamedTuple
 
 import msgspec
 
+from pocketmcp.store.connect import id_list
+
 Scalar = str | int | float | bool
 Op = Literal["eq", "in", "gt", "gte", "lt", "lte", "exists"]
 _SQL_OP = {"eq": "=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
@@ -126,9 +128,7 @@ def where(f: DocFilter, dialect: Dialect | None = None) -> tuple[str, list[Any]]
 
 
 def _ids(doc_ids: Sequence[int]) -> tuple[str, Any]:
-    # One argument however many ids: SQLite limits the number of arguments.
-    return ("d.doc_id IN (SELECT value FROM json_each(?))",
-            msgspec.json.encode(list(doc_ids)).decode())
+    return "d.doc_id IN (SELECT value FROM json_each(?))", id_list(doc_ids)
 
 
 SQLITE = Dialect("?", _ids, _tags_sql, _compare_sql)

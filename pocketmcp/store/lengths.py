@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from pocketmcp import logs
 from pocketmcp.errors import StoreError
-from pocketmcp.store.connect import open_sync_reader, sqlite_module
+from pocketmcp.store.connect import id_list, open_sync_reader, sqlite_module
 from pocketmcp.store.log import TOKEN_KEY, ChunkLog
 
 log = logs.get("pocketmcp.keywords")
@@ -54,25 +54,25 @@ def varints(data: npt.NDArray[np.uint8]) -> I64:
     return np.add.reduceat(values, starts)
 
 
-def _varint(blob: bytes, at: int) -> tuple[int, int]:
-    """One SQLite varint (up to 9 bytes) at `at`: (value, where the next starts)."""
+def varint(blob: bytes, at: int = 0) -> tuple[int, int]:
+    """One SQLite varint (up to 9 bytes) at `at`: (value, where the next starts); one cut
+    short by the end of `blob` is what it holds."""
     value = 0
-    for i in range(9):
-        byte = blob[at + i]
+    for i, byte in enumerate(blob[at:at + 9]):
         if i == 8:
             return (value << 8) | byte, at + 9
         value = (value << 7) | (byte & 0x7F)
         if byte < 0x80:
             return value, at + i + 1
-    raise AssertionError("unreachable")
+    return value, len(blob)
 
 
 def averages(block: bytes) -> tuple[int, int]:
     """(rows, tokens in all columns) from FTS5's averages record."""
-    rows, at = _varint(block, 0)
+    rows, at = varint(block)
     tokens = 0
     while at < len(block):
-        column, at = _varint(block, at)
+        column, at = varint(block, at)
         tokens += column
     return rows, tokens
 
@@ -111,7 +111,6 @@ class Sizes:
         order = np.argsort(ids, kind="stable")
         ids, lengths = ids[order], lengths[order]
         top = int(ids[-1]) + 1 if ids.size else 0
-        self.count = int(ids.size)
         self.ids: I64 | None = None
         if top <= self.SPREAD * ids.size + self.SLACK:
             self.lengths = np.zeros(top, np.uint32)
@@ -161,7 +160,7 @@ def _lengths_of(conn: Any, ids: Sequence[int]) -> tuple[I64, I64]:
     ids_text, sizes = conn.execute(
         "SELECT group_concat(id), group_concat(hex(sz), '') FROM (SELECT id, sz FROM "
         "chunks_fts_docsize WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id)",
-        ("[" + ",".join(str(int(i)) for i in ids) + "]",)).fetchone()
+        (id_list(ids),)).fetchone()
     return _parse_lengths(ids_text, sizes, _columns(conn))
 
 

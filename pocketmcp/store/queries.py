@@ -7,14 +7,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from pocketmcp.core.identity import Identity
 from pocketmcp.errors import StoreError
 from pocketmcp.store import bm25, filters, halves, schema, textsearch
-from pocketmcp.store.connect import open_sync_reader, sqlite_errors
+from pocketmcp.store.connect import id_list, open_sync_reader, sqlite_errors
 from pocketmcp.store.filters import DocFilter
-from pocketmcp.store.lengths import ChunkLengths
+from pocketmcp.store.lengths import ChunkLengths, averages
 from pocketmcp.store.log import TOKEN_KEY, VECTOR_BY_ID, ChunkLog, Vectors
 from pocketmcp.store.rows import (
     ChunkRow,
@@ -26,13 +24,6 @@ from pocketmcp.store.rows import (
     VectorHit,
 )
 from pocketmcp.store.textsearch import TermCounts
-
-
-def _id_list(ids: Sequence[int]) -> str:
-    """Ids as one JSON argument, for `IN (SELECT value FROM json_each(?))`: SQLite limits
-    the number of arguments, not the length of one."""
-    return msgspec.json.encode([int(i) for i in ids]).decode()
-
 
 READ_MAP_BYTES = 1 << 36  # how much of the index file readers map (all of it, in practice)
 
@@ -226,7 +217,7 @@ class IndexReader:
     def fts_rows(self) -> int | None:
         """The chunks FTS5 holds, from its averages record (the count its BM25 uses)."""
         rows = self._rows("SELECT block FROM chunks_fts_data WHERE id = 1")
-        return textsearch.leading_varint(bytes(rows[0][0])) if rows and rows[0][0] else None
+        return averages(bytes(rows[0][0]))[0] if rows and rows[0][0] else None
 
     def search_keyword(self, match: str, k: int, doc_ids: Sequence[int] | None = None,
                        title_weight: float = 1.0, postings: int = 0,
@@ -251,7 +242,7 @@ class IndexReader:
             # runs once and its rows are checked against the allowed set.
             where = (" AND +f.rowid IN (SELECT chunk_id FROM chunks WHERE doc_id IN "
                      "(SELECT value FROM json_each(?)))")
-            args.append(_id_list(doc_ids))
+            args.append(id_list(doc_ids))
         elif postings >= halves.SPLIT_POSTINGS:
             # Two lookups at the ends of the table (one min() and max() together scans it).
             (low, high), = self._rows("SELECT (SELECT min(chunk_id) FROM chunks), "
@@ -269,7 +260,7 @@ class IndexReader:
             if not doc_ids:
                 return []
             where = " AND +rowid IN (SELECT value FROM json_each(?))"  # as search_keyword
-            args.append(_id_list(doc_ids))
+            args.append(id_list(doc_ids))
         args.append(k)
         return [(int(r[0]), float(r[1])) for r in self._rows(
             "SELECT rowid, -bm25(documents_fts, ?, 1.0) AS score FROM documents_fts "

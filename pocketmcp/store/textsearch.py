@@ -86,15 +86,3 @@ def keyword_stage(reader: FtsReader, query: str, depth: int, allowed: Sequence[i
         found.doc_keyword = dict(reader.search_documents(match, depth, allowed, title_weight))
         found.first_chunk = reader.first_chunks(sorted(found.doc_keyword))
     return found
-
-
-def leading_varint(blob: bytes) -> int:
-    """The SQLite varint at the start of `blob` (FTS5's records start with one)."""
-    value = 0
-    for i, byte in enumerate(blob[:9]):
-        if i == 8:
-            return (value << 8) | byte
-        value = (value << 7) | (byte & 0x7F)
-        if byte < 0x80:
-            break
-    return value

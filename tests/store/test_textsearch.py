@@ -11,8 +11,8 @@ from pocketmcp.core.identity import Identity
 from pocketmcp.core.keywords import reference_bm25
 from pocketmcp.core.text import sha256
 from pocketmcp.messages import Chunk, DocRecord
+from pocketmcp.store.lengths import varint
 from pocketmcp.store.queries import IndexReader
-from pocketmcp.store.textsearch import leading_varint
 from pocketmcp.store.writes import IndexWriter
 
 DIM = 8
@@ -42,7 +42,7 @@ def _index(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(("blob", "value"), [(b"\x05", 5), (b"\x87\x66\x01", 998),
                                              (b"\x81\x80\x00", 16384), (b"\xff" * 9, 2**64 - 1)])
 def test_a_varint_is_read_as_sqlite_writes_it(blob: bytes, value: int) -> None:
-    assert leading_varint(blob) == value
+    assert varint(blob)[0] == value
 
 
 def test_the_keyword_stage_counts_chunks_itself_when_the_caller_has_not_caught_up(
