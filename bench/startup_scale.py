@@ -168,6 +168,7 @@ async def one_run(db: Path, source: Path | None, queries: list[str]) -> dict[str
                     assert not result.is_error, result.content
                 out["hybrid_call_p50_ms"] = round(statistics.median(times), 2)
                 out["hybrid_call_p95_ms"] = round(pct(times, 0.95), 2)
+                out["hybrid_calls_ms"] = [round(ms, 1) for ms in times]  # in order
                 server = sorted(children() - before)
                 if server:
                     out["memory_mib"] = memory_mib(server[-1])

@@ -116,7 +116,7 @@ def main() -> None:
     out: dict[str, Any] = {
         "vectors": str(args.vectors), "rows": n, "queries": len(queries), "cpus": os.cpu_count(),
         "load_1min": [round(x, 2) for x in load],
-        "row_copy_ms": round(copy_ms, 1), "row_copy_mb": round(copy.buf[:n].nbytes / 2**20, 1),
+        "row_copy_ms": round(copy_ms, 1), "row_copy_mb": round(copy.nbytes(n) / 2**20, 1),
         "faiss_import_ms": import_ms(),
         "same_top10": f"{sum(a == b for a, b in zip(*tops.values(), strict=True))}/"
                       f"{len(queries)}",

@@ -4,11 +4,12 @@ The vector file keeps its 1-bit codes bit-sliced (word w of every row together, 
 which numpy scans a word at a time: an XOR, a popcount and a sum, three passes over the
 data where one would do. faiss's `hammings` does it in one (XOR, popcount and sum per row
 in registers), about three times as fast, but it reads each row's words side by side. So
-each mapped file gets a copy of its codes row by row in memory (8 bytes a dimension / 64
-a row: 48 MB at 1M chunks of 384 dimensions), made in the background when the file is
-mapped and extended as rows are appended (rows of a file never change once written; a
-rebuilt file is a new mapping with a new copy). Until the copy is there, or where faiss is
-not installed, the numpy pass answers: the distances are the same, exact, either way.
+each mapped file gets a copy of its codes row by row in memory (one bit a dimension: 48 MB
+at 1M chunks of 384 dimensions, kept in parts of widths the kernel is fast at), made in
+the background when the file is mapped and extended as rows are appended (rows of a file
+never change once written; a rebuilt file is a new mapping with a new copy). Until the copy
+is there, or where faiss is not installed, the numpy pass answers: the distances are the
+same, exact, either way.
 """
 
 from __future__ import annotations
@@ -54,14 +55,36 @@ def loaded() -> ModuleType | None:
     return _faiss
 
 
+def widths(words: int) -> list[int]:
+    """Words in each part of a row as RowCodes keeps it: faiss's kernel has a fast path for
+    codes of 1, 2, 4 and 8 words only, and runs a general loop, twice as slow a byte, for any
+    other size. So a 6-word code (384 dimensions) is kept as a 4-word part and a 2-word part
+    (their distances added), not padded to 8 words (a third more to read)."""
+    parts: list[int] = []
+    left = words
+    for width in (8, 4, 2, 1):
+        while left >= width:
+            parts.append(width)
+            left -= width
+    return parts
+
+
 class RowCodes:
-    """Rows [0, rows) of a file's bit-sliced codes, row by row, and every SAMPLE-th of them
-    side by side (the shortlist's first guess reads those alone). The buffers are allocated
-    for the file's capacity without being touched, so only the rows copied take memory."""
+    """Rows [0, rows) of a file's bit-sliced codes, row by row in parts (`widths`), and every
+    SAMPLE-th of them side by side (the shortlist's first guess reads those alone). The
+    buffers are allocated for the file's capacity without being touched, so only the rows
+    copied take memory."""
 
     def __init__(self, capacity: int, words: int) -> None:
-        self.buf: U64 = np.empty((capacity, words), dtype=np.uint64)
-        self.sample: U64 = np.empty(((capacity + SAMPLE - 1) // SAMPLE, words), dtype=np.uint64)
+        self.words = words
+        self.spans: list[tuple[int, int]] = []  # (first word, width) of each part
+        for width in widths(words):
+            first = self.spans[-1][0] + self.spans[-1][1] if self.spans else 0
+            self.spans.append((first, width))
+        sampled = (capacity + SAMPLE - 1) // SAMPLE
+        self.parts: list[U64] = [np.empty((capacity, w), dtype=np.uint64) for _, w in self.spans]
+        self.samples: list[U64] = [np.empty((sampled, w), dtype=np.uint64)
+                                   for _, w in self.spans]
         self.rows = 0
 
     def extend(self, sliced: U64, n: int) -> None:
@@ -69,22 +92,49 @@ class RowCodes:
         start = self.rows
         for lo in range(start, n, COPY_ROWS):
             hi = min(n, lo + COPY_ROWS)
-            self.buf[lo:hi] = sliced[:, lo:hi].T
+            for (first, width), part in zip(self.spans, self.parts, strict=True):
+                part[lo:hi] = sliced[first:first + width, lo:hi].T
         first = (start + SAMPLE - 1) // SAMPLE
-        self.sample[first:(n + SAMPLE - 1) // SAMPLE] = self.buf[first * SAMPLE:n:SAMPLE]
+        for part, sample in zip(self.parts, self.samples, strict=True):
+            sample[first:(n + SAMPLE - 1) // SAMPLE] = part[first * SAMPLE:n:SAMPLE]
         self.rows = max(self.rows, n)
 
+    def take(self, rows: npt.NDArray[np.int64]) -> U64:
+        """The codes of `rows` (copied), whole: (len(rows), words)."""
+        taken = [part.take(rows, axis=0) for part in self.parts]
+        return taken[0] if len(taken) == 1 else np.concatenate(taken, axis=1)
 
-def hamming_into(faiss: Any, codes: RowCodes, qcode: U64, start: int, end: int,
-                 out: I32) -> None:
-    """Distances of rows [start, end) to `qcode` into `out` (end - start int32s; faiss lets
-    go of the GIL, so two threads share a pass)."""
-    if end <= start:
-        return
-    query = np.ascontiguousarray(qcode).view(np.uint8)
-    rows = codes.buf[start:end].view(np.uint8)
-    faiss.hammings(faiss.swig_ptr(query), faiss.swig_ptr(rows), 1, end - start,
-                   query.shape[0], faiss.swig_ptr(out))
+    def nbytes(self, n: int) -> int:
+        """Bytes the copy of rows [0, n) takes."""
+        return sum(part[:n].nbytes for part in self.parts)
+
+    def distances(self, faiss: Any, qcode: U64, start: int, end: int, out: I32,
+                  sampled: bool = False) -> None:
+        """Hamming distances of rows [start, end) to `qcode` into `out` (end - start int32s),
+        of the sample's rows when `sampled`. faiss lets go of the GIL, so two threads share a
+        pass."""
+        if end <= start:
+            return
+        spare = None
+        for i, ((first, width), part) in enumerate(
+                zip(self.spans, self.samples if sampled else self.parts, strict=True)):
+            target = out
+            if i:
+                spare = np.empty(end - start, dtype=np.int32) if spare is None else spare
+                target = spare
+            hammings_of(faiss, qcode[first:first + width], part[start:end], target)
+            if i:
+                out += target
+
+    def plane_counts(self, faiss: Any, rows: npt.NDArray[np.int64], planes: U64) -> I32:
+        """`code_counts` of the codes of `rows` against `planes`, part by part (distances
+        over a row's words are the sums of those over its parts)."""
+        total: I32 | None = None
+        for (first, width), part in zip(self.spans, self.parts, strict=True):
+            counts = code_counts(faiss, part.take(rows, axis=0), planes[:, first:first + width])
+            total = counts if total is None else total + counts
+        assert total is not None
+        return total
 
 
 def code_counts(faiss: Any, gathered: U64, planes: U64) -> I32:
@@ -106,7 +156,15 @@ _halves: dict[int, Any] = {}
 
 def widen_f16(faiss: Any, rows: npt.NDArray[np.float16]) -> npt.NDArray[np.float32]:
     """float16 rows (n, dim) as float32, by faiss's compiled conversion (about three times
-    as fast as numpy's here; the same values: every float16 is exactly a float32)."""
+    as fast as numpy's here; the same values: every float16 is exactly a float32).
+
+    The conversion is faiss's one OpenMP parallel region among the calls made here; it runs
+    on the calling thread alone (OpenMP's thread count is kept per thread, so it is set on
+    each call). With OpenMP's own threads, they went on spinning on the other core for
+    milliseconds after each conversion, and the next Hamming pass or the keyword query
+    beside it waited for that core: the vector stage at 1M chunks took 8.3 / 12.0 ms p50 /
+    p95 so, 6.2 / 6.9 ms without."""
+    faiss.omp_set_num_threads(1)
     dim = rows.shape[1]
     quantizer = _halves.get(dim)
     if quantizer is None:

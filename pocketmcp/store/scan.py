@@ -30,9 +30,6 @@ import numpy.typing as npt
 from pocketmcp.store.rowcodes import (
     SAMPLE,
     RowCodes,
-    code_counts,
-    hamming_into,
-    hammings_of,
     kernel,
     loaded,
     widen_f16,
@@ -107,7 +104,7 @@ def hamming(sliced: U64, n: int, qcode: U64, alive: U8 | None,
     def compiled(start: int, end: int) -> None:
         assert rows is not None
         out = np.empty(end - start, dtype=np.int32)
-        hamming_into(faiss, rows, qcode, start, end, out)
+        rows.distances(faiss, qcode, start, end, out)
         np.copyto(dist[start:end], out, casting="unsafe")
         if alive is not None:
             np.putmask(dist[start:end], alive[start:end] == 0, dead)
@@ -165,7 +162,7 @@ def shortlist(copy: RowCodes, n: int, qcode: U64, keep: int, dead: int,
         return None
     picked = np.arange(0, n, SAMPLE)
     sampled = np.empty(len(picked), dtype=np.int32)
-    hammings_of(faiss, qcode, copy.sample[:len(picked)], sampled)
+    copy.distances(faiss, qcode, 0, len(picked), sampled, sampled=True)
     if alive is not None:
         sampled[alive[picked] == 0] = dead
     if ok is not None:
@@ -177,7 +174,7 @@ def shortlist(copy: RowCodes, n: int, qcode: U64, keep: int, dead: int,
 
     def part(start: int, end: int) -> tuple[I64, npt.NDArray[np.int32]]:
         out = np.empty(end - start, dtype=np.int32)
-        hammings_of(faiss, qcode, copy.buf[start:end], out)
+        copy.distances(faiss, qcode, start, end, out)
         under = out <= guess
         if alive is not None:
             under &= alive[start:end] != 0
@@ -217,23 +214,22 @@ def asymmetric(sliced: U64, rows: I64, planes: U64, low: float, step: float,
                copy: RowCodes | None = None) -> F32:
     """Estimated (centred) dot products of the query with rows `rows`, from their codes
     (gathered from the row-major `copy` when it holds them: one cache line a row instead of
-    one a word; then faiss counts the bits of all planes in one call)."""
+    one a word; then faiss counts the bits of all planes in one call a part)."""
     ones = np.zeros(len(rows), dtype=np.uint16)
     weighted = np.zeros(len(rows), dtype=np.uint32)
     gathered = None
     if copy is not None and len(rows) and int(rows[-1]) < copy.rows:  # rows ascend
-        gathered = copy.buf.take(rows, axis=0)
         faiss = loaded()
         if faiss is not None:
             # popcount(code & plane) = (popcount(code) + popcount(plane) - hamming) / 2
-            dist = code_counts(faiss, gathered, planes)
+            dist = copy.plane_counts(faiss, rows, planes)
             ones32 = dist[-1]
             for j in range(len(planes)):
                 both = ones32 + int(np.bitwise_count(planes[j]).sum()) - dist[j]
                 weighted += (both >> 1).astype(np.uint32) << j
             ones = ones32.astype(np.uint16)
             return _estimate(ones, weighted, low, step)
-        gathered = np.ascontiguousarray(gathered.T)
+        gathered = np.ascontiguousarray(copy.take(rows).T)
     for w in range(sliced.shape[0]):
         code = gathered[w] if gathered is not None else sliced[w].take(rows)
         ones += np.bitwise_count(code)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import threading
+
 import numpy as np
 import numpy.typing as npt
 import pytest
 
 from pocketmcp.store import scan
-from pocketmcp.store.rowcodes import RowCodes, kernel
+from pocketmcp.store.rowcodes import RowCodes, code_counts, kernel, widen_f16, widths
 
 
 def _cut_rows(dist: npt.NDArray[np.uint16], keep: int, dead: int) -> npt.NDArray[np.int64]:
@@ -52,7 +55,7 @@ def test_hamming_distances_over_two_threads_equal_a_bit_count_of_each_row() -> N
     copy.extend(sliced, n // 3)
     assert scan.hamming(sliced, n, qcode, alive, copy).sum() == dist.sum()  # too short: numpy
     copy.extend(sliced, n)
-    assert np.array_equal(copy.buf[:n], codes)
+    assert np.array_equal(copy.take(np.arange(n)), codes)
     assert np.array_equal(scan.hamming(sliced, n, qcode, alive, copy), expected)
 
 
@@ -117,7 +120,8 @@ def test_the_fused_shortlist_keeps_the_rows_the_cut_over_every_distance_keeps() 
     copy = RowCodes(n + 50, codes.shape[1])
     copy.extend(sliced, n // 2 + 7)  # in two steps, as rows are appended
     copy.extend(sliced, n)
-    assert np.array_equal(copy.sample[:(n + 15) // 16], codes[::16])
+    assert np.array_equal(np.concatenate([s[:(n + 15) // 16] for s in copy.samples], axis=1),
+                          codes[::16])
     alive = (rng.random(n) > 0.1).astype(np.uint8)
     ok = (rng.random(n) > 0.5) & (alive == 1)
     for keep in (2000, 20_000):
@@ -131,3 +135,47 @@ def test_the_fused_shortlist_keeps_the_rows_the_cut_over_every_distance_keeps() 
     # More rows asked for than any bound the sample gives: the caller cuts every distance.
     assert scan.shortlist(copy, n, qcode, n, dead) is None
     assert scan.shortlist(copy, n + 10, qcode, 100, dead) is None  # the copy is behind
+
+
+@pytest.mark.parametrize("words", [1, 3, 6, 12, 13, 24])
+def test_row_copies_in_parts_give_the_distances_of_the_whole_codes(words: int) -> None:
+    rng = np.random.default_rng(20 + words)
+    n = 5000
+    codes = rng.integers(0, 2**63, (n, words), dtype=np.uint64)
+    qcode = rng.integers(0, 2**63, words, dtype=np.uint64)
+    faiss = kernel()
+    assert faiss is not None
+    copy = RowCodes(n, words)
+    assert [w for _, w in copy.spans] == widths(words)
+    assert all(w in (1, 2, 4, 8) for w in widths(words)) and sum(widths(words)) == words
+    copy.extend(np.ascontiguousarray(codes.T), n)
+    assert copy.nbytes(n) == codes.nbytes
+    out = np.empty(n - 7, dtype=np.int32)
+    copy.distances(faiss, qcode, 7, n, out)
+    assert np.array_equal(out, np.bitwise_count(codes[7:] ^ qcode).sum(axis=1))
+    sampled = np.empty((n + 15) // 16, dtype=np.int32)
+    copy.distances(faiss, qcode, 0, len(sampled), sampled, sampled=True)
+    assert np.array_equal(sampled, np.bitwise_count(codes[::16] ^ qcode).sum(axis=1))
+    rows = np.sort(rng.choice(n, 300, replace=False)).astype(np.int64)
+    planes = rng.integers(0, 2**63, (4, words), dtype=np.uint64)
+    assert np.array_equal(copy.plane_counts(faiss, rows, planes),
+                          code_counts(faiss, codes[rows], planes))
+
+
+def test_faiss_widens_float16_rows_on_the_calling_thread_alone() -> None:
+    faiss = kernel()
+    assert faiss is not None
+    rows = np.random.default_rng(9).normal(0, 0.05, (3000, 384)).astype(np.float16)
+    seen: list[tuple[int, bool, int]] = []
+
+    def widen() -> None:
+        before = len(os.listdir("/proc/self/task"))
+        wide = widen_f16(faiss, rows)
+        seen.append((faiss.omp_get_max_threads(), np.array_equal(wide, rows.astype(np.float32)),
+                     len(os.listdir("/proc/self/task")) - before))
+
+    thread = threading.Thread(target=widen)
+    thread.start()
+    thread.join()
+    # One OpenMP thread (none of its own to spin beside the passes), and no thread started.
+    assert seen == [(1, True, 0)]
