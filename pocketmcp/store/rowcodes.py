@@ -163,7 +163,7 @@ def widen_f16(faiss: Any, rows: npt.NDArray[np.float16]) -> npt.NDArray[np.float
     each call). With OpenMP's own threads, they went on spinning on the other core for
     milliseconds after each conversion, and the next Hamming pass or the keyword query
     beside it waited for that core: the vector stage at 1M chunks took 8.3 / 12.0 ms p50 /
-    p95 so, 6.2 / 6.9 ms without."""
+    p95 so, 5.5 / 6.5 ms without."""
     faiss.omp_set_num_threads(1)
     dim = rows.shape[1]
     quantizer = _halves.get(dim)
