@@ -4,7 +4,9 @@ For each index kept by `bench/search.py --keep FOLDER`, spawns `python -m pocket
 stdio with the python-sdk client, as an editor does (no watched folder), and measures: the
 time from spawn to `initialize`, to the first `search` answered (the model load included)
 and the server's CPU time (every thread) by then, p50/p95 of whole hybrid `search` calls
-through the client for new queries (the query embedding included), and the server's resident
+through the client for new queries (the query embedding included; each call's time in order,
+and how much of it the client's own check of the result against the tool's output schema
+took), and the server's resident
 memory after them: anonymous (the process heap) and file-backed (mapped files, the page
 cache's) from /proc/PID/status. The start-up is broken down from the server's own log lines
 (LOG_LEVEL=debug), in seconds after spawn: `serving` (Python's start and the imports of the
@@ -32,6 +34,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 from mcp import ClientSession, StdioServerParameters
@@ -161,6 +164,17 @@ async def one_run(db: Path, source: Path | None, queries: list[str]) -> dict[str
                         break
                     await anyio.sleep(0.05)
                 times = []
+                checks: list[float] = []  # the client's own check of each result
+                check = session.validate_tool_result
+
+                async def timed_check(name: str, result: Any) -> None:
+                    t = time.perf_counter()
+                    try:
+                        await check(name, result)
+                    finally:
+                        checks.append((time.perf_counter() - t) * 1000)
+
+                session.validate_tool_result = timed_check  # type: ignore[method-assign]
                 for query in queries:
                     t = time.perf_counter()
                     result = await session.call_tool("search", {"query": query, "top_k": 10})
@@ -169,6 +183,10 @@ async def one_run(db: Path, source: Path | None, queries: list[str]) -> dict[str
                 out["hybrid_call_p50_ms"] = round(statistics.median(times), 2)
                 out["hybrid_call_p95_ms"] = round(pct(times, 0.95), 2)
                 out["hybrid_calls_ms"] = [round(ms, 1) for ms in times]  # in order
+                # Of each call, the python-sdk client's check of the result against the
+                # tool's output schema (jsonschema, in the client's process).
+                out["client_schema_check_p50_ms"] = round(statistics.median(checks), 2)
+                out["client_schema_check_p95_ms"] = round(pct(checks, 0.95), 2)
                 server = sorted(children() - before)
                 if server:
                     out["memory_mib"] = memory_mib(server[-1])
@@ -179,7 +197,8 @@ async def one_run(db: Path, source: Path | None, queries: list[str]) -> dict[str
 def summary(runs: list[dict[str, object]]) -> dict[str, object]:
     keys = ("initialize_s", "tools_list_s", "first_search_s", "second_search_ms",
             "cpu_to_first_search_s",
-            "hybrid_call_p50_ms", "hybrid_call_p95_ms", *(f"{stage}_s" for stage in STAGES))
+            "hybrid_call_p50_ms", "hybrid_call_p95_ms", "client_schema_check_p50_ms",
+            "client_schema_check_p95_ms", *(f"{stage}_s" for stage in STAGES))
     out: dict[str, object] = {k: round(statistics.median(float(str(r[k])) for r in runs), 3)
                               for k in keys if all(k in r for r in runs)}
     mems = [r["memory_mib"] for r in runs if "memory_mib" in r]
