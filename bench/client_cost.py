@@ -7,6 +7,8 @@ on an index twice, one after the other in alternating order: once driven by the 
 client, once by a minimal JSON-RPC client (one line written, lines read until the reply
 with its id: the server's share and the pipes, nothing else). Both ask the same new SciFact
 queries (hybrid search, top 10 with no score threshold, the query embedding included)
+once the MCP SDK has the session (the server's stdio front answers the first seconds'
+searches while the SDK is imported; its log says `sdk_up` when the SDK has taken over) and
 after a warm-up of 20 others; per client it reports p50/p95 of every call over all rounds
 and the median reply size, and it checks that both got the same chunks in the same order.
 
@@ -33,6 +35,7 @@ from mcp.client.stdio import stdio_client
 ROOT = Path(__file__).resolve().parents[1]
 DATASET = ROOT.parent / "shared" / "datasets" / "scifact-train"
 WARM = 20  # calls before the measured ones
+SDK_WAIT_S = 15.0  # the SDK takes over 5 s after start at the latest (mcp/front.py)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -42,10 +45,25 @@ def pct(values: list[float], q: float) -> float:
 
 def environment(db: Path) -> dict[str, str]:
     env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/"),
-           "SQLITE_PATH": str(db)}
+           "SQLITE_PATH": str(db), "LOG_LEVEL": "debug"}
     if "POCKETMCP_CACHE" in os.environ:
         env["POCKETMCP_CACHE"] = os.environ["POCKETMCP_CACHE"]
     return env
+
+
+def sdk_has_session(log: Path) -> bool:
+    """Whether the server's log (its stderr) says the SDK answers now: `sdk_up`, or no
+    stdio front at all."""
+    text = log.read_text(encoding="utf-8", errors="replace")
+    return '"sdk_up"' in text or ('"serving"' in text and '"front_up"' not in text)
+
+
+def wait_for_sdk(log: Path) -> None:
+    deadline = time.monotonic() + SDK_WAIT_S
+    while not sdk_has_session(log):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the SDK did not take over within {SDK_WAIT_S} s")
+        time.sleep(0.05)
 
 
 def arguments(query: str) -> dict[str, Any]:
@@ -63,9 +81,10 @@ def chunk_ids(structured: dict[str, Any]) -> list[int]:
 
 def minimal(db: Path, warm: list[str], queries: list[str]) -> dict[str, Any]:
     """Calls by a bare JSON-RPC client over the server's stdin and stdout."""
-    with tempfile.TemporaryDirectory(prefix="pocketmcp-client-") as cwd:
+    with tempfile.TemporaryDirectory(prefix="pocketmcp-client-") as cwd, open(
+            Path(cwd) / "server.log", "w") as errlog:
         server = subprocess.Popen([sys.executable, "-m", "pocketmcp"], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                  stdout=subprocess.PIPE, stderr=errlog,
                                   env=environment(db), cwd=cwd)
         assert server.stdin is not None and server.stdout is not None
         stdin, stdout = server.stdin, server.stdout
@@ -94,6 +113,7 @@ def minimal(db: Path, warm: list[str], queries: list[str]) -> dict[str, Any]:
             ask("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
                                "clientInfo": {"name": "bench", "version": "0"}})
             ask("notifications/initialized", {}, reply=False)
+            wait_for_sdk(Path(cwd) / "server.log")
             times, sizes, found = [], [], []
             for i, query in enumerate([*warm, *queries]):
                 started = time.perf_counter()
@@ -116,11 +136,13 @@ async def sdk(db: Path, warm: list[str], queries: list[str]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="pocketmcp-client-") as cwd:
         params = StdioServerParameters(command=sys.executable, args=["-m", "pocketmcp"],
                                        env=environment(db), cwd=cwd)
-        with open(os.devnull, "w") as errlog:
+        log = Path(cwd) / "server.log"
+        with open(log, "w") as errlog:
             async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(
                 read, write
             ) as session:
                 await session.initialize()
+                await anyio.to_thread.run_sync(wait_for_sdk, log)
                 await session.list_tools()
                 times, found = [], []
                 for i, query in enumerate([*warm, *queries]):
@@ -143,6 +165,9 @@ def main() -> None:
     args = parser.parse_args()
     texts = [json.loads(line)["text"] for line in
              (DATASET / "queries.jsonl").read_text(encoding="utf-8").splitlines()]
+    if WARM + args.rounds * args.queries > len(texts):
+        parser.error(f"{args.rounds} rounds of {args.queries} new queries need more than the "
+                     f"{len(texts)} queries there are")
     per: dict[str, list[float]] = {"python-sdk": [], "minimal": []}
     sizes: list[int] = []
     same = 0

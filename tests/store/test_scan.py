@@ -141,8 +141,8 @@ def test_the_fused_shortlist_keeps_the_rows_the_cut_over_every_distance_keeps() 
 def test_row_copies_in_parts_give_the_distances_of_the_whole_codes(words: int) -> None:
     rng = np.random.default_rng(20 + words)
     n = 5000
-    codes = rng.integers(0, 2**63, (n, words), dtype=np.uint64)
-    qcode = rng.integers(0, 2**63, words, dtype=np.uint64)
+    codes = rng.integers(0, 2**64 - 1, (n, words), dtype=np.uint64, endpoint=True)
+    qcode = rng.integers(0, 2**64 - 1, words, dtype=np.uint64, endpoint=True)
     faiss = kernel()
     assert faiss is not None
     copy = RowCodes(n, words)
@@ -157,11 +157,12 @@ def test_row_copies_in_parts_give_the_distances_of_the_whole_codes(words: int) -
     copy.distances(faiss, qcode, 0, len(sampled), sampled, sampled=True)
     assert np.array_equal(sampled, np.bitwise_count(codes[::16] ^ qcode).sum(axis=1))
     rows = np.sort(rng.choice(n, 300, replace=False)).astype(np.int64)
-    planes = rng.integers(0, 2**63, (4, words), dtype=np.uint64)
+    planes = rng.integers(0, 2**64 - 1, (4, words), dtype=np.uint64, endpoint=True)
     assert np.array_equal(copy.plane_counts(faiss, rows, planes),
                           code_counts(faiss, codes[rows], planes))
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc")
 def test_faiss_widens_float16_rows_on_the_calling_thread_alone() -> None:
     faiss = kernel()
     assert faiss is not None
