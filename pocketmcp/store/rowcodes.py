@@ -76,7 +76,6 @@ class RowCodes:
     copied take memory."""
 
     def __init__(self, capacity: int, words: int) -> None:
-        self.words = words
         self.spans: list[tuple[int, int]] = []  # (first word, width) of each part
         for width in widths(words):
             first = self.spans[-1][0] + self.spans[-1][1] if self.spans else 0
@@ -115,16 +114,15 @@ class RowCodes:
         pass."""
         if end <= start:
             return
-        spare = None
-        for i, ((first, width), part) in enumerate(
-                zip(self.spans, self.samples if sampled else self.parts, strict=True)):
-            target = out
-            if i:
-                spare = np.empty(end - start, dtype=np.int32) if spare is None else spare
-                target = spare
-            hammings_of(faiss, qcode[first:first + width], part[start:end], target)
-            if i:
-                out += target
+        parts = zip(self.spans, self.samples if sampled else self.parts, strict=True)
+        (first, width), part = next(parts)
+        hammings_of(faiss, qcode[first:first + width], part[start:end], out)
+        spare: I32 | None = None
+        for (first, width), part in parts:
+            if spare is None:
+                spare = np.empty(end - start, dtype=np.int32)
+            hammings_of(faiss, qcode[first:first + width], part[start:end], spare)
+            out += spare
 
     def plane_counts(self, faiss: Any, rows: npt.NDArray[np.int64], planes: U64) -> I32:
         """`code_counts` of the codes of `rows` against `planes`, part by part (distances
