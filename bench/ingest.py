@@ -80,7 +80,7 @@ def bare_chunks_per_s(folder: Path, batch_size: int) -> tuple[int, float]:
                       max_tokens=embedder.max_tokens)
     texts = [c.embed_text for path in sorted(folder.rglob("*.md"))
              for c in chunker.split(clean(path.read_text(encoding="utf-8")))]
-    model = embedder._model
+    model = embedder._documents_model()  # loaded on first use
     started = time.perf_counter()
     for _ in model.embed(texts, batch_size=batch_size):
         pass
