@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from pocketmcp.core import keywords  # noqa: E402
 from pocketmcp.core.cjk import index_text  # noqa: E402
-from pocketmcp.store.connect import sqlite_module  # noqa: E402
+from pocketmcp.store.sqlite.connect import sqlite_module  # noqa: E402
 
 _NOUNS = """東京 京都 大阪 天気 機械学習 人工知能 コンピュータ データ 寺 神社 料理 電車 会社 学校
 先生 学生 図書館 研究 経済 政治 歴史 文化 音楽 映画 写真 旅行 週末 家族 友達

@@ -48,13 +48,13 @@ def build(path: Path, vectors: np.ndarray, text_of: np.ndarray, texts: list[str]
     from pocketmcp.core import dates
     from pocketmcp.core.identity import Identity
     from pocketmcp.messages import DocFacts, DocRecord
-    from pocketmcp.store.writes import IndexWriter
+    from pocketmcp.store.sqlite.writes import SqliteWriter
 
     synthetic_doc = _search_bench().synthetic_doc
 
     now = dt.datetime.now(dt.UTC)
     every = round(1 / keep)
-    writer = IndexWriter(path, Identity(model="sentence-transformers/all-MiniLM-L6-v2",
+    writer = SqliteWriter(path, Identity(model="sentence-transformers/all-MiniLM-L6-v2",
                                         dim=vectors.shape[1]))
     recent = 0
     try:

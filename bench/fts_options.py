@@ -6,7 +6,7 @@ chunks with their documents are asked for in each form, the forms alternating qu
 query so that all see the same machine load:
 
 - current: `bm25()` ranked with LIMIT inside a CTE over chunks_fts alone, then joined to
-  chunks by rowid (what `store/queries.py` does);
+  chunks by rowid (what `store/sqlite/queries.py` does);
 - rank: the same through FTS5's `rank` column (`rank MATCH 'bm25(w, 1.0)' ORDER BY rank`);
 - joined: chunks joined before ranking (no CTE; the join runs for every matching row).
 
@@ -90,7 +90,7 @@ def runner(conn: Any, form: str, weight: float, depth: int) -> Callable[[str], R
 
 
 def main() -> None:
-    from pocketmcp.store.connect import open_sync_reader
+    from pocketmcp.store.sqlite.connect import open_sync_reader
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--index", type=Path, required=True)

@@ -3,7 +3,7 @@
 For each SciFact query (the bench queries of `bench/search.py`'s cache), the words the search
 op would send are chosen with no budget (only the common-word rules; the "full" query) and
 with each budget asked for, and the best `--depth` chunks of each are fetched with the
-search op's own SQL (`IndexReader.search_keyword`). A budgeted query's chunks are then scored
+search op's own SQL (`SqliteReader.search_keyword`). A budgeted query's chunks are then scored
 by the full query's BM25 (the same FTS5 function, restricted to those rows), and a chunk
 counts as kept when it scores at least the full query's 10th (or `--depth`th) best: ties
 count, which matters on the synthetic indexes, where each real text is in many chunks.
@@ -46,10 +46,10 @@ def full_scores(reader: Any, match: str, ids: list[int]) -> dict[int, float]:
 
 def measure(db: Path, queries: int, budgets: list[int], depth: int) -> dict[str, Any]:
     from pocketmcp.core.keywords import match_of, query_words, terms, vocab_terms
-    from pocketmcp.store.queries import IndexReader
+    from pocketmcp.store.sqlite.queries import SqliteReader
 
     texts = [str(t) for t in np.load(CACHE)["query_texts"]][:queries]
-    reader = IndexReader(db)
+    reader = SqliteReader(db)
     total = reader.fts_rows() or 0
     rows: dict[int, dict[str, list[float]]] = {
         b: {"ms": [], "top10": [], "top": [], "postings": []} for b in budgets}

@@ -50,7 +50,7 @@ PAGE = 20_000
 
 def source_rows(path: Path) -> tuple[Any, np.ndarray, np.ndarray]:
     """The source index (immutable, read-only) and every chunk's (chunk id, vector)."""
-    from pocketmcp.store.connect import _load_vec, sqlite_module
+    from pocketmcp.store.sqlite.connect import _load_vec, sqlite_module
 
     conn = sqlite_module().connect(path.resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
     _load_vec(conn)

@@ -60,7 +60,7 @@ def base_vectors(cache: Path, docs: int, index: Path | None
 
     embedder = LocalEmbedder(ModelSpec(load({}, environ={})))
     if index is not None:
-        from pocketmcp.store.connect import open_sync_reader
+        from pocketmcp.store.sqlite.connect import open_sync_reader
 
         conn = open_sync_reader(index)
         rows = conn.execute("SELECT embedding, text FROM vec_chunks").fetchall()
@@ -103,9 +103,9 @@ def synthesise(base: np.ndarray, n: int, seed: int) -> tuple[np.ndarray, np.ndar
 def prepare(db: Path, dim: int) -> None:
     """Bring the index's vector file up to date, as its writer would on start."""
     from pocketmcp.core.identity import Identity
-    from pocketmcp.store.writes import IndexWriter
+    from pocketmcp.store.sqlite.writes import SqliteWriter
 
-    writer = IndexWriter(db, Identity(model="sentence-transformers/all-MiniLM-L6-v2",
+    writer = SqliteWriter(db, Identity(model="sentence-transformers/all-MiniLM-L6-v2",
                                       dim=dim))
     try:
         writer.repair_vectors()
@@ -134,9 +134,9 @@ def build_index(path: Path, vectors: np.ndarray, text_of: np.ndarray, texts: lis
                 per_doc: int = 4) -> None:
     from pocketmcp.core.identity import Identity
     from pocketmcp.messages import DocRecord
-    from pocketmcp.store.writes import IndexWriter
+    from pocketmcp.store.sqlite.writes import SqliteWriter
 
-    writer = IndexWriter(path, Identity(model="sentence-transformers/all-MiniLM-L6-v2",
+    writer = SqliteWriter(path, Identity(model="sentence-transformers/all-MiniLM-L6-v2",
                                         dim=vectors.shape[1]))
     try:
         n = len(vectors)

@@ -71,12 +71,12 @@ async def _serve(db: Path) -> None:
     ops._vector_stage = timed("vector_stage", ops._vector_stage)  # type: ignore[attr-defined]
     ops._keyword_stage = timed("keyword_stage", ops._keyword_stage)  # type: ignore[attr-defined]
     # Inside the keyword stage: counting the query's terms, and the chunk FTS5 query.
-    from pocketmcp.store.queries import IndexReader
+    from pocketmcp.store.sqlite.queries import SqliteReader
 
-    IndexReader.term_docs = timed(  # type: ignore[method-assign]
-        "  term_counts", IndexReader.term_docs)
-    IndexReader.search_keyword = timed(  # type: ignore[method-assign]
-        "  chunk_fts_query", IndexReader.search_keyword)
+    SqliteReader.term_docs = timed(  # type: ignore[method-assign]
+        "  term_counts", SqliteReader.term_docs)
+    SqliteReader.search_keyword = timed(  # type: ignore[method-assign]
+        "  chunk_fts_query", SqliteReader.search_keyword)
     queries = np.load(CACHE)["queries"]
     config = load({}, environ={"SQLITE_PATH": str(db), "WATCH_DIR": str(db.parent / "none")})
     async with open_runtime(config, READING) as runtime:

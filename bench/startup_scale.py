@@ -100,11 +100,11 @@ def prepare(db: Path) -> float | None:
     another process holds the index's writer lock (it keeps the file up to date)."""
     from pocketmcp.core.identity import Identity
     from pocketmcp.errors import WriterBusyError
-    from pocketmcp.store.writes import IndexWriter
+    from pocketmcp.store.sqlite.writes import SqliteWriter
 
     started = time.perf_counter()
     try:
-        writer = IndexWriter(db, Identity(model="sentence-transformers/all-MiniLM-L6-v2",
+        writer = SqliteWriter(db, Identity(model="sentence-transformers/all-MiniLM-L6-v2",
                                           dim=384))
     except WriterBusyError:
         return None

@@ -158,9 +158,9 @@ def run_store(kind: str, n: int, folder: Path, url: str | None, vectors: np.ndar
         env |= {"STORE": "postgres", "DATABASE_URL": url, "PG_SCHEMA": schema}
         writer = PgWriter(PgPlace(Secret(url), schema), identity)
     else:
-        from pocketmcp.store.writes import IndexWriter
+        from pocketmcp.store.sqlite.writes import SqliteWriter
 
-        writer = IndexWriter(Path(env["SQLITE_PATH"]), identity)
+        writer = SqliteWriter(Path(env["SQLITE_PATH"]), identity)
     try:
         seconds = build(writer, vectors, text_of, texts)
         writer.repair_vectors()  # SQLite's vector file, as its writer makes it on start

@@ -2,7 +2,7 @@
 alternating in one run (so both see the same machine load).
 
 Opens a vector file read-only (an index's `*.db.vectors`) and runs the passes of
-store/vectors.py on SciFact query vectors (bench/search.py's cache): the shortlist (with
+vectors/index.py on SciFact query vectors (bench/search.py's cache): the shortlist (with
 numpy, the Hamming pass over every row and then the cut; with faiss, scan.shortlist, which
 cuts each piece while its distances are in cache), the asymmetric pass, the float16
 rescoring. Per pass it reports p50/p95/min of each; it checks that both return the same top 10
@@ -45,10 +45,10 @@ def import_ms() -> float:
 
 
 def main() -> None:
-    from pocketmcp.store import scan
-    from pocketmcp.store.rowcodes import RowCodes, kernel
-    from pocketmcp.store.vecfile import open_columns
-    from pocketmcp.store.vectors import SHORTLIST
+    from pocketmcp.store.sqlite.vectors import scan
+    from pocketmcp.store.sqlite.vectors.file import open_columns
+    from pocketmcp.store.sqlite.vectors.index import SHORTLIST
+    from pocketmcp.store.sqlite.vectors.rowcodes import RowCodes, kernel
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--vectors", type=Path, required=True)

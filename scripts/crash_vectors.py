@@ -2,7 +2,7 @@
 vector searches must equal an exact scan of what SQLite holds.
 
 Each round runs a child process that commits batches (new documents, and deletions of
-earlier ones) through the store's IndexWriter, so its vector file is appended to, flipped,
+earlier ones) through the store's SqliteWriter, so its vector file is appended to, flipped,
 grown and rewritten, and kills it with SIGKILL at a random moment. Then, on the index as the
 kill left it: a read-only VectorIndex (what another process's search sees at once), and
 after the writer has reopened and repaired the file, a fresh one. Both must give, for every
@@ -29,11 +29,11 @@ import numpy as np
 from pocketmcp.core.identity import Identity
 from pocketmcp.core.text import sha256
 from pocketmcp.messages import Chunk, DocRecord
-from pocketmcp.store.connect import open_sync_reader
-from pocketmcp.store.queries import IndexReader
-from pocketmcp.store.vecfile import Columns, State
-from pocketmcp.store.vectors import VectorIndex
-from pocketmcp.store.writes import IndexWriter
+from pocketmcp.store.sqlite.connect import open_sync_reader
+from pocketmcp.store.sqlite.queries import SqliteReader
+from pocketmcp.store.sqlite.vectors.file import Columns, State
+from pocketmcp.store.sqlite.vectors.index import VectorIndex
+from pocketmcp.store.sqlite.writes import SqliteWriter
 
 DIM = 32
 PER_DOC = 4
@@ -58,7 +58,7 @@ def child(db: Path, seed: int) -> None:
         write_state(self, state)
 
     Columns.write_state = slow_write_state  # type: ignore[method-assign]
-    writer = IndexWriter(db, Identity(model="m", dim=DIM))
+    writer = SqliteWriter(db, Identity(model="m", dim=DIM))
     print("ready", flush=True)
     doc = int(time.time() * 1000) % 10**9  # fresh names each round
     while True:
@@ -92,7 +92,7 @@ def wrong_searches(db: Path, queries: np.ndarray, k: int = 10
     chunk count differs), why SQLite answered instead of the file (None: the file did), and
     how many log entries the file's slot was behind what SQLite had committed."""
     ids, vectors = _exact(db)
-    reader = IndexReader(db)
+    reader = SqliteReader(db)
     index = VectorIndex(db, DIM)
     wrong = 0
     try:
@@ -126,7 +126,7 @@ def one_round(db: Path, seed: int, rng: np.random.Generator) -> dict[str, object
         proc.wait(30)
     queries = _vectors(rng, 20)
     before, reason, behind = wrong_searches(db, queries)
-    writer = IndexWriter(db, Identity(model="m", dim=DIM))
+    writer = SqliteWriter(db, Identity(model="m", dim=DIM))
     try:
         writer.repair_vectors()
         state = writer.vectors.state

@@ -30,7 +30,7 @@ from typing import Any
 
 from protocol_fuzz import StdioPeer
 
-from pocketmcp.store.connect import open_sync_reader
+from pocketmcp.store.sqlite.connect import open_sync_reader
 
 WORDS = ["otter", "heron", "lichen", "basalt", "quartz", "fjord", "tundra", "mango", "cedar",
          "walrus", "comet", "prism", "saffron", "glacier", "falcon", "sequoia", "lantern",

@@ -24,7 +24,7 @@ from pocketmcp.pipeline.supervisor import Pipeline
 from pocketmcp.pipeline.writer import WriterActor
 from pocketmcp.plans import Plan, serving
 from pocketmcp.runtime import Runtime, open_runtime
-from pocketmcp.store.writes import IndexWriter
+from pocketmcp.store.sqlite.writes import SqliteWriter
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 # pg_url (one Postgres server per session) and pg_schema (one schema per test).
@@ -102,10 +102,10 @@ class Index:
         self.embedded.extend(texts)
         return await self.embedder.embed_documents(texts)
 
-    def writer(self) -> IndexWriter:
-        return IndexWriter(self.config.sqlite_path, self.embedder.identity)
+    def writer(self) -> SqliteWriter:
+        return SqliteWriter(self.config.sqlite_path, self.embedder.identity)
 
-    def pipeline(self, writer: IndexWriter, *, follow: bool, **kw: Any) -> Pipeline:
+    def pipeline(self, writer: SqliteWriter, *, follow: bool, **kw: Any) -> Pipeline:
         kw.setdefault("converter", Converter(Limits.of(self.config)))
         actor = WriterActor(writer, queue_size=self.config.queue_size,
                             batch_files=self.config.write_batch_files,
@@ -134,7 +134,7 @@ class Index:
 
     def text_of(self, rel: str) -> str:
         """The chunk texts stored for a file, joined."""
-        from pocketmcp.store.connect import open_sync_reader
+        from pocketmcp.store.sqlite.connect import open_sync_reader
 
         conn = open_sync_reader(self.config.sqlite_path)
         try:
@@ -146,9 +146,9 @@ class Index:
         return "\n".join(r[0] for r in rows)
 
     def search(self, query: str, k: int = 5) -> list[str]:
-        from pocketmcp.store.queries import IndexReader
+        from pocketmcp.store.sqlite.queries import SqliteReader
 
-        reader = IndexReader(self.config.sqlite_path)
+        reader = SqliteReader(self.config.sqlite_path)
         try:
             vector = self.embedder.embed_query_now(query)
             hits = reader.search_vector(vector.tobytes(), k)
@@ -181,7 +181,7 @@ def write(config: Config) -> Callable[[str, str], Path]:
 class Watching:
     """A live pipeline in a task group; tests wait on its events, never on the clock."""
 
-    def __init__(self, index: Index, pipeline: Pipeline, writer: IndexWriter) -> None:
+    def __init__(self, index: Index, pipeline: Pipeline, writer: SqliteWriter) -> None:
         self.index = index
         self.writer = writer
         self.pipeline = pipeline

@@ -14,8 +14,8 @@ from pocketmcp.errors import ReadOnly, WriterBusyError
 from pocketmcp.plans import INDEXING, READING, Plan
 from pocketmcp.readiness import SCAN_POLL_S
 from pocketmcp.runtime import Runtime, open_runtime
-from pocketmcp.store.readers import recorded_identity
-from pocketmcp.store.writes import IndexWriter
+from pocketmcp.store.sqlite.reads import recorded_identity
+from pocketmcp.store.sqlite.writes import SqliteWriter
 
 
 async def test_a_second_runtime_on_one_index_reads_and_takes_over_when_the_first_stops(
@@ -84,7 +84,7 @@ async def test_a_reader_reports_the_first_scan_done_when_the_writer_records_it(
         await Tools(first).add(("s", "Swifts sleep on the wing."))
     identity = recorded_identity(config.sqlite_path)
     assert identity is not None
-    holder = IndexWriter(config.sqlite_path, identity)  # the writer, mid-scan
+    holder = SqliteWriter(config.sqlite_path, identity)  # the writer, mid-scan
     try:
         holder.record_scan("running")
         async with running(config, READING) as reader:

@@ -22,7 +22,7 @@ from pocketmcp.errors import PocketError, WriterBusyError
 from pocketmcp.pipeline.state import Stats
 from pocketmcp.plans import INDEXING, WATCHING, Plan
 from pocketmcp.runtime import Runtime, open_runtime
-from pocketmcp.store.writes import lock_path
+from pocketmcp.store.sqlite.writes import lock_path
 
 
 async def stop_on_signals(runtime: Runtime, everything: anyio.CancelScope) -> None:

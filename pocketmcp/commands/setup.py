@@ -143,7 +143,7 @@ async def _check_index(config: Config, report: Report) -> None:
     from pocketmcp.commands.indexing import lock_free
     from pocketmcp.embed import factory
     from pocketmcp.mcp.discovery import find
-    from pocketmcp.store.readers import recorded_identity
+    from pocketmcp.store.sqlite.reads import recorded_identity
 
     index = config.sqlite_path.absolute()
     if not index.is_file():

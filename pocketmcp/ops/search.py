@@ -47,7 +47,7 @@ from pocketmcp.ops.results import (
 from pocketmcp.plans import Open, Reading
 from pocketmcp.store.api import Reader, ReadIndex
 from pocketmcp.store.rows import HitRow
-from pocketmcp.store.scan import one_blas_thread
+from pocketmcp.store.sqlite.vectors.scan import one_blas_thread
 
 log = logs.get("pocketmcp.search")
 

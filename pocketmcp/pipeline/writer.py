@@ -36,7 +36,7 @@ from pocketmcp.pipeline.batches import Outcome, apply_batch
 from pocketmcp.pipeline.state import InFlight, Stats, depth
 from pocketmcp.store.api import StoreWriter, View
 from pocketmcp.store.pg.place import PgPlace
-from pocketmcp.store.writes import IndexWriter
+from pocketmcp.store.sqlite.writes import SqliteWriter
 
 log = logs.get("pocketmcp.writer")
 
@@ -163,7 +163,7 @@ def _count(outcome: Outcome, stats: Stats, write_ms: float, batch: int,
 
 
 class WriterActor:
-    """THE writer of one index file: its IndexWriter (the file's lock and only writing
+    """THE writer of one index file: its SqliteWriter (the file's lock and only writing
     connection) and its inbox. Feeds send on clones of `feed()`; tools use `requests`."""
 
     @classmethod
@@ -181,7 +181,7 @@ class WriterActor:
 
             writer = PgWriter(where, identity, rebuild=rebuild)
         else:
-            writer = IndexWriter(where, identity, rebuild=rebuild)
+            writer = SqliteWriter(where, identity, rebuild=rebuild)
         return cls(writer, queue_size=queue_size, batch_files=batch_files, on_event=on_event)
 
     def __init__(self, writer: StoreWriter, *, queue_size: int, batch_files: int,

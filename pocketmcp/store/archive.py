@@ -18,8 +18,8 @@ import msgspec
 from pocketmcp.errors import StoreError
 from pocketmcp.messages import Link
 from pocketmcp.store.api import Reader
-from pocketmcp.store.connect import open_sync_reader, sqlite_errors, sqlite_module
-from pocketmcp.store.queries import IndexReader
+from pocketmcp.store.sqlite.connect import open_sync_reader, sqlite_errors, sqlite_module
+from pocketmcp.store.sqlite.queries import SqliteReader
 
 
 class StoredChunk(msgspec.Struct, frozen=True):
@@ -74,7 +74,7 @@ def documents(reader: Reader) -> Iterator[StoredDoc]:
     if isinstance(reader, StoredReader):
         yield from reader.stored_documents()
         return
-    if not isinstance(reader, IndexReader):
+    if not isinstance(reader, SqliteReader):
         raise StoreError(f"{type(reader).__name__} cannot export its documents")
     after = 0
     while True:

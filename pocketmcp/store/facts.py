@@ -1,8 +1,8 @@
 """The rows that hold what a document says about itself: its properties, tags, dates and
 links, and the names links may use for it.
 
-Row-changing SQL, called only by the writer (store/writes.py) inside its transactions and by
-the migration that introduced these rows (store/schema.py). A document's facts are replaced
+Row-changing SQL, called only by the writer (store/sqlite/writes.py) inside its transactions and by
+the migration that introduced these rows (store/sqlite/schema.py). A document's facts are replaced
 whole whenever it is written.
 
 - `documents.properties`: front matter, or a PDF's or Office file's properties (JSON);

@@ -17,7 +17,7 @@ from typing import Any, Literal, NamedTuple
 
 import msgspec
 
-from pocketmcp.store.connect import id_list
+from pocketmcp.store.sqlite.connect import id_list
 
 Scalar = str | int | float | bool
 Op = Literal["eq", "in", "gt", "gte", "lt", "lte", "exists"]

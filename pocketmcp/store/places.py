@@ -12,8 +12,8 @@ from pocketmcp.config import Config
 from pocketmcp.core.identity import Identity
 from pocketmcp.store.api import ReadIndex
 from pocketmcp.store.pg.place import PgPlace, place_of
-from pocketmcp.store.readers import ReadIndex as SqliteIndex
-from pocketmcp.store.readers import recorded_identity as sqlite_identity
+from pocketmcp.store.sqlite.reads import SqliteIndex
+from pocketmcp.store.sqlite.reads import recorded_identity as sqlite_identity
 
 Where = Path | PgPlace  # an index file, or a Postgres schema
 

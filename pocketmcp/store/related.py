@@ -10,7 +10,7 @@ import msgspec
 
 from pocketmcp.errors import NotSupported
 from pocketmcp.store.api import Reader
-from pocketmcp.store.queries import IndexReader
+from pocketmcp.store.sqlite.queries import SqliteReader
 
 MAX_INCOMING = 1000
 
@@ -62,7 +62,7 @@ def incoming(reader: Reader, doc_id: int, limit: int = MAX_INCOMING) -> list[Lin
         (doc_id, doc_id, limit))]
 
 
-def _sqlite(reader: Reader) -> IndexReader:
-    if not isinstance(reader, IndexReader):
+def _sqlite(reader: Reader) -> SqliteReader:
+    if not isinstance(reader, SqliteReader):
         raise NotSupported(f"links are not kept by {type(reader).__name__}")
     return reader

@@ -11,7 +11,7 @@ from conftest import Tools
 
 from pocketmcp.core.cjk import RANGES, bigrams, has_cjk, index_text
 from pocketmcp.core.keywords import fts_query, stems, terms, vocab_terms
-from pocketmcp.store.connect import sqlite_module
+from pocketmcp.store.sqlite.connect import sqlite_module
 
 # -- index text -------------------------------------------------------------------------------
 

@@ -18,8 +18,8 @@ from conftest import Tools, make_config, running
 
 from pocketmcp.core.identity import Identity
 from pocketmcp.plans import serving
-from pocketmcp.store.connect import open_sync_reader
-from pocketmcp.store.readers import recorded_identity
+from pocketmcp.store.sqlite.connect import open_sync_reader
+from pocketmcp.store.sqlite.reads import recorded_identity
 
 DOCS = {
     "health/protein.md": "# Protein\n\nAdult women need about 46 grams of protein a day, "

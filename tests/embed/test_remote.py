@@ -226,7 +226,7 @@ async def test_a_model_of_unknown_dimensions_is_asked_once_and_the_index_records
     tmp_path: Path, provider: ProviderServer
 ) -> None:
 
-    from pocketmcp.store.readers import recorded_identity
+    from pocketmcp.store.sqlite.reads import recorded_identity
 
     config = remote_config(tmp_path, provider, embed_model="house-embedder-v2")
     async with running(config) as rt:

@@ -18,7 +18,7 @@ from pocketmcp.ops import archive
 from pocketmcp.plans import Plan
 from pocketmcp.runtime import Runtime
 from pocketmcp.store import places
-from pocketmcp.store.queries import IndexReader
+from pocketmcp.store.sqlite.queries import SqliteReader
 
 
 def _config(folder: Path, env: dict[str, str] | None = None) -> Any:
@@ -166,7 +166,7 @@ async def test_a_backup_made_while_the_server_writes_is_consistent(tmp_path: Pat
             await archive.backup(config.sqlite_path, config.sqlite_path)
     assert copies
     for copy in copies:
-        reader = IndexReader(copy)
+        reader = SqliteReader(copy)
         try:
             docs, chunks = reader.query("SELECT count(*), sum(chunk_count) FROM documents")[0]
             assert docs >= 1

@@ -19,7 +19,7 @@ from pocketmcp.core.identity import Identity
 from pocketmcp.errors import InvalidRequest, ModelMismatchError, NotFound, ReadOnly
 from pocketmcp.store import places
 from pocketmcp.store.pg.place import place_of
-from pocketmcp.store.writes import IndexWriter
+from pocketmcp.store.sqlite.writes import SqliteWriter
 
 SPACE = "Tardigrades, the water bears, survive the vacuum of space and deep freezing."
 BREAD = "A sourdough starter of flour and water leavens rye bread without baker's yeast."
@@ -45,7 +45,7 @@ def make_with_model(config: Config, name: str, identity: Identity) -> None:
 
         PgWriter(place_of(config, name), identity).close()
     else:
-        IndexWriter(config.databases_dir / f"{name}.db", identity).close()
+        SqliteWriter(config.databases_dir / f"{name}.db", identity).close()
 
 
 async def similar(tools: Tools, text: str, **args: Any) -> list[dict[str, Any]]:
@@ -237,7 +237,7 @@ async def test_a_database_another_process_writes_is_readable_but_not_writable(
             deleted = await other("delete_document", doc_id=doc["doc_id"], db_name="shared")
             assert deleted["deleted_chunks"] >= 1
     # Closing the runtimes released every database's lock.
-    IndexWriter(config.databases_dir / "shared.db", identity).close()
+    SqliteWriter(config.databases_dir / "shared.db", identity).close()
 
 
 async def test_a_database_made_with_another_model_is_refused_clearly(tools: Tools) -> None:

@@ -118,9 +118,9 @@ async def test_one_scan_ends_with_the_providers_refusal_and_records_nothing(
     with pytest.raises(ProviderRejected, match="OPENAI_API_KEY"):
         async with open_runtime(config, INDEXING) as rt:
             await rt.fed.wait()
-    from pocketmcp.store.queries import IndexReader
+    from pocketmcp.store.sqlite.queries import SqliteReader
 
-    reader = IndexReader(config.sqlite_path)
+    reader = SqliteReader(config.sqlite_path)
     try:
         assert reader.counts()["documents"] == 0
     finally:

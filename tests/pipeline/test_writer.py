@@ -19,8 +19,8 @@ from pocketmcp.pipeline.state import InFlight, Stats
 from pocketmcp.pipeline.writer import WriterActor
 from pocketmcp.plans import serving
 from pocketmcp.store.filters import DocFilter
-from pocketmcp.store.queries import IndexReader
-from pocketmcp.store.writes import IndexWriter
+from pocketmcp.store.sqlite.queries import SqliteReader
+from pocketmcp.store.sqlite.writes import SqliteWriter
 
 DIM = 64
 IDENTITY = Identity(model="m", dim=DIM)
@@ -37,7 +37,7 @@ def prepared(name: str, text: str) -> PreparedDoc:
 
 
 def stored(db: Path, external_id: str) -> bool:
-    reader = IndexReader(db)
+    reader = SqliteReader(db)
     try:
         return reader.document_by_external(external_id) is not None
     finally:
@@ -47,7 +47,7 @@ def stored(db: Path, external_id: str) -> bool:
 async def test_a_request_is_answered_after_its_commit_and_sees_it_stored(tmp_path: Path) -> None:
     db = tmp_path / "index.db"
     events: list[dict[str, Any]] = []
-    actor = WriterActor(IndexWriter(db, IDENTITY), queue_size=2, batch_files=8,
+    actor = WriterActor(SqliteWriter(db, IDENTITY), queue_size=2, batch_files=8,
                         on_event=events.append)
     try:
         async with anyio.create_task_group() as tg:
@@ -72,7 +72,7 @@ async def test_a_request_is_answered_after_its_commit_and_sees_it_stored(tmp_pat
 async def test_a_write_whose_caller_went_away_is_still_committed(tmp_path: Path) -> None:
     db = tmp_path / "index.db"
     committed = anyio.Event()
-    actor = WriterActor(IndexWriter(db, IDENTITY), queue_size=2, batch_files=8,
+    actor = WriterActor(SqliteWriter(db, IDENTITY), queue_size=2, batch_files=8,
                         on_event=lambda event: committed.set())
     try:
         with anyio.fail_after(20):
@@ -98,7 +98,7 @@ async def test_a_write_whose_caller_went_away_is_still_committed(tmp_path: Path)
 async def test_requests_left_in_the_inbox_when_the_writer_stops_are_answered(
     tmp_path: Path
 ) -> None:
-    actor = WriterActor(IndexWriter(tmp_path / "index.db", IDENTITY),
+    actor = WriterActor(SqliteWriter(tmp_path / "index.db", IDENTITY),
                         queue_size=4, batch_files=8)
     answers: list[BaseException] = []
 
@@ -163,7 +163,7 @@ async def test_tool_writes_and_file_changes_racing_on_one_index_commit_in_order(
                 tg.start_soon(file_changes)
 
             def settled() -> bool:
-                reader = IndexReader(db)
+                reader = SqliteReader(db)
                 try:
                     texts = [reader.content(d.doc_id) or "" for d in
                              reader.documents_page(DocFilter(), 100)
@@ -192,7 +192,7 @@ async def test_a_request_the_index_cannot_take_fails_alone_and_the_writer_goes_o
     tmp_path: Path
 ) -> None:
     db = tmp_path / "index.db"
-    actor = WriterActor(IndexWriter(db, IDENTITY), queue_size=4, batch_files=8)
+    actor = WriterActor(SqliteWriter(db, IDENTITY), queue_size=4, batch_files=8)
     outcomes: dict[str, object] = {}
     all_answered = anyio.Event()
 
@@ -226,7 +226,7 @@ async def test_a_request_the_index_cannot_take_fails_alone_and_the_writer_goes_o
 async def test_requests_queued_behind_a_failed_transaction_are_answered(
     tmp_path: Path
 ) -> None:
-    writer = IndexWriter(tmp_path / "index.db", IDENTITY)
+    writer = SqliteWriter(tmp_path / "index.db", IDENTITY)
     broken = anyio.Event()
 
     def remove(doc_ids: Any, external_ids: Any) -> Any:  # the disk goes away mid-transaction

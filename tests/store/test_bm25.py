@@ -14,9 +14,10 @@ import pytest
 from pocketmcp.core.identity import Identity
 from pocketmcp.core.text import sha256
 from pocketmcp.messages import Chunk, DocRecord
-from pocketmcp.store import bm25, halves, lengths
-from pocketmcp.store.queries import IndexReader
-from pocketmcp.store.writes import IndexWriter
+from pocketmcp.store.sqlite import halves
+from pocketmcp.store.sqlite.keywords import bm25, lengths
+from pocketmcp.store.sqlite.queries import SqliteReader
+from pocketmcp.store.sqlite.writes import SqliteWriter
 
 DIM = 8
 WORDS = ["owl", "river", "bread", "yeast", "heron", "running", "runs", "stone", "lantern",
@@ -34,7 +35,7 @@ def _text(rng: random.Random) -> str:
 
 def _write(db: Path, docs: dict[str, tuple[str, str]], removed: tuple[str, ...] = ()) -> None:
     """Upsert `docs` (external id: (title, text)) and remove `removed`, in one commit."""
-    writer = IndexWriter(db, Identity(model="m", dim=DIM))
+    writer = SqliteWriter(db, Identity(model="m", dim=DIM))
     try:
         writer.begin()
         for n, (external, (title, text)) in enumerate(docs.items()):
@@ -91,7 +92,7 @@ def _match(words: list[str]) -> str:
     return " OR ".join(f'"{w}"' for w in words)
 
 
-def _both(reader: IndexReader, words: list[str], k: int, weight: float
+def _both(reader: SqliteReader, words: list[str], k: int, weight: float
           ) -> tuple[list[tuple[int, float, int]], list[tuple[int, float, int]]]:
     """(numpy's answer, FTS5's answer) to the same query."""
     fast = reader.search_keyword(_match(words), k, title_weight=weight, words=words)
@@ -111,7 +112,7 @@ def _cut(rows: list[tuple[int, float, int]], k: int) -> list[tuple[int, float, i
 def test_scores_are_fts5s_own_to_the_last_bit(db: Path, scored: dict[str, int],
                                               weight: float, k: int) -> None:
     rng = random.Random(k + int(weight * 10))
-    reader = IndexReader(db)
+    reader = SqliteReader(db)
     try:
         for n in range(25):
             words = ["glacier"] if n == 0 else rng.sample(WORDS, rng.randint(1, 5))
@@ -124,7 +125,7 @@ def test_scores_are_fts5s_own_to_the_last_bit(db: Path, scored: dict[str, int],
 
 
 def test_two_words_of_one_stem_count_as_two_phrases(db: Path, scored: dict[str, int]) -> None:
-    reader = IndexReader(db)
+    reader = SqliteReader(db)
     try:
         fast, slow = _both(reader, ["running", "runs"], 50, 1.0)
         alone, _ = _both(reader, ["running"], 50, 1.0)
@@ -139,7 +140,7 @@ def test_lengths_follow_the_chunk_log_through_changes(
         db: Path, scored: dict[str, int], monkeypatch: pytest.MonkeyPatch, spread: int) -> None:
     monkeypatch.setattr(lengths.Sizes, "SPREAD", spread)
     monkeypatch.setattr(lengths.Sizes, "SLACK", 0)
-    reader = IndexReader(db)
+    reader = SqliteReader(db)
     try:
         assert _both(reader, ["owl", "falcon"], 30, 1.7)[0] != []
         for step in range(3):
@@ -158,7 +159,7 @@ def test_lengths_follow_the_chunk_log_through_changes(
 def test_lengths_are_read_whole_again_past_the_catch_up_limit(
         db: Path, scored: dict[str, int], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(lengths.ChunkLengths, "CATCH_UP", 4)
-    reader = IndexReader(db)
+    reader = SqliteReader(db)
     try:
         _both(reader, ["owl"], 20, 1.0)
         _write(db, _docs(9, 10, prefix="more"))  # 10 chunks added: 10 log entries
@@ -171,7 +172,7 @@ def test_lengths_are_read_whole_again_past_the_catch_up_limit(
 def test_a_large_index_is_read_in_the_background_and_fts5_answers_meanwhile(
         db: Path, scored: dict[str, int], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(lengths.ChunkLengths, "READ_AT_ONCE", 10)
-    reader = IndexReader(db)
+    reader = SqliteReader(db)
     try:
         first, slow = _both(reader, ["lantern", "copper"], 20, 1.0)
         assert _cut(first, 20) == _cut(slow, 20) and scored["scored"] == 0
@@ -187,7 +188,7 @@ def test_a_large_index_is_read_in_the_background_and_fts5_answers_meanwhile(
 
 def test_phrases_and_filtered_queries_go_to_fts5(db: Path, scored: dict[str, int]) -> None:
     _write(db, {"p": ("owl_river notes", "owl_river and owl river")})
-    reader = IndexReader(db)
+    reader = SqliteReader(db)
     try:
         # Two tokens in one word: a phrase, which only FTS5 matches as one.
         phrase = reader.search_keyword('"owl_river"', 10, words=["owl_river"])
@@ -232,7 +233,7 @@ def test_varints_and_averages_read_as_sqlite_writes_them() -> None:
 
 def test_a_terms_frequency_adds_occurrences_one_at_a_time_title_first(db: Path) -> None:
     weight = 1.4554533625603243
-    reader = IndexReader(db)
+    reader = SqliteReader(db)
     try:
         ids, freq = bm25.occurrences(reader._conn, "glacier", weight)
         expected: dict[int, float] = {}
@@ -248,7 +249,7 @@ def test_a_terms_frequency_adds_occurrences_one_at_a_time_title_first(db: Path) 
 
 def test_the_keyword_stage_scores_in_numpy_from_enough_postings(
         db: Path, scored: dict[str, int], monkeypatch: pytest.MonkeyPatch) -> None:
-    reader = IndexReader(db)
+    reader = SqliteReader(db)
     try:
         kwargs: dict[str, Any] = {"title_weight": 1.7, "total": 301, "documents": False}
         few = reader.keyword_stage("falcon lantern", 20, None, **kwargs)
@@ -270,7 +271,7 @@ def test_lengths_read_ahead_at_start_up_serve_the_first_query(
     deadline = time.monotonic() + 30
     while held._reading and time.monotonic() < deadline:
         time.sleep(0.01)
-    reader = IndexReader(db, lengths=held)
+    reader = SqliteReader(db, lengths=held)
     try:
         fast, slow = _both(reader, ["owl", "stone"], 20, 1.0)
     finally:
@@ -286,7 +287,7 @@ def test_lengths_that_cannot_be_read_are_not_tried_on_every_query(
         raise ValueError("a varint longer than 4 bytes")
 
     monkeypatch.setattr(lengths, "read_lengths", broken)
-    reader = IndexReader(db)
+    reader = SqliteReader(db)
     try:
         for words in (["owl"], ["ember", "falcon"], ["owl"]):
             fast, slow = _both(reader, words, 20, 1.0)

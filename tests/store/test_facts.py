@@ -11,11 +11,12 @@ import numpy as np
 from pocketmcp.core.identity import Identity
 from pocketmcp.core.text import sha256
 from pocketmcp.messages import Chunk, DocFacts, DocRecord, Link
-from pocketmcp.store import related, schema
-from pocketmcp.store.connect import open_sync_writer
+from pocketmcp.store import related
 from pocketmcp.store.filters import Compare, DocFilter
-from pocketmcp.store.queries import IndexReader
-from pocketmcp.store.writes import IndexWriter
+from pocketmcp.store.sqlite import schema
+from pocketmcp.store.sqlite.connect import open_sync_writer
+from pocketmcp.store.sqlite.queries import SqliteReader
+from pocketmcp.store.sqlite.writes import SqliteWriter
 
 DIM = 64
 NOTE = "---\ntags: [plan]\nupdated: 2024-03-05\n---\n# Plan\n\nSee [[Budget]] #money\n"
@@ -44,8 +45,8 @@ def _version_4(db: Path) -> None:
 def test_migration_5_fills_in_the_facts_of_documents_indexed_before(tmp_path: Path) -> None:
     db = tmp_path / "index.db"
     _version_4(db)
-    IndexWriter(db, Identity(model="m", dim=DIM)).close()
-    reader = IndexReader(db)
+    SqliteWriter(db, Identity(model="m", dim=DIM)).close()
+    reader = SqliteReader(db)
     try:
         got = {r[0]: r[1:] for r in reader.query(
             "SELECT external_id, tags, created, modified, properties FROM documents")}
@@ -67,7 +68,7 @@ def test_migration_5_fills_in_the_facts_of_documents_indexed_before(tmp_path: Pa
         reader.close()
 
 
-def _write(writer: IndexWriter, ext: str, facts: DocFacts, metadata: dict | None = None,
+def _write(writer: SqliteWriter, ext: str, facts: DocFacts, metadata: dict | None = None,
            text: str | None = None) -> int:
     text = text or f"Text of {ext}."
     chunk = Chunk(idx=0, start=0, end=len(text), text=text, tokens=5, sha256=sha256(text))
@@ -80,7 +81,7 @@ def _write(writer: IndexWriter, ext: str, facts: DocFacts, metadata: dict | None
 
 
 def test_filters_select_documents_inside_sql(tmp_path: Path) -> None:
-    writer = IndexWriter(tmp_path / "index.db", Identity(model="m", dim=DIM))
+    writer = SqliteWriter(tmp_path / "index.db", Identity(model="m", dim=DIM))
     try:
         a = _write(writer, "a", DocFacts(tags=("project/apollo", "draft"),
                                          properties={"priority": 3, "owner": ["ann", "bo"]},
@@ -93,7 +94,7 @@ def test_filters_select_documents_inside_sql(tmp_path: Path) -> None:
                                          modified="2024-03-06", created="2024-03-06"))
     finally:
         writer.close()
-    reader = IndexReader(tmp_path / "index.db")
+    reader = SqliteReader(tmp_path / "index.db")
 
     def ids(**kw: object) -> list[int]:
         return reader.doc_ids_where(DocFilter(**kw))  # type: ignore[arg-type]
@@ -119,11 +120,11 @@ def test_filters_select_documents_inside_sql(tmp_path: Path) -> None:
 def test_a_rewrite_with_the_same_text_keeps_chunks_and_updates_only_changed_facts(
     tmp_path: Path
 ) -> None:
-    writer = IndexWriter(tmp_path / "index.db", Identity(model="m", dim=DIM))
+    writer = SqliteWriter(tmp_path / "index.db", Identity(model="m", dim=DIM))
     try:
         facts = DocFacts(tags=("a",), links=(Link("X", "x", "wiki"),))
         doc = _write(writer, "n", facts)
-        reader = IndexReader(tmp_path / "index.db")
+        reader = SqliteReader(tmp_path / "index.db")
         first = reader.query("SELECT chunk_id FROM chunks")
         modified = reader.query("SELECT modified FROM documents")[0][0]
         assert modified is not None

@@ -9,8 +9,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from pocketmcp.store import scan
-from pocketmcp.store.rowcodes import RowCodes, code_counts, kernel, widen_f16, widths
+from pocketmcp.store.sqlite.vectors import scan
+from pocketmcp.store.sqlite.vectors.rowcodes import RowCodes, code_counts, kernel, widen_f16, widths
 
 
 def _cut_rows(dist: npt.NDArray[np.uint16], keep: int, dead: int) -> npt.NDArray[np.int64]:

@@ -12,11 +12,11 @@ from pocketmcp.core.identity import Identity
 from pocketmcp.core.text import sha256
 from pocketmcp.errors import ModelMismatchError, StoreError, WriterBusyError
 from pocketmcp.messages import Chunk, DocRecord
-from pocketmcp.store import schema
-from pocketmcp.store.connect import sqlite_module
-from pocketmcp.store.queries import IndexReader
-from pocketmcp.store.textsearch import TermCounts
-from pocketmcp.store.writes import IndexWriter
+from pocketmcp.store.sqlite import schema
+from pocketmcp.store.sqlite.connect import sqlite_module
+from pocketmcp.store.sqlite.keywords.search import TermCounts
+from pocketmcp.store.sqlite.queries import SqliteReader
+from pocketmcp.store.sqlite.writes import SqliteWriter
 
 DIM = 8
 
@@ -63,10 +63,10 @@ def db(tmp_path: Path) -> Path:
 
 
 def test_a_new_index_is_migrated_in_wal_mode_and_records_its_model(db: Path) -> None:
-    IndexWriter(db, Identity(model="m", dim=DIM)).close()
+    SqliteWriter(db, Identity(model="m", dim=DIM)).close()
     assert _rows(db, "PRAGMA user_version") == [(schema.SCHEMA_VERSION,)]
     assert _rows(db, "PRAGMA journal_mode") == [("wal",)]
-    reader = IndexReader(db)
+    reader = SqliteReader(db)
     try:
         assert reader.identity() == Identity(model="m", dim=DIM)
     finally:
@@ -78,13 +78,13 @@ def test_an_index_records_its_provider_and_prefixes_and_refuses_others_saying_wh
 ) -> None:
     nomic = Identity(provider="ollama", model="nomic-embed-text", dim=DIM,
                      doc_prefix="search_document: ", query_prefix="search_query: ")
-    IndexWriter(db, nomic).close()
+    SqliteWriter(db, nomic).close()
     assert dict(_rows(db, "SELECT key, value FROM meta"))["doc_prefix"] == "search_document: "
-    IndexWriter(db, nomic).close()  # the same again opens
+    SqliteWriter(db, nomic).close()  # the same again opens
     other = Identity(provider="openai", model="nomic-embed-text", dim=DIM,
                      doc_prefix="", query_prefix="search_query: ")
     with pytest.raises(ModelMismatchError) as caught:
-        IndexWriter(db, other)
+        SqliteWriter(db, other)
     message = str(caught.value)
     assert caught.value.differences == [
         "provider 'ollama' in the index, 'openai' configured",
@@ -95,12 +95,12 @@ def test_an_index_records_its_provider_and_prefixes_and_refuses_others_saying_wh
 def test_an_index_made_before_providers_opens_with_the_built_in_model_and_records_the_rest(
     db: Path
 ) -> None:
-    IndexWriter(db, Identity(model="m", dim=DIM)).close()
+    SqliteWriter(db, Identity(model="m", dim=DIM)).close()
     conn = sqlite_module().connect(str(db))
     conn.execute("DELETE FROM meta WHERE key NOT IN ('model_id', 'dim')")  # as it was then
     conn.commit()
     conn.close()
-    IndexWriter(db, Identity(model="m", dim=DIM)).close()
+    SqliteWriter(db, Identity(model="m", dim=DIM)).close()
     meta = dict(_rows(db, "SELECT key, value FROM meta"))
     assert meta.pop("vectors_token")  # names the database for its vector file
     assert meta == {"model_id": "m", "dim": str(DIM), "provider": "local", "doc_prefix": "",
@@ -108,12 +108,12 @@ def test_an_index_made_before_providers_opens_with_the_built_in_model_and_record
 
 
 def test_opening_with_another_model_says_how_to_rebuild(db: Path) -> None:
-    IndexWriter(db, Identity(model="m", dim=DIM)).close()
+    SqliteWriter(db, Identity(model="m", dim=DIM)).close()
     with pytest.raises(ModelMismatchError, match="--rebuild") as caught:
-        IndexWriter(db, Identity(model="other", dim=16))
+        SqliteWriter(db, Identity(model="other", dim=16))
     assert "'m'" in str(caught.value) and "'other'" in str(caught.value)
-    IndexWriter(db, Identity(model="other", dim=16), rebuild=True).close()
-    reader = IndexReader(db)
+    SqliteWriter(db, Identity(model="other", dim=16), rebuild=True).close()
+    reader = SqliteReader(db)
     try:
         assert reader.identity() == Identity(model="other", dim=16)
     finally:
@@ -121,27 +121,27 @@ def test_opening_with_another_model_says_how_to_rebuild(db: Path) -> None:
 
 
 def test_only_one_writer_holds_an_index(db: Path) -> None:
-    first = IndexWriter(db, Identity(model="m", dim=DIM))
+    first = SqliteWriter(db, Identity(model="m", dim=DIM))
     try:
         with pytest.raises(WriterBusyError):
-            IndexWriter(db, Identity(model="m", dim=DIM))
+            SqliteWriter(db, Identity(model="m", dim=DIM))
         probe = subprocess.run(
             [sys.executable, "-c",
-             "import sys; from pathlib import Path; from pocketmcp.store.writes import "
-             "IndexWriter; from pocketmcp.core.identity import Identity\ntry:\n "
-             "IndexWriter(Path(sys.argv[1]), Identity(model='m', dim=8))\n"
+             "import sys; from pathlib import Path; from pocketmcp.store.sqlite.writes import "
+             "SqliteWriter; from pocketmcp.core.identity import Identity\ntry:\n "
+             "SqliteWriter(Path(sys.argv[1]), Identity(model='m', dim=8))\n"
              "except Exception as e: print(type(e).__name__)", str(db)],
             capture_output=True, text=True, check=True,
         )
         assert probe.stdout.strip() == "WriterBusyError"
     finally:
         first.close()
-    IndexWriter(db, Identity(model="m", dim=DIM)).close()
+    SqliteWriter(db, Identity(model="m", dim=DIM)).close()
 
 
 def test_readers_see_how_far_the_writers_first_scan_has_come(db: Path) -> None:
-    writer = IndexWriter(db, Identity(model="m", dim=DIM))
-    reader = IndexReader(db)
+    writer = SqliteWriter(db, Identity(model="m", dim=DIM))
+    reader = SqliteReader(db)
     try:
         assert reader.scan_done()  # an index that never recorded a scan counts as scanned
         writer.record_scan("running")
@@ -154,8 +154,8 @@ def test_readers_see_how_far_the_writers_first_scan_has_come(db: Path) -> None:
 
 
 def test_readers_cannot_write(db: Path) -> None:
-    IndexWriter(db, Identity(model="m", dim=DIM)).close()
-    reader = IndexReader(db)
+    SqliteWriter(db, Identity(model="m", dim=DIM)).close()
+    reader = SqliteReader(db)
     try:
         with pytest.raises((sqlite3.Error, sqlite_module().Error)):
             reader._conn.execute("DELETE FROM documents")
@@ -165,11 +165,11 @@ def test_readers_cannot_write(db: Path) -> None:
 
 def test_a_reader_needs_an_existing_index(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="pocketmcp index"):
-        IndexReader(tmp_path / "missing.db")
+        SqliteReader(tmp_path / "missing.db")
 
 
 def test_upsert_replaces_chunks_and_vectors_together(db: Path) -> None:
-    writer = IndexWriter(db, Identity(model="m", dim=DIM))
+    writer = SqliteWriter(db, Identity(model="m", dim=DIM))
     try:
         writer.begin()
         first = writer.upsert(_doc("d", "abc"), _chunks("a", "b", "c"), _vectors(3))
@@ -192,7 +192,7 @@ def test_upsert_replaces_chunks_and_vectors_together(db: Path) -> None:
 
 
 def test_delete_removes_the_document_its_chunks_and_vectors(db: Path) -> None:
-    writer = IndexWriter(db, Identity(model="m", dim=DIM))
+    writer = SqliteWriter(db, Identity(model="m", dim=DIM))
     try:
         writer.begin()
         writer.upsert(_doc("d", "ab"), _chunks("a", "b"), _vectors(2))
@@ -210,7 +210,7 @@ def test_delete_removes_the_document_its_chunks_and_vectors(db: Path) -> None:
 
 
 def test_vectors_are_found_by_chunk_text(db: Path) -> None:
-    writer = IndexWriter(db, Identity(model="m", dim=DIM))
+    writer = SqliteWriter(db, Identity(model="m", dim=DIM))
     vectors = _vectors(2)
     try:
         writer.begin()
@@ -218,7 +218,7 @@ def test_vectors_are_found_by_chunk_text(db: Path) -> None:
         writer.commit()
     finally:
         writer.close()
-    reader = IndexReader(db)
+    reader = SqliteReader(db)
     try:
         found = reader.vectors_for([sha256("beta"), sha256("gamma")])
     finally:
@@ -228,7 +228,7 @@ def test_vectors_are_found_by_chunk_text(db: Path) -> None:
 
 
 def test_a_failed_batch_leaves_nothing_behind(db: Path) -> None:
-    writer = IndexWriter(db, Identity(model="m", dim=DIM))
+    writer = SqliteWriter(db, Identity(model="m", dim=DIM))
     try:
         writer.begin()
         writer.upsert(_doc("d", "ab"), _chunks("a", "b"), _vectors(2))
@@ -253,7 +253,7 @@ def _undo_migration_5(conn) -> None:
 
 def test_migration_4_reindexes_cjk_rows_as_bigrams_and_leaves_others_alone(db: Path) -> None:
     ja = "東京都に行きました。京都にも行きたい。"
-    writer = IndexWriter(db, Identity(model="m", dim=DIM))
+    writer = SqliteWriter(db, Identity(model="m", dim=DIM))
     writer.begin()
     ja_id = writer.upsert(DocRecord(external_id="ja", source="raw", uri=None, title="旅行メモ",
                                     content=ja, sha256=sha256(ja)),
@@ -281,7 +281,7 @@ def test_migration_4_reindexes_cjk_rows_as_bigrams_and_leaves_others_alone(db: P
     _undo_migration_5(conn)
     conn.execute("PRAGMA user_version = 3")
     conn.close()
-    reader = IndexReader(db)
+    reader = SqliteReader(db)
     try:
         assert reader.search_keyword('"東京"', 5) == []
         assert reader.search_documents('"東京"', 5) == []
@@ -289,9 +289,9 @@ def test_migration_4_reindexes_cjk_rows_as_bigrams_and_leaves_others_alone(db: P
     finally:
         reader.close()
 
-    IndexWriter(db, Identity(model="m", dim=DIM)).close()
+    SqliteWriter(db, Identity(model="m", dim=DIM)).close()
     assert _rows(db, "PRAGMA user_version") == [(schema.SCHEMA_VERSION,)]
-    reader = IndexReader(db)
+    reader = SqliteReader(db)
     try:
         assert [r[2] for r in reader.search_keyword('"東京"', 5)] == [ja_id]
         # 京都 is in both chunks: in the first as part of 東京都 (see core/cjk.py).
@@ -309,9 +309,9 @@ def test_the_writer_lock_is_released_from_another_thread_than_took_it(tmp_path: 
     import threading
 
     db = tmp_path / "index.db"
-    opened: list[IndexWriter] = []
+    opened: list[SqliteWriter] = []
     taker = threading.Thread(target=lambda: opened.append(
-        IndexWriter(db, Identity(model="m", dim=DIM))))
+        SqliteWriter(db, Identity(model="m", dim=DIM))))
     taker.start()
     taker.join()
     opened[0].close()  # here, not in the thread that took the lock
@@ -325,12 +325,12 @@ def test_the_writer_lock_is_released_from_another_thread_than_took_it(tmp_path: 
 def test_term_counts_are_remembered_by_a_pools_readers_until_chunks_change(
         db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     asked: list[list[str]] = []
-    count = IndexReader._count_terms
-    monkeypatch.setattr(IndexReader, "_count_terms",
+    count = SqliteReader._count_terms
+    monkeypatch.setattr(SqliteReader, "_count_terms",
                         lambda self, terms: asked.append(list(terms)) or count(self, terms))
-    writer = IndexWriter(db, Identity(model="m", dim=DIM))
+    writer = SqliteWriter(db, Identity(model="m", dim=DIM))
     shared = TermCounts()
-    one, two = IndexReader(db, shared), IndexReader(db, shared)
+    one, two = SqliteReader(db, shared), SqliteReader(db, shared)
     try:
         writer.begin()
         writer.upsert(_doc("d1", "apple pear"), _chunks("apple pear", "apple"), _vectors(2))
@@ -356,11 +356,11 @@ def test_term_counts_are_remembered_by_a_pools_readers_until_chunks_change(
 
 def test_a_large_keyword_query_run_in_two_halves_returns_what_the_whole_query_does(
         db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pocketmcp.store import halves
+    from pocketmcp.store.sqlite import halves
 
     words = ["owl", "night", "hunt", "silent", "flight", "mouse", "barn", "forest"]
     rng = np.random.default_rng(3)
-    writer = IndexWriter(db, Identity(model="m", dim=DIM))
+    writer = SqliteWriter(db, Identity(model="m", dim=DIM))
     try:
         with writer.transaction():
             for d in range(40):
@@ -370,7 +370,7 @@ def test_a_large_keyword_query_run_in_two_halves_returns_what_the_whole_query_do
     finally:
         writer.close()
     match = '"owl" OR "silent" OR "barn"'
-    reader = IndexReader(db)
+    reader = SqliteReader(db)
     try:
         whole = reader.search_keyword(match, 30)
         monkeypatch.setattr(halves, "SPLIT_POSTINGS", 10)

@@ -25,7 +25,7 @@ from pocketmcp.store.api import Reader, ReadIndex, StoreWriter
 from pocketmcp.store.filters import Compare, DocFilter
 from pocketmcp.store.pg.place import PgPlace
 from pocketmcp.store.places import Where, read_index, recorded_identity
-from pocketmcp.store.writes import IndexWriter
+from pocketmcp.store.sqlite.writes import SqliteWriter
 
 DIM = 8
 IDENTITY = Identity(model="m", dim=DIM)
@@ -57,7 +57,7 @@ def _open_writer(where: Where, identity: Identity = IDENTITY) -> StoreWriter:
         from pocketmcp.store.pg.writes import PgWriter
 
         return PgWriter(where, identity)
-    return IndexWriter(where, identity)
+    return SqliteWriter(where, identity)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

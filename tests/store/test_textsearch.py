@@ -11,9 +11,9 @@ from pocketmcp.core.identity import Identity
 from pocketmcp.core.keywords import reference_bm25
 from pocketmcp.core.text import sha256
 from pocketmcp.messages import Chunk, DocRecord
-from pocketmcp.store.lengths import varint
-from pocketmcp.store.queries import IndexReader
-from pocketmcp.store.writes import IndexWriter
+from pocketmcp.store.sqlite.keywords.lengths import varint
+from pocketmcp.store.sqlite.queries import SqliteReader
+from pocketmcp.store.sqlite.writes import SqliteWriter
 
 DIM = 8
 TEXTS = [f"note {i} about owls" if i % 4 == 0 else f"note {i} about bread and yeast"
@@ -23,7 +23,7 @@ TEXTS = [f"note {i} about owls" if i % 4 == 0 else f"note {i} about bread and ye
 def _index(tmp_path: Path) -> Path:
     """An index of TEXTS, one chunk a document."""
     db = tmp_path / "index.db"
-    writer = IndexWriter(db, Identity(model="m", dim=DIM))
+    writer = SqliteWriter(db, Identity(model="m", dim=DIM))
     try:
         writer.begin()
         for i, text in enumerate(TEXTS):
@@ -53,7 +53,7 @@ def test_the_keyword_stage_counts_chunks_itself_when_the_caller_has_not_caught_u
     # depend on it: with 0, every word was kept and the reference fell to 1e-6 a word,
     # so the first search after indexing ranked by keywords alone.
     db = _index(tmp_path)
-    reader = IndexReader(db)
+    reader = SqliteReader(db)
     try:
         assert reader.fts_rows() == len(TEXTS)
         right = reader.keyword_stage("owls and yeast", 10, None, title_weight=1.0,
@@ -69,12 +69,13 @@ def test_the_keyword_stage_counts_chunks_itself_when_the_caller_has_not_caught_u
 
 def test_only_a_keyword_stage_running_alone_splits_its_chunk_query_and_both_agree(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pocketmcp.store import bm25, halves
+    from pocketmcp.store.sqlite import halves
+    from pocketmcp.store.sqlite.keywords import bm25
 
     db = _index(tmp_path)
     monkeypatch.setattr(halves, "SPLIT_POSTINGS", 10)  # "owls" is in 50 chunks
     monkeypatch.setattr(bm25, "best_chunks", lambda *args: None)  # FTS5 runs it
-    beside, alone = IndexReader(db), IndexReader(db)
+    beside, alone = SqliteReader(db), SqliteReader(db)
     try:
         kwargs = {"title_weight": 1.0, "total": len(TEXTS), "documents": False}
         shared = beside.keyword_stage("owls note", 20, None, **kwargs)

@@ -15,10 +15,10 @@ import pytest
 from pocketmcp.core.identity import Identity
 from pocketmcp.core.text import sha256
 from pocketmcp.messages import Chunk, DocRecord
-from pocketmcp.store.queries import IndexReader
-from pocketmcp.store.vecfile import Layout, open_columns, vectors_path
-from pocketmcp.store.vectors import VectorIndex
-from pocketmcp.store.writes import IndexWriter
+from pocketmcp.store.sqlite.queries import SqliteReader
+from pocketmcp.store.sqlite.vectors.file import Layout, open_columns, vectors_path
+from pocketmcp.store.sqlite.vectors.index import VectorIndex
+from pocketmcp.store.sqlite.writes import SqliteWriter
 
 DIM = 32
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,7 +29,7 @@ def _unit(n: int, seed: int) -> np.ndarray:
     return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
 
 
-def _add(writer: IndexWriter, first: int, docs: int, seed: int) -> None:
+def _add(writer: SqliteWriter, first: int, docs: int, seed: int) -> None:
     vectors = _unit(docs * 2, seed)
     writer.begin()
     for d in range(first, first + docs):
@@ -41,7 +41,7 @@ def _add(writer: IndexWriter, first: int, docs: int, seed: int) -> None:
     writer.commit()
 
 
-def _delete(writer: IndexWriter, docs: range) -> None:
+def _delete(writer: SqliteWriter, docs: range) -> None:
     writer.begin()
     for d in docs:
         writer.delete(f"d{d}")
@@ -51,7 +51,7 @@ def _delete(writer: IndexWriter, docs: range) -> None:
 def _searches(db: Path) -> tuple[list[list[int]], list[list[int]], str | None]:
     """(found, exact) chunk ids for a few queries, and why SQLite answered (None: the file
     did), from a new VectorIndex as another process would open it."""
-    reader = IndexReader(db)
+    reader = SqliteReader(db)
     try:
         rows = reader._rows("SELECT chunk_id, embedding FROM vec_chunks")
         ids = np.asarray([r[0] for r in rows], np.int64)
@@ -71,7 +71,7 @@ def _searches(db: Path) -> tuple[list[list[int]], list[list[int]], str | None]:
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
     path = tmp_path / "index.db"
-    writer = IndexWriter(path, Identity(model="m", dim=DIM))
+    writer = SqliteWriter(path, Identity(model="m", dim=DIM))
     try:
         _add(writer, 0, 200, seed=1)
         _delete(writer, range(0, 20))
@@ -90,7 +90,7 @@ def test_each_commit_reaches_the_file_and_a_new_reader_searches_it(db: Path) -> 
 
 
 def _repair(db: Path) -> None:
-    writer = IndexWriter(db, Identity(model="m", dim=DIM))
+    writer = SqliteWriter(db, Identity(model="m", dim=DIM))
     try:
         writer.repair_vectors()
     finally:
@@ -116,7 +116,7 @@ def test_a_damaged_file_is_answered_from_sqlite_until_the_writer_rebuilds_it(
 
 def test_a_file_of_another_database_is_never_used(db: Path, tmp_path: Path) -> None:
     other = tmp_path / "other" / "index.db"
-    writer = IndexWriter(other, Identity(model="m", dim=DIM))
+    writer = SqliteWriter(other, Identity(model="m", dim=DIM))
     try:
         _add(writer, 0, 200, seed=7)
     finally:
@@ -133,7 +133,7 @@ def test_a_file_left_behind_by_a_crash_is_followed_through_the_log_then_caught_u
         db: Path, tmp_path: Path) -> None:
     saved = tmp_path / "saved.vectors"
     shutil.copy(vectors_path(db), saved)
-    writer = IndexWriter(db, Identity(model="m", dim=DIM))
+    writer = SqliteWriter(db, Identity(model="m", dim=DIM))
     try:
         _add(writer, 500, 30, seed=3)
         _delete(writer, range(20, 60))
@@ -143,7 +143,7 @@ def test_a_file_left_behind_by_a_crash_is_followed_through_the_log_then_caught_u
     found, exact, reason = _searches(db)
     assert reason is None  # the file, with the log past it
     assert found == exact
-    writer = IndexWriter(db, Identity(model="m", dim=DIM))  # replays the log on open
+    writer = SqliteWriter(db, Identity(model="m", dim=DIM))  # replays the log on open
     try:
         state = writer.vectors.state
         assert state is not None and state.live == 360 + 60 - 80
@@ -155,7 +155,7 @@ def test_a_file_further_behind_than_the_trimmed_log_is_rebuilt(db: Path,
                                                                tmp_path: Path) -> None:
     saved = tmp_path / "saved.vectors"
     shutil.copy(vectors_path(db), saved)
-    writer = IndexWriter(db, Identity(model="m", dim=DIM))
+    writer = SqliteWriter(db, Identity(model="m", dim=DIM))
     try:
         _add(writer, 500, 30, seed=3)
         writer._sql("DELETE FROM chunk_log")  # as trimming does, much later

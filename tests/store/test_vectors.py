@@ -13,11 +13,11 @@ import pytest
 from pocketmcp.core.identity import Identity
 from pocketmcp.core.text import sha256
 from pocketmcp.messages import Chunk, DocRecord
-from pocketmcp.store import schema
-from pocketmcp.store.connect import open_sync_writer
-from pocketmcp.store.queries import IndexReader
-from pocketmcp.store.vectors import EXACT_SCAN_LIMIT, VectorIndex
-from pocketmcp.store.writes import IndexWriter
+from pocketmcp.store.sqlite import schema
+from pocketmcp.store.sqlite.connect import open_sync_writer
+from pocketmcp.store.sqlite.queries import SqliteReader
+from pocketmcp.store.sqlite.vectors.index import EXACT_SCAN_LIMIT, VectorIndex
+from pocketmcp.store.sqlite.writes import SqliteWriter
 
 DIM = 64
 
@@ -31,7 +31,7 @@ def _clustered(n: int, seed: int, dim: int = DIM) -> np.ndarray:
     return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
 
 
-def _add_docs(writer: IndexWriter, vectors: np.ndarray, per_doc: int, start: int = 0) -> None:
+def _add_docs(writer: SqliteWriter, vectors: np.ndarray, per_doc: int, start: int = 0) -> None:
     writer.begin()
     for d in range(len(vectors) // per_doc):
         block = vectors[d * per_doc:(d + 1) * per_doc]
@@ -43,7 +43,7 @@ def _add_docs(writer: IndexWriter, vectors: np.ndarray, per_doc: int, start: int
     writer.commit()
 
 
-def _recall(index: VectorIndex, reader: IndexReader, vectors: np.ndarray,
+def _recall(index: VectorIndex, reader: SqliteReader, vectors: np.ndarray,
             queries: np.ndarray, k: int = 10) -> float:
     ids, _, _ = reader.vectors_by_ids(list(range(1, len(vectors) + 1)), vectors.shape[1])
     found = 0
@@ -56,11 +56,11 @@ def _recall(index: VectorIndex, reader: IndexReader, vectors: np.ndarray,
 
 @contextmanager
 def indexed(db: Path, vectors: np.ndarray, per_doc: int
-            ) -> Iterator[tuple[IndexWriter, IndexReader, VectorIndex]]:
+            ) -> Iterator[tuple[SqliteWriter, SqliteReader, VectorIndex]]:
     """A writer holding `vectors`, a reader, and a vector index synced with it."""
-    writer = IndexWriter(db, Identity(model="m", dim=vectors.shape[1]))
+    writer = SqliteWriter(db, Identity(model="m", dim=vectors.shape[1]))
     _add_docs(writer, vectors, per_doc=per_doc)
-    reader = IndexReader(db)
+    reader = SqliteReader(db)
     try:
         index = VectorIndex(db, vectors.shape[1])
         index.sync(reader.log)
@@ -166,8 +166,8 @@ def test_an_index_from_schema_1_is_migrated_with_its_chunks_searchable(db: Path)
                  "text) VALUES (1, ?, 1, 0, 0, 1, 'papyrus scrolls')",
                  (_clustered(1, seed=6).tobytes(),))
     conn.close()
-    IndexWriter(db, Identity(model="m", dim=DIM)).close()
-    reader = IndexReader(db)
+    SqliteWriter(db, Identity(model="m", dim=DIM)).close()
+    reader = SqliteReader(db)
     try:
         assert reader.search_keyword('"papyrus"', 5) != []
         assert reader.search_keyword('"ancient"', 5) != []  # the title is indexed too

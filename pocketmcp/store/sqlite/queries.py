@@ -9,11 +9,8 @@ from typing import Any
 
 from pocketmcp.core.identity import Identity
 from pocketmcp.errors import StoreError
-from pocketmcp.store import bm25, filters, halves, schema, textsearch
-from pocketmcp.store.connect import id_list, open_sync_reader, sqlite_errors
+from pocketmcp.store import filters
 from pocketmcp.store.filters import DocFilter
-from pocketmcp.store.lengths import ChunkLengths, averages
-from pocketmcp.store.log import TOKEN_KEY, VECTOR_BY_ID, ChunkLog, Vectors
 from pocketmcp.store.rows import (
     ChunkRow,
     DocState,
@@ -23,7 +20,13 @@ from pocketmcp.store.rows import (
     Sort,
     VectorHit,
 )
-from pocketmcp.store.textsearch import TermCounts
+from pocketmcp.store.sqlite import halves, schema
+from pocketmcp.store.sqlite.connect import id_list, open_sync_reader, sqlite_errors
+from pocketmcp.store.sqlite.keywords import bm25
+from pocketmcp.store.sqlite.keywords import search as textsearch
+from pocketmcp.store.sqlite.keywords.lengths import ChunkLengths, averages
+from pocketmcp.store.sqlite.keywords.search import TermCounts
+from pocketmcp.store.sqlite.log import TOKEN_KEY, VECTOR_BY_ID, ChunkLog, Vectors
 
 READ_MAP_BYTES = 1 << 36  # how much of the index file readers map (all of it, in practice)
 
@@ -38,7 +41,7 @@ _DOC_COLUMNS = ("d.doc_id, d.external_id, d.source, d.uri, d.title, d.library, d
                 "d.tags, d.created, d.modified, d.size_bytes, d.mtime_ns")
 
 
-class IndexReader:
+class SqliteReader:
     """One read-only connection. Not thread-safe: one caller at a time."""
 
     def __init__(self, db_path: Path, terms: TermCounts | None = None,

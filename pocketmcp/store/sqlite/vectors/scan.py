@@ -27,7 +27,7 @@ from typing import TypeVar, cast
 import numpy as np
 import numpy.typing as npt
 
-from pocketmcp.store.rowcodes import (
+from pocketmcp.store.sqlite.vectors.rowcodes import (
     SAMPLE,
     RowCodes,
     kernel,

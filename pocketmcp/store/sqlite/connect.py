@@ -96,7 +96,7 @@ def _reader_connector(path: Path) -> Callable[[], Any]:
         conn.execute("PRAGMA busy_timeout=30000")
         # Setting temp_store drops temporary tables, and query_only forbids making them.
         conn.execute("PRAGMA temp_store=MEMORY")
-        # Every occurrence of a term in the chunks, for keyword scoring (store/bm25.py).
+        # Every occurrence of a term in the chunks, for keyword scoring (keywords/bm25.py).
         conn.execute("CREATE VIRTUAL TABLE temp.pocketmcp_chunk_instances "
                      "USING fts5vocab(main, chunks_fts, instance)")
         conn.execute("PRAGMA query_only=ON")

@@ -1,12 +1,12 @@
 """Keeping an index's vector file in step with its database: the writer's side.
 
-The IndexWriter owns one VectorFileWriter. After each commit, in the writer's thread, it
+The SqliteWriter owns one VectorFileWriter. After each commit, in the writer's thread, it
 applies the chunk_log entries past the file's slot (vecfile.py describes the file and why
 this order survives a crash). Opening checks the file against the database in milliseconds;
 what cannot be settled that fast (a long stretch of log to replay, a file to rebuild, the
 check of every chunk id against SQLite) is left to `repair`, which the writer actor runs in a
 background thread while commits go on. Until the file is up to date, searches follow the log
-past it or answer from sqlite-vec (store/vectors.py), so they are never wrong, only slower.
+past it or answer from sqlite-vec (vectors/index.py), so they are never wrong, only slower.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import numpy.typing as npt
 
 from pocketmcp import logs
 from pocketmcp.errors import StoreError, VectorFileError
-from pocketmcp.store.connect import open_sync_reader
-from pocketmcp.store.log import ChunkLog, Vectors, id_stats
-from pocketmcp.store.vecbuild import (
+from pocketmcp.store.sqlite.connect import open_sync_reader
+from pocketmcp.store.sqlite.log import ChunkLog, Vectors, id_stats
+from pocketmcp.store.sqlite.vectors.build import (
     BLOCK,
     MIN_CAPACITY,
     Build,
@@ -30,7 +30,7 @@ from pocketmcp.store.vecbuild import (
     discard,
     log_entry,
 )
-from pocketmcp.store.vecfile import (
+from pocketmcp.store.sqlite.vectors.file import (
     EMPTY,
     Columns,
     State,

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pocketmcp.errors import StoreError
-from pocketmcp.store.connect import sqlite_errors
+from pocketmcp.store.sqlite.connect import sqlite_errors
 
 I64 = npt.NDArray[np.int64]
 F32 = npt.NDArray[np.float32]

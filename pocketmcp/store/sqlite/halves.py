@@ -6,7 +6,7 @@ thread, each scores half of them, and SQLite lets go of Python's lock meanwhile.
 its statistics from the whole table, so a row scores the same in either half, and the best of
 both halves are the best of the whole. Only worth it when the other core is free: the search
 op asks for it in keyword mode alone (textsearch.py), for a query FTS5 scores itself (one
-that numpy cannot, store/bm25.py: phrases and CJK words, or while the lengths are read).
+that numpy cannot, keywords/bm25.py: phrases and CJK words, or while the lengths are read).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pocketmcp.errors import StoreError
-from pocketmcp.store.connect import open_sync_reader, sqlite_errors
+from pocketmcp.store.sqlite.connect import open_sync_reader, sqlite_errors
 
 SPLIT_POSTINGS = 4000  # a chunk query over at least this many postings runs in two halves
 _HALVES = 4  # helper threads (one per pooled reader at most)

@@ -18,8 +18,8 @@ import numpy.typing as npt
 
 from pocketmcp import logs
 from pocketmcp.errors import StoreError
-from pocketmcp.store.connect import id_list, open_sync_reader, sqlite_module
-from pocketmcp.store.log import TOKEN_KEY, ChunkLog
+from pocketmcp.store.sqlite.connect import id_list, open_sync_reader, sqlite_module
+from pocketmcp.store.sqlite.log import TOKEN_KEY, ChunkLog
 
 log = logs.get("pocketmcp.keywords")
 

@@ -10,8 +10,8 @@ import numpy as np
 import numpy.typing as npt
 
 from pocketmcp.errors import VectorFileError
-from pocketmcp.store.log import ChunkLog
-from pocketmcp.store.vecfile import Columns, State, create_columns, staging_path
+from pocketmcp.store.sqlite.log import ChunkLog
+from pocketmcp.store.sqlite.vectors.file import Columns, State, create_columns, staging_path
 
 I64 = npt.NDArray[np.int64]
 

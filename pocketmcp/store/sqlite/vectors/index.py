@@ -21,10 +21,9 @@ import numpy as np
 import numpy.typing as npt
 
 from pocketmcp.errors import VectorFileError
-from pocketmcp.store import scan
-from pocketmcp.store.log import ChunkLog
-from pocketmcp.store.rowcodes import RowCodes, kernel
-from pocketmcp.store.vecfile import (
+from pocketmcp.store.sqlite.log import ChunkLog
+from pocketmcp.store.sqlite.vectors import scan
+from pocketmcp.store.sqlite.vectors.file import (
     PAGE,
     Columns,
     State,
@@ -33,6 +32,7 @@ from pocketmcp.store.vecfile import (
     open_columns,
     vectors_path,
 )
+from pocketmcp.store.sqlite.vectors.rowcodes import RowCodes, kernel
 
 F16 = npt.NDArray[np.float16]
 F32 = npt.NDArray[np.float32]

@@ -23,9 +23,9 @@ import numpy.typing as npt
 
 from pocketmcp import logs
 from pocketmcp.errors import StoreError
-from pocketmcp.store.connect import id_list, sqlite_errors, sqlite_module
-from pocketmcp.store.lengths import ChunkLengths, Sizes, numbers, state
-from pocketmcp.store.log import ChunkLog
+from pocketmcp.store.sqlite.connect import id_list, sqlite_errors, sqlite_module
+from pocketmcp.store.sqlite.keywords.lengths import ChunkLengths, Sizes, numbers, state
+from pocketmcp.store.sqlite.log import ChunkLog
 
 log = logs.get("pocketmcp.keywords")
 

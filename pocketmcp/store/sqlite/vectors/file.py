@@ -17,11 +17,11 @@ Format (little-endian; every region starts on a 4096-byte boundary):
     docs      int64[capacity]  doc ids
     alive     uint8[capacity]  0 once the chunk is removed
     codes     uint64[ceil(dim / 64)][capacity]  1-bit codes, bit-sliced (word w of every row
-              together), for the Hamming pass (store/scan.py)
+              together), for the Hamming pass (vectors/scan.py)
     f16       float16[capacity][dim]  the vectors, for rescoring
 
 Protocol. Only the process holding the index's writer lock writes the file, from its writer
-thread, right after each commit (store/vecwriter.py), with pwrite (a full disk is an error,
+thread, right after each commit (vectors/writer.py), with pwrite (a full disk is an error,
 never a fault in a mapping): it appends the rows the chunk_log says were added (past `rows`,
 where no reader looks), flips the alive bytes of removed chunks, then writes the older of the
 two slots with the new row count and seq. A slot is written last and
@@ -33,7 +33,7 @@ they belong to removals already committed. A file that cannot be brought up to d
 (missing, damaged, another database's, ahead of the database, or behind what the trimmed log
 still holds) is rebuilt from SQLite in the background into a new file, which is synced and
 renamed into place; readers notice the new inode and map it. Readers map the file read-only
-and follow the log past the slot themselves (store/vectors.py), so they see every commit at
+and follow the log past the slot themselves (vectors/index.py), so they see every commit at
 once and never write.
 """
 
@@ -51,9 +51,9 @@ import numpy as np
 import numpy.typing as npt
 
 from pocketmcp.errors import VectorFileError
-from pocketmcp.store.log import ChunkLog
-from pocketmcp.store.rowcodes import RowCodes
-from pocketmcp.store.scan import encode, words
+from pocketmcp.store.sqlite.log import ChunkLog
+from pocketmcp.store.sqlite.vectors.rowcodes import RowCodes
+from pocketmcp.store.sqlite.vectors.scan import encode, words
 
 MAGIC = b"PMCPVEC1"
 VERSION = 1

@@ -1,6 +1,6 @@
 """The one connection that writes an index: documents, chunks and vectors, in transactions.
 
-The only SQL that changes rows outside migrations. An IndexWriter holds the index's writer
+The only SQL that changes rows outside migrations. An SqliteWriter holds the index's writer
 lock (a file beside it), so one process at a time can write; inside that process only the
 writer actor (pipeline/writer.py) calls it, from one worker thread at a time. A whole batch
 is one transaction, so a cancelled caller can never leave a transaction half done. Right
@@ -24,13 +24,14 @@ from pocketmcp.core.cjk import index_text
 from pocketmcp.core.identity import Identity
 from pocketmcp.errors import StoreError, WriterBusyError
 from pocketmcp.messages import Chunk, DocFacts, DocRecord, Removed, Written
-from pocketmcp.store import facts, schema
+from pocketmcp.store import facts
 from pocketmcp.store.api import remove_documents
-from pocketmcp.store.connect import open_sync_writer, sqlite_errors
-from pocketmcp.store.log import TOKEN_KEY, ChunkLog
-from pocketmcp.store.readers import ReaderPool
-from pocketmcp.store.vecfile import new_token
-from pocketmcp.store.vecwriter import VectorFileWriter
+from pocketmcp.store.sqlite import schema
+from pocketmcp.store.sqlite.connect import open_sync_writer, sqlite_errors
+from pocketmcp.store.sqlite.log import TOKEN_KEY, ChunkLog
+from pocketmcp.store.sqlite.reads import ReaderPool
+from pocketmcp.store.sqlite.vectors.file import new_token
+from pocketmcp.store.sqlite.vectors.writer import VectorFileWriter
 
 T = TypeVar("T")
 LOG_KEEP = 200_000  # chunk changes kept for vector files (and their readers) to follow
@@ -44,7 +45,7 @@ def lock_path(db_path: Path) -> Path:
     return db_path.with_name(db_path.name + ".writer.lock")
 
 
-class IndexWriter:
+class SqliteWriter:
     """Holds the writer lock of one index file and its only writing connection."""
 
     def __init__(self, db_path: Path, identity: Identity, *, rebuild: bool = False) -> None:

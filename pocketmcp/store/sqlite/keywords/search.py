@@ -8,8 +8,8 @@ from typing import Protocol
 
 from pocketmcp.core import cjk
 from pocketmcp.core.keywords import match_of, query_words, reference_bm25, terms, vocab_terms
-from pocketmcp.store import bm25
 from pocketmcp.store.rows import Keywords
+from pocketmcp.store.sqlite.keywords import bm25
 
 
 class TermCounts:
@@ -46,7 +46,7 @@ class TermCounts:
 
 
 class FtsReader(Protocol):
-    """What the keyword stage reads (store/queries.py's IndexReader has it)."""
+    """What the keyword stage reads (store/sqlite/queries.py's SqliteReader has it)."""
 
     def term_docs(self, terms: Sequence[str]) -> dict[str, int]: ...
     def search_keyword(self, match: str, k: int, doc_ids: Sequence[int] | None = None,

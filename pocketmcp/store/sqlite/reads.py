@@ -10,17 +10,17 @@ import anyio
 
 from pocketmcp.core.identity import Identity
 from pocketmcp.store.api import F32, Found, Reader
-from pocketmcp.store.lengths import ChunkLengths
-from pocketmcp.store.queries import IndexReader
-from pocketmcp.store.textsearch import TermCounts
-from pocketmcp.store.vectors import VectorIndex
+from pocketmcp.store.sqlite.keywords.lengths import ChunkLengths
+from pocketmcp.store.sqlite.keywords.search import TermCounts
+from pocketmcp.store.sqlite.queries import SqliteReader
+from pocketmcp.store.sqlite.vectors.index import VectorIndex
 
 T = TypeVar("T")
 
 
 def recorded_identity(path: Path) -> Identity | None:
     """What the index at `path` records of its embeddings (blocking)."""
-    reader = IndexReader(path)
+    reader = SqliteReader(path)
     try:
         return reader.identity()
     finally:
@@ -32,15 +32,15 @@ class ReaderPool:
 
     def __init__(self, path: Path, size: int = 4) -> None:
         self._path = path
-        self._free: list[IndexReader] = []
+        self._free: list[SqliteReader] = []
         self._slots = anyio.Semaphore(size)
         self._terms = TermCounts()  # term counts, shared by the connections
         self._lengths = ChunkLengths()  # chunk lengths for BM25, shared too
 
-    async def run(self, fn: Callable[[IndexReader], T]) -> T:
+    async def run(self, fn: Callable[[SqliteReader], T]) -> T:
         async with self._slots:
             reader = self._free.pop() if self._free else await anyio.to_thread.run_sync(
-                IndexReader, self._path, self._terms, self._lengths)
+                SqliteReader, self._path, self._terms, self._lengths)
             try:
                 result = await anyio.to_thread.run_sync(fn, reader)
             except BaseException:
@@ -58,7 +58,7 @@ class ReaderPool:
             self._free.pop().close()
 
 
-class ReadIndex:
+class SqliteIndex:
     """One index file as searches and listings see it: read-only connections, and its
     vector file (kept in step with what is committed on each use)."""
 
@@ -95,14 +95,14 @@ class ReadIndex:
     def vectors_from(self) -> str:
         return self.vectors.reason or "file"
 
-    async def run(self, fn: Callable[[IndexReader], T]) -> T:
+    async def run(self, fn: Callable[[SqliteReader], T]) -> T:
         """`fn(reader)` on a free read-only connection, in a worker thread."""
         return await self.readers.run(fn)
 
     def nearest(self, reader: Reader, query: F32, k: int, candidates: int,
                 allowed: Sequence[int] | None) -> Found:
         """The vector file's answer (SQLite's own scan while it is not there)."""
-        assert isinstance(reader, IndexReader)
+        assert isinstance(reader, SqliteReader)
         return self.vectors.search(reader.log, query, k, candidates, allowed)
 
     async def open_vectors(self) -> None:
