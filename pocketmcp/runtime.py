@@ -29,7 +29,7 @@ from pocketmcp.core.identity import Identity
 from pocketmcp.databases import Databases
 from pocketmcp.embed import factory
 from pocketmcp.embed.background import model_background
-from pocketmcp.embed.base import Embedder
+from pocketmcp.embed.base import Embedder, EmbedderSource
 from pocketmcp.errors import (
     InvalidRequest,
     ModelMismatchError,
@@ -57,8 +57,10 @@ WRITER_RETRY_S = 2.0  # how often a read-only process tries to take the writer l
 
 class Runtime(Readiness):
     def __init__(self, config: Config, plan: Plan, *, on_event: EventHook | None = None,
-                 hold: anyio.Event | None = None) -> None:
+                 hold: anyio.Event | None = None, embedding: EmbedderSource | None = None
+                 ) -> None:
         self.config = config
+        self.embedding = embedding or factory.Embedding(config)
         # Set by a front end once it is up: until then the main index's writer (indexing, the
         # vector file's check) waits, so it does not compete with the front end's start.
         self.hold = hold
@@ -109,14 +111,13 @@ class Runtime(Readiness):
 
     async def _boot(self, tg: anyio.abc.TaskGroup) -> None:
         self.status.phase = "loading_model"
-        want = await anyio.to_thread.run_sync(factory.wanted, self.config)
-        identity = self.identity = await self._identity_for(want)
+        identity = self.identity = await self._identity_for()
         self.main = places.read_index(places.main_index(self.config), identity.dim,
                                       root=self.config.watch_dir.absolute())
         opened: list[WriterActor] = []  # filled in its thread: a cancelled wait loses nothing
         try:
             async with anyio.create_task_group() as boot:  # the model loads meanwhile
-                boot.start_soon(self._load_model, want, identity, name="pocketmcp.model")
+                boot.start_soon(self._load_model, identity, name="pocketmcp.model")
                 await self._open_index(identity, opened)
         except BaseException:
             for writer in opened:
@@ -141,10 +142,9 @@ class Runtime(Readiness):
             model_load_s=self.status.model_load_s, vectors=self.main.vectors_from,
             seconds=round(time.time() - self.status.started_at, 3))
 
-    async def _load_model(self, want: factory.Wanted, identity: Identity) -> None:
+    async def _load_model(self, identity: Identity) -> None:
         started = time.perf_counter()
-        embedder = self.embedder = await anyio.to_thread.run_sync(
-            factory.make, self.config, want, identity)
+        embedder = self.embedder = await anyio.to_thread.run_sync(self.embedding.make, identity)
         self.chunker = Chunker(embedder.tokenizer, size=self.config.chunk_size,
                                overlap=self.config.chunk_overlap,
                                max_tokens=embedder.max_tokens)
@@ -171,13 +171,13 @@ class Runtime(Readiness):
             await self.main.open_vectors()
         self.status.index_open_s = round(time.perf_counter() - started, 3)
 
-    async def _identity_for(self, want: factory.Wanted) -> Identity:
+    async def _identity_for(self) -> Identity:
         """What the main index is (to be) built with: the settings, completed by what the
         index records (nothing when it is rebuilt)."""
         where, stored = places.main_index(self.config), None
         if not self.plan.rebuild:
             stored = await anyio.to_thread.run_sync(places.recorded_identity, where)
-        return await factory.resolve(self.config, want, stored)
+        return await self.embedding.identity(stored)
 
     def _open_main_writer(self, identity: Identity) -> WriterActor:
         where = places.main_index(self.config)
@@ -347,14 +347,15 @@ class Runtime(Readiness):
 
 @asynccontextmanager
 async def open_runtime(config: Config, plan: Plan, *, on_event: EventHook | None = None,
-                       drain_s: float | None = None, hold: anyio.Event | None = None
-                       ) -> AsyncIterator[Runtime]:
+                       drain_s: float | None = None, hold: anyio.Event | None = None,
+                       embedding: EmbedderSource | None = None) -> AsyncIterator[Runtime]:
     """A runtime started in the background. On leaving, work in flight is committed (within
     `drain_s` seconds when given; what is left then is cancelled, and every started
     transaction still commits or rolls back whole) and everything is released. With `hold`,
-    the main index's writer starts once it is set. A failure of its own tasks is raised as
+    the main index's writer starts once it is set. `embedding` gives the embedder (the
+    settings' provider by default). A failure of its own tasks is raised as
     itself, not as a group."""
-    runtime = Runtime(config, plan, on_event=on_event, hold=hold)
+    runtime = Runtime(config, plan, on_event=on_event, hold=hold, embedding=embedding)
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(runtime.run, tg, name="pocketmcp.runtime")

@@ -76,6 +76,20 @@ class Embedder(Protocol):
         ...
 
 
+class EmbedderSource(Protocol):
+    """Where the runtime gets its embedder: the identity first (checked against the index
+    before anything loads), then the embedder itself. The settings' provider in production;
+    a deterministic one in unit tests of logic."""
+
+    async def identity(self, stored: Identity | None) -> Identity:
+        """What to embed with, given what the index records (None: a new index)."""
+        ...
+
+    def make(self, identity: Identity) -> Embedder:
+        """The embedder for `identity` (blocking: a local model loads here)."""
+        ...
+
+
 def normalised(matrix: F32) -> F32:
     """Rows scaled to length 1 (rows of zeros stay zeros)."""
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)

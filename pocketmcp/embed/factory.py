@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+import anyio
 import msgspec
 
 from pocketmcp import __version__, logs
@@ -112,6 +113,22 @@ def make(config: Config, want: Wanted, identity: Identity) -> Embedder:
         return LocalEmbedder(want.spec, identity, Batching(size=config.embed_batch_size,
                                                            tokens=config.embed_batch_tokens))
     return _remote(config, identity)
+
+
+class Embedding:
+    """The settings' embedder as the runtime makes it (an `EmbedderSource`)."""
+
+    def __init__(self, config: Config) -> None:
+        self._config = config
+        self._want: Wanted | None = None
+
+    async def identity(self, stored: Identity | None) -> Identity:
+        want = self._want = await anyio.to_thread.run_sync(wanted, self._config)
+        return await resolve(self._config, want, stored)
+
+    def make(self, identity: Identity) -> Embedder:
+        want = self._want or wanted(self._config)
+        return make(self._config, want, identity)
 
 
 def _remote(config: Config, identity: Identity) -> RemoteEmbedder:
