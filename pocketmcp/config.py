@@ -15,36 +15,11 @@ from typing import Any
 
 import msgspec
 
+from pocketmcp.core.secret import Secret
 from pocketmcp.errors import ConfigError
 from pocketmcp.settings import SETTINGS, TOOL_NAMES, TOOL_SETS, Setting, setting
-
-
-class Secret:
-    """A value that must never be printed or logged (a token, an API key): its repr and str
-    hide it; `reveal()` gives it where it is sent."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def reveal(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "Secret('***')"
-
-    __str__ = __repr__
-
-    def __format__(self, spec: str) -> str:
-        # An f-string that would send "Secret('***')" as the value is a bug: fail loudly.
-        raise TypeError("a Secret is sent with .reveal(); it is never formatted")
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Secret) and other._value == self._value
-
-    def __hash__(self) -> int:
-        return hash(self._value)
+from pocketmcp.store.api import Place
+from pocketmcp.store.places import StoreSettings, main_place
 
 
 class Config(msgspec.Struct, frozen=True, kw_only=True):
@@ -118,6 +93,17 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
         """Folders ingest_file may read: WATCH_DIR and ALLOWED_ROOTS, symlinks resolved."""
         found = [self.watch_dir, *(Path(os.path.expanduser(r)) for r in self.allowed_roots)]
         return tuple(p.resolve() for p in found)
+
+    def store_settings(self) -> StoreSettings:
+        return StoreSettings(
+            store=self.store, sqlite_path=self.sqlite_path,  # type: ignore[arg-type]
+            databases_dir=self.databases_dir, database_url=self.database_url,
+            pg_schema=self.pg_schema, pg_ef_search=self.pg_ef_search,
+            pg_hnsw_m=self.pg_hnsw_m, pg_hnsw_ef_construction=self.pg_hnsw_ef_construction)
+
+    def main_place(self) -> Place:
+        """Where the main index is (a SQLite file, or a Postgres schema)."""
+        return main_place(self.store_settings())
 
     def replace(self, **changes: Any) -> Config:
         return msgspec.structs.replace(self, **changes)

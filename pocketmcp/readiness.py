@@ -1,6 +1,6 @@
 """When a runtime is ready, and what callers wait for: the model and the index open, the
 first scan of the watched folder done (this process's own, or, read-only, that of the writer
-holding the lock, as the index records it). Part of `Runtime`, kept apart for its size."""
+holding the lock, as the index records it). A part the runtime holds."""
 
 from __future__ import annotations
 
@@ -23,64 +23,17 @@ SCAN_POLL_S = 0.25  # how often a read-only process looks whether the writer's s
 
 
 class Readiness:
-    """The readiness half of `Runtime` (which sets these attributes)."""
+    """Where start-up stands (`status`), and the waits a request makes for it."""
 
-    status: Status
-    ready: anyio.Event
-    scanned: Stats | None
-    pipeline: Pipeline | None
-    main: ReadIndex | None
-    _stopping: anyio.Event
+    def __init__(self) -> None:
+        self.status = Status()
+        self.ready = anyio.Event()  # the model and the index are there
+        self.stopping = anyio.Event()
+        self.scanned: Stats | None = None  # the feed's counts when its first scan ended
 
-    async def _mark_indexed(self, pipeline: Pipeline, started: float) -> None:
-        await pipeline.scan_done.wait()
-        self.status.initial_indexing_done = True
-        if self.status.phase == "indexing":
-            self.status.phase = "ready"
-        if pipeline.feed != "none":
-            s = self.scanned = msgspec.structs.replace(pipeline.stats)
-            log.info("initial_indexing_done", files=s.seen, added=s.added, updated=s.updated,
-                     unchanged=s.unchanged, removed=s.removed, skipped=s.skipped,
-                     chunks_embedded=s.chunks_embedded,
-                     seconds=round(time.perf_counter() - started, 3))
-
-    async def _follow_writer_scan(self) -> None:
-        """In a read-only process: the first scan is done when the index's writer records
-        it (or when this process takes the writer lock over and finishes its own)."""
-        assert self.main is not None
-        while not self._stopping.is_set() and self.status.role == "reader":
-            try:
-                done = await self.main.run(lambda reader: reader.scan_done())
-            except StoreError as exc:  # the writer is replacing the file: next time
-                log.debug("scan_state_unreadable", error=str(exc))
-                done = False
-            if done:
-                self.status.initial_indexing_done = True
-                if self.status.phase == "indexing":
-                    self.status.phase = "ready"
-                return
-            if self.status.phase == "ready":
-                self.status.phase = "indexing"
-            with anyio.move_on_after(SCAN_POLL_S):
-                await self._stopping.wait()
-
-    @property
-    def watching(self) -> bool:
-        """Whether this process indexes the watched folder (its files are then documents of
-        the main index already)."""
-        return self.pipeline is not None and self.pipeline.feed != "none"
-
-    @property
-    def scans(self) -> bool:
-        """Whether readiness waits for a first scan of the watched folder: this process's
-        own, or (read-only) that of the writer holding the lock, as the index records it."""
-        return self.watching or self.status.role == "reader"
-
-    def opened(self) -> ReadIndex | None:
-        """The main index once it is open for reading, without waiting."""
-        return self.main if self.ready.is_set() else None
-
-    # -- waiting for start-up ---------------------------------------------------------------
+    def fail(self, error: str) -> None:
+        self.status.phase = "failed"
+        self.status.last_error = error
 
     async def started(self) -> None:
         """Wait until ready for as long as it takes; raise if start-up failed."""
@@ -90,7 +43,8 @@ class Readiness:
             with anyio.move_on_after(0.1):
                 await self.ready.wait()
 
-    async def _wait_ready(self) -> None:
+    async def wait_ready(self) -> None:
+        """Wait a bounded time for start-up; NOT_READY when it is not done by then."""
         if self.ready.is_set():
             return
         if self.status.phase == "failed":
@@ -102,12 +56,43 @@ class Readiness:
             raise NotReady("index still loading (the model or the index is not ready yet, "
                            f"{detail}); try again in a few seconds")
 
-    async def _scan_settled(self) -> bool:
+    async def scan_settled(self, pipeline: Pipeline | None) -> bool:
         """Wait (bounded) for the first scan of the watched folder; True when it is done or
         there is none to wait for."""
-        pipeline = self.pipeline
         if self.status.initial_indexing_done or pipeline is None:
             return True
         with anyio.move_on_after(READY_WAIT_S):
             await pipeline.scan_done.wait()
         return pipeline.scan_done.is_set()
+
+    async def mark_indexed(self, pipeline: Pipeline, started: float) -> None:
+        """Once `pipeline`'s first scan is done: ready, with its counts logged."""
+        await pipeline.scan_done.wait()
+        self.status.initial_indexing_done = True
+        if self.status.phase == "indexing":
+            self.status.phase = "ready"
+        if pipeline.feed != "none":
+            s = self.scanned = msgspec.structs.replace(pipeline.stats)
+            log.info("initial_indexing_done", files=s.seen, added=s.added, updated=s.updated,
+                     unchanged=s.unchanged, removed=s.removed, skipped=s.skipped,
+                     chunks_embedded=s.chunks_embedded,
+                     seconds=round(time.perf_counter() - started, 3))
+
+    async def follow_writer_scan(self, index: ReadIndex) -> None:
+        """In a read-only process: the first scan is done when the index's writer records
+        it (or when this process takes the writer lock over and finishes its own)."""
+        while not self.stopping.is_set() and self.status.role == "reader":
+            try:
+                done = await index.run(lambda reader: reader.scan_done())
+            except StoreError as exc:  # the writer is replacing the file: next time
+                log.debug("scan_state_unreadable", error=str(exc))
+                done = False
+            if done:
+                self.status.initial_indexing_done = True
+                if self.status.phase == "indexing":
+                    self.status.phase = "ready"
+                return
+            if self.status.phase == "ready":
+                self.status.phase = "indexing"
+            with anyio.move_on_after(SCAN_POLL_S):
+                await self.stopping.wait()

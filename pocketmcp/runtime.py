@@ -1,14 +1,15 @@
-"""Opens an index once, for every entry point: model, store, readers, writer, readiness.
+"""Opens an index once, for every entry point: model, store, readers, writers, readiness.
 
-`serve`, `index`, `watch`, `search` and `eval` all start here with a Plan saying what they
-need. Start-up never blocks a front end: the model loads and the index opens in the background
-while callers wait, a bounded time, for what they ask for. This is the one place that knows
-"still loading" and "read-only".
+`serve`, `index`, `watch`, `search`, `eval` and `import` all start here with a Plan saying
+what they need. Start-up never blocks a front end: `open_runtime` hands back the `Runtime` at
+once, and boot builds the services in order in the background (`Services`, complete when
+made: the embedder, the chunker and every index host); requests wait a bounded time for them.
+This is the one place that knows "still loading" and "read-only".
 
-Every index file this process writes has exactly one writer actor: the main index's is fed by
-the watched folder (and by tools), a named database's by tools alone. One process per file
-holds its writer lock; the others serve it read-only, and a process that serves the main index
-read-only takes its lock over when the holder goes away.
+Every index this process writes has exactly one writer actor, hosted alike (hosts.py): the
+main index's is fed by the watched folder (and by tools), a named database's by tools alone.
+One process per file holds its writer lock; the others serve it read-only, and a process that
+serves the main index read-only takes its lock over when the holder goes away.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import math
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 import anyio
 import anyio.abc
@@ -26,13 +28,13 @@ from pocketmcp.config import Config
 from pocketmcp.convert.pool import Converter, Limits
 from pocketmcp.core.chunking import Chunker
 from pocketmcp.core.identity import Identity
-from pocketmcp.databases import Databases
 from pocketmcp.embed import factory
 from pocketmcp.embed.background import model_background
 from pocketmcp.embed.base import Embedder, EmbedderSource
 from pocketmcp.errors import (
     InvalidRequest,
     ModelMismatchError,
+    NotReady,
     PocketError,
     ProviderError,
     ProviderUnavailable,
@@ -40,66 +42,134 @@ from pocketmcp.errors import (
     WriterBusyError,
     single,
 )
+from pocketmcp.hosts import Hosts, IndexHost, open_writer
+from pocketmcp.ops import index as index_ops
+from pocketmcp.ops.index import Rescanner
+from pocketmcp.ops.results import HealthResult, IndexProgress, StatusResult
 from pocketmcp.pipeline.prepare import Preparer
 from pocketmcp.pipeline.state import Stats
 from pocketmcp.pipeline.supervisor import Pipeline
 from pocketmcp.pipeline.writer import EventHook, WriterActor
 from pocketmcp.plans import Plan, Reading, Status, Writing
 from pocketmcp.readiness import Readiness
-from pocketmcp.store import places
-from pocketmcp.store.api import ReadIndex
-from pocketmcp.store.registry import Registry
+from pocketmcp.store.api import Place, ReadIndex
+from pocketmcp.store.registry import Registry, check_name
 
 log = logs.get("pocketmcp.runtime")
 
 WRITER_RETRY_S = 2.0  # how often a read-only process tries to take the writer lock
 
 
-class Runtime(Readiness):
+@dataclass(frozen=True)
+class Services:
+    """What boot makes, complete: the embeddings' identity, the embedder, the chunker, and
+    the hosts of the main index and the named databases."""
+
+    identity: Identity
+    embedder: Embedder
+    chunker: Chunker
+    hosts: Hosts
+
+    @property
+    def main(self) -> IndexHost:
+        return self.hosts.main
+
+
+class Runtime:
+    """The one face front ends (MCP tools, the web page, commands) use: what a request needs,
+    once start-up has made it; start-up's state; and the life cycle."""
+
     def __init__(self, config: Config, plan: Plan, *, on_event: EventHook | None = None,
-                 hold: anyio.Event | None = None, embedding: EmbedderSource | None = None
-                 ) -> None:
+                 hold: anyio.Event | None = None, embedding: EmbedderSource | None = None,
+                 place: Place | None = None) -> None:
         self.config = config
-        self.embedding = embedding or factory.Embedding(config)
+        self.plan = plan
         # Set by a front end once it is up: until then the main index's writer (indexing, the
         # vector file's check) waits, so it does not compete with the front end's start.
-        self.hold = hold
-        self.plan = plan
-        self.on_event = on_event
-        self.status = Status()
-        self.ready = anyio.Event()
-        self.fed = anyio.Event()  # the main index's pipeline has returned (or never started)
-        self.fed_seconds = 0.0  # how long it ran
-        self.scanned: Stats | None = None  # the pipeline's counts when its first scan ended
-        self.registry = Registry(places.main_index(config), config.databases_dir)
+        self._hold = hold
+        self._on_event = on_event
+        self._embedding = embedding or factory.Embedding(config)
+        self.place = place or config.main_place()
+        self.readiness = Readiness()
         self.converter = Converter(Limits.of(config))
-        self.identity: Identity | None = None  # provider, model, dimension, prefixes
-        self.embedder: Embedder | None = None
-        self.chunker: Chunker | None = None
-        self.main: ReadIndex | None = None
-        self.pipeline: Pipeline | None = None  # the main index's writer, when this holds it
-        self.databases: Databases | None = None
-        self._stopping = anyio.Event()
+        self.fed = anyio.Event()  # the main index's feed has returned (or never started)
+        self.fed_seconds = 0.0  # how long it ran
+        self._booted: Services | None = None  # set once, with `readiness.ready`
+        self._tg: anyio.abc.TaskGroup | None = None
         self._stopped = anyio.Event()
+
+    # -- start-up's state ---------------------------------------------------------------------
+
+    @property
+    def status(self) -> Status:
+        return self.readiness.status
+
+    @property
+    def ready(self) -> anyio.Event:
+        return self.readiness.ready
+
+    @property
+    def scanned(self) -> Stats | None:
+        return self.readiness.scanned
+
+    async def started(self) -> None:
+        """Wait until ready for as long as it takes; raise if start-up failed."""
+        await self.readiness.started()
+
+    @property
+    def services(self) -> Services:
+        """What boot made; NotReady before it is done (see `started`)."""
+        if self._booted is None:
+            raise NotReady("the index is not open yet")
+        return self._booted
+
+    @property
+    def pipeline(self) -> Pipeline | None:
+        """The main index's writer, while this process holds its lock."""
+        return self._booted.main.pipeline if self._booted is not None else None
+
+    @property
+    def feed(self) -> Pipeline | None:
+        """The main index's writer and feed, running or (once the runtime is closed) done:
+        its counts."""
+        return self._booted.main.latest if self._booted is not None else None
+
+    @property
+    def watching(self) -> bool:
+        """Whether this process indexes the watched folder (its files are then documents of
+        the main index already)."""
+        pipeline = self.pipeline
+        return pipeline is not None and pipeline.feed != "none"
+
+    @property
+    def scans(self) -> bool:
+        """Whether readiness waits for a first scan of the watched folder: this process's
+        own, or (read-only) that of the writer holding the lock, as the index records it."""
+        return self.watching or self.status.role == "reader"
+
+    def opened(self) -> ReadIndex | None:
+        """The main index once it is open for reading, without waiting."""
+        return self._booted.main.index if self._booted is not None else None
 
     # -- life cycle ---------------------------------------------------------------------------
 
     async def run(self, tg: anyio.abc.TaskGroup) -> None:
         """Open, load and (with a feed) index until `shutdown()`; named databases' writers
         run in `tg`."""
+        self._tg = tg
         try:
             try:
-                await self._boot(tg)
-                if self.hold is not None:
-                    await self.hold.wait()
+                services = await self._boot()
+                if self._hold is not None:
+                    await self._hold.wait()
                 if self.status.role == "reader":
-                    tg.start_soon(self._follow_writer_scan, name="pocketmcp.scan_follower")
-                await self._serve_main()
+                    tg.start_soon(self.readiness.follow_writer_scan, services.main.index,
+                                  name="pocketmcp.scan_follower")
+                await self._serve_main(services)
             except BaseExceptionGroup as group:  # an actor's failure, from inside its group
                 raise single(group) from None
         except PocketError as exc:
-            self.status.phase = "failed"
-            self.status.last_error = str(exc)
+            self.readiness.fail(str(exc))
             log.error("failed", error=str(exc))
             if not self.plan.keep_serving:
                 raise
@@ -109,145 +179,155 @@ class Runtime(Readiness):
                 await self.converter.aclose()
             self._stopped.set()
 
-    async def _boot(self, tg: anyio.abc.TaskGroup) -> None:
+    async def _boot(self) -> Services:
+        """Build the services in order: the identity, then the model and the main index (at
+        once), then the hosts; ready when they are all there."""
         self.status.phase = "loading_model"
-        identity = self.identity = await self._identity_for()
-        self.main = places.read_index(places.main_index(self.config), identity.dim,
-                                      root=self.config.watch_dir.absolute())
+        identity = await self._identity()
+        main_index = self.place.reader(identity.dim, root=self.config.watch_dir.absolute())
+        loaded: list[tuple[Embedder, Chunker]] = []
         opened: list[WriterActor] = []  # filled in its thread: a cancelled wait loses nothing
         try:
             async with anyio.create_task_group() as boot:  # the model loads meanwhile
-                boot.start_soon(self._load_model, identity, name="pocketmcp.model")
-                await self._open_index(identity, opened)
+                boot.start_soon(self._load_model, identity, loaded, name="pocketmcp.model")
+                await self._open_index(identity, main_index, opened)
         except BaseException:
             for writer in opened:
                 writer.close()  # its lock goes with the failed start
+            main_index.close()
             raise
-        assert self.embedder is not None
-        self.databases = Databases(self.config, self.registry, identity=identity, tg=tg,
-                                   on_event=self.on_event)
-        if self.plan.search and not self._stopping.is_set():
+        (embedder, chunker), = loaded
+        services = Services(identity, embedder, chunker, Hosts(
+            self._host(None, self.place, main_index, identity, embedder, chunker),
+            Registry(self.place),
+            host_for=lambda name, place: self._host(name, place, place.reader(identity.dim),
+                                                    identity, embedder, chunker)))
+        if self.plan.search and not self.readiness.stopping.is_set():
             try:  # the query session loads on first use; the probes then teach it the
                 # model's background, which every search reads its cosines against
-                await model_background(self.embedder)
+                await model_background(embedder)
             except ProviderError as exc:  # searches answer by keywords until it is back
                 log.warning("provider_unavailable", error=str(exc))
         if opened:
-            self.pipeline = self._pipeline_for(opened[0])  # before `ready`: writes can queue
+            services.main.adopt(opened[0])  # before `ready`: writes can queue
+        self._booted = services
         self.ready.set()
         self.status.phase = "indexing" if self.watching else "ready"
         (log.info if self.plan.keep_serving else log.debug)(
             "ready", role=self.status.role, embedding=identity.describe(),
-            index=self.main.where, index_open_s=self.status.index_open_s,
-            model_load_s=self.status.model_load_s, vectors=self.main.vectors_from,
+            index=main_index.where, index_open_s=self.status.index_open_s,
+            model_load_s=self.status.model_load_s, vectors=main_index.vectors_from,
             seconds=round(time.time() - self.status.started_at, 3))
+        return services
 
-    async def _load_model(self, identity: Identity) -> None:
+    async def _identity(self) -> Identity:
+        """What the main index is (to be) built with: the settings, completed by what the
+        index records (nothing when it is rebuilt)."""
+        stored = None
+        if not self.plan.rebuild:
+            stored = await anyio.to_thread.run_sync(self.place.identity)
+        return await self._embedding.identity(stored)
+
+    async def _load_model(self, identity: Identity,
+                          loaded: list[tuple[Embedder, Chunker]]) -> None:
         started = time.perf_counter()
-        embedder = self.embedder = await anyio.to_thread.run_sync(self.embedding.make, identity)
-        self.chunker = Chunker(embedder.tokenizer, size=self.config.chunk_size,
-                               overlap=self.config.chunk_overlap,
-                               max_tokens=embedder.max_tokens)
+        embedder = await anyio.to_thread.run_sync(self._embedding.make, identity)
+        loaded.append((embedder, Chunker(
+            embedder.tokenizer, size=self.config.chunk_size, overlap=self.config.chunk_overlap,
+            max_tokens=embedder.max_tokens)))
         self.status.model_ready = True
         self.status.model_load_s = round(time.perf_counter() - started, 3)
 
-    async def _open_index(self, identity: Identity, opened: list[WriterActor]) -> None:
+    async def _open_index(self, identity: Identity, index: ReadIndex,
+                          opened: list[WriterActor]) -> None:
         """Take the writer lock if the plan asks, and map the vector file: milliseconds."""
         started = time.perf_counter()
-        assert self.main is not None
         if self.plan.writer != "never":
             try:
-                await anyio.to_thread.run_sync(lambda: opened.append(
-                    self._open_main_writer(identity)))
+                await anyio.to_thread.run_sync(lambda: opened.append(self._open_main_writer(
+                    identity)))
             except WriterBusyError:
                 if self.plan.writer == "must":
                     raise
-                log.info("read_only", index=str(self.config.sqlite_path),
+                log.info("read_only", index=self.place.describe(),
                          reason="another process holds the writer lock")
         self.status.role = "writer" if opened else "reader"
         if not opened:
-            await self._wait_for_index(identity)
-        if self.plan.search and not self._stopping.is_set():
-            await self.main.open_vectors()
+            stored = await index.made(self.readiness.stopping)  # until a writer made it
+            if stored is not None and stored != identity:
+                raise ModelMismatchError(index.where, stored.describe(),
+                                         stored.differences(identity))
+        if self.plan.search and not self.readiness.stopping.is_set():
+            await index.open_vectors()
         self.status.index_open_s = round(time.perf_counter() - started, 3)
 
-    async def _identity_for(self) -> Identity:
-        """What the main index is (to be) built with: the settings, completed by what the
-        index records (nothing when it is rebuilt)."""
-        where, stored = places.main_index(self.config), None
-        if not self.plan.rebuild:
-            stored = await anyio.to_thread.run_sync(places.recorded_identity, where)
-        return await self.embedding.identity(stored)
-
     def _open_main_writer(self, identity: Identity) -> WriterActor:
-        where = places.main_index(self.config)
-        return WriterActor.open(where, identity, rebuild=self.plan.rebuild,
-                                queue_size=self.config.queue_size,
-                                batch_files=self.config.write_batch_files,
-                                on_event=self.on_event)
+        return open_writer(self.place, identity, rebuild=self.plan.rebuild,
+                           queue_size=self.config.queue_size,
+                           batch_files=self.config.write_batch_files, on_event=self._on_event)
 
-    async def _wait_for_index(self, identity: Identity) -> None:
-        """A reader waits until some writer has made the index, then checks its embeddings."""
-        assert self.main is not None
-        stored = await self.main.made(self._stopping)
-        if stored is not None and stored != identity:
-            raise ModelMismatchError(self.main.where, stored.describe(),
-                                     stored.differences(identity))
+    def _host(self, name: str | None, place: Place, index: ReadIndex, identity: Identity,
+              embedder: Embedder, chunker: Chunker) -> IndexHost:
+        """The host of an index: the main one is fed as the plan says, a named database by
+        tool requests alone."""
 
-    def _pipeline_for(self, actor: WriterActor) -> Pipeline:
-        """The main index's writer actor, fed as the plan says. Without the folder to feed
-        it, it still takes tool requests; the missing folder is reported."""
-        assert self.embedder is not None and self.identity is not None
-        feed = self.plan.feed
-        if feed != "none" and not self.config.watch_dir.is_dir():
-            self.status.last_error = (f"WATCH_DIR={self.config.watch_dir} is not a folder; "
-                                      "nothing is watched")
-            log.error("not_watching", error=self.status.last_error)
-            feed = "none"
-        return Pipeline(
-            self.config, writer=actor, feed=feed, embed=self.embedder.embed_documents,
-            dim=self.identity.dim, chunker=self.chunker, converter=self.converter,
-            force=self.plan.force, accept_requests=self.plan.requests,
-            batching=self.embedder.batching,
-            # Watching, a failing provider is waited for; one scan ends with its error.
-            wait_for_provider=feed == "follow")
+        def pipeline_for(writer: WriterActor) -> Pipeline:
+            feed = self.plan.feed if name is None else "none"
+            if feed != "none" and not self.config.watch_dir.is_dir():
+                # Without the folder to feed it, it still takes tool requests.
+                self.status.last_error = (f"WATCH_DIR={self.config.watch_dir} is not a "
+                                          "folder; nothing is watched")
+                log.error("not_watching", error=self.status.last_error)
+                feed = "none"
+            if feed == "none":
+                return Pipeline(self.config, writer=writer, feed="none")
+            return Pipeline(
+                self.config, writer=writer, feed=feed, embed=embedder.embed_documents,
+                dim=identity.dim, chunker=chunker, converter=self.converter,
+                force=self.plan.force, accept_requests=self.plan.requests,
+                batching=embedder.batching,
+                # Watching, a failing provider is waited for; one scan ends with its error.
+                wait_for_provider=feed == "follow")
 
-    async def _serve_main(self) -> None:
+        return IndexHost(name, place, index, identity=identity,
+                         queue_size=self.config.queue_size,
+                         batch_files=self.config.write_batch_files, on_event=self._on_event,
+                         pipeline_for=pipeline_for, on_demand=name is not None)
+
+    async def _serve_main(self, services: Services) -> None:
         """Run the main index's writer while this holds its lock; else wait to take it."""
-        assert self.identity is not None
-        while not self._stopping.is_set():
-            if self.pipeline is not None:
-                await self._run_main_pipeline(self.pipeline)
+        main, stopping = services.main, self.readiness.stopping
+        while not stopping.is_set():
+            if main.pipeline is not None:
+                await self._run_main(main, services.embedder)
                 return
             if self.plan.writer != "try":
-                await self._stopping.wait()
+                await stopping.wait()
                 return
             with anyio.move_on_after(WRITER_RETRY_S):
-                await self._stopping.wait()
-            if self._stopping.is_set():
+                await stopping.wait()
+            if stopping.is_set():
                 return
             try:
-                writer = await anyio.to_thread.run_sync(self._open_main_writer, self.identity)
+                writer = await anyio.to_thread.run_sync(main.open_writer)
             except WriterBusyError:
                 continue
-            self.pipeline = self._pipeline_for(writer)
+            main.adopt(writer)
             self.status.role = "writer"
-            log.info("writer_lock_acquired", index=str(self.config.sqlite_path))
+            log.info("writer_lock_acquired", index=self.place.describe())
 
-    async def _run_main_pipeline(self, pipeline: Pipeline) -> None:
-        if self._stopping.is_set():
-            pipeline.stop()
-        elif pipeline.feed != "none" and self.embedder is not None:
+    async def _run_main(self, main: IndexHost, embedder: Embedder) -> None:
+        pipeline = main.pipeline
+        assert pipeline is not None
+        if pipeline.feed != "none" and not self.readiness.stopping.is_set():
             # Searches were answered without it; the folder's documents need it now.
-            await self.embedder.load_documents()
-            if self._stopping.is_set():  # stopped meanwhile: the feed is not started
-                self.fed.set()
-                return
+            await embedder.load_documents()
         started = time.perf_counter()
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(self._mark_indexed, pipeline, started, name="pocketmcp.indexed")
-                await pipeline.run()
+                tg.start_soon(self.readiness.mark_indexed, pipeline, started,
+                              name="pocketmcp.indexed")
+                await main.run(raise_failure=True)
                 tg.cancel_scope.cancel()
         finally:
             self.fed_seconds = time.perf_counter() - started
@@ -256,106 +336,121 @@ class Runtime(Readiness):
     def stop(self) -> None:
         """Stop the feed (or its start) and take no new writes; what is in flight is still
         committed. `shutdown` waits for that."""
-        self._stopping.set()
-        if self.hold is not None:
-            self.hold.set()
-        if self.pipeline is not None:
-            self.pipeline.stop()
-        if self.databases is not None:
-            self.databases.stop()
+        self.readiness.stopping.set()
+        if self._hold is not None:
+            self._hold.set()
+        if self._booted is not None:
+            self._booted.hosts.stop()
 
     async def shutdown(self) -> None:
         """`stop`, then wait until work in flight is committed."""
         self.stop()
-        if self.databases is not None:
-            await self.databases.wait_stopped()
+        if self._booted is not None:
+            await self._booted.hosts.wait_stopped()
         await self._stopped.wait()
 
-    def close(self) -> None:
-        """Release everything: writers (checkpoint, unlock) and read-only connections."""
-        if self.databases is not None:
-            self.databases.close()
-        if self.main is not None:
-            self.main.close()
-        if self.pipeline is not None:
-            self.pipeline.writer.close()
+    async def aclose(self) -> None:
+        """Release everything: the embedder's connections, writers (checkpoint, unlock) and
+        read-only connections."""
+        if self._booted is not None:
+            with anyio.CancelScope(shield=True):
+                await self._booted.embedder.aclose()
+            self._booted.hosts.close()
 
     # -- what a request needs, once it is there -----------------------------------------------
 
+    async def _services(self, db_name: str | None = None) -> Services:
+        if db_name is not None:  # a bad name fails before any wait
+            check_name(db_name)
+        await self.readiness.wait_ready()
+        return self.services
+
     async def read_index(self, db_name: str | None = None) -> ReadIndex:
         """The main index (or database `db_name`) for listing and reading."""
-        if db_name is not None:
-            self.registry.where(db_name)  # a bad name fails before any wait
-        await self._wait_ready()
-        if db_name is None:
-            assert self.main is not None
-            return self.main
-        assert self.databases is not None
-        return await self.databases.reading(db_name)
+        services = await self._services(db_name)
+        return (await services.hosts.get(db_name)).index
 
     async def reading(self, db_name: str | None = None) -> Reading:
         """The main index (or database `db_name`) for searching."""
-        index = await self.read_index(db_name)
-        assert self.embedder is not None
-        complete = await self._scan_settled() if db_name is None else True
-        return Reading(index, self.embedder, complete)
+        services = await self._services(db_name)
+        host = await services.hosts.get(db_name)
+        complete = await self.readiness.scan_settled(host.pipeline) if (
+            db_name is None) else True
+        return Reading(host.index, services.embedder, complete)
 
     async def writing(self, db_name: str | None = None) -> Writing:
         """The main index (or database `db_name`) for writing: READ_ONLY while another
         process holds its writer lock."""
-        if db_name is not None:
-            self.registry.where(db_name)
-        await self._wait_ready()
-        assert self.chunker is not None and self.embedder is not None
-        prepare = Preparer(self.chunker, self.embedder, most=self.config.max_chunks_per_doc)
-        if db_name is not None:
-            assert self.databases is not None
-            index, writes = await self.databases.writing(db_name)
-            return Writing(index, writes, prepare)
-        if self.pipeline is None or not self.plan.requests:
-            raise ReadOnly(
-                "this server is read-only: another PocketMCP process holds the writer lock "
-                f"of {self.config.sqlite_path}; send writes to that process")
-        assert self.main is not None
-        return Writing(self.main, self.pipeline.requests, prepare)
+        services = await self._services(db_name)
+        if db_name is None and not self.plan.requests:
+            raise ReadOnly("this process takes no writes: it indexes the folder alone; send "
+                           "writes to a server of the index")
+        host = await services.hosts.get(db_name)
+        assert self._tg is not None
+        writes = await host.writes(self._tg)
+        return Writing(host.index, writes, Preparer(
+            services.chunker, services.embedder, most=self.config.max_chunks_per_doc))
 
     async def create_database(self, name: str) -> tuple[str, bool]:
         """Make sure database `name` exists; (its file or Postgres schema, whether this
         call created it)."""
-        self.registry.where(name)  # a bad name fails before any wait
-        await self._wait_ready()
-        assert self.databases is not None
-        return await self.databases.create(name)
+        services = await self._services(name)
+        assert self._tg is not None
+        return await services.hosts.create(name, self._tg)
 
-    async def rescanner(self) -> Pipeline:
-        """The main index's running pipeline, to scan the watched folder again."""
-        await self._wait_ready()
-        if self.pipeline is None and self.status.role == "reader":
+    async def rescanner(self) -> Rescanner:
+        """The main index's running feed, to scan the watched folder again."""
+        services = await self._services()
+        pipeline = services.main.pipeline
+        if pipeline is None and self.status.role == "reader":
             raise ReadOnly("this server is read-only: the process holding the writer lock "
-                           f"of {self.config.sqlite_path} indexes the folder")
-        if self.pipeline is None or self.pipeline.feed == "none":
+                           f"of {self.place.describe()} indexes the folder")
+        if pipeline is None or pipeline.feed == "none":
             raise InvalidRequest("no folder is watched: start the server with WATCH_DIR (or "
                                  "--data-folder) set to reindex it")
-        usage = self.embedder.usage if self.embedder is not None else None
-        left = usage.retry_in() if usage is not None else None
-        if usage is not None and left is not None:
+        usage = services.embedder.usage
+        left = usage.retry_in()
+        if left is not None:
             raise ProviderUnavailable(
                 f"the embedding provider is failing ({usage.last_error}); the folder is "
                 f"indexed as soon as it answers again (next try in {left:.0f} s)")
-        return self.pipeline
+        return pipeline
+
+    async def status_report(self) -> StatusResult:
+        """The status tool's answer: what this process serves and how far indexing is."""
+        booted = self._booted
+        return await index_ops.status(
+            self.status, model=booted.identity.model if booted else self._model_named(),
+            embedder=booted.embedder if booted else None, index_path=self.place.describe(),
+            watch_dir=str(self.config.watch_dir.resolve()) if self.watching else None,
+            pipeline=self.pipeline, index=self.opened())
+
+    def progress(self) -> IndexProgress:
+        """How far the watched folder's feed has come (blocking: it sizes the index)."""
+        return index_ops.progress(self.pipeline, self.place.size())
+
+    def health(self) -> HealthResult:
+        return index_ops.health(self.status, opened=self.opened() is not None,
+                                watching=self.scans)
+
+    def _model_named(self) -> str:
+        return index_ops.model_named(self.config.embed_provider, self.config.embed_model,
+                                     self.config.model_id)
 
 
 @asynccontextmanager
 async def open_runtime(config: Config, plan: Plan, *, on_event: EventHook | None = None,
                        drain_s: float | None = None, hold: anyio.Event | None = None,
-                       embedding: EmbedderSource | None = None) -> AsyncIterator[Runtime]:
+                       embedding: EmbedderSource | None = None,
+                       place: Place | None = None) -> AsyncIterator[Runtime]:
     """A runtime started in the background. On leaving, work in flight is committed (within
     `drain_s` seconds when given; what is left then is cancelled, and every started
     transaction still commits or rolls back whole) and everything is released. With `hold`,
     the main index's writer starts once it is set. `embedding` gives the embedder (the
-    settings' provider by default). A failure of its own tasks is raised as
-    itself, not as a group."""
-    runtime = Runtime(config, plan, on_event=on_event, hold=hold, embedding=embedding)
+    settings' provider by default), `place` the main index (the settings' by default). A
+    failure of its own tasks is raised as itself, not as a group."""
+    runtime = Runtime(config, plan, on_event=on_event, hold=hold, embedding=embedding,
+                      place=place)
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(runtime.run, tg, name="pocketmcp.runtime")
@@ -369,7 +464,4 @@ async def open_runtime(config: Config, plan: Plan, *, on_event: EventHook | None
         raise single(group) from None
     finally:
         # The embedder outlives `run` (which returns after one scan): callers still search.
-        if runtime.embedder is not None:
-            with anyio.CancelScope(shield=True):
-                await runtime.embedder.aclose()
-        runtime.close()
+        await runtime.aclose()

@@ -127,9 +127,8 @@ async def test_a_serving_runtime_learns_the_models_background_before_it_is_ready
     # What an earlier test of this process learnt is forgotten: this start must learn it.
     monkeypatch.setattr(background, "_known", {})
     async with running(make_config(tmp_path)) as rt:
-        assert rt.embedder is not None
-        before = rt.embedder.usage.inputs
+        before = rt.services.embedder.usage.inputs
         tools = Tools(rt)
         await tools("search", query="owls hunting at night in the forest")
         # The first search embeds its query alone: the probes were embedded at start.
-        assert rt.embedder.usage.inputs - before == 1
+        assert rt.services.embedder.usage.inputs - before == 1

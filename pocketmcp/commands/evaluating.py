@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import secrets
 import sys
 import tempfile
 import time
@@ -23,8 +22,7 @@ from pocketmcp.ops import evaluate
 from pocketmcp.ops.search import MODES, Mode, Params
 from pocketmcp.plans import Plan
 from pocketmcp.runtime import open_runtime
-from pocketmcp.store import places
-from pocketmcp.store.pg.place import place_of
+from pocketmcp.store.api import Place
 
 
 async def run(config: Config, args: argparse.Namespace) -> int:
@@ -37,9 +35,6 @@ async def run(config: Config, args: argparse.Namespace) -> int:
         params = msgspec.convert(json.loads(args.params), Params) if args.params else Params()
     except (ValueError, msgspec.ValidationError) as exc:
         raise PocketError(f"--params is not valid: {exc}") from None
-    if args.index and config.store == "postgres":
-        raise PocketError("--index names a SQLite file; with STORE=postgres the eval index is "
-                          "a schema of its own, dropped afterwards")
     dataset_dir = Path(args.dataset)
     folder = Path(args.corpus) if args.corpus else None
     if folder is not None and not folder.is_dir():
@@ -47,6 +42,9 @@ async def run(config: Config, args: argparse.Namespace) -> int:
     dataset = evaluate.load_dataset(dataset_dir, args.split, corpus=folder is None)
     name = evaluate.doc_of if folder is None else str
     with tempfile.TemporaryDirectory(prefix="pocketmcp-eval-") as tmp:
+        # A throwaway index beside the settings' (a file in tmp, or a schema of its own)
+        place = config.main_place().throwaway(Path(tmp), Path(args.index) if args.index
+                                              else None)
         db = Path(args.index) if args.index else Path(tmp) / "index.db"
         if folder is None:
             corpus = db.with_name(db.name + ".corpus")
@@ -55,34 +53,31 @@ async def run(config: Config, args: argparse.Namespace) -> int:
             corpus = folder
             files = sum(1 for p in folder.rglob("*") if p.is_file())
         config = config.replace(watch_dir=corpus, sqlite_path=db, watch_dir_given=True)
-        if config.store == "postgres":  # a throwaway schema beside PG_SCHEMA's
-            config = config.replace(pg_schema=f"{config.pg_schema[:20]}_eval_"
-                                              f"{secrets.token_hex(6)}")
         try:
-            built, counts, metrics = await _index_and_measure(config, dataset, modes, params,
-                                                              name)
+            built, counts, metrics = await _index_and_measure(config, place, dataset, modes,
+                                                              params, name)
         finally:
-            if config.store == "postgres":
+            if not args.index:
                 with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(places.drop, place_of(config))
+                    await anyio.to_thread.run_sync(place.drop)
     report = evaluate.report(dataset_dir, files, dataset, counts["chunks"], built, params,
                              metrics)
     print(json.dumps(report, indent=2) if args.json else evaluate.table(report))  # noqa: T201
     return 0
 
 
-async def _index_and_measure(config: Config, dataset: evaluate.Dataset, modes: list[str],
-                             params: Params, name: Callable[[str], str]
+async def _index_and_measure(config: Config, place: Place, dataset: evaluate.Dataset,
+                             modes: list[str], params: Params, name: Callable[[str], str]
                              ) -> tuple[dict[str, Any], dict[str, int], Any]:
     """Index the corpus folder (config.watch_dir), then measure: (how it was built, the
     index's counts, the metrics per mode)."""
     started = time.perf_counter()
     plan = Plan(writer="must", feed="scan", requests=False)
-    async with open_runtime(config, plan) as runtime:
+    async with open_runtime(config, plan, place=place) as runtime:
         await until_fed(runtime, config, "bar" if sys.stderr.isatty() else None)
         await runtime.started()  # raises when start-up failed
-        assert runtime.pipeline is not None
-        stats = runtime.pipeline.stats
+        assert runtime.feed is not None
+        stats = runtime.feed.stats
         built = {"files": stats.seen, "chunks_embedded": stats.chunks_embedded,
                  "seconds": round(time.perf_counter() - started, 1)}
         reading = await runtime.reading()

@@ -7,12 +7,10 @@ import json
 import signal
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import anyio
 import msgspec
-from filelock import FileLock, Timeout
 
 from pocketmcp import logs
 from pocketmcp.commands.progress import Style, style_of, until_fed
@@ -22,7 +20,7 @@ from pocketmcp.errors import PocketError, WriterBusyError
 from pocketmcp.pipeline.state import Stats
 from pocketmcp.plans import INDEXING, WATCHING, Plan
 from pocketmcp.runtime import Runtime, open_runtime
-from pocketmcp.store.sqlite.writes import lock_path
+from pocketmcp.store.api import Place
 
 
 async def stop_on_signals(runtime: Runtime, everything: anyio.CancelScope) -> None:
@@ -50,7 +48,7 @@ async def fed(config: Config, plan: Plan, *, progress: Style | None = None,
             tg.cancel_scope.cancel()
     if everything.cancelled_caught:
         raise KeyboardInterrupt
-    if runtime.pipeline is None:
+    if runtime.feed is None:
         raise PocketError(runtime.status.last_error or "indexing did not start")
     return runtime
 
@@ -62,29 +60,16 @@ EXIT_BUSY = 4  # another process holds the index's writer lock: nothing written
 LOCK_POLL_S = 0.5
 
 
-def lock_free(index: Path) -> bool:
-    """Whether no process holds the writer lock of `index` now (blocking, instant)."""
-    if not index.parent.is_dir():
-        return True
-    probe = FileLock(str(lock_path(index)), blocking=False, thread_local=False)
-    try:
-        probe.acquire()
-    except Timeout:
-        return False
-    probe.release()
-    return True
-
-
-async def wait_for_lock(index: Path, wait_s: float) -> bool:
-    """Wait up to `wait_s` seconds for the writer lock of `index` to be free."""
+async def wait_for_lock(place: Place, wait_s: float) -> bool:
+    """Wait up to `wait_s` seconds for the writer lock of the index at `place` to be free."""
     deadline = time.monotonic() + wait_s
     logged = False
-    while not await anyio.to_thread.run_sync(lock_free, index):
+    while await anyio.to_thread.run_sync(place.writer_held):
         if time.monotonic() >= deadline:
             return False
         if not logged:
-            logs.get("pocketmcp.index").info("waiting_for_writer_lock", index=str(index),
-                                             wait_s=wait_s)
+            logs.get("pocketmcp.index").info("waiting_for_writer_lock",
+                                             index=place.describe(), wait_s=wait_s)
             logged = True
         await anyio.sleep(min(LOCK_POLL_S, max(deadline - time.monotonic(), 0.01)))
     return True
@@ -96,12 +81,12 @@ async def index(config: Config, args: argparse.Namespace) -> int:
     started = time.perf_counter()
     plan = msgspec.structs.replace(INDEXING, rebuild=args.rebuild, force=args.force)
     deadline = time.monotonic() + args.wait
+    place = config.main_place()
     while True:
         # Two runs never both write a SQLite index: the writer lock decides, and a second run
         # waits for it (--wait) or ends with EXIT_BUSY having written nothing. A Postgres
-        # index takes several writers (per-document locks): no file lock to wait for.
-        if config.store == "postgres" or await wait_for_lock(
-                config.sqlite_path, max(deadline - time.monotonic(), 0)):
+        # index takes several writers (per-document locks): its lock is never held.
+        if await wait_for_lock(place, max(deadline - time.monotonic(), 0)):
             try:
                 runtime = await fed(config, plan,
                                     progress=style_of(args.progress, tty=sys.stderr.isatty()))
@@ -109,17 +94,18 @@ async def index(config: Config, args: argparse.Namespace) -> int:
             except WriterBusyError:  # taken between the check and the start: wait again
                 pass
         if time.monotonic() >= deadline:
-            print(f"pocketmcp: another process is writing {config.sqlite_path} (a `watch`, "  # noqa: T201
+            print(f"pocketmcp: another process is writing {place.describe()} (a `watch`, "  # noqa: T201
                   f"`serve` or another `index`); waited {args.wait:g} s and wrote nothing. "
                   "A running `watch` or `serve` keeps the index up to date itself; to wait "
                   "for another `index` to finish, pass --wait SECONDS.", file=sys.stderr)
             return EXIT_BUSY
-    assert runtime.pipeline is not None and runtime.embedder is not None
-    s = runtime.pipeline.stats
-    identity, usage = runtime.embedder.identity, runtime.embedder.usage
+    assert runtime.feed is not None
+    s = runtime.feed.stats
+    embedder = runtime.services.embedder
+    identity, usage = embedder.identity, embedder.usage
     summary = {
         "folder": str(config.watch_dir),
-        "index": runtime.main.where if runtime.main is not None else str(config.sqlite_path),
+        "index": runtime.services.main.index.where,
         "files_seen": s.seen, "added": s.added, "updated": s.updated,
         "unchanged": s.unchanged, "removed": s.removed, "skipped": s.skipped,
         "chunks_embedded": s.chunks_embedded, "chunks_reused": s.chunks_reused,
@@ -157,14 +143,14 @@ async def watch(config: Config) -> int:
     if not config.watch_dir.is_dir():
         raise PocketError(f"WATCH_DIR={config.watch_dir} is not a folder")
     log = logs.get("pocketmcp.watch")
-    log.info("watching", folder=str(config.watch_dir), index=str(config.sqlite_path),
+    log.info("watching", folder=str(config.watch_dir), index=config.main_place().describe(),
              provider=config.embed_provider,
              model=config.embed_model or canonical_id(config.model_id))
     runtime = await fed(config, WATCHING, on_event=logs.events("pocketmcp.watch"))
-    assert runtime.pipeline is not None
+    assert runtime.feed is not None
     # The first scan was reported when it ended (initial_indexing_done); this is what
     # changed since, so no file is counted twice.
-    log.info("stopped", **since(runtime.pipeline.stats, runtime.scanned))
+    log.info("stopped", **since(runtime.feed.stats, runtime.scanned))
     return 0
 
 

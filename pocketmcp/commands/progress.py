@@ -56,7 +56,7 @@ class Reporter:
         self._bar: Any = None  # a tqdm bar, once the files are counted
 
     def _stats(self) -> Stats:
-        pipeline = self.runtime.pipeline
+        pipeline = self.runtime.feed
         return pipeline.stats if pipeline is not None else Stats()
 
     def _total(self, stats: Stats) -> int:

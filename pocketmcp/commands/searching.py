@@ -12,14 +12,13 @@ import anyio
 import httpx2
 
 from pocketmcp import __version__, logs
-from pocketmcp.config import Config, Secret
+from pocketmcp.config import Config
+from pocketmcp.core.secret import Secret
 from pocketmcp.errors import PocketError
 from pocketmcp.mcp.discovery import Published
 from pocketmcp.mcp.serve import find_upstream
 from pocketmcp.ops.filters import Scope
 from pocketmcp.ops.results import SearchFilter, SearchResult
-from pocketmcp.store import places
-from pocketmcp.store.pg.place import PgPlace
 
 
 def filter_of(args: argparse.Namespace) -> SearchFilter:
@@ -39,12 +38,9 @@ def scope_of(args: argparse.Namespace) -> Scope | None:
 async def run(config: Config, args: argparse.Namespace) -> int:
     if not 1 <= args.top_k <= 100:
         raise PocketError(f"-k {args.top_k} is not valid: -k accepts 1 to 100")
-    where = places.main_index(config)
-    if isinstance(where, PgPlace):  # made when its writer has recorded the model
-        if await anyio.to_thread.run_sync(places.recorded_identity, where) is None:
-            raise PocketError(f"no index in {where.describe()}; run `pocketmcp index` first")
-    elif not where.exists():
-        raise PocketError(f"no index at {where}; run `pocketmcp index` first")
+    place = config.main_place()
+    if not await anyio.to_thread.run_sync(place.exists):
+        raise PocketError(f"no index at {place.describe()}; run `pocketmcp index` first")
     try:
         scope = scope_of(args)
     except ValueError as exc:  # pydantic's, and --metadata that is not JSON

@@ -140,18 +140,22 @@ async def _check_model(config: Config, report: Report) -> None:
 
 
 async def _check_index(config: Config, report: Report) -> None:
-    from pocketmcp.commands.indexing import lock_free
     from pocketmcp.embed import factory
     from pocketmcp.mcp.discovery import find
-    from pocketmcp.store.sqlite.reads import recorded_identity
 
-    index = config.sqlite_path.absolute()
-    if not index.is_file():
+    place = config.main_place()
+    index = place.describe()
+    try:
+        made = await anyio.to_thread.run_sync(place.exists)
+    except PocketError as exc:
+        report.fail(f"index {index}: {exc}", "check DATABASE_URL and that the server runs")
+        return
+    if not made:
         report.warn(f"index {index} does not exist yet",
                     "run `pocketmcp index` (or start the server: it indexes on start)")
         return
     try:
-        stored = await anyio.to_thread.run_sync(recorded_identity, index)
+        stored = await anyio.to_thread.run_sync(place.identity)
         want = await anyio.to_thread.run_sync(factory.wanted, config)
     except PocketError as exc:
         report.fail(f"index {index}: {exc}", "`pocketmcp index --rebuild` makes it anew")
@@ -163,8 +167,8 @@ async def _check_index(config: Config, report: Report) -> None:
                     "set the index's model again, or `pocketmcp index --rebuild`")
     else:
         report.ok(f"index {index}" + (f" ({stored.describe()})" if stored else ""))
-    server = find(index)
-    if not await anyio.to_thread.run_sync(lock_free, index):
+    server = find(config.sqlite_path)
+    if await anyio.to_thread.run_sync(place.writer_held):
         via = f" (an HTTP server at {server.url})" if server else ""
         report.ok(f"writer lock held by a running PocketMCP{via}: it keeps the index "
                   "up to date; `pocketmcp index` exits with code 4 meanwhile")

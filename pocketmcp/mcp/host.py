@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 import anyio
 
 from pocketmcp import __version__, logs
-from pocketmcp.config import Config, Secret
+from pocketmcp.config import Config
+from pocketmcp.core.secret import Secret
 from pocketmcp.errors import AlreadyServing, ListenFailed, PocketError
 from pocketmcp.mcp import discovery, front
 from pocketmcp.mcp.collector import collect_again
@@ -192,10 +193,7 @@ def _announce_page(url: str, logins: Logins) -> None:
 
 
 def _health(runtime: Runtime) -> HealthResult:
-    from pocketmcp.ops import index  # imported with the HTTP server's modules
-
-    return index.health(runtime.status, opened=runtime.opened() is not None,
-                        watching=runtime.scans)
+    return runtime.health()
 
 
 def _token(config: Config) -> tuple[Secret, Path | None]:

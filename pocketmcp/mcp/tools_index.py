@@ -35,6 +35,4 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
     async def status_tool() -> StatusResult:
         """Documents, chunks, model, index path, queues and progress of indexing."""
         async with tool_call("status"):
-            return render(await index.status(
-                rt.status, rt.config, embedder=rt.embedder,
-                watching=rt.watching, pipeline=rt.pipeline, index=rt.opened()))
+            return render(await rt.status_report())

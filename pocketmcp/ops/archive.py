@@ -36,9 +36,8 @@ from pocketmcp.errors import InvalidRequest, StoreError
 from pocketmcp.messages import Chunk, DocFacts, DocRecord, Link, PreparedDoc
 from pocketmcp.ops.results import BackupResult, ExportResult, ImportResult
 from pocketmcp.plans import Open, Writing
-from pocketmcp.store import archive, places
-from pocketmcp.store.api import Reader
-from pocketmcp.store.places import Where
+from pocketmcp.store import archive
+from pocketmcp.store.api import Place, Reader
 
 FORMAT = "pocketmcp-export"
 VERSION = 1
@@ -124,7 +123,7 @@ def _write(reader: Reader, identity: Identity, out: Path) -> tuple[int, int, int
             handle.write(encoder.encode(Header(FORMAT, VERSION, identity.model, identity.dim,
                                                exported_at=dates.iso(dates.now()),
                                                embedding=identity.meta())) + b"\n")
-            for doc in archive.documents(reader):
+            for doc in reader.stored_documents():
                 handle.write(encoder.encode(_line(doc)) + b"\n")
                 docs += 1
                 chunks += len(doc.chunks)
@@ -137,24 +136,23 @@ def _write(reader: Reader, identity: Identity, out: Path) -> tuple[int, int, int
     return docs, chunks, out.stat().st_size
 
 
-def _identity(where: Where, out: Path) -> Identity:
-    """What the index at `where` records of its embeddings (blocking); InvalidRequest when
-    `out` is the index itself, StoreError when it is not an index yet."""
-    if isinstance(where, Path) and out.resolve() == where.resolve():
+def _identity(place: Place, out: Path) -> Identity:
+    """What the index at `place` records of its embeddings (blocking); InvalidRequest when
+    `out` is the index itself, StoreError when there is no index yet."""
+    if place.holds(out):
         raise InvalidRequest("the export must go to another file than the index itself")
-    identity = places.recorded_identity(where)
+    identity = place.identity()
     if identity is None:
-        shown = where if isinstance(where, Path) else where.describe()
-        raise StoreError(f"{shown} is not an index yet: run `pocketmcp index` first")
+        raise StoreError(f"no index at {place.describe()}; run `pocketmcp index` first")
     return identity
 
 
-async def export(where: Where, out: Path) -> ExportResult:
-    """Write every document of the index at `where` (a SQLite file or a Postgres schema),
+async def export(place: Place, out: Path) -> ExportResult:
+    """Write every document of the index at `place` (a SQLite file or a Postgres schema),
     as one snapshot, to `out`."""
     started = time.perf_counter()
-    identity = await anyio.to_thread.run_sync(_identity, where, out)
-    index = places.read_index(where, identity.dim)
+    identity = await anyio.to_thread.run_sync(_identity, place, out)
+    index = place.reader(identity.dim)
     try:
         docs, chunks, size = await index.run(lambda reader: _write(reader, identity, out))
     finally:
@@ -279,13 +277,13 @@ async def import_file(open_writing: Open[Writing], path: Path, *,
 
 # -- backup ------------------------------------------------------------------------------------
 
-async def backup(db_path: Path, out: Path) -> BackupResult:
-    """A consistent copy of the SQLite index, made while it may be written."""
+async def backup(place: Place, out: Path) -> BackupResult:
+    """A consistent copy of the index at `place`, made while it may be written."""
     started = time.perf_counter()
     def copy() -> int:
-        if out.resolve() == db_path.resolve():
+        if place.holds(out):
             raise InvalidRequest("the backup must go to another file than the index itself")
-        return archive.backup(db_path, out)
+        return place.backup(out)
 
     size = await anyio.to_thread.run_sync(copy)
     return BackupResult(path=str(out), bytes=size,

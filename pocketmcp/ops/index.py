@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Awaitable, Callable
-from pathlib import Path
+from collections.abc import Awaitable, Callable, Sized
+from typing import Protocol
 
 import anyio
 import pathspec
 
 from pocketmcp import __version__
-from pocketmcp.config import Config
 from pocketmcp.core.safe import safe_text
 from pocketmcp.embed.base import Embedder
 from pocketmcp.embed.models import canonical_id
@@ -25,7 +23,7 @@ from pocketmcp.ops.results import (
     StatusResult,
 )
 from pocketmcp.pipeline.state import Stats
-from pocketmcp.pipeline.supervisor import Pipeline
+from pocketmcp.pipeline.watcher import Only
 from pocketmcp.plans import Status
 from pocketmcp.store.api import ReadIndex
 
@@ -33,7 +31,19 @@ Progress = Callable[[int, int | None, str], Awaitable[None]]
 PROGRESS_EVERY_S = 0.25
 
 
-async def reindex(pipeline: Pipeline, index: ReadIndex, *, force: bool, path_glob: str | None,
+class Rescanner(Protocol):
+    """The running feed of the watched folder, as the runtime lends it."""
+
+    @property
+    def stats(self) -> Stats: ...
+    @property
+    def inflight(self) -> Sized: ...
+
+    async def rescan(self, *, force: bool = False, only: Only | None = None) -> Stats: ...
+    def queue_depths(self) -> dict[str, dict[str, int]]: ...
+
+
+async def reindex(pipeline: Rescanner, index: ReadIndex, *, force: bool, path_glob: str | None,
                   progress: Progress | None = None) -> ReindexResult:
     """Scan the watched folder again inside the running pipeline; `progress(done, total,
     message)` is called every PROGRESS_EVERY_S while it runs."""
@@ -91,19 +101,20 @@ def embedding_status(embedder: Embedder) -> EmbeddingStatus:
         last_error=safe_text(usage.last_error) if usage.last_error else None)
 
 
-async def status(state: Status, config: Config, *, embedder: Embedder | None, watching: bool,
-                 pipeline: Pipeline | None, index: ReadIndex | None) -> StatusResult:
+def model_named(provider: str, model: str | None, model_id: str) -> str:
+    """The model the settings name, before it is loaded."""
+    return model or model_id if provider != "local" else canonical_id(model_id)
+
+
+async def status(state: Status, *, model: str, embedder: Embedder | None, index_path: str,
+                 watch_dir: str | None, pipeline: Rescanner | None,
+                 index: ReadIndex | None) -> StatusResult:
     """What this process serves and how far indexing is; counts once the index is open."""
     counts = await index.run(lambda r: r.counts()) if index is not None else None
-    model = embedder.identity.model if embedder is not None else (
-        config.embed_model or config.model_id if config.embed_provider != "local"
-        else canonical_id(config.model_id))
     return StatusResult(
         phase=state.phase, role=state.role, model=model, model_ready=state.model_ready,
         dimensions=embedder.dim if embedder is not None else None,
-        index_path=(f"postgres schema {config.pg_schema}" if config.store == "postgres"
-                    else str(config.sqlite_path.resolve())),
-        watch_dir=str(config.watch_dir.resolve()) if watching else None,
+        index_path=index_path, watch_dir=watch_dir,
         documents=counts["documents"] if counts else None,
         chunks=counts["chunks"] if counts else None,
         initial_indexing_done=state.initial_indexing_done,
@@ -116,13 +127,9 @@ async def status(state: Status, config: Config, *, embedder: Embedder | None, wa
     )
 
 
-def progress(pipeline: Pipeline | None, index_path: Path) -> IndexProgress:
-    """How far the watched folder's pipeline has come, and the index file's size."""
+def progress(pipeline: Rescanner | None, size: int) -> IndexProgress:
+    """How far the watched folder's pipeline has come, and the index's size in bytes."""
     s = pipeline.stats if pipeline is not None else Stats()
-    size = 0
-    for part in (index_path, index_path.with_name(index_path.name + "-wal")):
-        with contextlib.suppress(OSError):  # no log yet, or the index is not made yet
-            size += part.stat().st_size
     return IndexProgress(
         files_seen=s.seen, files_added=s.added, files_updated=s.updated,
         files_removed=s.removed, files_unchanged=s.unchanged + s.touched,

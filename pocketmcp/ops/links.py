@@ -17,7 +17,7 @@ async def links(index: ReadIndex, doc_id: int) -> LinksResult:
             row = reader.document(doc_id)
             if row is None:
                 return None, [], []
-            return row, related.outgoing(reader, doc_id), related.incoming(reader, doc_id)
+            return row, reader.outgoing_links(doc_id), reader.incoming_links(doc_id)
 
     row, out_rows, in_rows = await index.run(read)
     if row is None:

@@ -12,14 +12,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
-from pathlib import Path
 from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from pocketmcp import logs
-from pocketmcp.core.identity import Identity
 from pocketmcp.errors import PocketError, Stopping, StoreError, single
 from pocketmcp.messages import (
     DocsSubmitted,
@@ -35,8 +33,6 @@ from pocketmcp.messages import (
 from pocketmcp.pipeline.batches import Outcome, apply_batch
 from pocketmcp.pipeline.state import InFlight, Stats, depth
 from pocketmcp.store.api import StoreWriter, View
-from pocketmcp.store.pg.place import PgPlace
-from pocketmcp.store.sqlite.writes import SqliteWriter
 
 log = logs.get("pocketmcp.writer")
 
@@ -163,26 +159,8 @@ def _count(outcome: Outcome, stats: Stats, write_ms: float, batch: int,
 
 
 class WriterActor:
-    """THE writer of one index file: its SqliteWriter (the file's lock and only writing
+    """THE writer of one index: its store writer (the lock and only writing
     connection) and its inbox. Feeds send on clones of `feed()`; tools use `requests`."""
-
-    @classmethod
-    def open(cls, where: Path | PgPlace, identity: Identity, *, rebuild: bool = False,
-             queue_size: int, batch_files: int, on_event: EventHook | None = None
-             ) -> WriterActor:
-        """The writer of the index at `where` (a file, or a Postgres schema), created if
-        missing (blocking: it migrates its schema, and takes a file's writer lock).
-        WriterBusyError while another process holds a file's lock (Postgres takes several
-        writers); ModelMismatchError when the index was built with another provider, model,
-        dimension or prefixes."""
-        writer: StoreWriter
-        if isinstance(where, PgPlace):
-            from pocketmcp.store.pg.writes import PgWriter  # psycopg: only with STORE=postgres
-
-            writer = PgWriter(where, identity, rebuild=rebuild)
-        else:
-            writer = SqliteWriter(where, identity, rebuild=rebuild)
-        return cls(writer, queue_size=queue_size, batch_files=batch_files, on_event=on_event)
 
     def __init__(self, writer: StoreWriter, *, queue_size: int, batch_files: int,
                  on_event: EventHook | None = None) -> None:

@@ -1,14 +1,16 @@
 """The seam between the index's users and its stores: what reading and writing an index
 means, whichever engine holds it (SQLite files, or Postgres with pgvector).
 
-Ops and the pipeline read through a `ReadIndex` (its `run` hands a `Reader` to a function in a
+Where an index lives is a `Place` (a SQLite file, or a Postgres schema): the one object that
+knows which store holds it, so nothing outside store/ asks. Ops and the pipeline read through a
+`ReadIndex` (its `run` hands a `Reader` to a function in a
 worker thread); only the writer actor (pipeline/writer.py) holds a `StoreWriter`. Both stores
 answer with the same rows (rows.py), so every tool returns the same shapes on either.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -19,7 +21,9 @@ import numpy.typing as npt
 
 from pocketmcp.core.identity import Identity
 from pocketmcp.messages import Chunk, DocRecord, Removed, Written
+from pocketmcp.store.archive import StoredDoc
 from pocketmcp.store.filters import DocFilter
+from pocketmcp.store.related import MAX_INCOMING, Linker, LinkRow
 from pocketmcp.store.rows import ChunkRow, DocState, DocumentRow, HitRow, Keywords, Sort
 
 T = TypeVar("T")
@@ -56,6 +60,14 @@ class Reader(Protocol):
     def content(self, doc_id: int) -> str | None: ...
     def all_external_ids(self) -> list[tuple[int, str]]: ...
     def chunk(self, chunk_id: int) -> ChunkRow | None: ...
+    def outgoing_links(self, doc_id: int) -> list[LinkRow]:
+        """A document's links in the order written, each with the documents it resolves
+        to."""
+    def incoming_links(self, doc_id: int, limit: int = MAX_INCOMING) -> list[Linker]:
+        """Documents that link to this one (itself left out), by doc_id."""
+    def stored_documents(self) -> Iterator[StoredDoc]:
+        """Every document in doc_id order, with what writing it again needs (call inside
+        `snapshot()`)."""
 
 
 class View(Protocol):
@@ -159,3 +171,51 @@ def remove_documents(find: Callable[[str], int | None],
     done = set(removed)
     missing += [str(d) for d in doc_ids if d not in done]
     return Removed(tuple(sorted(removed)), chunks, tuple(missing))
+
+
+class Place(Protocol):
+    """Where one index lives, and everything that depends on which store holds it. Naming a
+    place touches nothing; the blocking methods open what they need and close it."""
+
+    def describe(self) -> str:
+        """Where it is, for messages and logs (a file, or a Postgres schema; no password)."""
+
+    def exists(self) -> bool:
+        """Whether a writer has made the index here (blocking)."""
+
+    def identity(self) -> Identity | None:
+        """What the index records of its embeddings; None when there is none yet
+        (blocking)."""
+
+    def reader(self, dim: int, *, root: Path | None = None) -> ReadIndex:
+        """The index for searching and listing (`root`: the folder its `file:` documents
+        are in)."""
+
+    def writer(self, identity: Identity, *, rebuild: bool = False) -> StoreWriter:
+        """THE writer of the index, made if missing (blocking: it migrates the schema and
+        takes the writer lock). WriterBusyError while another process holds the lock;
+        ModelMismatchError when the index was built with other embeddings."""
+
+    def writer_held(self) -> bool:
+        """Whether another process holds the writer lock now (blocking, instant). A store
+        that takes several writers at once (Postgres) never says so."""
+
+    def size(self) -> int:
+        """Bytes the index takes on this machine (0 where a server holds it; blocking)."""
+
+    def holds(self, path: Path) -> bool:
+        """Whether `path` is the index itself (a file no export may overwrite)."""
+
+    def backup(self, target: Path) -> int:
+        """A consistent copy of the index at `target`, made while its writer writes; its
+        size in bytes (blocking). NotSupported where the store has its own backups."""
+
+    def drop(self) -> None:
+        """Remove the index with everything in it (blocking; throwaway indexes)."""
+
+    def database(self, name: str) -> Place:
+        """The place of named database `name` (a checked name) beside this index."""
+
+    def throwaway(self, folder: Path, file: Path | None = None) -> Place:
+        """A place for a short-lived index of this store (eval's): a file in `folder` (or
+        `file` when given), or a fresh schema beside this one; `drop` removes it."""

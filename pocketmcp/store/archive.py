@@ -1,25 +1,12 @@
-"""Copies of an index: every document with its chunks and vectors, read as one snapshot (for
-export; the Postgres store's reader reads its own), and a page-for-page copy of the SQLite
-file made with SQLite's backup API.
-
-Both read through a read-only connection, so they run while the writer writes: a snapshot
-sees one committed state from start to end.
-"""
+"""A document as an index holds it, with everything needed to write it again: what every
+store's reader yields for an export (`Reader.stored_documents`), one snapshot from start to
+end."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
-
 import msgspec
 
-from pocketmcp.errors import StoreError
 from pocketmcp.messages import Link
-from pocketmcp.store.api import Reader
-from pocketmcp.store.sqlite.connect import open_sync_reader, sqlite_errors, sqlite_module
-from pocketmcp.store.sqlite.queries import SqliteReader
 
 
 class StoredChunk(msgspec.Struct, frozen=True):
@@ -53,77 +40,3 @@ class StoredDoc(msgspec.Struct, frozen=True, kw_only=True):
     indexed_at: str
     links: tuple[Link, ...]
     chunks: tuple[StoredChunk, ...]
-
-
-_DOC = ("SELECT doc_id, external_id, source, uri, title, library, metadata, properties, tags, "
-        "created, modified, content, content_sha256, size_bytes, mtime_ns, created_at, "
-        "updated_at FROM documents WHERE doc_id > ? ORDER BY doc_id LIMIT 1")
-_CHUNKS = ("SELECT chunk_id, idx, start_off, end_off, tokens, text_sha256, section FROM chunks "
-           "WHERE doc_id = ? ORDER BY idx")
-
-
-@runtime_checkable
-class StoredReader(Protocol):
-    """A store's reader that reads whole documents itself (Postgres)."""
-
-    def stored_documents(self) -> Iterator[StoredDoc]: ...
-
-
-def documents(reader: Reader) -> Iterator[StoredDoc]:
-    """Every document in doc_id order (blocking). Call inside `reader.snapshot()`."""
-    if isinstance(reader, StoredReader):
-        yield from reader.stored_documents()
-        return
-    if not isinstance(reader, SqliteReader):
-        raise StoreError(f"{type(reader).__name__} cannot export its documents")
-    after = 0
-    while True:
-        rows = reader.query(_DOC, (after,))
-        if not rows:
-            return
-        (doc_id, external_id, source, uri, title, library, metadata, properties, tags,
-         created, modified, content, sha, size, mtime, first, last) = rows[0]
-        after = doc_id
-        chunks = []
-        for chunk_id, idx, start, end, tokens, text_sha, section in reader.query(
-                _CHUNKS, (doc_id,)):
-            found = reader.query("SELECT embedding FROM vec_chunks WHERE chunk_id = ?",
-                                 (chunk_id,))
-            if not found:
-                raise StoreError(f"{reader.db_path}: chunk {chunk_id} has no vector")
-            chunks.append(StoredChunk(idx, start, end, tokens, text_sha, section,
-                                      bytes(found[0][0])))
-        links = tuple(Link(t, k, kind) for t, k, kind in reader.query(
-            "SELECT target, key, kind FROM links WHERE doc_id = ? ORDER BY idx", (doc_id,)))
-        yield StoredDoc(external_id=external_id, source=source, uri=uri, title=title,
-                        library=library, metadata=metadata, properties=properties, tags=tags,
-                        created=created, modified=modified, content=content, sha256=sha,
-                        size_bytes=size, mtime_ns=mtime, first_indexed_at=first,
-                        indexed_at=last, links=links, chunks=tuple(chunks))
-
-
-def backup(source: Path, target: Path) -> int:
-    """Copy the index at `source` to `target` with SQLite's backup API, from a read-only
-    connection: a consistent copy even while its writer writes (blocking). The copy is
-    written beside `target` and renamed over it when complete. Returns its size in bytes."""
-    partial = target.with_name(target.name + ".partial")
-    src = open_sync_reader(source)
-    try:
-        partial.unlink(missing_ok=True)
-        dst: Any = sqlite_module().connect(str(partial))
-        try:
-            src.backup(dst)  # one step: one read transaction, so one committed state
-            problem = dst.execute("PRAGMA quick_check").fetchone()[0]
-            if problem != "ok":
-                raise StoreError(f"the copy of {source} failed its check: {problem}")
-        finally:
-            dst.close()
-        os.replace(partial, target)
-    except sqlite_errors() as exc:
-        raise StoreError(f"cannot back up {source} to {target}: {exc}") from exc
-    except OSError as exc:
-        raise StoreError(f"cannot write {target}: {exc}") from exc
-    finally:
-        src.close()
-        partial.unlink(missing_ok=True)
-    return target.stat().st_size

@@ -1,56 +1,37 @@
-"""Which store holds an index (STORE=sqlite|postgres), and opening its reading side.
-
-The writing side opens in pipeline/writer.py (the writer actor alone imports the writers).
-Postgres modules are imported only when STORE=postgres: psycopg is an optional dependency.
-"""
+"""Which store holds an index (STORE=sqlite|postgres): the one place that asks. Everything
+that depends on it is a method of the `Place` it returns (store/api.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
-from pocketmcp.config import Config
-from pocketmcp.core.identity import Identity
-from pocketmcp.store.api import ReadIndex
-from pocketmcp.store.pg.place import PgPlace, place_of
-from pocketmcp.store.sqlite.reads import SqliteIndex
-from pocketmcp.store.sqlite.reads import recorded_identity as sqlite_identity
+import msgspec
 
-Where = Path | PgPlace  # an index file, or a Postgres schema
-
-
-def main_index(config: Config) -> Where:
-    """Where the main index is."""
-    return place_of(config) if config.store == "postgres" else config.sqlite_path
+from pocketmcp.core.secret import Secret
+from pocketmcp.store.api import Place
+from pocketmcp.store.pg.place import PgPlace
+from pocketmcp.store.sqlite.place import SqlitePlace
 
 
-def read_index(where: Where, dim: int, *, root: Path | None = None) -> ReadIndex:
-    """The index at `where` for searching and listing."""
-    if isinstance(where, PgPlace):
-        from pocketmcp.store.pg.reads import PgIndex  # psycopg: only with STORE=postgres
+class StoreSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """Where the main index is, and what a Postgres index is made with."""
 
-        return PgIndex(where, dim, root=root)
-    return SqliteIndex(where, dim, root=root)
-
-
-def recorded_identity(where: Where) -> Identity | None:
-    """What the index records of its embeddings, if it exists (blocking)."""
-    if isinstance(where, PgPlace):
-        from pocketmcp.store.pg import reads  # psycopg: only with STORE=postgres
-
-        return reads.recorded_identity(where)
-    return sqlite_identity(where) if where.is_file() else None
+    store: Literal["sqlite", "postgres"] = "sqlite"
+    sqlite_path: Path
+    databases_dir: Path
+    database_url: Secret | None = None
+    pg_schema: str = "pocketmcp"
+    pg_ef_search: int = 1000
+    pg_hnsw_m: int = 16
+    pg_hnsw_ef_construction: int = 64
 
 
-def exists(where: Where) -> bool:
-    """Whether a writer has made the index at `where` (blocking; on Postgres, one connection
-    of its own)."""
-    if isinstance(where, PgPlace):
-        return recorded_identity(where) is not None
-    return where.is_file()
-
-
-def drop(place: PgPlace) -> None:
-    """Remove a Postgres index with everything in it (blocking; eval's throwaway indexes)."""
-    from pocketmcp.store.pg import schema  # psycopg: only with STORE=postgres
-
-    schema.drop(place)
+def main_place(settings: StoreSettings) -> Place:
+    """Where the main index is: its SQLite file, or its Postgres schema (PG_SCHEMA); its named
+    databases are beside it (`Place.database`)."""
+    if settings.store == "postgres":
+        assert settings.database_url is not None  # config.load checks it for STORE=postgres
+        return PgPlace(settings.database_url, settings.pg_schema, settings.pg_ef_search,
+                       settings.pg_hnsw_m, settings.pg_hnsw_ef_construction)
+    return SqlitePlace(settings.sqlite_path, settings.databases_dir)

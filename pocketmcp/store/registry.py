@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
-
-import msgspec
 
 from pocketmcp.errors import InvalidRequest, NotFound
-from pocketmcp.store.pg.place import PgPlace, schema_of
-from pocketmcp.store.places import Where, exists
+from pocketmcp.store.api import Place
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
@@ -28,25 +24,21 @@ class Registry:
     `<name>.db` in the databases folder (SQLite) or as the schema `<PG_SCHEMA>_db_<name>` of
     the main index's Postgres database (store/pg/place.py)."""
 
-    def __init__(self, main: Where, databases_dir: Path) -> None:
+    def __init__(self, main: Place) -> None:
         self.main = main
-        self.databases_dir = databases_dir
 
-    def where(self, name: str | None) -> Where:
+    def where(self, name: str | None) -> Place:
         """The main index for None, else database `name`'s place (which may not exist yet);
         InvalidRequest for a name that cannot name one. Touches nothing."""
         if name is None:
             return self.main
-        check_name(name)
-        if isinstance(self.main, PgPlace):
-            return msgspec.structs.replace(self.main, schema=schema_of(self.main.schema, name))
-        return self.databases_dir / f"{name}.db"
+        return self.main.database(check_name(name))
 
-    def existing(self, name: str | None) -> Where:
+    def existing(self, name: str | None) -> Place:
         """Like `where`, but NotFound for a database that was never created (blocking: on
         Postgres it asks the server)."""
         where = self.where(name)
-        if name is not None and not exists(where):
+        if name is not None and not where.exists():
             raise not_found(name)
         return where
 

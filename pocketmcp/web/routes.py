@@ -21,7 +21,7 @@ from starlette.staticfiles import StaticFiles
 from pocketmcp import logs
 from pocketmcp.core.safe import safe
 from pocketmcp.errors import InvalidRequest, NotFound, PocketError
-from pocketmcp.ops import documents, index, search
+from pocketmcp.ops import documents, search
 from pocketmcp.ops.filters import Scope
 from pocketmcp.ops.results import SearchFilter
 from pocketmcp.runtime import Runtime
@@ -179,11 +179,8 @@ def routes(rt: Runtime, logins: Logins) -> list[BaseRoute]:
                     next_cursor=found.next_cursor, deleted=q.get("deleted"))
 
     async def status_data() -> dict[str, Any]:
-        state = await index.status(rt.status, config, embedder=rt.embedder,
-                                   watching=rt.watching, pipeline=rt.pipeline,
-                                   index=rt.opened())
-        progress = await anyio.to_thread.run_sync(index.progress, rt.pipeline,
-                                                  config.sqlite_path)
+        state = await rt.status_report()
+        progress = await anyio.to_thread.run_sync(rt.progress)
         data: dict[str, Any] = safe({**state.model_dump(), **progress.model_dump()})
         data["index_size"] = human_bytes(progress.index_bytes)
         data["queued"] = sum(q["used"] for q in state.queue_depths.values())

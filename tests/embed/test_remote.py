@@ -230,14 +230,14 @@ async def test_a_model_of_unknown_dimensions_is_asked_once_and_the_index_records
 
     config = remote_config(tmp_path, provider, embed_model="house-embedder-v2")
     async with running(config) as rt:
-        assert rt.identity is not None and rt.identity.dim == 384
+        assert rt.services.identity.dim == 384
     assert provider.requests()[0].body["input"] == ["dimension probe"]
     recorded = recorded_identity(config.sqlite_path)
     assert recorded is not None and (recorded.model, recorded.dim) == ("house-embedder-v2", 384)
     provider.always = Fault(503)  # an index that records it starts without asking
     asked = len(provider.requests())
     async with running(config) as rt:
-        assert rt.identity is not None and rt.identity.dim == 384
+        assert rt.services.identity.dim == 384
     assert all(r.body["input"] != ["dimension probe"] for r in provider.requests()[asked:])
 
 

@@ -17,7 +17,6 @@ from pocketmcp.errors import InvalidRequest, NotSupported
 from pocketmcp.ops import archive
 from pocketmcp.plans import Plan
 from pocketmcp.runtime import Runtime
-from pocketmcp.store import places
 from pocketmcp.store.sqlite.queries import SqliteReader
 
 
@@ -69,7 +68,7 @@ async def _source(tmp_path: Path, env: dict[str, str] | None = None
             {"text": "---\ntags: [food]\n---\nSoup with leeks and potatoes. [[Budget]]",
              "external_id": "soup", "metadata": {"course": "starter"}}])
         before = await _snapshot(rt)
-        exported = await archive.export(places.main_index(config), tmp_path / "export.jsonl")
+        exported = await archive.export(config.main_place(), tmp_path / "export.jsonl")
     assert (exported.documents, exported.chunks) == (7, 7)
     return tmp_path / "export.jsonl", before
 
@@ -80,17 +79,16 @@ async def test_export_then_import_gives_identical_results_with_no_embedding(
     export_file, before = await _source(tmp_path)
     config = _config(tmp_path / "b")
     async with running(config) as rt:
-        assert rt.embedder is not None and rt.identity is not None
         calls: list[int] = []
-        real = rt.embedder.embed_documents
+        real = rt.services.embedder.embed_documents
 
         async def counting(texts: list[str]) -> Any:
             calls.append(len(texts))
             return await real(texts)
 
-        rt.embedder.embed_documents = counting  # type: ignore[method-assign]
+        rt.services.embedder.embed_documents = counting  # type: ignore[method-assign]
         result = await archive.import_file(rt.writing, export_file,
-                                           identity=rt.identity)
+                                           identity=rt.services.identity)
         assert (result.documents, result.chunks, result.chunks_embedded) == (7, 7, 0)
         assert calls == []
         assert await _snapshot(rt) == before
@@ -103,8 +101,7 @@ async def test_a_postgres_index_exports_and_imports_with_identical_results(
     export_file, before = await _source(tmp_path, env)
     copy = {**env, "PG_SCHEMA": pg_schema + "_copy"}  # dropped with the test's schema
     async with running(_config(tmp_path / "b", copy)) as rt:
-        assert rt.identity is not None
-        result = await archive.import_file(rt.writing, export_file, identity=rt.identity)
+        result = await archive.import_file(rt.writing, export_file, identity=rt.services.identity)
         assert (result.documents, result.chunks, result.chunks_embedded) == (7, 7, 0)
         assert await _snapshot(rt) == before
 
@@ -120,8 +117,7 @@ async def test_an_export_made_with_another_model_is_embedded_again(tmp_path: Pat
                                             "embedding": made_by}),
                                 *lines[1:]]) + "\n")
     async with running(_config(tmp_path / "b")) as rt:
-        assert rt.identity is not None
-        result = await archive.import_file(rt.writing, other, identity=rt.identity)
+        result = await archive.import_file(rt.writing, other, identity=rt.services.identity)
         assert not result.same_model and result.chunks_embedded == result.chunks == 7
         [match] = await Tools(rt).search("Friday launch window", top_k=1)
         assert match["path"] == "projects/apollo.md"
@@ -136,11 +132,10 @@ async def test_a_cut_short_or_foreign_file_is_refused_with_its_reason(tmp_path: 
     broken = tmp_path / "broken.jsonl"
     broken.write_text(export_file.read_text().splitlines()[0] + "\n{not json\n")
     async with running(_config(tmp_path / "b")) as rt:
-        assert rt.identity is not None
         for path, message in ((cut, "cut short"), (foreign, "not a PocketMCP export"),
                               (broken, "line 2")):
             with pytest.raises(InvalidRequest, match=message):
-                await archive.import_file(rt.writing, path, identity=rt.identity)
+                await archive.import_file(rt.writing, path, identity=rt.services.identity)
 
 
 async def test_a_backup_made_while_the_server_writes_is_consistent(tmp_path: Path) -> None:
@@ -160,10 +155,10 @@ async def test_a_backup_made_while_the_server_writes_is_consistent(tmp_path: Pat
             tg.start_soon(keep_writing)
             while not done.is_set() and len(copies) < 5:
                 target = tmp_path / f"backup{len(copies)}.db"
-                await archive.backup(config.sqlite_path, target)
+                await archive.backup(config.main_place(), target)
                 copies.append(target)
         with pytest.raises(InvalidRequest, match="another file"):
-            await archive.backup(config.sqlite_path, config.sqlite_path)
+            await archive.backup(config.main_place(), config.sqlite_path)
     assert copies
     for copy in copies:
         reader = SqliteReader(copy)

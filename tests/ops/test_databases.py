@@ -17,9 +17,6 @@ from mcp_harness import call, mcp_session, tool_error, until
 from pocketmcp.config import Config
 from pocketmcp.core.identity import Identity
 from pocketmcp.errors import InvalidRequest, ModelMismatchError, NotFound, ReadOnly
-from pocketmcp.store import places
-from pocketmcp.store.pg.place import place_of
-from pocketmcp.store.sqlite.writes import SqliteWriter
 
 SPACE = "Tardigrades, the water bears, survive the vacuum of space and deep freezing."
 BREAD = "A sourdough starter of flour and water leavens rye bread without baker's yeast."
@@ -40,12 +37,7 @@ async def tools(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 
 def make_with_model(config: Config, name: str, identity: Identity) -> None:
     """Database `name` made by another process with `identity`'s model."""
-    if config.store == "postgres":
-        from pocketmcp.store.pg.writes import PgWriter  # psycopg: only with STORE=postgres
-
-        PgWriter(place_of(config, name), identity).close()
-    else:
-        SqliteWriter(config.databases_dir / f"{name}.db", identity).close()
+    config.main_place().database(name).writer(identity).close()
 
 
 async def similar(tools: Tools, text: str, **args: Any) -> list[dict[str, Any]]:
@@ -120,7 +112,7 @@ async def test_a_database_never_created_is_not_found_with_a_hint(
     with pytest.raises(NotFound, match="create_database"):
         await tools("delete_document", doc_id=1, db_name="nope")
     assert not (tmp_path / "dbs" / "nope.db").exists()
-    assert not places.exists(tools.rt.registry.where("nope"))
+    assert not tools.rt.place.database("nope").exists()
 
 
 async def test_an_unknown_doc_id_is_not_found_in_a_database_and_in_the_main_index(
@@ -209,8 +201,7 @@ async def test_a_database_another_process_writes_is_readable_but_not_writable(
 
     async def hold() -> None:  # another process, in effect: it holds the database's lock
         async with running(config) as holder:
-            assert holder.identity is not None
-            shared["identity"] = holder.identity
+            shared["identity"] = holder.services.identity
             mine = Tools(holder)
             await mine("create_database", db_name="shared")
             shared["doc"] = await mine("insert_document", text=SPACE, db_name="shared")
@@ -237,7 +228,7 @@ async def test_a_database_another_process_writes_is_readable_but_not_writable(
             deleted = await other("delete_document", doc_id=doc["doc_id"], db_name="shared")
             assert deleted["deleted_chunks"] >= 1
     # Closing the runtimes released every database's lock.
-    SqliteWriter(config.databases_dir / "shared.db", identity).close()
+    config.main_place().database("shared").writer(identity).close()
 
 
 async def test_a_database_made_with_another_model_is_refused_clearly(tools: Tools) -> None:

@@ -52,8 +52,9 @@ async def test_while_the_provider_fails_the_pipeline_waits_with_bounded_queues_a
                            embed_concurrency="1")
     async with running(config, serving(True)) as rt:
         pipeline = rt.pipeline
-        assert pipeline is not None and rt.embedder is not None
-        await until(lambda: rt.embedder.usage.failures >= 2)  # failed, waited, failed again
+        assert pipeline is not None
+        usage = rt.services.embedder.usage
+        await until(lambda: usage.failures >= 2)  # failed, waited, failed again
         depths = pipeline.queue_depths()
         assert all(d["used"] <= d["max"] for d in depths.values()), depths
         assert depths["events"]["waiting_senders"] >= 1  # the watcher itself is held back

@@ -11,7 +11,6 @@ import numpy as np
 from pocketmcp.core.identity import Identity
 from pocketmcp.core.text import sha256
 from pocketmcp.messages import Chunk, DocFacts, DocRecord, Link
-from pocketmcp.store import related
 from pocketmcp.store.filters import Compare, DocFilter
 from pocketmcp.store.sqlite import schema
 from pocketmcp.store.sqlite.connect import open_sync_writer
@@ -60,9 +59,9 @@ def test_migration_5_fills_in_the_facts_of_documents_indexed_before(tmp_path: Pa
         plan = reader.document_by_external("file:notes/plan.md")
         budget = reader.document_by_external("file:budget.md")
         assert plan is not None and budget is not None
-        [link] = related.outgoing(reader, plan.doc_id)
+        [link] = reader.outgoing_links(plan.doc_id)
         assert (link.target, link.doc_id) == ("Budget", budget.doc_id)
-        assert [d.doc_id for d in related.incoming(reader, budget.doc_id)] == [plan.doc_id]
+        assert [d.doc_id for d in reader.incoming_links(budget.doc_id)] == [plan.doc_id]
         assert reader.doc_ids_where(DocFilter(tags_any=("PLAN",))) == [plan.doc_id]
     finally:
         reader.close()
@@ -133,7 +132,7 @@ def test_a_rewrite_with_the_same_text_keeps_chunks_and_updates_only_changed_fact
         _write(writer, "n", DocFacts(tags=("b",)))
         assert reader.query("SELECT chunk_id FROM chunks") == first
         assert json.loads(reader.query("SELECT tags FROM documents")[0][0]) == ["b"]
-        assert related.outgoing(reader, doc) == []
+        assert reader.outgoing_links(doc) == []
         with writer.transaction():
             writer.delete("n")
         for table in ("doc_tags", "links", "doc_keys"):

@@ -8,19 +8,23 @@ import pytest
 from conftest import make_config
 
 from pocketmcp.errors import InvalidRequest, NotFound
-from pocketmcp.store.pg.place import PgPlace, place_of
+from pocketmcp.store.pg.place import PgPlace
 from pocketmcp.store.registry import Registry, check_name
+from pocketmcp.store.sqlite.place import SqlitePlace
 
 
 def test_the_main_index_and_named_databases_have_their_own_files(tmp_path: Path) -> None:
-    registry = Registry(tmp_path / "index.db", tmp_path / "dbs")
-    assert registry.where(None) == tmp_path / "index.db"
-    assert registry.where("notes_2-a") == tmp_path / "dbs" / "notes_2-a.db"
+    main = SqlitePlace(tmp_path / "index.db", tmp_path / "dbs")
+    registry = Registry(main)
+    assert registry.where(None) == main
+    assert registry.where("notes_2-a") == SqlitePlace(tmp_path / "dbs" / "notes_2-a.db",
+                                                      tmp_path / "dbs")
     with pytest.raises(NotFound, match="create_database"):
         registry.existing("notes")
     (tmp_path / "dbs").mkdir()
     (tmp_path / "dbs" / "notes.db").write_bytes(b"")
-    assert registry.existing("notes") == tmp_path / "dbs" / "notes.db"
+    assert registry.existing("notes") == SqlitePlace(tmp_path / "dbs" / "notes.db",
+                                                     tmp_path / "dbs")
 
 
 @pytest.mark.parametrize("name", ["../x", "a/b", "x.db", "", "a" * 65, "a b", "..", "café",
@@ -35,7 +39,7 @@ def test_named_postgres_databases_are_schemas_of_the_main_index_s_server(
     config = make_config(tmp_path, {"STORE": "postgres", "PG_SCHEMA": "team",
                                     "DATABASE_URL": "postgresql://u@127.0.0.1:1/x",
                                     "PG_EF_SEARCH": "400"})
-    registry = Registry(place_of(config), config.databases_dir)
+    registry = Registry(config.main_place())
     assert registry.where(None) == PgPlace(config.database_url, "team", 400)
     assert registry.where("Notes-1") == PgPlace(config.database_url, "team_db_Notes-1", 400)
     long = registry.where("x" * 64)

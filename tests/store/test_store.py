@@ -14,7 +14,7 @@ from pocketmcp.errors import ModelMismatchError, StoreError, WriterBusyError
 from pocketmcp.messages import Chunk, DocRecord
 from pocketmcp.store.sqlite import schema
 from pocketmcp.store.sqlite.connect import sqlite_module
-from pocketmcp.store.sqlite.keywords.search import TermCounts
+from pocketmcp.store.sqlite.keywords.textsearch import TermCounts
 from pocketmcp.store.sqlite.queries import SqliteReader
 from pocketmcp.store.sqlite.writes import SqliteWriter
 

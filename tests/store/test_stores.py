@@ -15,17 +15,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pocketmcp.config import Secret
 from pocketmcp.core.identity import Identity
+from pocketmcp.core.secret import Secret
 from pocketmcp.core.text import sha256
 from pocketmcp.errors import ModelMismatchError, StoreError
 from pocketmcp.messages import Chunk, DocFacts, DocRecord, Link, Written
-from pocketmcp.store import related
-from pocketmcp.store.api import Reader, ReadIndex, StoreWriter
+from pocketmcp.store.api import Place, Reader, ReadIndex, StoreWriter
 from pocketmcp.store.filters import Compare, DocFilter
 from pocketmcp.store.pg.place import PgPlace
-from pocketmcp.store.places import Where, read_index, recorded_identity
-from pocketmcp.store.sqlite.writes import SqliteWriter
+from pocketmcp.store.sqlite.place import SqlitePlace
 
 DIM = 8
 IDENTITY = Identity(model="m", dim=DIM)
@@ -52,26 +50,22 @@ def _doc(ext: str, *texts: str, **fields: Any) -> DocRecord:
                      content=content, sha256=sha256(content), **fields)
 
 
-def _open_writer(where: Where, identity: Identity = IDENTITY) -> StoreWriter:
-    if isinstance(where, PgPlace):
-        from pocketmcp.store.pg.writes import PgWriter
-
-        return PgWriter(where, identity)
-    return SqliteWriter(where, identity)
+def _open_writer(where: Place, identity: Identity = IDENTITY) -> StoreWriter:
+    return where.writer(identity)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def where(request: pytest.FixtureRequest, tmp_path: Path) -> Where:
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> Place:
     if request.param == "sqlite":
-        return tmp_path / "index.db"
+        return SqlitePlace(tmp_path / "index.db", tmp_path / "databases")
     url = request.getfixturevalue("pg_url")
     return PgPlace(Secret(url), request.getfixturevalue("pg_schema"))
 
 
 @pytest.fixture
-def store(where: Where) -> Iterator[tuple[StoreWriter, ReadIndex]]:
+def store(where: Place) -> Iterator[tuple[StoreWriter, ReadIndex]]:
     writer = _open_writer(where)
-    index = read_index(where, DIM)
+    index = where.reader(DIM)
     try:
         yield writer, index
     finally:
@@ -246,7 +240,7 @@ async def test_text_with_nul_characters_is_stored_with_its_offsets(store) -> Non
     assert parts[1][3] == "tail." and len(parts[0][3]) == len(text)
 
 
-def test_an_index_refuses_another_model(where: Where) -> None:
+def test_an_index_refuses_another_model(where: Place) -> None:
     _open_writer(where).close()
     with pytest.raises(ModelMismatchError):
         _open_writer(where, Identity(model="other", dim=DIM))
@@ -254,7 +248,7 @@ def test_an_index_refuses_another_model(where: Where) -> None:
 
 @pytest.mark.parametrize("where", ["postgres"], indirect=True)
 def test_two_writers_of_one_document_queue_and_the_second_finds_the_first(
-        where: Where, pg_url: str) -> None:
+        where: Place, pg_url: str) -> None:
     """Postgres takes writers in several processes: the second writer of a document waits
     for the first's commit, then finds the document there (unchanged), never a duplicate."""
     import psycopg
@@ -331,7 +325,7 @@ def test_a_server_that_cannot_be_reached_is_a_store_error_without_the_password(
            "DATABASE_URL": "postgresql://someone:hunter2secret@127.0.0.1:9/nothing",
            "SQLITE_PATH": str(tmp_path / "x.db"), "WATCH_DIR": str(tmp_path)}
     with pytest.raises(StoreError) as caught:
-        recorded_identity(PgPlace(Secret(env["DATABASE_URL"]), "nowhere"))
+        PgPlace(Secret(env["DATABASE_URL"]), "nowhere").identity()
     assert "hunter2secret" not in str(caught.value)
     run = subprocess.run([sys.executable, "-m", "pocketmcp", "search", "anything"], env=env,
                          capture_output=True, text=True, timeout=120)
@@ -347,8 +341,8 @@ async def test_links_resolve_to_documents_written_before_or_after(store) -> None
     b = _put(writer, _doc("b", "Bee."), _chunks("Bee."), _vectors(1, seed=2))
 
     def read(reader: Reader) -> tuple[list[Any], list[Any], list[Any]]:
-        return (related.outgoing(reader, a.doc_id), related.incoming(reader, b.doc_id),
-                related.incoming(reader, a.doc_id))
+        return (reader.outgoing_links(a.doc_id), reader.incoming_links(b.doc_id),
+                reader.incoming_links(a.doc_id))
 
     out, into_b, into_a = await index.run(read)
     assert [(o.idx, o.target, o.kind, o.doc_id) for o in out] == [
@@ -377,10 +371,10 @@ async def test_a_postgres_index_made_before_links_were_kept_gets_its_notes_links
                          b"created_at, updated_at) VALUES (%s, 'raw', %s, 'x', 'now', 'now')",
                          (ext, text))
     _open_writer(where).close()  # migrates
-    index = read_index(where, DIM)
+    index = where.reader(DIM)
     try:
         by_ext = dict((e, d) for d, e in await index.run(lambda r: r.all_external_ids()))
-        out = await index.run(lambda r: related.outgoing(r, by_ext["a"]))
+        out = await index.run(lambda r: r.outgoing_links(by_ext["a"]))
         assert [(o.target, o.doc_id) for o in out] == [("B", by_ext["b"]), ("C", None)]
     finally:
         index.close()
@@ -388,7 +382,7 @@ async def test_a_postgres_index_made_before_links_were_kept_gets_its_notes_links
 
 @pytest.mark.parametrize("where", ["postgres"], indirect=True)
 def test_a_new_postgres_index_gets_the_hnsw_graph_asked_for_and_keeps_it(
-        where: Where, pg_url: str) -> None:
+        where: Place, pg_url: str) -> None:
     import psycopg  # an optional dependency, installed for the tests
 
     assert isinstance(where, PgPlace)

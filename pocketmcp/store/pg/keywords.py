@@ -1,5 +1,5 @@
 """The keyword retriever on Postgres: full-text search over the chunks' weighted tsvector,
-ranked in the manner of BM25, as SQLite's FTS5 ranks (store/sqlite/keywords/search.py).
+ranked in the manner of BM25, as SQLite's FTS5 ranks (store/sqlite/keywords/textsearch.py).
 
 A query's words are looked up one by one (how many chunks hold each, counted up to a cap),
 and the rarer ones are searched for together, any of them: at most MAX_WORDS, none held by

@@ -1,5 +1,6 @@
 """Where a Postgres index is: the server (a secret URL: it may hold a password) and the
-schema that holds its tables. No psycopg here: naming an index connects to nothing.
+schema that holds its tables. Naming an index connects to nothing: psycopg (an optional
+dependency) is imported by the methods that open a connection.
 
 Each index (the main one and every named database) is a schema of one database: one pool of
 connections serves all of them, creating or dropping one is a transactional statement of a
@@ -11,10 +12,19 @@ each and statements that cannot run in a transaction.
 from __future__ import annotations
 
 import hashlib
+import secrets
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
-from pocketmcp.config import Config, Secret
+from pocketmcp.core.identity import Identity
+from pocketmcp.core.secret import Secret
+from pocketmcp.errors import NotSupported
+
+if TYPE_CHECKING:
+    from pocketmcp.store.pg.reads import PgIndex
+    from pocketmcp.store.pg.writes import PgWriter
 
 
 class PgPlace(msgspec.Struct, frozen=True):
@@ -27,6 +37,53 @@ class PgPlace(msgspec.Struct, frozen=True):
     def describe(self) -> str:
         """For messages and logs: the schema, never the URL (it may hold a password)."""
         return f"postgres schema {self.schema}"
+
+    def exists(self) -> bool:
+        return self.identity() is not None  # made when its writer has recorded the model
+
+    def identity(self) -> Identity | None:
+        from pocketmcp.store.pg import reads  # psycopg: only with STORE=postgres
+
+        return reads.recorded_identity(self)
+
+    def reader(self, dim: int, *, root: Path | None = None) -> PgIndex:
+        from pocketmcp.store.pg.reads import PgIndex  # psycopg: only with STORE=postgres
+
+        return PgIndex(self, dim, root=root)
+
+    def writer(self, identity: Identity, *, rebuild: bool = False) -> PgWriter:
+        from pocketmcp.store.pg.writes import PgWriter  # psycopg: only with STORE=postgres
+
+        return PgWriter(self, identity, rebuild=rebuild)
+
+    def writer_held(self) -> bool:
+        return False  # writers lock the documents they write, not the index
+
+    def size(self) -> int:
+        return 0  # the server's to tell: pg_total_relation_size of the schema's tables
+
+    def holds(self, path: Path) -> bool:
+        return False
+
+    def backup(self, target: Path) -> int:
+        raise NotSupported("backup copies a SQLite index file; back up a Postgres index with "
+                           f"pg_dump -n {self.schema} (or the server's own backups), "
+                           "or export it with `pocketmcp export FILE`")
+
+    def drop(self) -> None:
+        from pocketmcp.store.pg import schema  # psycopg: only with STORE=postgres
+
+        schema.drop(self)
+
+    def database(self, name: str) -> PgPlace:
+        return msgspec.structs.replace(self, schema=schema_of(self.schema, name))
+
+    def throwaway(self, folder: Path, file: Path | None = None) -> PgPlace:
+        if file is not None:
+            raise NotSupported("--index names a SQLite file; with STORE=postgres the eval "
+                               "index is a schema of its own, dropped afterwards")
+        return msgspec.structs.replace(
+            self, schema=f"{self.schema[:20]}_eval_{secrets.token_hex(6)}")
 
 
 MAX_IDENTIFIER = 63  # bytes in a Postgres name (NAMEDATALEN - 1); longer ones are cut
@@ -43,11 +100,3 @@ def schema_of(main: str, db_name: str) -> str:
         return schema
     digest = hashlib.sha256(db_name.encode()).hexdigest()[:12]
     return f"{schema[:MAX_IDENTIFIER - len(digest) - 1]}_{digest}"
-
-
-def place_of(config: Config, db_name: str | None = None) -> PgPlace:
-    """The main index's schema (PG_SCHEMA), or named database `db_name`'s beside it."""
-    assert config.database_url is not None  # config.load checks it for STORE=postgres
-    schema = config.pg_schema if db_name is None else schema_of(config.pg_schema, db_name)
-    return PgPlace(config.database_url, schema, config.pg_ef_search, config.pg_hnsw_m,
-                   config.pg_hnsw_ef_construction)

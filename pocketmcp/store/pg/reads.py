@@ -22,7 +22,7 @@ from pocketmcp.store.archive import StoredDoc
 from pocketmcp.store.filters import DocFilter
 from pocketmcp.store.pg import archive, connect, filters, keywords, schema
 from pocketmcp.store.pg.place import PgPlace
-from pocketmcp.store.related import Linker, LinkRow
+from pocketmcp.store.related import MAX_INCOMING, Linker, LinkRow
 from pocketmcp.store.rows import ChunkRow, DocState, DocumentRow, HitRow, Keywords, Sort
 
 T = TypeVar("T")
@@ -220,14 +220,14 @@ class PgReader:
         return archive.documents(self._rows)
 
     def outgoing_links(self, doc_id: int) -> list[LinkRow]:
-        """As the SQLite store's (store/related.py)."""
+        """As the SQLite store's (store/sqlite/queries.py)."""
         return [LinkRow(*r) for r in self._rows(
             "SELECT l.idx, l.target, l.kind, d.doc_id, d.title, d.external_id, d.source "
             "FROM links l LEFT JOIN doc_keys k ON k.key = l.key "
             "LEFT JOIN documents d ON d.doc_id = k.doc_id "
             "WHERE l.doc_id = %s ORDER BY l.idx, d.doc_id", (doc_id,))]
 
-    def incoming_links(self, doc_id: int, limit: int) -> list[Linker]:
+    def incoming_links(self, doc_id: int, limit: int = MAX_INCOMING) -> list[Linker]:
         return [Linker(*r) for r in self._rows(
             "SELECT DISTINCT d.doc_id, d.title, d.external_id, d.source FROM doc_keys k "
             "JOIN links l ON l.key = k.key JOIN documents d ON d.doc_id = l.doc_id "

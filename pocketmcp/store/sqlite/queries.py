@@ -10,7 +10,9 @@ from typing import Any
 from pocketmcp.core.identity import Identity
 from pocketmcp.errors import StoreError
 from pocketmcp.store import filters
+from pocketmcp.store.archive import StoredDoc
 from pocketmcp.store.filters import DocFilter
+from pocketmcp.store.related import MAX_INCOMING, Linker, LinkRow
 from pocketmcp.store.rows import (
     ChunkRow,
     DocState,
@@ -20,12 +22,11 @@ from pocketmcp.store.rows import (
     Sort,
     VectorHit,
 )
-from pocketmcp.store.sqlite import halves, schema
+from pocketmcp.store.sqlite import archive, halves, schema
 from pocketmcp.store.sqlite.connect import id_list, open_sync_reader, sqlite_errors
-from pocketmcp.store.sqlite.keywords import bm25
-from pocketmcp.store.sqlite.keywords import search as textsearch
+from pocketmcp.store.sqlite.keywords import bm25, textsearch
 from pocketmcp.store.sqlite.keywords.lengths import ChunkLengths, averages
-from pocketmcp.store.sqlite.keywords.search import TermCounts
+from pocketmcp.store.sqlite.keywords.textsearch import TermCounts
 from pocketmcp.store.sqlite.log import TOKEN_KEY, VECTOR_BY_ID, ChunkLog, Vectors
 
 READ_MAP_BYTES = 1 << 36  # how much of the index file readers map (all of it, in practice)
@@ -378,3 +379,20 @@ class SqliteReader:
             "d.title, d.external_id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id "
             "WHERE c.chunk_id = ?", (chunk_id,))
         return ChunkRow(*rows[0]) if rows else None
+
+    def outgoing_links(self, doc_id: int) -> list[LinkRow]:
+        return [LinkRow(*r) for r in self.query(
+            "SELECT l.idx, l.target, l.kind, d.doc_id, d.title, d.external_id, d.source "
+            "FROM links l LEFT JOIN doc_keys k ON k.key = l.key "
+            "LEFT JOIN documents d ON d.doc_id = k.doc_id "
+            "WHERE l.doc_id = ? ORDER BY l.idx, d.doc_id", (doc_id,))]
+
+    def incoming_links(self, doc_id: int, limit: int = MAX_INCOMING) -> list[Linker]:
+        return [Linker(*r) for r in self.query(
+            "SELECT DISTINCT d.doc_id, d.title, d.external_id, d.source FROM doc_keys k "
+            "JOIN links l ON l.key = k.key JOIN documents d ON d.doc_id = l.doc_id "
+            "WHERE k.doc_id = ? AND l.doc_id != ? ORDER BY d.doc_id LIMIT ?",
+            (doc_id, doc_id, limit))]
+
+    def stored_documents(self) -> Iterator[StoredDoc]:
+        return archive.documents(self)

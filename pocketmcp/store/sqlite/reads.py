@@ -11,7 +11,7 @@ import anyio
 from pocketmcp.core.identity import Identity
 from pocketmcp.store.api import F32, Found, Reader
 from pocketmcp.store.sqlite.keywords.lengths import ChunkLengths
-from pocketmcp.store.sqlite.keywords.search import TermCounts
+from pocketmcp.store.sqlite.keywords.textsearch import TermCounts
 from pocketmcp.store.sqlite.queries import SqliteReader
 from pocketmcp.store.sqlite.vectors.index import VectorIndex
 

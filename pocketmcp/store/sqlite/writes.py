@@ -29,6 +29,7 @@ from pocketmcp.store.api import remove_documents
 from pocketmcp.store.sqlite import schema
 from pocketmcp.store.sqlite.connect import open_sync_writer, sqlite_errors
 from pocketmcp.store.sqlite.log import TOKEN_KEY, ChunkLog
+from pocketmcp.store.sqlite.place import lock_path
 from pocketmcp.store.sqlite.reads import ReaderPool
 from pocketmcp.store.sqlite.vectors.file import new_token
 from pocketmcp.store.sqlite.vectors.writer import VectorFileWriter
@@ -39,10 +40,6 @@ LOG_KEEP = 200_000  # chunk changes kept for vector files (and their readers) to
 
 def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def lock_path(db_path: Path) -> Path:
-    return db_path.with_name(db_path.name + ".writer.lock")
 
 
 class SqliteWriter:

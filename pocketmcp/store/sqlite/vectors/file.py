@@ -52,6 +52,7 @@ import numpy.typing as npt
 
 from pocketmcp.errors import VectorFileError
 from pocketmcp.store.sqlite.log import ChunkLog
+from pocketmcp.store.sqlite.place import VECTORS
 from pocketmcp.store.sqlite.vectors.rowcodes import RowCodes
 from pocketmcp.store.sqlite.vectors.scan import encode, words
 
@@ -65,7 +66,7 @@ _SLOT_SIZE = 64
 
 
 def vectors_path(db_path: Path) -> Path:
-    return db_path.with_name(db_path.name + ".vectors")
+    return db_path.with_name(db_path.name + VECTORS)
 
 
 def _up(n: int) -> int:

@@ -1,0 +1,95 @@
+"""Where a SQLite index is: its file, with its vector file, write-ahead log and writer lock
+beside it, and the folder its named databases are kept in."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import msgspec
+from filelock import FileLock, Timeout
+
+from pocketmcp.core.identity import Identity
+from pocketmcp.errors import StoreError
+
+# The engine (SQLite, numpy, the vector file) is imported by the methods that open the index:
+# naming a place, as every command and a stdio bridge do, loads none of it.
+if TYPE_CHECKING:
+    from pocketmcp.store.sqlite.reads import SqliteIndex
+    from pocketmcp.store.sqlite.writes import SqliteWriter
+
+VECTORS = ".vectors"  # the vector file beside the index (store/sqlite/vectors/file.py)
+WRITER_LOCK = ".writer.lock"
+
+# What a SQLite index is made of, beside its file (suffixes of its name).
+_BESIDE = ("-wal", "-shm", VECTORS, WRITER_LOCK)
+
+
+def lock_path(db_path: Path) -> Path:
+    """The writer lock of the index at `db_path`."""
+    return db_path.with_name(db_path.name + WRITER_LOCK)
+
+
+class SqlitePlace(msgspec.Struct, frozen=True):
+    path: Path
+    databases_dir: Path  # where named databases are, as `<name>.db`
+
+    def describe(self) -> str:
+        return str(self.path.resolve())
+
+    def exists(self) -> bool:
+        return self.path.is_file()
+
+    def identity(self) -> Identity | None:
+        from pocketmcp.store.sqlite.reads import recorded_identity  # the engine, see above
+
+        return recorded_identity(self.path) if self.path.is_file() else None
+
+    def reader(self, dim: int, *, root: Path | None = None) -> SqliteIndex:
+        from pocketmcp.store.sqlite.reads import SqliteIndex  # the engine, see above
+
+        return SqliteIndex(self.path, dim, root=root)
+
+    def writer(self, identity: Identity, *, rebuild: bool = False) -> SqliteWriter:
+        from pocketmcp.store.sqlite.writes import SqliteWriter  # the engine, see above
+
+        return SqliteWriter(self.path, identity, rebuild=rebuild)
+
+    def writer_held(self) -> bool:
+        if not self.path.parent.is_dir():
+            return False
+        probe = FileLock(str(lock_path(self.path)), blocking=False, thread_local=False)
+        try:
+            probe.acquire()
+        except Timeout:
+            return True
+        probe.release()
+        return False
+
+    def size(self) -> int:
+        size = 0
+        for part in (self.path, self.path.with_name(self.path.name + "-wal")):
+            with contextlib.suppress(OSError):  # no log yet, or the index is not made yet
+                size += part.stat().st_size
+        return size
+
+    def holds(self, path: Path) -> bool:
+        return path.resolve() == self.path.resolve()
+
+    def backup(self, target: Path) -> int:
+        from pocketmcp.store.sqlite.archive import backup  # the engine, see above
+
+        if not self.path.is_file():
+            raise StoreError(f"no index at {self.describe()}; run `pocketmcp index` first")
+        return backup(self.path, target)
+
+    def drop(self) -> None:
+        for path in (self.path, *(self.path.with_name(self.path.name + s) for s in _BESIDE)):
+            path.unlink(missing_ok=True)
+
+    def database(self, name: str) -> SqlitePlace:
+        return SqlitePlace((self.databases_dir / f"{name}.db").absolute(), self.databases_dir)
+
+    def throwaway(self, folder: Path, file: Path | None = None) -> SqlitePlace:
+        return SqlitePlace(file or folder / "index.db", folder / "databases")
