@@ -93,7 +93,7 @@ def test_each_file_is_counted_once_and_progress_ends_at_the_total(tmp_path: Path
 def test_a_second_index_run_waits_for_the_writer_or_exits_busy(tmp_path: Path) -> None:
     from filelock import FileLock
 
-    from pocketmcp.store.sqlite.place import lock_path
+    from pocketmcp.store.sqlite.files import lock_path
 
     kb = tmp_path / "kb"
     kb.mkdir()

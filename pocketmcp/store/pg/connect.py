@@ -12,14 +12,14 @@ from psycopg import errors as pgerrors
 from psycopg import sql
 
 from pocketmcp.errors import StoreError
-from pocketmcp.store.pg.place import PgPlace
+from pocketmcp.store.pg.target import PgTarget
 
 STATEMENT_TIMEOUT_MS = 30_000  # one statement; a stuck query fails instead of hanging a tool
 LOCK_TIMEOUT_MS = 20_000  # waiting for another writer's lock on a document
 IDLE_IN_TRANSACTION_MS = 60_000  # a writer that went away mid-transaction frees its locks
 
 
-def options(place: PgPlace) -> str:
+def options(place: PgTarget) -> str:
     """libpq `options`: the index's schema first, `public` (where pgvector lives) after."""
     # Quoted: a named database's schema keeps its case and may hold '-' (place.py).
     return (f'-c search_path="{place.schema}",public '
@@ -32,7 +32,7 @@ def configure(conn: psycopg.Connection[Any]) -> None:
     register_vector(conn)
 
 
-def connect(place: PgPlace, *, autocommit: bool) -> psycopg.Connection[Any]:
+def connect(place: PgTarget, *, autocommit: bool) -> psycopg.Connection[Any]:
     """One connection; StoreError (never the URL) when the server cannot be reached."""
     try:
         conn = psycopg.connect(place.url.reveal(), autocommit=autocommit,
@@ -52,7 +52,7 @@ def ensure_extension(conn: psycopg.Connection[Any]) -> None:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
 
 
-def schema_ident(place: PgPlace) -> sql.Identifier:
+def schema_ident(place: PgTarget) -> sql.Identifier:
     return sql.Identifier(place.schema)
 
 
@@ -68,12 +68,12 @@ def is_transient(exc: BaseException) -> bool:
     return state.startswith("08") or state in ("57P01", "57P02", "57P03")  # shut down
 
 
-def _clean(exc: BaseException, place: PgPlace) -> str:
+def _clean(exc: BaseException, place: PgTarget) -> str:
     """An error's text without the URL's password, if the driver quoted it."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     secret = place.url.reveal()
     return text.replace(secret, "***")
 
 
-def store_error(exc: BaseException, place: PgPlace) -> StoreError:
+def store_error(exc: BaseException, place: PgTarget) -> StoreError:
     return StoreError(f"{place.describe()}: {_clean(exc, place)}")

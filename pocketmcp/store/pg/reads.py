@@ -21,7 +21,7 @@ from pocketmcp.store.api import F32, Found, Reader, Vectors
 from pocketmcp.store.archive import StoredDoc
 from pocketmcp.store.filters import DocFilter
 from pocketmcp.store.pg import archive, connect, filters, keywords, schema
-from pocketmcp.store.pg.place import PgPlace
+from pocketmcp.store.pg.target import PgTarget
 from pocketmcp.store.related import MAX_INCOMING, Linker, LinkRow
 from pocketmcp.store.rows import ChunkRow, DocState, DocumentRow, HitRow, Keywords, Sort
 
@@ -39,7 +39,7 @@ _DOC_COLUMNS = ("d.doc_id, d.external_id, d.source, d.uri, d.title, d.library, "
 class PgReader:
     """One pooled connection (autocommit), one caller at a time."""
 
-    def __init__(self, conn: psycopg.Connection[Any], place: PgPlace) -> None:
+    def __init__(self, conn: psycopg.Connection[Any], place: PgTarget) -> None:
         self._conn = conn
         self.place = place
 
@@ -235,7 +235,7 @@ class PgReader:
             (doc_id, doc_id, limit))]
 
 
-def recorded_identity(place: PgPlace) -> Identity | None:
+def recorded_identity(place: PgTarget) -> Identity | None:
     """What the index records of its embeddings (blocking; one connection of its own)."""
     conn = connect.connect(place, autocommit=True)
     try:
@@ -249,7 +249,7 @@ def recorded_identity(place: PgPlace) -> Identity | None:
 class PgIndex:
     """One Postgres index (a schema) as searches and listings see it."""
 
-    def __init__(self, place: PgPlace, dim: int, readers: int = 4, *,
+    def __init__(self, place: PgTarget, dim: int, readers: int = 4, *,
                  root: Path | None = None) -> None:
         self.place = place
         self.dim = dim

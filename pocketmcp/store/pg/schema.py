@@ -20,7 +20,7 @@ from pocketmcp.core.paths import path_of
 from pocketmcp.errors import ModelMismatchError, SchemaTooNewError
 from pocketmcp.messages import Link
 from pocketmcp.store.pg import connect
-from pocketmcp.store.pg.place import PgPlace
+from pocketmcp.store.pg.target import PgTarget
 
 LOCK_MIGRATE = 7401  # advisory lock namespace: migrating a schema
 # Text search configuration of the tsvector and the queries (stemming, stop words).
@@ -148,7 +148,7 @@ def _exists(conn: psycopg.Connection[Any], table: str) -> bool:
     return row is not None and row[0] is not None
 
 
-def stored_identity(conn: psycopg.Connection[Any], place: PgPlace) -> Identity | None:
+def stored_identity(conn: psycopg.Connection[Any], place: PgTarget) -> Identity | None:
     """What the index records of its embeddings; None before a writer made it."""
     if not _exists(conn, f'"{place.schema}".meta'):
         return None
@@ -157,7 +157,7 @@ def stored_identity(conn: psycopg.Connection[Any], place: PgPlace) -> Identity |
     return Identity.from_meta({str(k): str(v) for k, v in rows})
 
 
-def migrate(conn: psycopg.Connection[Any], place: PgPlace, identity: Identity, *,
+def migrate(conn: psycopg.Connection[Any], place: PgTarget, identity: Identity, *,
             rebuild: bool = False) -> int:
     """Create or bring the schema to SCHEMA_VERSION in one transaction (one process at a
     time: an advisory lock); the version found. `rebuild` drops the schema first."""
@@ -197,7 +197,7 @@ def migrate(conn: psycopg.Connection[Any], place: PgPlace, identity: Identity, *
 
 
 
-def drop(place: PgPlace) -> None:
+def drop(place: PgTarget) -> None:
     """Remove the index with everything in it (blocking; eval's throwaway indexes)."""
     conn = connect.connect(place, autocommit=True)
     try:

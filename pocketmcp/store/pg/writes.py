@@ -33,8 +33,8 @@ from pocketmcp.messages import Chunk, DocFacts, DocRecord, Removed, Written
 from pocketmcp.store import facts
 from pocketmcp.store.api import remove_documents
 from pocketmcp.store.pg import connect, schema
-from pocketmcp.store.pg.place import PgPlace
 from pocketmcp.store.pg.reads import PgIndex
+from pocketmcp.store.pg.target import PgTarget
 
 T = TypeVar("T")
 log = logs.get("pocketmcp.store.pg")
@@ -62,7 +62,7 @@ SCAN_KEY = "first_scan"  # as in the SQLite store's meta table
 class PgWriter:
     """One process's writing connection to a Postgres index."""
 
-    def __init__(self, place: PgPlace, identity: Identity, *, rebuild: bool = False) -> None:
+    def __init__(self, place: PgTarget, identity: Identity, *, rebuild: bool = False) -> None:
         self.place = place
         self.identity = identity
         self.dim = identity.dim

@@ -8,17 +8,16 @@ sees one committed state from start to end.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pocketmcp.errors import StoreError
 from pocketmcp.messages import Link
 from pocketmcp.store.archive import StoredChunk, StoredDoc
 from pocketmcp.store.sqlite.connect import open_sync_reader, sqlite_errors, sqlite_module
 
-if TYPE_CHECKING:
-    from pocketmcp.store.sqlite.queries import SqliteReader
+Query = Callable[[str, Sequence[Any]], list[Any]]
 
 _DOC = ("SELECT doc_id, external_id, source, uri, title, library, metadata, properties, tags, "
         "created, modified, content, content_sha256, size_bytes, mtime_ns, created_at, "
@@ -27,26 +26,27 @@ _CHUNKS = ("SELECT chunk_id, idx, start_off, end_off, tokens, text_sha256, secti
            "WHERE doc_id = ? ORDER BY idx")
 
 
-def documents(reader: SqliteReader) -> Iterator[StoredDoc]:
-    """Every document in doc_id order (blocking). Call inside `reader.snapshot()`."""
+def documents(query: Query, db_path: Path) -> Iterator[StoredDoc]:
+    """Every document in doc_id order, read with `query` on one connection to the index at
+    `db_path` (blocking). Call inside the reader's `snapshot()`."""
     after = 0
     while True:
-        rows = reader.query(_DOC, (after,))
+        rows = query(_DOC, (after,))
         if not rows:
             return
         (doc_id, external_id, source, uri, title, library, metadata, properties, tags,
          created, modified, content, sha, size, mtime, first, last) = rows[0]
         after = doc_id
         chunks = []
-        for chunk_id, idx, start, end, tokens, text_sha, section in reader.query(
+        for chunk_id, idx, start, end, tokens, text_sha, section in query(
                 _CHUNKS, (doc_id,)):
-            found = reader.query("SELECT embedding FROM vec_chunks WHERE chunk_id = ?",
+            found = query("SELECT embedding FROM vec_chunks WHERE chunk_id = ?",
                                  (chunk_id,))
             if not found:
-                raise StoreError(f"{reader.db_path}: chunk {chunk_id} has no vector")
+                raise StoreError(f"{db_path}: chunk {chunk_id} has no vector")
             chunks.append(StoredChunk(idx, start, end, tokens, text_sha, section,
                                       bytes(found[0][0])))
-        links = tuple(Link(t, k, kind) for t, k, kind in reader.query(
+        links = tuple(Link(t, k, kind) for t, k, kind in query(
             "SELECT target, key, kind FROM links WHERE doc_id = ? ORDER BY idx", (doc_id,)))
         yield StoredDoc(external_id=external_id, source=source, uri=uri, title=title,
                         library=library, metadata=metadata, properties=properties, tags=tags,

@@ -12,6 +12,7 @@ from filelock import FileLock, Timeout
 
 from pocketmcp.core.identity import Identity
 from pocketmcp.errors import StoreError
+from pocketmcp.store.sqlite.files import BESIDE, beside, lock_path
 
 # The engine (SQLite, numpy, the vector file) is imported by the methods that open the index:
 # naming a place, as every command and a stdio bridge do, loads none of it.
@@ -19,16 +20,8 @@ if TYPE_CHECKING:
     from pocketmcp.store.sqlite.reads import SqliteIndex
     from pocketmcp.store.sqlite.writes import SqliteWriter
 
-VECTORS = ".vectors"  # the vector file beside the index (store/sqlite/vectors/file.py)
-WRITER_LOCK = ".writer.lock"
-
-# What a SQLite index is made of, beside its file (suffixes of its name).
-_BESIDE = ("-wal", "-shm", VECTORS, WRITER_LOCK)
 
 
-def lock_path(db_path: Path) -> Path:
-    """The writer lock of the index at `db_path`."""
-    return db_path.with_name(db_path.name + WRITER_LOCK)
 
 
 class SqlitePlace(msgspec.Struct, frozen=True):
@@ -69,7 +62,7 @@ class SqlitePlace(msgspec.Struct, frozen=True):
 
     def size(self) -> int:
         size = 0
-        for part in (self.path, self.path.with_name(self.path.name + "-wal")):
+        for part in (self.path, beside(self.path, "-wal")):
             with contextlib.suppress(OSError):  # no log yet, or the index is not made yet
                 size += part.stat().st_size
         return size
@@ -85,7 +78,7 @@ class SqlitePlace(msgspec.Struct, frozen=True):
         return backup(self.path, target)
 
     def drop(self) -> None:
-        for path in (self.path, *(self.path.with_name(self.path.name + s) for s in _BESIDE)):
+        for path in (self.path, *(beside(self.path, suffix) for suffix in BESIDE)):
             path.unlink(missing_ok=True)
 
     def database(self, name: str) -> SqlitePlace:

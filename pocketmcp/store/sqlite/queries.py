@@ -395,4 +395,4 @@ class SqliteReader:
             (doc_id, doc_id, limit))]
 
     def stored_documents(self) -> Iterator[StoredDoc]:
-        return archive.documents(self)
+        return archive.documents(self.query, self.db_path)

@@ -28,8 +28,8 @@ from pocketmcp.store import facts
 from pocketmcp.store.api import remove_documents
 from pocketmcp.store.sqlite import schema
 from pocketmcp.store.sqlite.connect import open_sync_writer, sqlite_errors
+from pocketmcp.store.sqlite.files import lock_path
 from pocketmcp.store.sqlite.log import TOKEN_KEY, ChunkLog
-from pocketmcp.store.sqlite.place import lock_path
 from pocketmcp.store.sqlite.reads import ReaderPool
 from pocketmcp.store.sqlite.vectors.file import new_token
 from pocketmcp.store.sqlite.vectors.writer import VectorFileWriter

@@ -51,8 +51,8 @@ import numpy as np
 import numpy.typing as npt
 
 from pocketmcp.errors import VectorFileError
+from pocketmcp.store.sqlite.files import VECTORS
 from pocketmcp.store.sqlite.log import ChunkLog
-from pocketmcp.store.sqlite.place import VECTORS
 from pocketmcp.store.sqlite.vectors.rowcodes import RowCodes
 from pocketmcp.store.sqlite.vectors.scan import encode, words
 
