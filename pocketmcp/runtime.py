@@ -18,61 +18,41 @@ import math
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 
 import anyio
 import anyio.abc
 
 from pocketmcp import logs
+from pocketmcp.boot import Boot, Services
 from pocketmcp.config import Config
 from pocketmcp.convert.pool import Converter, Limits
-from pocketmcp.core.chunking import Chunker
-from pocketmcp.core.identity import Identity
 from pocketmcp.embed import factory
-from pocketmcp.embed.background import model_background
 from pocketmcp.embed.base import Embedder, EmbedderSource
 from pocketmcp.errors import (
     InvalidRequest,
-    ModelMismatchError,
     NotReady,
     PocketError,
-    ProviderError,
     ProviderUnavailable,
     ReadOnly,
     WriterBusyError,
     single,
 )
-from pocketmcp.hosts import Hosts, IndexHost, open_writer
+from pocketmcp.hosts import IndexHost
 from pocketmcp.ops import index as index_ops
 from pocketmcp.ops.index import Rescanner
 from pocketmcp.ops.results import HealthResult, IndexProgress, StatusResult
 from pocketmcp.pipeline.prepare import Preparer
 from pocketmcp.pipeline.state import Stats
 from pocketmcp.pipeline.supervisor import Pipeline
-from pocketmcp.pipeline.writer import EventHook, WriterActor
+from pocketmcp.pipeline.writer import EventHook
 from pocketmcp.plans import Plan, Reading, Status, Writing
 from pocketmcp.readiness import Readiness
 from pocketmcp.store.api import Place, ReadIndex
-from pocketmcp.store.registry import Registry, check_name
+from pocketmcp.store.registry import check_name
 
 log = logs.get("pocketmcp.runtime")
 
 WRITER_RETRY_S = 2.0  # how often a read-only process tries to take the writer lock
-
-
-@dataclass(frozen=True)
-class Services:
-    """What boot makes, complete: the embeddings' identity, the embedder, the chunker, and
-    the hosts of the main index and the named databases."""
-
-    identity: Identity
-    embedder: Embedder
-    chunker: Chunker
-    hosts: Hosts
-
-    @property
-    def main(self) -> IndexHost:
-        return self.hosts.main
 
 
 class Runtime:
@@ -159,7 +139,7 @@ class Runtime:
         self._tg = tg
         try:
             try:
-                services = await self._boot()
+                services = await self._start()
                 if self._hold is not None:
                     await self._hold.wait()
                 if self.status.role == "reader":
@@ -179,120 +159,19 @@ class Runtime:
                 await self.converter.aclose()
             self._stopped.set()
 
-    async def _boot(self) -> Services:
-        """Build the services in order: the identity, then the model and the main index (at
-        once), then the hosts; ready when they are all there."""
-        self.status.phase = "loading_model"
-        identity = await self._identity()
-        main_index = self.place.reader(identity.dim, root=self.config.watch_dir.absolute())
-        loaded: list[tuple[Embedder, Chunker]] = []
-        opened: list[WriterActor] = []  # filled in its thread: a cancelled wait loses nothing
-        try:
-            async with anyio.create_task_group() as boot:  # the model loads meanwhile
-                boot.start_soon(self._load_model, identity, loaded, name="pocketmcp.model")
-                await self._open_index(identity, main_index, opened)
-        except BaseException:
-            for writer in opened:
-                writer.close()  # its lock goes with the failed start
-            main_index.close()
-            raise
-        (embedder, chunker), = loaded
-        services = Services(identity, embedder, chunker, Hosts(
-            self._host(None, self.place, main_index, identity, embedder, chunker),
-            Registry(self.place),
-            host_for=lambda name, place: self._host(name, place, place.reader(identity.dim),
-                                                    identity, embedder, chunker)))
-        if self.plan.search and not self.readiness.stopping.is_set():
-            try:  # the query session loads on first use; the probes then teach it the
-                # model's background, which every search reads its cosines against
-                await model_background(embedder)
-            except ProviderError as exc:  # searches answer by keywords until it is back
-                log.warning("provider_unavailable", error=str(exc))
-        if opened:
-            services.main.adopt(opened[0])  # before `ready`: writes can queue
+    async def _start(self) -> Services:
+        services = await Boot(self.config, self.plan, self.place, self._embedding,
+                              self.readiness, self.converter, self._on_event).services()
         self._booted = services
         self.ready.set()
         self.status.phase = "indexing" if self.watching else "ready"
+        index = services.main.index
         (log.info if self.plan.keep_serving else log.debug)(
-            "ready", role=self.status.role, embedding=identity.describe(),
-            index=main_index.where, index_open_s=self.status.index_open_s,
-            model_load_s=self.status.model_load_s, vectors=main_index.vectors_from,
+            "ready", role=self.status.role, embedding=services.identity.describe(),
+            index=index.where, index_open_s=self.status.index_open_s,
+            model_load_s=self.status.model_load_s, vectors=index.vectors_from,
             seconds=round(time.time() - self.status.started_at, 3))
         return services
-
-    async def _identity(self) -> Identity:
-        """What the main index is (to be) built with: the settings, completed by what the
-        index records (nothing when it is rebuilt)."""
-        stored = None
-        if not self.plan.rebuild:
-            stored = await anyio.to_thread.run_sync(self.place.identity)
-        return await self._embedding.identity(stored)
-
-    async def _load_model(self, identity: Identity,
-                          loaded: list[tuple[Embedder, Chunker]]) -> None:
-        started = time.perf_counter()
-        embedder = await anyio.to_thread.run_sync(self._embedding.make, identity)
-        loaded.append((embedder, Chunker(
-            embedder.tokenizer, size=self.config.chunk_size, overlap=self.config.chunk_overlap,
-            max_tokens=embedder.max_tokens)))
-        self.status.model_ready = True
-        self.status.model_load_s = round(time.perf_counter() - started, 3)
-
-    async def _open_index(self, identity: Identity, index: ReadIndex,
-                          opened: list[WriterActor]) -> None:
-        """Take the writer lock if the plan asks, and map the vector file: milliseconds."""
-        started = time.perf_counter()
-        if self.plan.writer != "never":
-            try:
-                await anyio.to_thread.run_sync(lambda: opened.append(self._open_main_writer(
-                    identity)))
-            except WriterBusyError:
-                if self.plan.writer == "must":
-                    raise
-                log.info("read_only", index=self.place.describe(),
-                         reason="another process holds the writer lock")
-        self.status.role = "writer" if opened else "reader"
-        if not opened:
-            stored = await index.made(self.readiness.stopping)  # until a writer made it
-            if stored is not None and stored != identity:
-                raise ModelMismatchError(index.where, stored.describe(),
-                                         stored.differences(identity))
-        if self.plan.search and not self.readiness.stopping.is_set():
-            await index.open_vectors()
-        self.status.index_open_s = round(time.perf_counter() - started, 3)
-
-    def _open_main_writer(self, identity: Identity) -> WriterActor:
-        return open_writer(self.place, identity, rebuild=self.plan.rebuild,
-                           queue_size=self.config.queue_size,
-                           batch_files=self.config.write_batch_files, on_event=self._on_event)
-
-    def _host(self, name: str | None, place: Place, index: ReadIndex, identity: Identity,
-              embedder: Embedder, chunker: Chunker) -> IndexHost:
-        """The host of an index: the main one is fed as the plan says, a named database by
-        tool requests alone."""
-
-        def pipeline_for(writer: WriterActor) -> Pipeline:
-            feed = self.plan.feed if name is None else "none"
-            if feed != "none" and not self.config.watch_dir.is_dir():
-                # Without the folder to feed it, it still takes tool requests.
-                self.status.last_error = (f"WATCH_DIR={self.config.watch_dir} is not a "
-                                          "folder; nothing is watched")
-                log.error("not_watching", error=self.status.last_error)
-                feed = "none"
-            if feed == "none":
-                return Pipeline(self.config, writer=writer, feed="none")
-            return Pipeline(
-                self.config, writer=writer, feed=feed, embed=embedder.embed_documents,
-                dim=identity.dim, chunker=chunker, converter=self.converter,
-                force=self.plan.force, accept_requests=self.plan.requests,
-                batching=embedder.batching,
-                # Watching, a failing provider is waited for; one scan ends with its error.
-                wait_for_provider=feed == "follow")
-
-        return IndexHost(name, place, index, identity=identity,
-                         queue_size=self.config.queue_size,
-                         batch_files=self.config.write_batch_files, on_event=self._on_event,
-                         pipeline_for=pipeline_for, on_demand=name is not None)
 
     async def _serve_main(self, services: Services) -> None:
         """Run the main index's writer while this holds its lock; else wait to take it."""
