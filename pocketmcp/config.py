@@ -11,15 +11,17 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from pocketmcp.core.secret import Secret
 from pocketmcp.errors import ConfigError
 from pocketmcp.settings import SETTINGS, TOOL_NAMES, TOOL_SETS, Setting, setting
-from pocketmcp.store.api import Place
 from pocketmcp.store.places import StoreSettings, main_place
+
+if TYPE_CHECKING:  # numpy and the store's interfaces: a stdio bridge imports this module
+    from pocketmcp.store.api import Place
 
 
 class Config(msgspec.Struct, frozen=True, kw_only=True):

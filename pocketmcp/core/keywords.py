@@ -35,7 +35,7 @@ COMMON_FLOOR = 50  # ...but never a word in this many chunks or fewer (small ind
 # (about 0.25 us an occurrence scored in numpy, sqlite/keywords/bm25.py; 0.75 us a row in FTS5's
 # bm25()). At 1M chunks 20,000 against 30,000: 0.70 of FTS5's time, and the full query's top
 # 10 kept in 59 queries of 100 against 60; at 50k it never binds for these queries
-# (bench/keyword_budget.py).
+# (docs/studies.md).
 POSTINGS_BUDGET = 20_000
 
 

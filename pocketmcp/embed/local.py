@@ -180,7 +180,7 @@ class LocalEmbedder:
 
 
 class QueryOptions(msgspec.Struct, frozen=True, kw_only=True):
-    """How the query session runs (bench/query_embed.py compares them)."""
+    """How the query session runs (docs/studies.md compares them)."""
 
     threads: int = 1  # intra-op threads: a query is too small to split well over two cores
     level: str = "all"  # graph optimisation: disable, basic, extended or all

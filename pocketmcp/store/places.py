@@ -4,14 +4,16 @@ that depends on it is a method of the `Place` it returns (store/api.py)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
 from pocketmcp.core.secret import Secret
-from pocketmcp.store.api import Place
 from pocketmcp.store.pg.place import PgPlace
 from pocketmcp.store.sqlite.place import SqlitePlace
+
+if TYPE_CHECKING:  # numpy: a stdio bridge names the index's place and loads none of it
+    from pocketmcp.store.api import Place
 
 
 class StoreSettings(msgspec.Struct, frozen=True, kw_only=True):
