@@ -176,6 +176,8 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, help="candidate lists (made when missing)")
     add_result_args(parser, "cv_search")
     args = parser.parse_args()
+    if not args.index.is_file():  # opening it would make an empty index, and measure that
+        parser.error(f"no index at {args.index}: make it with pocketmcp eval --index")
     dataset = load_dataset(args.dataset)
     cache_file = args.cache or args.index.with_name(args.index.name + ".cv-cache")
     if cache_file.exists():

@@ -141,6 +141,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=13)
     add_result_args(parser, "pg_keywords")
     args = parser.parse_args()
+    if not args.source.is_file():
+        parser.error(f"no index at {args.source}: make it with pocketmcp eval --index")
     dataset = load_dataset(args.dataset)
     copy_index(args.url, args.schema, args.source)
     pg = {"STORE": "postgres", "DATABASE_URL": args.url, "PG_SCHEMA": args.schema,
