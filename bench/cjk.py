@@ -7,6 +7,8 @@ keyword queries (English queries against the code before bigrams, CJK queries).
 The Japanese corpus is made of sentences drawn from a fixed set of words and particles
 (seeded, so every run makes the same corpus). Each variant is one contentless FTS5 table with
 the project's tokenizer, in its own database file, merged with 'optimize' and vacuumed.
+
+Results: bench/results/cjk.json.
 """
 
 from __future__ import annotations
@@ -15,20 +17,17 @@ import argparse
 import importlib.util
 import json
 import random
-import statistics
 import subprocess
-import sys
 import tempfile
-import time
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from common import ROOT, Stopwatch, add_result_args, summary, write_results
 
-from pocketmcp.core import keywords  # noqa: E402
-from pocketmcp.core.cjk import index_text  # noqa: E402
-from pocketmcp.store.sqlite.connect import sqlite_module  # noqa: E402
+from pocketmcp.core import keywords
+from pocketmcp.core.cjk import index_text
+from pocketmcp.store.sqlite.connect import sqlite_module
 
 _NOUNS = """東京 京都 大阪 天気 機械学習 人工知能 コンピュータ データ 寺 神社 料理 電車 会社 学校
 先生 学生 図書館 研究 経済 政治 歴史 文化 音楽 映画 写真 旅行 週末 家族 友達
@@ -92,17 +91,14 @@ def base_keywords(commit: str) -> ModuleType:
     return module
 
 
-def timed(build: object, queries: list[str], rounds: int) -> dict[str, float]:
+def timed(build: Callable[[str], None], queries: list[str], rounds: int) -> dict[str, float]:
     """Microseconds per query to get terms, the keys to look up and the MATCH expression."""
-    per: list[float] = []
+    watch = Stopwatch()
     for _ in range(rounds):
         for query in queries:
-            t = time.perf_counter()
-            build(query)  # type: ignore[operator]
-            per.append((time.perf_counter() - t) * 1e6)
-    ordered = sorted(per)
-    return {"p50_us": round(statistics.median(per), 1),
-            "p95_us": round(ordered[int(0.95 * (len(ordered) - 1))], 1)}
+            with watch:
+                build(query)
+    return summary([ms * 1000 for ms in watch.times], unit="us", digits=1)
 
 
 def main() -> None:
@@ -110,6 +106,7 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=2000)
     parser.add_argument("--base", default="c2e495e", help="commit before the bigrams")
     parser.add_argument("--rounds", type=int, default=2000)
+    add_result_args(parser, "cjk")
     args = parser.parse_args()
     texts = sentences(args.sentences)
     with tempfile.TemporaryDirectory(prefix="pocketmcp-cjk-") as tmp:
@@ -129,14 +126,16 @@ def main() -> None:
 
     for f in (new_build, old_build):  # warm the stemmer
         f(ENGLISH[0])
-    print(json.dumps({
+    results = {
         "corpus": {"sentences": len(texts), "chars": chars, "example": texts[0]},
         "index_unicode61": plain, "index_bigrams": bigram,
         "growth": round(bigram["fts_data_bytes"] / plain["fts_data_bytes"], 2),
         "english_query_before": timed(old_build, ENGLISH, args.rounds),
         "english_query_after": timed(new_build, ENGLISH, args.rounds),
         "cjk_query_after": timed(new_build, CJK, args.rounds),
-    }, ensure_ascii=False, indent=2))
+    }
+    print(json.dumps(results, ensure_ascii=False, indent=2))
+    write_results(args, results)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,12 @@ searches while the SDK is imported; its log says `sdk_up` when the SDK has taken
 after a warm-up of 20 others; per client it reports p50/p95 of every call over all rounds
 and the median reply size, and it checks that both got the same chunks in the same order.
 
-    .venv/bin/python bench/client_cost.py --index ../benchdata/search-50000.db --rounds 4
+    .venv/bin/python bench/client_cost.py --index ../benchdata/search-50000.db \\
+        --index ../benchdata/search-1000000.db --rounds 4
+
+Results: bench/results/client_cost.json, one entry per index; the previous commit's run with
+its own interpreter (`../prev/.venv/bin/python bench/client_cost.py ... --as-baseline`) is
+client_cost.baseline.json.
 """
 
 from __future__ import annotations
@@ -29,18 +34,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import data
+from common import Stopwatch, add_result_args, load_1min, summary, write_results
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-ROOT = Path(__file__).resolve().parents[1]
-DATASET = ROOT.parent / "shared" / "datasets" / "scifact-train"
 WARM = 20  # calls before the measured ones
 SDK_WAIT_S = 15.0  # the SDK takes over 5 s after start at the latest (mcp/front.py)
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def environment(db: Path) -> dict[str, str]:
@@ -114,21 +114,20 @@ def minimal(db: Path, warm: list[str], queries: list[str]) -> dict[str, Any]:
                                "clientInfo": {"name": "bench", "version": "0"}})
             ask("notifications/initialized", {}, reply=False)
             wait_for_sdk(Path(cwd) / "server.log")
-            times, sizes, found = [], [], []
+            calls = Stopwatch()
+            sizes, found = [], []
             for i, query in enumerate([*warm, *queries]):
-                started = time.perf_counter()
-                result, size = ask("tools/call", {"name": "search",
-                                                  "arguments": arguments(query)})
-                ms = (time.perf_counter() - started) * 1000
+                with calls:
+                    result, size = ask("tools/call", {"name": "search",
+                                                      "arguments": arguments(query)})
                 assert not result.get("isError"), result
                 if i >= len(warm):
-                    times.append(ms)
                     sizes.append(size)
                     found.append(chunk_ids(result["structuredContent"]))
         finally:
             server.kill()
             server.wait()
-    return {"times": times, "sizes": sizes, "found": found}
+    return {"times": calls.times[len(warm):], "sizes": sizes, "found": found}
 
 
 async def sdk(db: Path, warm: list[str], queries: list[str]) -> dict[str, Any]:
@@ -144,61 +143,64 @@ async def sdk(db: Path, warm: list[str], queries: list[str]) -> dict[str, Any]:
                 await session.initialize()
                 await anyio.to_thread.run_sync(wait_for_sdk, log)
                 await session.list_tools()
-                times, found = [], []
+                calls = Stopwatch()
+                found = []
                 for i, query in enumerate([*warm, *queries]):
-                    started = time.perf_counter()
-                    result = await session.call_tool("search", arguments(query))
-                    ms = (time.perf_counter() - started) * 1000
+                    with calls:
+                        result = await session.call_tool("search", arguments(query))
                     assert not result.is_error, result.content
                     if i >= len(warm):
-                        times.append(ms)
                         found.append(chunk_ids(result.structured_content or {}))
-    return {"times": times, "found": found}
+    return {"times": calls.times[len(warm):], "found": found}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--index", type=Path, required=True)
-    parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--queries", type=int, default=100, help="measured calls a round")
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
-    texts = [json.loads(line)["text"] for line in
-             (DATASET / "queries.jsonl").read_text(encoding="utf-8").splitlines()]
-    if WARM + args.rounds * args.queries > len(texts):
-        parser.error(f"{args.rounds} rounds of {args.queries} new queries need more than the "
-                     f"{len(texts)} queries there are")
+def measure(index: Path, texts: list[str], rounds: int, per_round: int) -> dict[str, Any]:
+    """Both clients over `rounds` rounds of `per_round` new queries on one index."""
     per: dict[str, list[float]] = {"python-sdk": [], "minimal": []}
     sizes: list[int] = []
     same = 0
     asked = 0
-    load = [os.getloadavg()[0]]
-    for r in range(args.rounds):
-        start = WARM + r * args.queries
-        warm, queries = texts[:WARM], texts[start:start + args.queries]
+    load = [load_1min()]
+    for r in range(rounds):
+        start = WARM + r * per_round
+        warm, queries = texts[:WARM], texts[start:start + per_round]
         order = ("python-sdk", "minimal") if r % 2 == 0 else ("minimal", "python-sdk")
         got: dict[str, dict[str, Any]] = {}
         for who in order:
-            got[who] = (anyio.run(sdk, args.index, warm, queries) if who == "python-sdk"
-                        else minimal(args.index, warm, queries))
+            got[who] = (anyio.run(sdk, index, warm, queries) if who == "python-sdk"
+                        else minimal(index, warm, queries))
             per[who].extend(got[who]["times"])
         sizes.extend(got["minimal"]["sizes"])
         same += sum(a == b for a, b in zip(got["python-sdk"]["found"], got["minimal"]["found"],
                                             strict=True))
         asked += len(queries)
-        load.append(os.getloadavg()[0])
+        load.append(load_1min())
     out: dict[str, Any] = {
-        "index": str(args.index), "cpus": os.cpu_count(), "rounds": args.rounds,
-        "queries_per_round": args.queries, "load_1min": load,
+        "index": str(index), "rounds": rounds, "queries_per_round": per_round,
+        "load_1min": load,
         "reply_bytes_median": statistics.median(sizes),
         "same_chunks": f"{same}/{asked}",
     }
     for who, times in per.items():
-        out[who] = {"p50_ms": round(statistics.median(times), 2),
-                    "p95_ms": round(pct(times, 0.95), 2)}
+        out[who] = summary(times)
     print(json.dumps(out, indent=2))
-    if args.out:
-        args.out.write_text(json.dumps(out, indent=2) + "\n")
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--index", type=Path, required=True, action="append",
+                        help="an index kept by bench/search.py --keep (again for more)")
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--queries", type=int, default=100, help="measured calls a round")
+    add_result_args(parser, "client_cost")
+    args = parser.parse_args()
+    texts = data.queries()
+    if WARM + args.rounds * args.queries > len(texts):
+        parser.error(f"{args.rounds} rounds of {args.queries} new queries need more than the "
+                     f"{len(texts)} queries there are")
+    results = [measure(index, texts, args.rounds, args.queries) for index in args.index]
+    write_results(args, {"results": results})
 
 
 if __name__ == "__main__":

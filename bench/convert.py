@@ -5,67 +5,48 @@ each one `--runs` times in a warm worker process and once in a fresh one (proces
 library imports included). Reports p50/p95 ms per file, MB/s and characters/s of text, and the
 ratio of the contained call to converting in-process (the cost of isolation).
 
-    .venv/bin/python bench/convert.py [--runs 9] [--out bench/results/convert.json]
+    .venv/bin/python bench/convert.py [--runs 9]
+
+Results: bench/results/convert.json.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 import anyio
+import data
+from common import Stopwatch, add_result_args, pct, write_results
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+from pocketmcp.convert import formats, kinds
+from pocketmcp.convert.pool import Converter, Limits
 
-import docs  # noqa: E402  (tests/docs.py: the generators the tests use)
-from pocketmcp.convert import formats, kinds  # noqa: E402
-from pocketmcp.convert.pool import Converter, Limits  # noqa: E402
-
-CORPUS = ROOT.parent / "shared" / "datasets" / "scifact-train" / "corpus.jsonl"
+LABELS = {"pdf": "pdf (30 pages)", "docx": "docx (60 sections)", "html": "html (60 sections)",
+          "pptx": "pptx (30 slides)", "xlsx": "xlsx (1,000 rows)",
+          "epub": "epub (60 chapters)", "csv": "csv (1,000 rows)"}
 
 
 def abstracts(n: int) -> list[tuple[str, str]]:
+    """(title, text) of the first n SciFact abstracts with both; Latin-1 only, as fpdf's
+    core fonts are."""
     out = []
-    with CORPUS.open(encoding="utf-8") as handle:
-        for line in handle:
-            row = json.loads(line)
-            if row["title"] and row["text"]:
-                # fpdf's core fonts are Latin-1 only.
-                out.append((row["title"][:150].encode("latin-1", "replace").decode("latin-1"),
-                            row["text"].encode("latin-1", "replace").decode("latin-1")))
-            if len(out) == n:
-                break
+    for row in data.corpus():
+        if row["title"] and row["text"]:
+            out.append((row["title"][:150].encode("latin-1", "replace").decode("latin-1"),
+                        row["text"].encode("latin-1", "replace").decode("latin-1")))
+        if len(out) == n:
+            break
     return out
 
 
 def build(folder: Path) -> dict[str, Path]:
-    sections = abstracts(60)
     rows = [["title", "words", "first sentence"]] + [
         [t, str(len(b.split())), b.split(". ")[0]] for t, b in abstracts(1000)]
-    made = {
-        "pdf (30 pages)": docs.pdf(folder / "a.pdf", "Abstracts", sections[:30]),
-        "docx (60 sections)": docs.docx(folder / "a.docx", "Abstracts", sections),
-        "html (60 sections)": docs.html(folder / "a.html", "Abstracts", sections),
-        "pptx (30 slides)": docs.pptx(folder / "a.pptx", "Abstracts", sections[:30]),
-        "xlsx (1,000 rows)": docs.xlsx(folder / "a.xlsx", "Abstracts", rows),
-        "epub (60 chapters)": docs.epub(folder / "a.epub", "Abstracts", sections),
-    }
-    csv_path = folder / "a.csv"
-    csv_path.write_text("\n".join(",".join(f'"{c}"' for c in r) for r in rows),
-                        encoding="utf-8")
-    made["csv (1,000 rows)"] = csv_path
-    return made
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+    made = data.documents(folder, abstracts(60), rows, pages=30)
+    return {LABELS[kind]: made[kind] for kind in LABELS}
 
 
 async def measure(files: dict[str, Path], runs: int) -> list[dict[str, object]]:
@@ -73,33 +54,29 @@ async def measure(files: dict[str, Path], runs: int) -> list[dict[str, object]]:
     for label, path in files.items():
         kind = kinds.kind_of(path.name)
         assert kind is not None
-        data = path.read_bytes()
+        content = path.read_bytes()
         cold = Converter(Limits(workers=1))
-        started = time.perf_counter()
-        converted = await cold.convert(kind, data, path.name)
-        cold_ms = (time.perf_counter() - started) * 1000
-        warm = []
+        first, warm, direct = Stopwatch(), Stopwatch(), Stopwatch()
+        with first:
+            converted = await cold.convert(kind, content, path.name)
         for _ in range(runs):
-            started = time.perf_counter()
-            await cold.convert(kind, data, path.name)
-            warm.append((time.perf_counter() - started) * 1000)
+            with warm:
+                await cold.convert(kind, content, path.name)
         await cold.aclose()
-        direct = []
         for _ in range(runs):
-            started = time.perf_counter()
-            formats.convert(kind, data, max_unpacked=2**30)
-            direct.append((time.perf_counter() - started) * 1000)
-        p50 = statistics.median(warm)
+            with direct:
+                formats.convert(kind, content, max_unpacked=2**30)
+        p50 = statistics.median(warm.times)
         results.append({
-            "format": label, "bytes": len(data), "text_chars": len(converted.text),
+            "format": label, "bytes": len(content), "text_chars": len(converted.text),
             "headings": sum(1 for line in converted.text.splitlines()
                             if line.startswith("#")),
-            "p50_ms": round(p50, 1), "p95_ms": round(pct(warm, 0.95), 1),
-            "cold_ms": round(cold_ms, 1),
-            "mb_per_s": round(len(data) / 2**20 / (p50 / 1000), 2),
+            "p50_ms": round(p50, 1), "p95_ms": round(pct(warm.times, 0.95), 1),
+            "cold_ms": round(first.times[0], 1),
+            "mb_per_s": round(len(content) / 2**20 / (p50 / 1000), 2),
             "kchars_per_s": round(len(converted.text) / 1000 / (p50 / 1000), 1),
-            "in_process_p50_ms": round(statistics.median(direct), 1),
-            "contained_over_in_process": round(p50 / statistics.median(direct), 2),
+            "in_process_p50_ms": round(statistics.median(direct.times), 1),
+            "contained_over_in_process": round(p50 / statistics.median(direct.times), 2),
         })
     return results
 
@@ -107,12 +84,12 @@ async def measure(files: dict[str, Path], runs: int) -> list[dict[str, object]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=9)
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "convert.json")
+    add_result_args(parser, "convert")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         files = build(Path(tmp))
         results = anyio.run(measure, files, args.runs)
-    args.out.write_text(json.dumps({"runs": args.runs, "results": results}, indent=1) + "\n")
+    write_results(args, {"runs": args.runs, "results": results})
     print("| format | size | text | p50 | p95 | first call (new worker) | MB/s "
           "| contained / in-process |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")

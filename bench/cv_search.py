@@ -14,6 +14,8 @@ with its mean and spread over the folds, and the folds on which it beats the cur
 
     .venv/bin/pocketmcp eval ../shared/datasets/scifact-train --index /tmp/scifact.db
     .venv/bin/python bench/cv_search.py --index /tmp/scifact.db
+
+Results: bench/results/cv_search.json.
 """
 
 from __future__ import annotations
@@ -30,9 +32,8 @@ from typing import Any
 
 import anyio
 import msgspec
+from common import DATASET, add_result_args, write_results
 
-ROOT = Path(__file__).resolve().parents[1]
-DATASET = ROOT.parent / "shared" / "datasets" / "scifact-train"
 TITLE_WEIGHTS = (0.5, 1.0, 2.0)
 DEPTHS = (50, 100, 200)
 WEIGHTS = (0.3, 0.4, 0.5, 0.6, 0.7)
@@ -173,8 +174,10 @@ def main() -> None:
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--cache", type=Path, help="candidate lists (made when missing)")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "cv.json")
+    add_result_args(parser, "cv_search")
     args = parser.parse_args()
+    if not args.index.is_file():  # opening it would make an empty index, and measure that
+        parser.error(f"no index at {args.index}: make it with pocketmcp eval --index")
     dataset = load_dataset(args.dataset)
     cache_file = args.cache or args.index.with_name(args.index.name + ".cv-cache")
     if cache_file.exists():
@@ -205,8 +208,7 @@ def main() -> None:
     result = cross_validate(per_setting, qids, args.folds, args.seed, default)
     result["documents"] = len(indexed)
     result["default"] = json.loads(default)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    write_results(args, result)
     top = sorted(result["settings"].items(), key=lambda kv: -kv[1]["ndcg@10"])
     for key, row in [*top[:15], (default, result["settings"][default])]:
         print(f"{row['ndcg@10']:.4f} ±{row['fold_sd']:.4f} "

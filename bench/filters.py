@@ -11,15 +11,15 @@ all of them alike. Reported: p50/p95 per case, and how many results each call re
 
     .venv/bin/python bench/filters.py
     .venv/bin/python bench/filters.py --chunks 50000 --queries 200 --top-k 10
+
+Results: bench/results/filters.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib.util
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -28,18 +28,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import data
 import numpy as np
+from common import Stopwatch, add_result_args, write_results
 
-ROOT = Path(__file__).resolve().parents[1]
 PER_DOC = 4
-
-
-def _search_bench() -> Any:
-    spec = importlib.util.spec_from_file_location("search_bench", ROOT / "bench" / "search.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def build(path: Path, vectors: np.ndarray, text_of: np.ndarray, texts: list[str],
@@ -50,12 +43,9 @@ def build(path: Path, vectors: np.ndarray, text_of: np.ndarray, texts: list[str]
     from pocketmcp.messages import DocFacts, DocRecord
     from pocketmcp.store.sqlite.writes import SqliteWriter
 
-    synthetic_doc = _search_bench().synthetic_doc
-
     now = dt.datetime.now(dt.UTC)
     every = round(1 / keep)
-    writer = SqliteWriter(path, Identity(model="sentence-transformers/all-MiniLM-L6-v2",
-                                        dim=vectors.shape[1]))
+    writer = SqliteWriter(path, Identity(model=data.MODEL, dim=vectors.shape[1]))
     recent = 0
     try:
         docs = len(vectors) // PER_DOC
@@ -65,7 +55,7 @@ def build(path: Path, vectors: np.ndarray, text_of: np.ndarray, texts: list[str]
                 fresh = d % every == 0
                 recent += fresh
                 when = now - dt.timedelta(days=(d % 5) if fresh else 30 + d % 700)
-                chunks, content = synthetic_doc(d, PER_DOC, texts, text_of)
+                chunks, content = data.synthetic_doc(d, PER_DOC, texts, text_of)
                 facts = DocFacts(tags=("recent",) if fresh else ("archive",),
                                  modified=dates.iso(when), created=dates.iso(when))
                 writer.upsert(DocRecord(external_id=f"file:doc{d}.md", source="file", uri=None,
@@ -92,7 +82,7 @@ async def measure(db: Path, query_texts: list[str], queries: int, top_k: int) ->
         "modified_after 7d": Scope.of(SearchFilter.model_validate({"modified_after": "7d"})),
         "tags [recent]": Scope.of(SearchFilter.model_validate({"tags": ["recent"]})),
     }
-    times: dict[str, list[float]] = {name: [] for name in cases}
+    times = {name: Stopwatch() for name in cases}
     counts: dict[str, list[int]] = {name: [] for name in cases}
     async with open_runtime(config, READING) as runtime:
         await runtime.started()
@@ -102,15 +92,12 @@ async def measure(db: Path, query_texts: list[str], queries: int, top_k: int) ->
         for i in range(queries):
             text = query_texts[i % len(query_texts)]
             for name, scope in cases.items():
-                started = time.perf_counter()
-                result = await search(reading, text, top_k=top_k, scope=scope)
-                times[name].append((time.perf_counter() - started) * 1000)
+                with times[name]:
+                    result = await search(reading, text, top_k=top_k, scope=scope)
                 counts[name].append(len(result.matches))
-    pct = _search_bench().pct
-    return {name: {"p50_ms": round(statistics.median(t), 2), "p95_ms": round(pct(t, 0.95), 2),
-                   "results_min": min(counts[name]), "results_mean": round(
-                       statistics.mean(counts[name]), 2)}
-            for name, t in times.items()}
+    return {name: {**watch.summary(), "results_min": min(counts[name]),
+                   "results_mean": round(statistics.mean(counts[name]), 2)}
+            for name, watch in times.items()}
 
 
 def main() -> None:
@@ -120,12 +107,10 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--top-k", type=int, default=10)
     parser.add_argument("--base-docs", type=int, default=1500)
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "filters.json")
+    add_result_args(parser, "filters")
     args = parser.parse_args()
-    bench = _search_bench()
-    cache = ROOT / ".cache" / f"bench-base-{args.base_docs}.npz"
-    base, texts, _, query_texts = bench.base_vectors(cache, args.base_docs, None)
-    vectors, text_of = bench.synthesise(base, args.chunks, seed=args.chunks)
+    base, texts, _, query_texts = data.base_vectors(args.base_docs)
+    vectors, text_of = data.synthesise(base, args.chunks, seed=args.chunks)
     with tempfile.TemporaryDirectory(prefix="pocketmcp-filters-") as tmp:
         db = Path(tmp) / "filters.db"
         started = time.perf_counter()
@@ -133,12 +118,11 @@ def main() -> None:
         print(f"built {args.chunks} chunks ({recent} recent documents) in "
               f"{time.perf_counter() - started:.0f} s", file=sys.stderr)
         cases = anyio.run(measure, db, query_texts, args.queries, args.top_k)
-    row = {"cpus": os.cpu_count(), "chunks": args.chunks, "documents": args.chunks // PER_DOC,
+    row = {"chunks": args.chunks, "documents": args.chunks // PER_DOC,
            "kept_documents": recent, "queries": args.queries, "top_k": args.top_k,
            "mode": "hybrid", "cases": cases}
     print(json.dumps(row, indent=2))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(row, indent=2) + "\n")
+    write_results(args, row)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ other. Prints p50/p95 per search and the RSS of every process (from /proc, Linux
 writes JSON. The machine is shared: compare the modes of one run, not numbers across runs.
 
     .venv/bin/python bench/http_clients.py --searches 30
+
+Results: bench/results/http_clients.json.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ import json
 import os
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,11 +35,11 @@ from typing import Any
 
 import anyio
 import httpx2
+from common import ROOT, add_result_args, children, memory_mib, ms_since, summary, write_results
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-ROOT = Path(__file__).resolve().parents[1]
 QUERIES = ("how do I keep a sourdough starter alive", "why are my pods unreachable",
            "what temperature for green tea", "service with a stable virtual IP",
            "feeding schedule for wild yeast", "steeping time for tea leaves")
@@ -47,29 +48,8 @@ QUERIES = ("how do I keep a sourdough starter alive", "why are my pods unreachab
 DEVNULL = open(os.devnull, "w")  # noqa: SIM115 (the stderr of every spawned process, all run)
 
 
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
 def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return 0.0
-
-
-def children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry.name))
-    return found
+    return memory_mib(pid).get("VmRSS", 0.0)
 
 
 def env_for(folder: Path, db: Path) -> dict[str, str]:
@@ -148,11 +128,11 @@ async def round_of(mode: str, n: int, searches: int, folder: Path, db: Path, url
                 started = time.perf_counter()
                 result = await session.call_tool(
                     "search", {"query": QUERIES[(i + k) % len(QUERIES)], "top_k": 5})
-                latencies.append((time.perf_counter() - started) * 1000)
+                latencies.append(ms_since(started))
                 assert not result.is_error, result
             finished += 1
             if finished == n:
-                rss["clients"] = [rss_mib(pid) for pid in children(os.getpid())
+                rss["clients"] = [rss_mib(pid) for pid in children()
                                   if mode != "http" and pid != server_pid]
                 done.set()
             await done.wait()  # every process stays up until RSS is read
@@ -160,9 +140,7 @@ async def round_of(mode: str, n: int, searches: int, folder: Path, db: Path, url
     async with anyio.create_task_group() as tg:
         for i in range(n):
             tg.start_soon(one, i)
-    return {"clients": n, "searches": len(latencies),
-            "p50_ms": round(statistics.median(latencies), 1),
-            "p95_ms": round(pct(latencies, 0.95), 1),
+    return {"clients": n, "searches": len(latencies), **summary(latencies, digits=1),
             "process_rss_mib": rss["clients"]}
 
 
@@ -171,8 +149,7 @@ async def main() -> None:
     parser.add_argument("--clients", default="1,4,16")
     parser.add_argument("--modes", default="http,bridge,stdio")
     parser.add_argument("--searches", type=int, default=30, help="per client and round")
-    parser.add_argument("--out", type=Path,
-                        default=ROOT / "bench" / "results" / "http_clients.json")
+    add_result_args(parser, "http_clients")
     args = parser.parse_args()
     sizes = [int(x) for x in args.clients.split(",")]
     results: list[dict[str, Any]] = []
@@ -198,9 +175,7 @@ async def main() -> None:
                 if server is not None:
                     server.send_signal(signal.SIGTERM)
                     server.wait(30)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"machine": "2 cores, 24 GB", "searches": args.searches,
-                                    "results": results}, indent=2) + "\n")
+    write_results(args, {"searches": args.searches, "results": results})
 
 
 if __name__ == "__main__":

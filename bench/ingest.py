@@ -9,6 +9,8 @@ peak RSS shows whether memory grows with the folder.
 
     .venv/bin/python bench/ingest.py                   # defaults: 600 abstracts; 1k and 10k notes
     .venv/bin/python bench/ingest.py --files 1000 --memory-sizes 1000,10000,20000
+
+Results: bench/results/ingest.json (scripts/results_tables.py ingest prints the README's table).
 """
 
 from __future__ import annotations
@@ -22,17 +24,12 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-DATASET = ROOT.parent / "shared" / "datasets" / "scifact-train"
-
-
-def _corpus() -> list[dict[str, str]]:
-    with open(DATASET / "corpus.jsonl", encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle]
+from common import add_result_args, write_results
+from data import corpus
 
 
 def write_abstracts(folder: Path, n: int) -> None:
-    docs = _corpus()
+    docs = corpus()
     for i in range(n):
         doc = docs[i % len(docs)]
         suffix = "" if i < len(docs) else f"\n\n(copy {i // len(docs)})"
@@ -41,7 +38,7 @@ def write_abstracts(folder: Path, n: int) -> None:
 
 
 def write_notes(folder: Path, n: int) -> None:
-    docs = _corpus()
+    docs = corpus()
     for i in range(n):
         doc = docs[i % len(docs)]
         sub = folder / f"d{i // 500:03}"
@@ -95,12 +92,12 @@ def main() -> None:
                         help="alternating runs of pipeline and bare model (best is kept)")
     parser.add_argument("--memory-sizes", default="1000,10000",
                         help="comma-separated folder sizes (notes) for part 2")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "ingest.json")
+    add_result_args(parser, "ingest")
     args = parser.parse_args()
     from pocketmcp.config import load
 
     batch = load({}, environ={k: v for k, v in os.environ.items() if k.isupper()}).embed_batch_size
-    results: dict = {"batch_size": batch, "cpus": os.cpu_count()}
+    results: dict = {"batch_size": batch}
 
     with tempfile.TemporaryDirectory(prefix="pocketmcp-bench-") as tmp:
         base = Path(tmp)
@@ -144,9 +141,7 @@ def main() -> None:
             results["memory"].append(row)
             print(f"memory: {n} files -> peak RSS {peak:.0f} MiB "
                   f"({row['files_per_s']} files/s)")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_results(args, results)
 
 
 if __name__ == "__main__":

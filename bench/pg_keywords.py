@@ -15,27 +15,24 @@ Run with another checkout's Python (its own store code, e.g. the previous commit
 these for the folds.
 
     .venv/bin/python bench/pg_keywords.py --url "$DATABASE_URL" \\
-        --source /work/pg-s17k/scifact-cal.db --out bench/results/pg_keywords.json
+        --source /work/pg-s17k/scifact-cal.db
+
+Results: bench/results/pg_keywords.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import anyio
+from common import DATASET, add_result_args, ms_since, summary, write_results
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-ROOT = Path(__file__).resolve().parents[1]
-DATASET = ROOT.parent / "shared" / "datasets" / "scifact-train"
 VARIANTS = ("boost1-n32", "boost2-n32", "boost1-n33", "boost2-n33", "boost1.5-n32")
 
 
@@ -95,19 +92,17 @@ async def run_modes(environ: dict[str, str], dataset: Any, modes: list[str],
                 got = reader.keyword_stage(t, DEFAULT_PARAMS.depth, None,
                                            title_weight=DEFAULT_PARAMS.title_weight,
                                            total=index.live, documents=False)
-                return (time.perf_counter() - started) * 1000, len(got.keyword)
+                return ms_since(started), len(got.keyword)
             ms, n = await index.run(words)
             times.append(ms)
             counts.append(n)
-        times.sort()
-        out["keyword_stage"] = {"p50_ms": round(statistics.median(times), 2),
-                                "p95_ms": round(times[int(0.95 * (len(times) - 1))], 2),
+        out["keyword_stage"] = {**summary(times),
                                 "chunks_found_mean": round(statistics.fmean(counts), 1)}
     return out
 
 
-def summary(results: dict[str, Any], qids: list[str], folds: int, seed: int
-            ) -> dict[str, Any]:
+def fold_table(results: dict[str, Any], qids: list[str], folds: int, seed: int
+               ) -> dict[str, Any]:
     order = sorted(qids)
     random.Random(seed).shuffle(order)
     parts = [order[i::folds] for i in range(folds)]
@@ -144,9 +139,10 @@ def main() -> None:
                         help="results of another run (--label) to fold in first")
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=13)
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" /
-                        "pg_keywords.json")
+    add_result_args(parser, "pg_keywords")
     args = parser.parse_args()
+    if not args.source.is_file():
+        parser.error(f"no index at {args.source}: make it with pocketmcp eval --index")
     dataset = load_dataset(args.dataset)
     copy_index(args.url, args.schema, args.source)
     pg = {"STORE": "postgres", "DATABASE_URL": args.url, "PG_SCHEMA": args.schema,
@@ -167,16 +163,14 @@ def main() -> None:
                                          variant)
             print(variant, json.dumps(results[variant]["keyword_stage"]), flush=True)
     qids = list(dataset.queries)
-    table = summary(results, qids, args.folds, args.seed)
+    table = fold_table(results, qids, args.folds, args.seed)
     for key, row in table.items():
         print(f"{row['ndcg@10']:.4f} ±{row['fold_sd']:.4f} R@100 {row['recall@100']:.4f} "
               f"beats first on {row['folds_beating_first']}/{args.folds}  {key}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({
-        "dataset": str(args.dataset), "queries": len(qids), "cpus": os.cpu_count(),
-        "load_avg": os.getloadavg(), "summary": table,
+    write_results(args, {
+        "dataset": str(args.dataset), "queries": len(qids), "summary": table,
         "keyword_stage": {k: v["keyword_stage"] for k, v in results.items()},
-        "results": results}, indent=1) + "\n")
+        "results": results})
 
 
 if __name__ == "__main__":

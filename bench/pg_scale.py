@@ -21,6 +21,8 @@ Measured per store, on real SciFact claims (embedded by the model) as queries:
 
     .venv/bin/python bench/pg_scale.py --source /work/benchdata/search-200000.db \\
         --pgdata /work/pgbench-s17
+
+Results: bench/results/pg_scale.json.
 """
 
 from __future__ import annotations
@@ -29,23 +31,16 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
+import data
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from search import base_vectors, pct  # bench/search.py
-
-ROOT = Path(__file__).resolve().parents[1]
-MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-PAGE = 20_000
+from common import add_result_args, summary, timed, write_results
 
 
 def source_rows(path: Path) -> tuple[Any, np.ndarray, np.ndarray]:
@@ -95,7 +90,7 @@ def load(url: str, schema: str, src: Any, ids: np.ndarray, vectors: np.ndarray,
     from pocketmcp.store.pg.place import PgPlace
     from pocketmcp.store.pg.writes import PgWriter
 
-    PgWriter(PgPlace(Secret(url), schema), Identity(model=MODEL, dim=384)).close()
+    PgWriter(PgPlace(Secret(url), schema), Identity(model=data.MODEL, dim=data.DIM)).close()
     row_of = {int(c): i for i, c in enumerate(ids)}
     out: dict[str, float] = {}
     with psycopg.connect(url, autocommit=True,
@@ -205,15 +200,8 @@ def partial_build(url: str, schema: str, conn: Any, limit: float,
             "hnsw_estimated_s": total / rate if rate else float("nan")}
 
 
-def timed(fn: Callable[[], list[int]]) -> tuple[list[int], float]:
-    t = time.perf_counter()
-    got = fn()
-    return got, (time.perf_counter() - t) * 1000
-
-
 def figures(times: list[float], hits: int, n: int) -> dict[str, float]:
-    return {"p50_ms": round(statistics.median(times), 2), "p95_ms": round(pct(times, 0.95), 2),
-            "recall@10": round(hits / (10 * n), 4)}
+    return {**summary(times), "recall@10": round(hits / (10 * n), 4)}
 
 
 async def measure(url: str, schema: str, source: Path, ids: np.ndarray, vectors: np.ndarray,
@@ -331,12 +319,11 @@ def main() -> None:
     parser.add_argument("--build-limit", type=float,
                         help="stop the HNSW build after this many seconds, estimate its whole "
                              "time from its progress, and measure no searches")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "pg_scale.json")
+    add_result_args(parser, "pg_scale")
     args = parser.parse_args()
     if args.pgdata.exists():
         sys.exit(f"{args.pgdata} exists: give a new folder")
-    _, _, queries, query_texts = base_vectors(ROOT / ".cache" / "bench-base-1500.npz", 1500,
-                                              None)
+    _, _, queries, query_texts = data.base_vectors()
     queries, query_texts = queries[:args.queries], query_texts[:args.queries]
     src, ids, vectors = source_rows(args.source)
     doc_of = np.zeros(len(ids), np.int64)
@@ -358,11 +345,10 @@ def main() -> None:
     finally:
         server.cleanup()
         shutil.rmtree(args.pgdata, ignore_errors=True)
-    result = {"chunks": len(ids), "source": str(args.source), "cpus": os.cpu_count(),
-              "load_avg": os.getloadavg(), "queries": len(queries), "build": build, **result}
+    result = {"chunks": len(ids), "source": str(args.source), "queries": len(queries),
+              "build": build, **result}
     print(json.dumps(result, indent=1))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    write_results(args, result)
 
 
 if __name__ == "__main__":

@@ -18,14 +18,16 @@ size an index file is written through the store (vec0 + FTS5 + documents), then:
 
     .venv/bin/python bench/search.py                          # 10k,50k,200k,1M
     .venv/bin/python bench/search.py --sizes 10000,50000 --queries 100
+
+Results: bench/results/search.json and the plot search.png; the previous commit's run, for
+comparison, with its own interpreter: `../prev/.venv/bin/python bench/search.py --as-baseline`
+(search.baseline.json).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import statistics
 import sys
 import tempfile
 import time
@@ -33,125 +35,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import data
 import numpy as np
-
-ROOT = Path(__file__).resolve().parents[1]
-DATASET = ROOT.parent / "shared" / "datasets" / "scifact-train"
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def base_vectors(cache: Path, docs: int, index: Path | None
-                 ) -> tuple[np.ndarray, list[str], np.ndarray, list[str]]:
-    """(chunk vectors, chunk texts, query vectors, query texts) from SciFact, cached.
-
-    With `index` (e.g. one kept by `pocketmcp eval --index`), its chunks are the base."""
-    if cache.exists():
-        data = np.load(cache, allow_pickle=False)
-        return (data["vectors"], [str(t) for t in data["texts"]], data["queries"],
-                [str(t) for t in data["query_texts"]])
-    from pocketmcp.config import load
-    from pocketmcp.core.chunking import Chunker
-    from pocketmcp.embed.local import LocalEmbedder
-    from pocketmcp.embed.models import ModelSpec
-
-    embedder = LocalEmbedder(ModelSpec(load({}, environ={})))
-    if index is not None:
-        from pocketmcp.store.sqlite.connect import open_sync_reader
-
-        conn = open_sync_reader(index)
-        rows = conn.execute("SELECT embedding, text FROM vec_chunks").fetchall()
-        conn.close()
-        vectors = np.frombuffer(b"".join(r[0] for r in rows), np.float32).reshape(len(rows), -1)
-        texts = [r[1] for r in rows]
-    else:
-        chunker = Chunker(embedder.tokenizer, size=1000, overlap=120,
-                          max_tokens=embedder.max_tokens)
-        texts = []
-        with open(DATASET / "corpus.jsonl", encoding="utf-8") as handle:
-            for i, line in enumerate(handle):
-                if i >= docs:
-                    break
-                doc = json.loads(line)
-                texts += [c.text for c in chunker.split(f"# {doc['title']}\n\n{doc['text']}")]
-        print(f"embedding {len(texts)} base chunks once (cached in {cache})", file=sys.stderr)
-        vectors = np.concatenate([embedder.embed(texts[i:i + 1]) for i in range(len(texts))])
-    with open(DATASET / "queries.jsonl", encoding="utf-8") as handle:
-        query_texts = [json.loads(line)["text"] for line in handle]
-    queries = np.concatenate([embedder.embed([q]) for q in query_texts])
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(cache, vectors=vectors, texts=np.asarray(texts), queries=queries,
-             query_texts=np.asarray(query_texts))
-    return vectors, texts, queries, query_texts
-
-
-def synthesise(base: np.ndarray, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """n unit vectors mixed from pairs of real ones; (vectors, index of the text each uses)."""
-    rng = np.random.default_rng(seed)
-    a = rng.integers(0, len(base), n)
-    b = rng.integers(0, len(base), n)
-    mix = rng.uniform(0.0, 0.5, n).astype(np.float32)[:, None]
-    noise = rng.normal(0, 0.02, (n, base.shape[1])).astype(np.float32)
-    out = base[a] + mix * base[b] + noise
-    out /= np.linalg.norm(out, axis=1, keepdims=True)
-    return out.astype(np.float32), a
-
-
-def prepare(db: Path, dim: int) -> None:
-    """Bring the index's vector file up to date, as its writer would on start."""
-    from pocketmcp.core.identity import Identity
-    from pocketmcp.store.sqlite.writes import SqliteWriter
-
-    writer = SqliteWriter(db, Identity(model="sentence-transformers/all-MiniLM-L6-v2",
-                                      dim=dim))
-    try:
-        writer.repair_vectors()
-    finally:
-        writer.close()
-
-
-def synthetic_doc(d: int, per_doc: int, texts: list[str], text_of: np.ndarray
-                  ) -> tuple[list[Any], str]:
-    """Document `d` of a synthesised index: its `per_doc` chunks (texts picked by `text_of`)
-    and its whole text."""
-    from pocketmcp.core.text import sha256
-    from pocketmcp.messages import Chunk
-
-    chunks, parts, offset = [], [], 0
-    for i in range(per_doc):
-        text = texts[int(text_of[d * per_doc + i])]
-        chunks.append(Chunk(idx=i, start=offset, end=offset + len(text), text=text,
-                            tokens=200, sha256=sha256(f"{d}:{i}")))
-        parts.append(text)
-        offset += len(text)
-    return chunks, "".join(parts)
-
-
-def build_index(path: Path, vectors: np.ndarray, text_of: np.ndarray, texts: list[str],
-                per_doc: int = 4) -> None:
-    from pocketmcp.core.identity import Identity
-    from pocketmcp.messages import DocRecord
-    from pocketmcp.store.sqlite.writes import SqliteWriter
-
-    writer = SqliteWriter(path, Identity(model="sentence-transformers/all-MiniLM-L6-v2",
-                                        dim=vectors.shape[1]))
-    try:
-        n = len(vectors)
-        step = 5000
-        for start in range(0, n, step):
-            writer.begin()
-            for d in range(start // per_doc, min(n, start + step) // per_doc):
-                chunks, _ = synthetic_doc(d, per_doc, texts, text_of)
-                writer.upsert(DocRecord(external_id=f"file:doc{d}.md", source="file",
-                                        uri=None, title=f"Document {d}", content="",
-                                        sha256=str(d)),
-                              chunks, vectors[d * per_doc:(d + 1) * per_doc].tobytes())
-            writer.commit()
-    finally:
-        writer.close()
+from common import RESULTS, Stopwatch, add_result_args, result_path, write_results
 
 
 async def measure(db: Path, vectors: np.ndarray, queries: np.ndarray, query_texts: list[str],
@@ -163,10 +49,11 @@ async def measure(db: Path, vectors: np.ndarray, queries: np.ndarray, query_text
 
     config = load({}, environ={"SQLITE_PATH": str(db), "WATCH_DIR": str(db.parent / "none")})
     out: dict = {}
-    started = time.perf_counter()
+    opening = Stopwatch()
     async with open_runtime(config, READING) as runtime:
-        await runtime.started()
-        out["load_s"] = round(time.perf_counter() - started, 2)
+        with opening:
+            await runtime.started()
+        out["load_s"] = round(opening.times[0] / 1000, 2)
         reading = await runtime.reading()
         index = reading.index.vectors
         assert index.reason is None, index.reason  # the vector file answers, not SQLite
@@ -174,25 +61,21 @@ async def measure(db: Path, vectors: np.ndarray, queries: np.ndarray, query_text
         out.update(await search_calls(reading, query_texts, repeats))
         # The vector stage alone against a numpy scan, and recall against exact search.
         ids_all = np.arange(1, len(vectors) + 1)
-        stage, scan, hits = [], [], 0
+        stage, scan, hits = Stopwatch(), Stopwatch(), 0
         for q in queries[:repeats]:
-            t = time.perf_counter()
-            exact_top = np.argpartition(-(vectors @ q), 10)[:10]
-            scan.append((time.perf_counter() - t) * 1000)
+            with scan:
+                exact_top = np.argpartition(-(vectors @ q), 10)[:10]
 
             def run(reader, q=q):
-                t0 = time.perf_counter()
-                found, _, _ = index.search(reader.log, q, 10,
-                                           candidates_for(index.live, DEFAULT_PARAMS))
-                return found.tolist(), (time.perf_counter() - t0) * 1000
+                with stage:
+                    found, _, _ = index.search(reader.log, q, 10,
+                                               candidates_for(index.live, DEFAULT_PARAMS))
+                return found.tolist()
 
-            got, ms = await reading.index.run(run)
-            stage.append(ms)
+            got = await reading.index.run(run)
             hits += len(set(got) & set(ids_all[exact_top].tolist()))
-        out["vector_stage_p50_ms"] = round(statistics.median(stage), 2)
-        out["vector_stage_p95_ms"] = round(pct(stage, 0.95), 2)
-        out["numpy_scan_p50_ms"] = round(statistics.median(scan), 2)
-        out["numpy_scan_p95_ms"] = round(pct(scan, 0.95), 2)
+        out |= {f"vector_stage_{k}": v for k, v in stage.summary().items()}
+        out |= {f"numpy_scan_{k}": v for k, v in scan.summary().items()}
         out["stage_over_numpy"] = round(out["vector_stage_p50_ms"]
                                         / out["numpy_scan_p50_ms"], 3)
         out["recall@10"] = round(hits / (10 * repeats), 4)
@@ -208,31 +91,25 @@ async def search_calls(reading: Any, query_texts: list[str], repeats: int
     import pocketmcp.ops.search as ops
 
     out = {}
-    in_calls: list[float] = []
+    in_calls = Stopwatch()
     real = ops._vector_stage
 
     def timed(*args: Any, **kwargs: Any) -> None:
-        t = time.perf_counter()
-        try:
+        with in_calls:
             real(*args, **kwargs)
-        finally:
-            in_calls.append((time.perf_counter() - t) * 1000)
 
     ops._vector_stage = timed  # type: ignore[attr-defined]
     try:
         for m, mode in enumerate(("hybrid", "vector", "keyword")):
-            times = []
+            calls = Stopwatch()
             for i in range(repeats):
                 text = query_texts[(m * repeats + i) % len(query_texts)]
-                t = time.perf_counter()
-                await ops.search(reading, text, top_k=10, mode=mode)
-                times.append((time.perf_counter() - t) * 1000)
-            out[mode] = {"p50_ms": round(statistics.median(times), 2),
-                         "p95_ms": round(pct(times, 0.95), 2)}
+                with calls:
+                    await ops.search(reading, text, top_k=10, mode=mode)
+            out[mode] = calls.summary()
     finally:
         ops._vector_stage = real  # type: ignore[attr-defined]
-    out["vector_stage_in_calls"] = {"p50_ms": round(statistics.median(in_calls), 2),
-                                    "p95_ms": round(pct(in_calls, 0.95), 2)}
+    out["vector_stage_in_calls"] = in_calls.summary()
     return out
 
 
@@ -302,27 +179,24 @@ def main() -> None:
                         help="SciFact abstracts embedded for the base vectors")
     parser.add_argument("--base-index", type=Path,
                         help="take the base vectors from this index instead of embedding")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument("--keep", type=Path, help="keep the index files in this folder")
-    parser.add_argument("--startup", type=Path,
-                        help="bench/startup_scale.py's results for the plot's start-up panel "
-                             "(default: OUT/startup_scale.json)")
+    parser.add_argument("--startup", type=Path, default=result_path("startup_scale"),
+                        help="bench/startup_scale.py's results for the plot's start-up panel")
+    add_result_args(parser, "search")
     args = parser.parse_args()
-    name = "index" if args.base_index else str(args.base_docs)
-    cache = ROOT / ".cache" / f"bench-base-{name}.npz"
-    base, texts, queries, query_texts = base_vectors(cache, args.base_docs, args.base_index)
+    base, texts, queries, query_texts = data.base_vectors(args.base_docs, args.base_index)
     results = []
     with tempfile.TemporaryDirectory(prefix="pocketmcp-search-") as tmp:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         for n in (int(s) for s in args.sizes.split(",")):
-            vectors, text_of = synthesise(base, n, seed=n)
+            vectors, text_of = data.synthesise(base, n, seed=n)
             db = folder / f"search-{n}.db"
             if not db.exists():
                 t = time.perf_counter()
-                build_index(db, vectors, text_of, texts)
+                data.build_index(db, vectors, text_of, texts)
                 print(f"built {n} chunks in {time.perf_counter() - t:.0f} s", file=sys.stderr)
-            prepare(db, vectors.shape[1])
+            data.prepare(db, vectors.shape[1])
             row = {"chunks": n, **anyio.run(measure, db, vectors, queries, query_texts,
                                              args.queries)}
             results.append(row)
@@ -330,11 +204,10 @@ def main() -> None:
             if not args.keep:
                 for suffix in ("", "-wal", "-shm", ".writer.lock"):
                     Path(str(db) + suffix).unlink(missing_ok=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "search.json").write_text(json.dumps({
-        "cpus": os.cpu_count(), "queries": args.queries, "results": results}, indent=2) + "\n")
-    plot(results, args.out / "search.png", args.startup or args.out / "startup_scale.json")
-    print(f"wrote {args.out / 'search.json'} and {args.out / 'search.png'}")
+    path = write_results(args, {"queries": args.queries, "results": results})
+    if not args.as_baseline:  # the plot is of the latest run
+        plot(results, path.with_suffix(".png") if args.out else RESULTS / "search.png",
+             args.startup)
 
 
 if __name__ == "__main__":

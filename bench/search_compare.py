@@ -9,33 +9,30 @@ whether both returned the same results (chunk ids, order and scores as the tool 
 them, to 6 decimals).
 
 Each mode gets its own SciFact queries, so no call is answered from the cache of query
-vectors; the vector stage gets the queries' vectors from bench/search.py's cache.
+vectors; the vector stage gets the queries' vectors from bench/search.py's cache. Each
+`--index` is compared in turn; the results (bench/results/search_compare.json) hold both
+checkouts' figures, so the other checkout is the baseline.
 
     .venv/bin/python bench/search_compare.py --index ../benchdata/search-1000000.db \\
-        --other ../baseline --queries 100
+        --index ../benchdata/search-50000.db --other ../baseline --queries 100
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-CACHE = ROOT / ".cache" / "bench-base-1500.npz"
+from common import add_result_args, load_1min, summary, versions, write_results
+from data import BASE
+
 MODES = ("hybrid", "vector", "keyword")
 REPLY = "reply: "  # what starts a worker's replies (log lines may go to stdout too)
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+KERNELS = ("faiss-cpu", "numpy", "onnxruntime", "pysqlite3-binary")  # alike in both checkouts
 
 
 # -- the worker: one checkout's code over the index ----------------------------------------
@@ -77,7 +74,7 @@ async def _serve(db: Path) -> None:
         "  term_counts", SqliteReader.term_docs)
     SqliteReader.search_keyword = timed(  # type: ignore[method-assign]
         "  chunk_fts_query", SqliteReader.search_keyword)
-    queries = np.load(CACHE)["queries"]
+    queries = np.load(BASE)["queries"]
     config = load({}, environ={"SQLITE_PATH": str(db), "WATCH_DIR": str(db.parent / "none")})
     async with open_runtime(config, READING) as runtime:
         await runtime.started()
@@ -95,7 +92,7 @@ async def _serve(db: Path) -> None:
         embedder.embed_query = embed_query  # type: ignore[method-assign]
         index = reading.index
         assert index.vectors.reason is None, index.vectors.reason
-        print(REPLY + json.dumps({"ready": True, "kernels": kernels()}), flush=True)
+        print(REPLY + json.dumps({"ready": True, "kernels": versions(KERNELS)}), flush=True)
         while line := await anyio.to_thread.run_sync(sys.stdin.readline):
             ask = json.loads(line)
             stages.clear()
@@ -122,20 +119,6 @@ async def _serve(db: Path) -> None:
 
 
 # -- the driver ----------------------------------------------------------------------------
-
-
-def kernels() -> dict[str, str | None]:
-    """The versions of the compiled libraries the search runs on, in this interpreter (None:
-    not installed): two checkouts compared should load the same ones."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    found: dict[str, str | None] = {}
-    for name in ("faiss-cpu", "numpy", "onnxruntime", "pysqlite3-binary"):
-        try:
-            found[name] = version(name)
-        except PackageNotFoundError:
-            found[name] = None
-    return found
 
 
 class Worker:
@@ -167,15 +150,11 @@ class Worker:
         self.proc.wait(timeout=60)
 
 
-def summary(times: list[float]) -> dict[str, float]:
-    return {"p50_ms": round(statistics.median(times), 2), "p95_ms": round(pct(times, 0.95), 2)}
-
-
 def compare(db: Path, other: Path, queries: int, warm: int,
             kernels_may_differ: bool = False) -> dict[str, Any]:
     import numpy as np
 
-    texts = [str(t) for t in np.load(CACHE)["query_texts"]]
+    texts = [str(t) for t in np.load(BASE)["query_texts"]]
     workers = {"this": Worker(Path(sys.executable), db),
                "other": Worker(other / ".venv" / "bin" / "python", db)}
     mine, theirs = workers["this"].kernels, workers["other"].kernels
@@ -189,7 +168,7 @@ def compare(db: Path, other: Path, queries: int, warm: int,
     times: dict[str, dict[str, list[float]]] = {k: {"this": [], "other": []} for k in kinds}
     stages: dict[str, dict[str, list[float]]] = {}
     same = dict.fromkeys(kinds, 0)
-    load = [os.getloadavg()[0]]
+    load = [load_1min()]
     try:
         for i in range(-warm, queries):
             for k, kind in enumerate(kinds):
@@ -207,13 +186,12 @@ def compare(db: Path, other: Path, queries: int, warm: int,
                         if kind == "hybrid":
                             stages.setdefault(stage, {"this": [], "other": []})[who].append(ms)
             if i % 10 == 0:
-                load.append(os.getloadavg()[0])
+                load.append(load_1min())
     finally:
         for w in workers.values():
             w.close()
     out: dict[str, Any] = {"index": str(db), "other": str(other), "queries": queries,
-                           "cpus": os.cpu_count(), "load_1min": [round(x, 2) for x in load],
-                           "kernels": {"this": mine, "other": theirs}}
+                           "load_1min": load, "kernels": {"this": mine, "other": theirs}}
     for kind in kinds:
         this, that = summary(times[kind]["this"]), summary(times[kind]["other"])
         out[kind] = {"this": this, "other": that, "same_results": f"{same[kind]}/{queries}",
@@ -226,12 +204,13 @@ def compare(db: Path, other: Path, queries: int, warm: int,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--index", type=Path)
+    parser.add_argument("--index", type=Path, action="append",
+                        help="an index kept by bench/search.py --keep (again for more)")
     parser.add_argument("--other", type=Path,
                         help="the other checkout (with its own .venv)")
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--warm", type=int, default=5, help="requests not measured, first")
-    parser.add_argument("--out", type=Path, help="write the results (JSON) here")
+    add_result_args(parser, "search_compare")
     parser.add_argument("--kernels-may-differ", action="store_true",
                         help="compare even when the checkouts load different library versions")
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
@@ -241,12 +220,12 @@ def main() -> None:
         return
     if args.index is None or args.other is None:
         parser.error("--index and --other are needed")
-    result = compare(args.index.resolve(), args.other.resolve(), args.queries, args.warm,
-                     args.kernels_may_differ)
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    results = []
+    for db in args.index:
+        results.append(compare(db.resolve(), args.other.resolve(), args.queries, args.warm,
+                               args.kernels_may_differ))
+        print(json.dumps(results[-1], indent=2))
+    write_results(args, {"results": results})
 
 
 if __name__ == "__main__":

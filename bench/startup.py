@@ -4,30 +4,24 @@ The python-sdk client spawns the server over stdio, as an editor does, on a copy
 examples/kb and a fresh index each run. Prints p50/p95 over the runs and writes JSON.
 
     .venv/bin/python bench/startup.py --runs 10
+
+Results: bench/results/startup.json.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import anyio
+from common import ROOT, Stopwatch, add_result_args, summary, write_results
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 async def one_run(folder: Path, db: Path) -> dict[str, float]:
@@ -47,17 +41,18 @@ async def one_run(folder: Path, db: Path) -> dict[str, float]:
             result = await session.call_tool("search", {"query": "sourdough starter"})
             assert not result.is_error and result.structured_content["matches"]
             out["first_search_s"] = time.perf_counter() - started
-            t = time.perf_counter()
+            warm = Stopwatch()
             for _ in range(20):
-                await session.call_tool("search", {"query": "why are my pods unreachable"})
-            out["warm_search_ms"] = (time.perf_counter() - t) / 20 * 1000
+                with warm:
+                    await session.call_tool("search", {"query": "why are my pods unreachable"})
+            out["warm_search_ms"] = sum(warm.times) / 20
     return out
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=10)
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "startup.json")
+    add_result_args(parser, "startup")
     args = parser.parse_args()
     runs = []
     with tempfile.TemporaryDirectory(prefix="pocketmcp-startup-") as tmp:
@@ -65,14 +60,11 @@ async def main() -> None:
             folder = Path(tmp) / f"kb{i}"
             shutil.copytree(ROOT / "examples" / "kb", folder)
             runs.append(await one_run(folder, Path(tmp) / f"i{i}.db"))
-    summary = {}
+    figures = {}
     for key in runs[0]:
-        values = [r[key] for r in runs]
-        summary[key] = {"p50": round(statistics.median(values), 3),
-                        "p95": round(pct(values, 0.95), 3)}
-        print(f"{key:>16}: p50 {summary[key]['p50']:.3f}  p95 {summary[key]['p95']:.3f}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"runs": args.runs, "summary": summary}, indent=2) + "\n")
+        figures[key] = summary([r[key] for r in runs], unit="", digits=3)
+        print(f"{key:>16}: p50 {figures[key]['p50']:.3f}  p95 {figures[key]['p95']:.3f}")
+    write_results(args, {"runs": args.runs, "summary": figures})
 
 
 if __name__ == "__main__":

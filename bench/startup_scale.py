@@ -21,6 +21,8 @@ alternating with the current code so both see the same machine load.
 
     .venv/bin/python bench/startup_scale.py --folder ../benchdata --sizes 50000,1000000 \\
         --baseline ../base --runs 3
+
+Results: bench/results/startup_scale.json (with --baseline, both codes' figures).
 """
 
 from __future__ import annotations
@@ -37,45 +39,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import data
+from common import Stopwatch, add_result_args, children, cpu_s, memory_mib, write_results
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-ROOT = Path(__file__).resolve().parents[1]
-DATASET = ROOT.parent / "shared" / "datasets" / "scifact-train"
 FIRST_QUERY = "sourdough starter"
 SECOND_QUERY = "owls hunting small mammals at night"
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def children() -> set[int]:
-    """Process ids of this process's children (from every thread's list)."""
-    found: set[int] = set()
-    for task in Path("/proc/self/task").iterdir():
-        try:
-            found.update(int(p) for p in (task / "children").read_text().split())
-        except OSError:
-            continue
-    return found
-
-
-def cpu_s(pid: int) -> float:
-    """CPU time (user and system, every thread) the process has used so far: on a shared
-    machine it varies less than the time waited."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return round((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), 2)
-
-
-def memory_mib(pid: int) -> dict[str, float]:
-    fields = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "RssAnon", "RssFile", "VmHWM"):
-            fields[key] = round(int(value.split()[0]) / 1024, 1)
-    return fields
 
 
 STAGES = ("serving", "ready", "front_up", "sdk_up")  # log events timed from spawn
@@ -95,26 +65,6 @@ def stages(log: Path, spawned: float) -> dict[str, float]:
     return found
 
 
-def prepare(db: Path) -> float | None:
-    """Bring the index's vector file up to date once (the current code's format); None when
-    another process holds the index's writer lock (it keeps the file up to date)."""
-    from pocketmcp.core.identity import Identity
-    from pocketmcp.errors import WriterBusyError
-    from pocketmcp.store.sqlite.writes import SqliteWriter
-
-    started = time.perf_counter()
-    try:
-        writer = SqliteWriter(db, Identity(model="sentence-transformers/all-MiniLM-L6-v2",
-                                          dim=384))
-    except WriterBusyError:
-        return None
-    try:
-        writer.repair_vectors()
-    finally:
-        writer.close()
-    return round(time.perf_counter() - started, 2)
-
-
 async def one_run(db: Path, source: Path | None, queries: list[str]) -> dict[str, object]:
     env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/"),
            "SQLITE_PATH": str(db), "LOG_LEVEL": "debug"}
@@ -126,7 +76,7 @@ async def one_run(db: Path, source: Path | None, queries: list[str]) -> dict[str
     with tempfile.TemporaryDirectory(prefix="pocketmcp-start-") as cwd:
         params = StdioServerParameters(command=sys.executable, args=["-m", "pocketmcp"],
                                        env=env, cwd=cwd)
-        before = children()
+        before = set(children())
         log = Path(cwd) / "server.log"
         spawned = time.time()
         started = time.perf_counter()
@@ -146,7 +96,7 @@ async def one_run(db: Path, source: Path | None, queries: list[str]) -> dict[str
                     out["not_ready_answers"] = int(str(out.get("not_ready_answers", 0))) + 1
                 assert not result.is_error, result.content
                 out["first_search_s"] = round(time.perf_counter() - started, 3)
-                server = sorted(children() - before)
+                server = sorted(set(children()) - before)
                 if server:
                     out["cpu_to_first_search_s"] = cpu_s(server[-1])
                 # The next new query at once: on stdio the SDK is imported after the first
@@ -163,31 +113,26 @@ async def one_run(db: Path, source: Path | None, queries: list[str]) -> dict[str
                     if '"front_initialize"' not in text or '"sdk_up"' in text:
                         break
                     await anyio.sleep(0.05)
-                times = []
-                checks: list[float] = []  # the client's own check of each result
+                calls = Stopwatch()
+                checks = Stopwatch()  # the client's own check of each result
                 check = session.validate_tool_result
 
                 async def timed_check(name: str, result: Any) -> None:
-                    t = time.perf_counter()
-                    try:
+                    with checks:
                         await check(name, result)
-                    finally:
-                        checks.append((time.perf_counter() - t) * 1000)
 
                 session.validate_tool_result = timed_check  # type: ignore[method-assign]
                 for query in queries:
-                    t = time.perf_counter()
-                    result = await session.call_tool("search", {"query": query, "top_k": 10})
-                    times.append((time.perf_counter() - t) * 1000)
+                    with calls:
+                        result = await session.call_tool("search", {"query": query,
+                                                                    "top_k": 10})
                     assert not result.is_error, result.content
-                out["hybrid_call_p50_ms"] = round(statistics.median(times), 2)
-                out["hybrid_call_p95_ms"] = round(pct(times, 0.95), 2)
-                out["hybrid_calls_ms"] = [round(ms, 1) for ms in times]  # in order
+                out |= {f"hybrid_call_{k}": v for k, v in calls.summary().items()}
+                out["hybrid_calls_ms"] = [round(ms, 1) for ms in calls.times]  # in order
                 # Of each call, the python-sdk client's check of the result against the
                 # tool's output schema (jsonschema, in the client's process).
-                out["client_schema_check_p50_ms"] = round(statistics.median(checks), 2)
-                out["client_schema_check_p95_ms"] = round(pct(checks, 0.95), 2)
-                server = sorted(children() - before)
+                out |= {f"client_schema_check_{k}": v for k, v in checks.summary().items()}
+                server = sorted(set(children()) - before)
                 if server:
                     out["memory_mib"] = memory_mib(server[-1])
         out.update(stages(log, spawned))
@@ -216,12 +161,11 @@ def main() -> None:
     parser.add_argument("--sizes", default="50000,1000000")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--queries", type=int, default=40, help="search calls per run")
-    parser.add_argument("--baseline", type=Path, help="source tree of the earlier commit")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" /
-                        "startup_scale.json")
+    parser.add_argument("--baseline", type=Path,
+                        help="source tree of the earlier commit, run alternating with this one")
+    add_result_args(parser, "startup_scale")
     args = parser.parse_args()
-    with open(DATASET / "queries.jsonl", encoding="utf-8") as handle:
-        texts = [json.loads(line)["text"] for line in handle]
+    texts = data.queries()
     sizes = [int(s) for s in args.sizes.split(",")]
     missing = [str(args.folder / f"search-{n}.db") for n in sizes
                if not (args.folder / f"search-{n}.db").is_file()]
@@ -231,7 +175,7 @@ def main() -> None:
     results = []
     for n in sizes:
         db = args.folder / f"search-{n}.db"
-        prepared = prepare(db)
+        prepared = data.prepare(db)
         print(f"{n}: vector file ready in {prepared} s", file=sys.stderr)
         variants: dict[str, Path | None] = {"current": None}
         if args.baseline:
@@ -255,10 +199,7 @@ def main() -> None:
                           "cpu_to_first_search_s", "hybrid_call_p50_ms", "hybrid_call_p95_ms")
                 if k in now and k in before}
         results.append(row)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"cpus": os.cpu_count(), "load": os.getloadavg(),
-                                    "results": results}, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_results(args, {"results": results})
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ Postgres is DATABASE_URL when set, else a local server from the embedded-postgre
 
     .venv/bin/python bench/stores.py                   # 50k chunks
     .venv/bin/python bench/stores.py --sizes 50000,1000000 --queries 100
+
+Results: bench/results/stores.json.
 """
 
 from __future__ import annotations
@@ -25,8 +27,6 @@ import argparse
 import contextlib
 import json
 import os
-import statistics
-import sys
 import tempfile
 import time
 import uuid
@@ -34,19 +34,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
+import data
 import numpy as np
+from common import Stopwatch, add_result_args, write_results
+from search import search_calls  # bench/search.py: whole calls per mode
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from search import (  # bench/search.py
-    base_vectors,
-    pct,
-    search_calls,
-    synthesise,
-    synthetic_doc,
-)
-
-ROOT = Path(__file__).resolve().parents[1]
-MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 PER_DOC = 4
 DOCS_PER_TXN = 500
 
@@ -88,7 +80,7 @@ def build(writer, vectors: np.ndarray, text_of: np.ndarray, texts: list[str]) ->
 
         def work(batch: range = batch) -> None:
             for d in batch:
-                chunks, content = synthetic_doc(d, PER_DOC, texts, text_of)
+                chunks, content = data.synthetic_doc(d, PER_DOC, texts, text_of)
                 with writer.item():
                     writer.upsert(DocRecord(external_id=f"file:doc{d}.md", source="file",
                                             uri=None, title=f"Document {d}",
@@ -113,30 +105,26 @@ async def measure(env: dict[str, str], vectors: np.ndarray, queries: np.ndarray,
         index = reading.index
         calls = await search_calls(reading, query_texts, repeats)
         out.update({f"search_{mode}": figures for mode, figures in calls.items()})
-        stage, words, hits = [], [], 0
+        stage, words, hits = Stopwatch(), Stopwatch(), 0
         for n, q in enumerate(queries[:repeats]):
             exact = set((np.argpartition(-(vectors @ q), 10)[:10] + 1).tolist())
 
             def vec(reader, q=q):
-                t0 = time.perf_counter()
-                found, _, _ = index.nearest(reader, q, 10,
-                                            candidates_for(index.live, DEFAULT_PARAMS), None)
-                return found.tolist(), (time.perf_counter() - t0) * 1000
+                with stage:
+                    found, _, _ = index.nearest(reader, q, 10, candidates_for(
+                        index.live, DEFAULT_PARAMS), None)
+                return found.tolist()
 
             def kw(reader, text=query_texts[n]):
-                t0 = time.perf_counter()
-                reader.keyword_stage(text, DEFAULT_PARAMS.depth, None, title_weight=1.0,
-                                     total=index.live, documents=False)
-                return (time.perf_counter() - t0) * 1000
+                with words:
+                    reader.keyword_stage(text, DEFAULT_PARAMS.depth, None, title_weight=1.0,
+                                         total=index.live, documents=False)
 
-            got, ms = await index.run(vec)
-            stage.append(ms)
-            words.append(await index.run(kw))
+            got = await index.run(vec)
+            await index.run(kw)
             hits += len(set(got) & exact)
-        out["vector_stage"] = {"p50_ms": round(statistics.median(stage), 2),
-                               "p95_ms": round(pct(stage, 0.95), 2)}
-        out["keyword_stage"] = {"p50_ms": round(statistics.median(words), 2),
-                                "p95_ms": round(pct(words, 0.95), 2)}
+        out["vector_stage"] = stage.summary()
+        out["keyword_stage"] = words.summary()
         out["recall@10"] = round(hits / (10 * repeats), 4)
     return out
 
@@ -147,7 +135,7 @@ def run_store(kind: str, n: int, folder: Path, url: str | None, vectors: np.ndar
     from pocketmcp.core.identity import Identity
     from pocketmcp.core.secret import Secret
 
-    identity = Identity(model=MODEL, dim=vectors.shape[1])
+    identity = Identity(model=data.MODEL, dim=vectors.shape[1])
     env = {"SQLITE_PATH": str(folder / f"stores-{n}.db"), "WATCH_DIR": str(folder / "none")}
     if kind == "postgres":
         assert url is not None
@@ -177,23 +165,19 @@ def main() -> None:
     parser.add_argument("--sizes", default="50000")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--base-docs", type=int, default=1500)
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    add_result_args(parser, "stores")
     args = parser.parse_args()
-    cache = ROOT / ".cache" / f"bench-base-{args.base_docs}.npz"
-    base, texts, queries, query_texts = base_vectors(cache, args.base_docs, None)
+    base, texts, queries, query_texts = data.base_vectors(args.base_docs)
     results = []
     with tempfile.TemporaryDirectory(prefix="pocketmcp-stores-") as tmp, postgres() as url:
         for n in (int(s) for s in args.sizes.split(",")):
-            vectors, text_of = synthesise(base, n, seed=n)
+            vectors, text_of = data.synthesise(base, n, seed=n)
             for kind in ("sqlite", "postgres"):
                 row = run_store(kind, n, Path(tmp), url, vectors, text_of, texts, queries,
                                 query_texts, args.queries)
                 results.append(row)
                 print(json.dumps(row), flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "stores.json").write_text(json.dumps({
-        "cpus": os.cpu_count(), "queries": args.queries, "results": results}, indent=2) + "\n")
-    print(f"wrote {args.out / 'stores.json'}")
+    write_results(args, {"queries": args.queries, "results": results})
 
 
 if __name__ == "__main__":

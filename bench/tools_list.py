@@ -6,6 +6,8 @@ tools/list result as JSON and, when `bpe-openai` is installed (an offline copy o
 tokenizers: `.venv/bin/pip install bpe-openai`), its tokens in cl100k_base and o200k_base.
 
     .venv/bin/python bench/tools_list.py
+
+Results: bench/results/tools_list.json.
 """
 
 from __future__ import annotations
@@ -13,11 +15,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from pathlib import Path
 
 import anyio
-
-ROOT = Path(__file__).resolve().parents[1]
+from common import add_result_args, write_results
 
 
 async def tools_list(tools: str) -> str:
@@ -36,7 +36,7 @@ async def tools_list(tools: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sets", default="all,core")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "tools.json")
+    add_result_args(parser, "tools_list")
     args = parser.parse_args()
     try:
         import bpe_openai  # optional: token counts only when it is installed
@@ -52,8 +52,7 @@ def main() -> None:
                 row[encoding] = len(bpe_openai.get_encoding(encoding).encode(text))
         rows.append(row)
         print(json.dumps(row))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(rows, indent=2) + "\n")
+    write_results(args, {"results": rows})
 
 
 if __name__ == "__main__":

@@ -11,14 +11,14 @@ first --recall queries). It also reports the time to copy the codes row by row f
 and faiss's import time (in a fresh interpreter).
 
     .venv/bin/python bench/vector_stages.py --vectors ../benchdata/search-1000000.db.vectors
+
+Results: bench/results/vector_stages.json (numpy's passes are the baseline, in the same run).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import statistics
 import subprocess
 import sys
 import time
@@ -26,15 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from common import add_result_args, load_1min, ms_since, summary, write_results
+from data import BASE
 
-ROOT = Path(__file__).resolve().parents[1]
-CACHE = ROOT / ".cache" / "bench-base-1500.npz"
 STAGES = ("shortlist", "asymmetric", "float16", "total")
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def import_ms() -> float:
@@ -55,7 +50,7 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--recall", type=int, default=100, help="queries checked for recall")
-    parser.add_argument("--out", type=Path)
+    add_result_args(parser, "vector_stages")
     args = parser.parse_args()
 
     cols = open_columns(args.vectors.resolve(), args.dim)
@@ -67,9 +62,9 @@ def main() -> None:
     started = time.perf_counter()
     copy = RowCodes(cols.capacity, cols.codes.shape[0])
     copy.extend(cols.codes, n)
-    copy_ms = (time.perf_counter() - started) * 1e3
+    copy_ms = ms_since(started)
     cols.f16[:n].view(np.uint8)[:, ::4096].max()  # the float16 pages mapped, as _warm does
-    queries = np.load(CACHE)["queries"].astype(np.float32)[:args.queries]
+    queries = np.load(BASE)["queries"].astype(np.float32)[:args.queries]
     real_loaded = scan.loaded
 
     def no_faiss() -> None:
@@ -79,7 +74,7 @@ def main() -> None:
     times: dict[str, dict[str, list[float]]] = {
         kind: {s: [] for s in STAGES} for kind in ("numpy", "faiss")}
     tops: dict[str, list[list[int]]] = {"numpy": [], "faiss": []}
-    load = [os.getloadavg()[0]]
+    load = [load_1min()]
     for i, q in enumerate(queries):
         order = ("numpy", "faiss") if i % 2 == 0 else ("faiss", "numpy")
         for kind in order:
@@ -104,7 +99,7 @@ def main() -> None:
                 times[kind][stage].append(ms * 1e3)
             tops[kind].append(best.tolist())
         if i % 10 == 0:
-            load.append(os.getloadavg()[0])
+            load.append(load_1min())
     hits = 0
     checked = min(args.recall, len(queries))
     for i in range(checked):
@@ -114,8 +109,7 @@ def main() -> None:
             exact[lo:hi] = cols.f16[lo:hi].astype(np.float32) @ queries[i]
         hits += len(set(np.argpartition(-exact, 10)[:10].tolist()) & set(tops["faiss"][i]))
     out: dict[str, Any] = {
-        "vectors": str(args.vectors), "rows": n, "queries": len(queries), "cpus": os.cpu_count(),
-        "load_1min": [round(x, 2) for x in load],
+        "vectors": str(args.vectors), "rows": n, "queries": len(queries), "load_1min": load,
         "row_copy_ms": round(copy_ms, 1), "row_copy_mb": round(copy.nbytes(n) / 2**20, 1),
         "faiss_import_ms": import_ms(),
         "same_top10": f"{sum(a == b for a, b in zip(*tops.values(), strict=True))}/"
@@ -126,14 +120,11 @@ def main() -> None:
         row: dict[str, Any] = {}
         for kind in ("numpy", "faiss"):
             v = times[kind][stage]
-            row[kind] = {"p50_ms": round(statistics.median(v), 2),
-                         "p95_ms": round(pct(v, 0.95), 2), "min_ms": round(min(v), 2)}
+            row[kind] = {**summary(v), "min_ms": round(min(v), 2)}
         row["p50_ratio"] = round(row["faiss"]["p50_ms"] / row["numpy"]["p50_ms"], 3)
         out[stage] = row
-    text = json.dumps(out, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    print(json.dumps(out, indent=2))
+    write_results(args, out)
 
 
 if __name__ == "__main__":

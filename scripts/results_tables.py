@@ -56,4 +56,4 @@ if __name__ == "__main__":
     elif which == "ingest":
         print(ingest_table())
     else:
-        print(eval_table(RESULTS / "eval-scifact-train.json"))
+        print(eval_table(RESULTS / "eval.json"))
