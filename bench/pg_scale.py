@@ -90,8 +90,8 @@ def load(url: str, schema: str, src: Any, ids: np.ndarray, vectors: np.ndarray,
     import psycopg
     from pgvector.psycopg import register_vector
 
-    from pocketmcp.config import Secret
     from pocketmcp.core.identity import Identity
+    from pocketmcp.core.secret import Secret
     from pocketmcp.store.pg.place import PgPlace
     from pocketmcp.store.pg.writes import PgWriter
 
@@ -223,7 +223,7 @@ async def measure(url: str, schema: str, source: Path, ids: np.ndarray, vectors:
     import psycopg
     from pgvector.psycopg import register_vector
 
-    from pocketmcp.config import Secret
+    from pocketmcp.core.secret import Secret
     from pocketmcp.ops.search import DEFAULT_PARAMS, candidates_for
     from pocketmcp.store.pg.place import PgPlace
     from pocketmcp.store.places import read_index

@@ -144,8 +144,8 @@ async def measure(env: dict[str, str], vectors: np.ndarray, queries: np.ndarray,
 def run_store(kind: str, n: int, folder: Path, url: str | None, vectors: np.ndarray,
               text_of: np.ndarray, texts: list[str], queries: np.ndarray,
               query_texts: list[str], repeats: int) -> dict:
-    from pocketmcp.config import Secret
     from pocketmcp.core.identity import Identity
+    from pocketmcp.core.secret import Secret
 
     identity = Identity(model=MODEL, dim=vectors.shape[1])
     env = {"SQLITE_PATH": str(folder / f"stores-{n}.db"), "WATCH_DIR": str(folder / "none")}

@@ -6,7 +6,6 @@ CLI flag, its type, default and help; `load` reads them into a `Config`.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import re
 from collections.abc import Mapping
@@ -15,36 +14,10 @@ from typing import Any
 
 import msgspec
 
+from pocketmcp.core.net import is_loopback
+from pocketmcp.core.secret import Secret
 from pocketmcp.errors import ConfigError
 from pocketmcp.settings import SETTINGS, TOOL_NAMES, TOOL_SETS, Setting, setting
-
-
-class Secret:
-    """A value that must never be printed or logged (a token, an API key): its repr and str
-    hide it; `reveal()` gives it where it is sent."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def reveal(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "Secret('***')"
-
-    __str__ = __repr__
-
-    def __format__(self, spec: str) -> str:
-        # An f-string that would send "Secret('***')" as the value is a bug: fail loudly.
-        raise TypeError("a Secret is sent with .reveal(); it is never formatted")
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Secret) and other._value == self._value
-
-    def __hash__(self) -> int:
-        return hash(self._value)
 
 
 class Config(msgspec.Struct, frozen=True, kw_only=True):
@@ -237,17 +210,6 @@ def _store(values: dict[str, Any]) -> None:
     if values["pg_hnsw_ef_construction"] < 2 * values["pg_hnsw_m"]:  # as pgvector requires
         raise ConfigError("PG_HNSW_EF_CONSTRUCTION", values["pg_hnsw_ef_construction"],
                           f"at least twice PG_HNSW_M ({2 * values['pg_hnsw_m']})")
-
-
-def is_loopback(host: str) -> bool:
-    """Whether `host` names this machine only (127.0.0.0/8, ::1 or localhost)."""
-    name = host.strip().strip("[]").lower()
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
 
 
 REMOTE_BATCH_SIZE = 100  # inputs per request to a remote provider, by default

@@ -12,7 +12,8 @@ import anyio
 import httpx2
 
 from pocketmcp import __version__, logs
-from pocketmcp.config import Config, Secret
+from pocketmcp.config import Config
+from pocketmcp.core.secret import Secret
 from pocketmcp.errors import PocketError
 from pocketmcp.mcp.discovery import Published
 from pocketmcp.mcp.serve import find_upstream

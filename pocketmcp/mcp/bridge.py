@@ -27,7 +27,7 @@ from mcp.shared.message import ClientMessageMetadata, SessionMessage
 from mcp_types import PROTOCOL_VERSION_META_KEY, JSONRPCRequest, JSONRPCResponse
 
 from pocketmcp import logs
-from pocketmcp.config import Secret
+from pocketmcp.core.secret import Secret
 from pocketmcp.mcp.discovery import Published, alive
 from pocketmcp.mcp.stdio import stdin_lines
 

@@ -18,7 +18,7 @@ import httpx2
 import msgspec
 
 from pocketmcp import logs
-from pocketmcp.config import Secret
+from pocketmcp.core.secret import Secret
 from pocketmcp.errors import StoreError
 
 log = logs.get("pocketmcp.discovery")

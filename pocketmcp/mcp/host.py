@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 import anyio
 
 from pocketmcp import __version__, logs
-from pocketmcp.config import Config, Secret
+from pocketmcp.config import Config
+from pocketmcp.core.secret import Secret
 from pocketmcp.errors import AlreadyServing, ListenFailed, PocketError
 from pocketmcp.mcp import discovery, front
 from pocketmcp.mcp.collector import collect_again

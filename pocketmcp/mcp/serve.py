@@ -15,7 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from pocketmcp import logs
-from pocketmcp.config import Config, Secret
+from pocketmcp.config import Config
+from pocketmcp.core.secret import Secret
 from pocketmcp.errors import StoreError
 from pocketmcp.mcp import discovery
 from pocketmcp.mcp.collector import collect_again

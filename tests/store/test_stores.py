@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pocketmcp.config import Secret
 from pocketmcp.core.identity import Identity
+from pocketmcp.core.secret import Secret
 from pocketmcp.core.text import sha256
 from pocketmcp.errors import ModelMismatchError, StoreError
 from pocketmcp.messages import Chunk, DocFacts, DocRecord, Link, Written

@@ -14,7 +14,8 @@ import hashlib
 
 import msgspec
 
-from pocketmcp.config import Config, Secret
+from pocketmcp.config import Config
+from pocketmcp.core.secret import Secret
 
 
 class PgPlace(msgspec.Struct, frozen=True):
