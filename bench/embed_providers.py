@@ -100,10 +100,10 @@ def remote(url: str, model: str) -> Any:
     from pocketmcp.config import load
     from pocketmcp.embed import factory
 
-    config = load({"embed_provider": "openai", "embed_base_url": url + "/v1",
-                   "embed_model": model, "embed_timeout_s": "600"}, environ={})
-    want = factory.wanted(config)
-    return factory.make(config, want, want.identity)
+    settings = load({"embed_provider": "openai", "embed_base_url": url + "/v1",
+                     "embed_model": model, "embed_timeout_s": "600"}, environ={}).embed_settings()
+    want = factory.wanted(settings)
+    return factory.make(settings, want, want.identity)
 
 
 async def documents_per_s(embedder: Any, texts: list[str]) -> float:
@@ -139,7 +139,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     from pocketmcp.embed.models import ModelSpec
 
     texts = chunks(args.chunks)
-    local = LocalEmbedder(ModelSpec(load({}, environ={})))
+    local = LocalEmbedder(ModelSpec(load({}, environ={}).embed_settings()))
     model: Any = local._model
 
     def one_at_a_time(batch: list[str]) -> np.ndarray:

@@ -51,7 +51,7 @@ def main() -> None:
     args = parser.parse_args()
     with open(DATASET / "queries.jsonl", encoding="utf-8") as handle:
         texts = [json.loads(line)["text"] for line in handle][:args.queries]
-    spec = ModelSpec(load({}, environ={}))
+    spec = ModelSpec(load({}, environ={}).embed_settings())
     assert spec.path is not None
     tokenizer = folder_tokenizer(spec.path)
     lengths = [len(tokenizer.encode(t).ids) for t in texts]

@@ -58,7 +58,7 @@ def base_vectors(cache: Path, docs: int, index: Path | None
     from pocketmcp.embed.local import LocalEmbedder
     from pocketmcp.embed.models import ModelSpec
 
-    embedder = LocalEmbedder(ModelSpec(load({}, environ={})))
+    embedder = LocalEmbedder(ModelSpec(load({}, environ={}).embed_settings()))
     if index is not None:
         from pocketmcp.store.sqlite.connect import open_sync_reader
 

@@ -16,6 +16,7 @@ import msgspec
 
 from pocketmcp.core.net import is_loopback
 from pocketmcp.core.secret import Secret
+from pocketmcp.embed.settings import EmbedSettings
 from pocketmcp.errors import ConfigError
 from pocketmcp.settings import SETTINGS, TOOL_NAMES, TOOL_SETS, Setting, setting
 
@@ -91,6 +92,21 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
         """Folders ingest_file may read: WATCH_DIR and ALLOWED_ROOTS, symlinks resolved."""
         found = [self.watch_dir, *(Path(os.path.expanduser(r)) for r in self.allowed_roots)]
         return tuple(p.resolve() for p in found)
+
+    # -- each part's settings, built once by the entry layer ----------------------------------
+
+    def embed_settings(self) -> EmbedSettings:
+        return EmbedSettings(
+            model_id=self.model_id, model_path=self.model_path, cache_dir=self.cache_dir,
+            provider=self.embed_provider, base_url=self.embed_base_url,
+            model=self.embed_model, dimensions=self.embed_dimensions,
+            api_key_env=self.embed_api_key_env, api_key=self.embed_api_key,
+            doc_prefix=self.embed_doc_prefix, query_prefix=self.embed_query_prefix,
+            input_type=self.embed_input_type, max_tokens=self.embed_max_tokens,
+            batch_size=self.embed_batch_size, batch_tokens=self.embed_batch_tokens,
+            threads=self.embed_threads, concurrency=self.embed_concurrency,
+            timeout_s=self.embed_timeout_s, retries=self.embed_retries,
+            retry_base_s=self.embed_retry_base_s)
 
     def replace(self, **changes: Any) -> Config:
         return msgspec.structs.replace(self, **changes)

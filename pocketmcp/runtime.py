@@ -60,7 +60,7 @@ class Runtime(Readiness):
                  hold: anyio.Event | None = None, embedding: EmbedderSource | None = None
                  ) -> None:
         self.config = config
-        self.embedding = embedding or factory.Embedding(config)
+        self.embedding = embedding or factory.Embedding(config.embed_settings())
         # Set by a front end once it is up: until then the main index's writer (indexing, the
         # vector file's check) waits, so it does not compete with the front end's start.
         self.hold = hold

@@ -69,7 +69,7 @@ def config(tmp_path: Path) -> Config:
 @pytest.fixture(scope="session")
 def embedder() -> LocalEmbedder:
     """The real bundled model, loaded once per test session."""
-    return LocalEmbedder(ModelSpec(load({}, environ={})))
+    return LocalEmbedder(ModelSpec(load({}, environ={}).embed_settings()))
 
 
 @pytest.fixture
