@@ -14,6 +14,7 @@ from typing import Any
 
 import msgspec
 
+from pocketmcp.convert.limits import Limits
 from pocketmcp.core.net import is_loopback
 from pocketmcp.core.secret import Secret
 from pocketmcp.embed.settings import EmbedSettings
@@ -107,6 +108,11 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
             threads=self.embed_threads, concurrency=self.embed_concurrency,
             timeout_s=self.embed_timeout_s, retries=self.embed_retries,
             retry_base_s=self.embed_retry_base_s)
+
+    def convert_limits(self) -> Limits:
+        return Limits(workers=self.convert_workers, timeout_s=self.convert_timeout_s,
+                      memory_mb=self.convert_memory_mb, max_chars=self.max_file_bytes,
+                      max_unpacked=self.convert_memory_mb * 2**20 // 2)
 
     def replace(self, **changes: Any) -> Config:
         return msgspec.structs.replace(self, **changes)

@@ -23,7 +23,7 @@ import anyio.abc
 
 from pocketmcp import logs
 from pocketmcp.config import Config
-from pocketmcp.convert.pool import Converter, Limits
+from pocketmcp.convert.pool import Converter
 from pocketmcp.core.chunking import Chunker
 from pocketmcp.core.identity import Identity
 from pocketmcp.databases import Databases
@@ -72,7 +72,7 @@ class Runtime(Readiness):
         self.fed_seconds = 0.0  # how long it ran
         self.scanned: Stats | None = None  # the pipeline's counts when its first scan ended
         self.registry = Registry(places.main_index(config), config.databases_dir)
-        self.converter = Converter(Limits.of(config))
+        self.converter = Converter(config.convert_limits())
         self.identity: Identity | None = None  # provider, model, dimension, prefixes
         self.embedder: Embedder | None = None
         self.chunker: Chunker | None = None

@@ -14,7 +14,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from provider_server import ProviderServer, provider_server
 
 from pocketmcp.config import Config, load
-from pocketmcp.convert.pool import Converter, Limits
+from pocketmcp.convert.pool import Converter
 from pocketmcp.core.chunking import Chunker
 from pocketmcp.embed.local import LocalEmbedder
 from pocketmcp.embed.models import ModelSpec
@@ -106,7 +106,7 @@ class Index:
         return SqliteWriter(self.config.sqlite_path, self.embedder.identity)
 
     def pipeline(self, writer: SqliteWriter, *, follow: bool, **kw: Any) -> Pipeline:
-        kw.setdefault("converter", Converter(Limits.of(self.config)))
+        kw.setdefault("converter", Converter(self.config.convert_limits()))
         actor = WriterActor(writer, queue_size=self.config.queue_size,
                             batch_files=self.config.write_batch_files,
                             on_event=lambda event: self.on_event(event))
