@@ -19,6 +19,7 @@ from pocketmcp.core.net import is_loopback
 from pocketmcp.core.secret import Secret
 from pocketmcp.embed.settings import EmbedSettings
 from pocketmcp.errors import ConfigError
+from pocketmcp.pipeline.settings import PipelineSettings, Watched
 from pocketmcp.settings import SETTINGS, TOOL_NAMES, TOOL_SETS, Setting, setting
 
 
@@ -83,12 +84,6 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     def max_file_bytes(self) -> int:
         return self.max_file_mb * 1024 * 1024
 
-    def library_of(self, rel: str) -> str:
-        """The library of the watched file at `rel` (POSIX, relative to WATCH_DIR)."""
-        if self.library_from == "folder" and "/" in rel:
-            return rel.split("/", 1)[0]
-        return self.default_library
-
     def roots(self) -> tuple[Path, ...]:
         """Folders ingest_file may read: WATCH_DIR and ALLOWED_ROOTS, symlinks resolved."""
         found = [self.watch_dir, *(Path(os.path.expanduser(r)) for r in self.allowed_roots)]
@@ -113,6 +108,17 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
         return Limits(workers=self.convert_workers, timeout_s=self.convert_timeout_s,
                       memory_mb=self.convert_memory_mb, max_chars=self.max_file_bytes,
                       max_unpacked=self.convert_memory_mb * 2**20 // 2)
+
+    def watched(self) -> Watched:
+        return Watched(root=self.watch_dir, include=self.include, ignore=self.ignore,
+                       default_library=self.default_library, library_from=self.library_from)
+
+    def pipeline_settings(self) -> PipelineSettings:
+        return PipelineSettings(
+            watched=self.watched(), max_file_bytes=self.max_file_bytes,
+            debounce_ms=self.debounce_ms, read_concurrency=self.read_concurrency,
+            queue_size=self.queue_size, max_chunks_per_doc=self.max_chunks_per_doc,
+            embed_batch_size=self.embed_batch_size, embed_batch_tokens=self.embed_batch_tokens)
 
     def replace(self, **changes: Any) -> Config:
         return msgspec.structs.replace(self, **changes)

@@ -73,6 +73,7 @@ class Runtime(Readiness):
         self.scanned: Stats | None = None  # the pipeline's counts when its first scan ended
         self.registry = Registry(places.main_index(config), config.databases_dir)
         self.converter = Converter(config.convert_limits())
+        self.pipeline_settings = config.pipeline_settings()
         self.identity: Identity | None = None  # provider, model, dimension, prefixes
         self.embedder: Embedder | None = None
         self.chunker: Chunker | None = None
@@ -205,7 +206,7 @@ class Runtime(Readiness):
             log.error("not_watching", error=self.status.last_error)
             feed = "none"
         return Pipeline(
-            self.config, writer=actor, feed=feed, embed=self.embedder.embed_documents,
+            self.pipeline_settings, writer=actor, feed=feed, embed=self.embedder.embed_documents,
             dim=self.identity.dim, chunker=self.chunker, converter=self.converter,
             force=self.plan.force, accept_requests=self.plan.requests,
             batching=self.embedder.batching,

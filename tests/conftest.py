@@ -110,7 +110,8 @@ class Index:
         actor = WriterActor(writer, queue_size=self.config.queue_size,
                             batch_files=self.config.write_batch_files,
                             on_event=lambda event: self.on_event(event))
-        return Pipeline(self.config, writer=actor, feed="follow" if follow else "scan",
+        return Pipeline(self.config.pipeline_settings(), writer=actor,
+                        feed="follow" if follow else "scan",
                         embed=self.embed, dim=self.embedder.dim, chunker=self.chunker,
                         accept_requests=follow, **kw)
 

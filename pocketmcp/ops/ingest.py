@@ -88,8 +88,8 @@ def _identity(config: Config, watching: bool, resolved: Path, library: str | Non
     watch = config.watch_dir.resolve()
     if watching and resolved.is_relative_to(watch):
         rel = resolved.relative_to(watch).as_posix()
-        own = config.library_of(rel)
-        if path_filter(config).wants_file(rel) and library in (None, own):
+        own = config.watched().library_of(rel)
+        if path_filter(config.watched()).wants_file(rel) and library in (None, own):
             return watched_id(rel), own
     lib = check_library(library, config.default_library)
     return f"path:{lib}:{resolved.as_posix()}", lib
