@@ -19,6 +19,7 @@ from pocketmcp.core.net import is_loopback
 from pocketmcp.core.secret import Secret
 from pocketmcp.embed.settings import EmbedSettings
 from pocketmcp.errors import ConfigError
+from pocketmcp.ops.settings import IngestSettings
 from pocketmcp.pipeline.settings import PipelineSettings, Watched
 from pocketmcp.settings import SETTINGS, TOOL_NAMES, TOOL_SETS, Setting, setting
 
@@ -84,11 +85,6 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     def max_file_bytes(self) -> int:
         return self.max_file_mb * 1024 * 1024
 
-    def roots(self) -> tuple[Path, ...]:
-        """Folders ingest_file may read: WATCH_DIR and ALLOWED_ROOTS, symlinks resolved."""
-        found = [self.watch_dir, *(Path(os.path.expanduser(r)) for r in self.allowed_roots)]
-        return tuple(p.resolve() for p in found)
-
     # -- each part's settings, built once by the entry layer ----------------------------------
 
     def embed_settings(self) -> EmbedSettings:
@@ -119,6 +115,12 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
             debounce_ms=self.debounce_ms, read_concurrency=self.read_concurrency,
             queue_size=self.queue_size, max_chunks_per_doc=self.max_chunks_per_doc,
             embed_batch_size=self.embed_batch_size, embed_batch_tokens=self.embed_batch_tokens)
+
+    def ingest_settings(self) -> IngestSettings:
+        return IngestSettings(
+            watched=self.watched(),
+            allowed_roots=tuple(Path(os.path.expanduser(r)) for r in self.allowed_roots),
+            max_file_bytes=self.max_file_bytes, url_timeout_s=self.url_timeout_s)
 
     def replace(self, **changes: Any) -> Config:
         return msgspec.structs.replace(self, **changes)

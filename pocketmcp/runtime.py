@@ -74,6 +74,7 @@ class Runtime(Readiness):
         self.registry = Registry(places.main_index(config), config.databases_dir)
         self.converter = Converter(config.convert_limits())
         self.pipeline_settings = config.pipeline_settings()
+        self.ingest_settings = config.ingest_settings()
         self.identity: Identity | None = None  # provider, model, dimension, prefixes
         self.embedder: Embedder | None = None
         self.chunker: Chunker | None = None
