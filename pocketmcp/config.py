@@ -1,7 +1,9 @@
 """Settings: the only module that reads os.environ.
 
 Every setting has one entry in `settings.SETTINGS`, which gives its environment variable, its
-CLI flag, its type, default and help; `load` reads them into a `Config`.
+CLI flag, its type, default and help; `load` reads them into a `Config`. From it the entry
+layer builds, once, the small settings that embed/, convert/, the pipeline and ingest take
+(`embed_settings`, `convert_limits`, `pipeline_settings`, `ingest_settings`).
 """
 
 from __future__ import annotations
