@@ -56,7 +56,7 @@ def base_vectors(docs: int = 1500, index: Path | None = None
     from pocketmcp.embed.local import LocalEmbedder
     from pocketmcp.embed.models import ModelSpec
 
-    embedder = LocalEmbedder(ModelSpec(load({}, environ={})))
+    embedder = LocalEmbedder(ModelSpec(load({}, environ={}).embed_settings()))
     if index is not None:
         from pocketmcp.store.sqlite.connect import open_sync_reader
 

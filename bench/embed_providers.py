@@ -116,8 +116,9 @@ def remote(url: str, model: str) -> Any:
 
     config = load({"embed_provider": "openai", "embed_base_url": url + "/v1",
                    "embed_model": model, "embed_timeout_s": "600"}, environ={})
-    want = factory.wanted(config)
-    return factory.make(config, want, want.identity)
+    settings = config.embed_settings()
+    want = factory.wanted(settings)
+    return factory.make(settings, want, want.identity)
 
 
 async def chunks_per_s(embed: Callable[[list[str]], Awaitable[Any]], texts: list[str],
@@ -150,7 +151,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     from pocketmcp.embed.models import ModelSpec
 
     texts = chunk_texts(args.chunks)
-    local = LocalEmbedder(ModelSpec(load({}, environ={})))
+    local = LocalEmbedder(ModelSpec(load({}, environ={}).embed_settings()))
     model: Any = local._documents_model()  # fastembed's model, loaded on first use
 
     def one_at_a_time(batch: list[str]) -> np.ndarray:

@@ -72,7 +72,7 @@ def bare_chunks_per_s(folder: Path, batch_size: int) -> tuple[int, float]:
     from pocketmcp.embed.models import ModelSpec
 
     config = load({}, environ={k: v for k, v in os.environ.items() if k.isupper()})
-    embedder = LocalEmbedder(ModelSpec(config))
+    embedder = LocalEmbedder(ModelSpec(config.embed_settings()))
     chunker = Chunker(embedder.tokenizer, size=config.chunk_size, overlap=config.chunk_overlap,
                       max_tokens=embedder.max_tokens)
     texts = [c.embed_text for path in sorted(folder.rglob("*.md"))

@@ -23,6 +23,7 @@ from pocketmcp.embed.background import model_background
 from pocketmcp.embed.base import Embedder, EmbedderSource
 from pocketmcp.errors import ModelMismatchError, ProviderError, WriterBusyError
 from pocketmcp.hosts import Hosts, IndexHost, open_writer
+from pocketmcp.pipeline.settings import PipelineSettings
 from pocketmcp.pipeline.supervisor import Pipeline
 from pocketmcp.pipeline.writer import EventHook, WriterActor
 from pocketmcp.plans import Plan
@@ -59,6 +60,7 @@ class Boot:
     embedding: EmbedderSource
     readiness: Readiness
     converter: Converter
+    pipeline_settings: PipelineSettings
     on_event: EventHook | None
 
     async def services(self) -> Services:
@@ -157,9 +159,9 @@ class Boot:
                 log.error("not_watching", error=self.readiness.status.last_error)
                 feed = "none"
             if feed == "none":
-                return Pipeline(self.config, writer=writer, feed="none")
+                return Pipeline(self.pipeline_settings, writer=writer, feed="none")
             return Pipeline(
-                self.config, writer=writer, feed=feed, embed=embedder.embed_documents,
+                self.pipeline_settings, writer=writer, feed=feed, embed=embedder.embed_documents,
                 dim=identity.dim, chunker=chunker, converter=self.converter,
                 force=self.plan.force, accept_requests=self.plan.requests,
                 batching=embedder.batching,

@@ -1,12 +1,13 @@
 """Settings: the only module that reads os.environ.
 
 Every setting has one entry in `settings.SETTINGS`, which gives its environment variable, its
-CLI flag, its type, default and help; `load` reads them into a `Config`.
+CLI flag, its type, default and help; `load` reads them into a `Config`. From it the entry
+layer builds, once, the small settings that embed/, convert/, the pipeline and ingest take
+(`embed_settings`, `convert_limits`, `pipeline_settings`, `ingest_settings`).
 """
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import re
 from collections.abc import Mapping
@@ -15,8 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from pocketmcp.convert.limits import Limits
+from pocketmcp.core.net import is_loopback
 from pocketmcp.core.secret import Secret
+from pocketmcp.embed.settings import EmbedSettings
 from pocketmcp.errors import ConfigError
+from pocketmcp.ops.settings import IngestSettings
+from pocketmcp.pipeline.settings import PipelineSettings, Watched
 from pocketmcp.settings import SETTINGS, TOOL_NAMES, TOOL_SETS, Setting, setting
 from pocketmcp.store.places import StoreSettings, main_place
 
@@ -85,16 +91,42 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     def max_file_bytes(self) -> int:
         return self.max_file_mb * 1024 * 1024
 
-    def library_of(self, rel: str) -> str:
-        """The library of the watched file at `rel` (POSIX, relative to WATCH_DIR)."""
-        if self.library_from == "folder" and "/" in rel:
-            return rel.split("/", 1)[0]
-        return self.default_library
+    # -- each part's settings, built once by the entry layer ----------------------------------
 
-    def roots(self) -> tuple[Path, ...]:
-        """Folders ingest_file may read: WATCH_DIR and ALLOWED_ROOTS, symlinks resolved."""
-        found = [self.watch_dir, *(Path(os.path.expanduser(r)) for r in self.allowed_roots)]
-        return tuple(p.resolve() for p in found)
+    def embed_settings(self) -> EmbedSettings:
+        return EmbedSettings(
+            model_id=self.model_id, model_path=self.model_path, cache_dir=self.cache_dir,
+            provider=self.embed_provider, base_url=self.embed_base_url,
+            model=self.embed_model, dimensions=self.embed_dimensions,
+            api_key_env=self.embed_api_key_env, api_key=self.embed_api_key,
+            doc_prefix=self.embed_doc_prefix, query_prefix=self.embed_query_prefix,
+            input_type=self.embed_input_type, max_tokens=self.embed_max_tokens,
+            batch_size=self.embed_batch_size, batch_tokens=self.embed_batch_tokens,
+            threads=self.embed_threads, concurrency=self.embed_concurrency,
+            timeout_s=self.embed_timeout_s, retries=self.embed_retries,
+            retry_base_s=self.embed_retry_base_s)
+
+    def convert_limits(self) -> Limits:
+        return Limits(workers=self.convert_workers, timeout_s=self.convert_timeout_s,
+                      memory_mb=self.convert_memory_mb, max_chars=self.max_file_bytes,
+                      max_unpacked=self.convert_memory_mb * 2**20 // 2)
+
+    def watched(self) -> Watched:
+        return Watched(root=self.watch_dir, include=self.include, ignore=self.ignore,
+                       default_library=self.default_library, library_from=self.library_from)
+
+    def pipeline_settings(self) -> PipelineSettings:
+        return PipelineSettings(
+            watched=self.watched(), max_file_bytes=self.max_file_bytes,
+            debounce_ms=self.debounce_ms, read_concurrency=self.read_concurrency,
+            queue_size=self.queue_size, max_chunks_per_doc=self.max_chunks_per_doc,
+            embed_batch_size=self.embed_batch_size, embed_batch_tokens=self.embed_batch_tokens)
+
+    def ingest_settings(self) -> IngestSettings:
+        return IngestSettings(
+            watched=self.watched(),
+            allowed_roots=tuple(Path(os.path.expanduser(r)) for r in self.allowed_roots),
+            max_file_bytes=self.max_file_bytes, url_timeout_s=self.url_timeout_s)
 
     def store_settings(self) -> StoreSettings:
         return StoreSettings(
@@ -225,17 +257,6 @@ def _store(values: dict[str, Any]) -> None:
     if values["pg_hnsw_ef_construction"] < 2 * values["pg_hnsw_m"]:  # as pgvector requires
         raise ConfigError("PG_HNSW_EF_CONSTRUCTION", values["pg_hnsw_ef_construction"],
                           f"at least twice PG_HNSW_M ({2 * values['pg_hnsw_m']})")
-
-
-def is_loopback(host: str) -> bool:
-    """Whether `host` names this machine only (127.0.0.0/8, ::1 or localhost)."""
-    name = host.strip().strip("[]").lower()
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
 
 
 REMOTE_BATCH_SIZE = 100  # inputs per request to a remote provider, by default

@@ -25,7 +25,7 @@ import anyio.abc
 from pocketmcp import logs
 from pocketmcp.boot import Boot, Services
 from pocketmcp.config import Config
-from pocketmcp.convert.pool import Converter, Limits
+from pocketmcp.convert.pool import Converter
 from pocketmcp.embed import factory
 from pocketmcp.embed.base import Embedder, EmbedderSource
 from pocketmcp.errors import (
@@ -68,10 +68,12 @@ class Runtime:
         # vector file's check) waits, so it does not compete with the front end's start.
         self._hold = hold
         self._on_event = on_event
-        self._embedding = embedding or factory.Embedding(config)
+        self._embedding = embedding or factory.Embedding(config.embed_settings())
         self.place = place or config.main_place()
         self.readiness = Readiness()
-        self.converter = Converter(Limits.of(config))
+        self.converter = Converter(config.convert_limits())
+        self.pipeline_settings = config.pipeline_settings()
+        self.ingest_settings = config.ingest_settings()
         self.fed = anyio.Event()  # the main index's feed has returned (or never started)
         self.fed_seconds = 0.0  # how long it ran
         self._booted: Services | None = None  # set once, with `readiness.ready`
@@ -161,7 +163,8 @@ class Runtime:
 
     async def _start(self) -> Services:
         services = await Boot(self.config, self.plan, self.place, self._embedding,
-                              self.readiness, self.converter, self._on_event).services()
+                              self.readiness, self.converter, self.pipeline_settings,
+                              self._on_event).services()
         self._booted = services
         self.ready.set()
         self.status.phase = "indexing" if self.watching else "ready"

@@ -14,7 +14,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from provider_server import ProviderServer, provider_server
 
 from pocketmcp.config import Config, load
-from pocketmcp.convert.pool import Converter, Limits
+from pocketmcp.convert.pool import Converter
 from pocketmcp.core.chunking import Chunker
 from pocketmcp.embed.local import LocalEmbedder
 from pocketmcp.embed.models import ModelSpec
@@ -69,7 +69,7 @@ def config(tmp_path: Path) -> Config:
 @pytest.fixture(scope="session")
 def embedder() -> LocalEmbedder:
     """The real bundled model, loaded once per test session."""
-    return LocalEmbedder(ModelSpec(load({}, environ={})))
+    return LocalEmbedder(ModelSpec(load({}, environ={}).embed_settings()))
 
 
 @pytest.fixture
@@ -106,11 +106,12 @@ class Index:
         return SqliteWriter(self.config.sqlite_path, self.embedder.identity)
 
     def pipeline(self, writer: SqliteWriter, *, follow: bool, **kw: Any) -> Pipeline:
-        kw.setdefault("converter", Converter(Limits.of(self.config)))
+        kw.setdefault("converter", Converter(self.config.convert_limits()))
         actor = WriterActor(writer, queue_size=self.config.queue_size,
                             batch_files=self.config.write_batch_files,
                             on_event=lambda event: self.on_event(event))
-        return Pipeline(self.config, writer=actor, feed="follow" if follow else "scan",
+        return Pipeline(self.config.pipeline_settings(), writer=actor,
+                        feed="follow" if follow else "scan",
                         embed=self.embed, dim=self.embedder.dim, chunker=self.chunker,
                         accept_requests=follow, **kw)
 

@@ -24,10 +24,10 @@ def test_defaults_match_the_documented_values() -> None:
 
 
 def test_watched_files_map_to_libraries_by_top_folder() -> None:
-    config = load({}, environ={"DEFAULT_LIBRARY": "notes"})
-    assert config.library_of("papers/2024/a.pdf") == "papers"
-    assert config.library_of("todo.md") == "notes"
-    flat = load({}, environ={"LIBRARY_FROM": "none"})
+    watched = load({}, environ={"DEFAULT_LIBRARY": "notes"}).watched()
+    assert watched.library_of("papers/2024/a.pdf") == "papers"
+    assert watched.library_of("todo.md") == "notes"
+    flat = load({}, environ={"LIBRARY_FROM": "none"}).watched()
     assert flat.library_of("papers/a.pdf") == "default"
 
 

@@ -120,13 +120,14 @@ def _check_folder(config: Config, report: Report) -> None:
 async def _check_model(config: Config, report: Report) -> None:
     from pocketmcp.embed import factory  # the model libraries, only for this check
 
+    embed = config.embed_settings()
     try:
-        want = await anyio.to_thread.run_sync(factory.wanted, config)
+        want = await anyio.to_thread.run_sync(factory.wanted, embed)
         if want.identity.provider != "local":
             report.ok(f"model: {want.identity.provider} {want.identity.model} (remote; not "
                       "called by doctor)")
             return
-        embedder = await anyio.to_thread.run_sync(factory.make, config, want, want.identity)
+        embedder = await anyio.to_thread.run_sync(factory.make, embed, want, want.identity)
         try:
             await embedder.embed_query("doctor")
         finally:
@@ -156,7 +157,7 @@ async def _check_index(config: Config, report: Report) -> None:
         return
     try:
         stored = await anyio.to_thread.run_sync(place.identity)
-        want = await anyio.to_thread.run_sync(factory.wanted, config)
+        want = await anyio.to_thread.run_sync(factory.wanted, config.embed_settings())
     except PocketError as exc:
         report.fail(f"index {index}: {exc}", "`pocketmcp index --rebuild` makes it anew")
         return

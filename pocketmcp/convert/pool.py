@@ -18,28 +18,13 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from pocketmcp import logs
-from pocketmcp.config import Config
 from pocketmcp.convert.kinds import Converted
+from pocketmcp.convert.limits import Limits
 from pocketmcp.convert.worker import HEADER, Reply, Request
 from pocketmcp.errors import DocumentError
 
 log = logs.get("pocketmcp.convert")
 _START_S = 30.0  # longest wait for a new worker to be ready, seconds
-
-
-class Limits(msgspec.Struct, frozen=True, kw_only=True):
-    workers: int = 2
-    timeout_s: float = 60.0
-    memory_mb: int = 1024
-    max_chars: int = 20 * 2**20
-    max_unpacked: int = 512 * 2**20
-    idle_s: float = 60.0
-
-    @classmethod
-    def of(cls, config: Config) -> Limits:
-        return cls(workers=config.convert_workers, timeout_s=config.convert_timeout_s,
-                   memory_mb=config.convert_memory_mb, max_chars=config.max_file_bytes,
-                   max_unpacked=config.convert_memory_mb * 2**20 // 2)
 
 
 class _Worker:

@@ -1,4 +1,4 @@
-"""A value that must never be printed or logged."""
+"""A value that must never be printed or logged: a token, an API key, a database URL."""
 
 from __future__ import annotations
 

@@ -16,12 +16,12 @@ import anyio
 import msgspec
 
 from pocketmcp import __version__, logs
-from pocketmcp.config import Config
 from pocketmcp.core.identity import LOCAL, Identity
 from pocketmcp.embed.base import Batching, Embedder
 from pocketmcp.embed.local import LocalEmbedder, local_identity
 from pocketmcp.embed.models import ModelSpec, bundled_tokenizer
 from pocketmcp.embed.prefixes import family, known_dimensions
+from pocketmcp.embed.settings import EmbedSettings
 from pocketmcp.errors import ProviderError
 
 # The remote providers' modules (httpx and its own imports: a few tens of milliseconds) are
@@ -47,23 +47,21 @@ class Wanted:
     spec: ModelSpec | None = None  # the local model's
 
 
-def wanted(config: Config) -> Wanted:
+def wanted(settings: EmbedSettings) -> Wanted:
     """From the settings alone (blocking for the local provider: it looks its model up)."""
-    given = config.embed_doc_prefix is not None or config.embed_query_prefix is not None
-    if config.embed_provider == LOCAL:
-        spec = ModelSpec(config)
-        return Wanted(local_identity(spec, config.embed_doc_prefix, config.embed_query_prefix),
+    given = settings.doc_prefix is not None or settings.query_prefix is not None
+    if settings.provider == LOCAL:
+        spec = ModelSpec(settings)
+        return Wanted(local_identity(spec, settings.doc_prefix, settings.query_prefix),
                       given, spec)
-    model = config.embed_model or MODELS[config.embed_provider]
+    model = settings.model or MODELS[settings.provider]
     known = family(model)
-    input_type = config.embed_provider == "openai" and (
-        config.embed_input_type == "on"
-        or (config.embed_input_type == "auto" and known.input_type))
-    doc = known.doc_prefix if config.embed_doc_prefix is None else config.embed_doc_prefix
-    query = known.query_prefix if config.embed_query_prefix is None else (
-        config.embed_query_prefix)
-    dim = config.embed_dimensions or known_dimensions(model) or 0
-    return Wanted(Identity(provider=config.embed_provider, model=model, dim=dim,
+    input_type = settings.provider == "openai" and (
+        settings.input_type == "on" or (settings.input_type == "auto" and known.input_type))
+    doc = known.doc_prefix if settings.doc_prefix is None else settings.doc_prefix
+    query = known.query_prefix if settings.query_prefix is None else settings.query_prefix
+    dim = settings.dimensions or known_dimensions(model) or 0
+    return Wanted(Identity(provider=settings.provider, model=model, dim=dim,
                            doc_prefix=doc, query_prefix=query, input_type=input_type), given)
 
 
@@ -88,12 +86,13 @@ def settled(want: Wanted, stored: Identity | None) -> Identity:
     return identity
 
 
-async def resolve(config: Config, want: Wanted, stored: Identity | None) -> Identity:
+async def resolve(settings: EmbedSettings, want: Wanted, stored: Identity | None
+                  ) -> Identity:
     """`settled`, and the dimension asked of the provider when no one knows it."""
     identity = settled(want, stored)
     if identity.dim:
         return identity
-    embedder = _remote(config, identity)
+    embedder = _remote(settings, identity)
     try:
         dim = await embedder.probe()
     except ProviderError as exc:
@@ -106,59 +105,59 @@ async def resolve(config: Config, want: Wanted, stored: Identity | None) -> Iden
     return msgspec.structs.replace(identity, dim=dim)
 
 
-def make(config: Config, want: Wanted, identity: Identity) -> Embedder:
+def make(settings: EmbedSettings, want: Wanted, identity: Identity) -> Embedder:
     """The embedder for `identity` (blocking: the local model loads here)."""
     if identity.provider == LOCAL:
         assert want.spec is not None
-        return LocalEmbedder(want.spec, identity, Batching(size=config.embed_batch_size,
-                                                           tokens=config.embed_batch_tokens))
-    return _remote(config, identity)
+        return LocalEmbedder(want.spec, identity, Batching(size=settings.batch_size,
+                                                           tokens=settings.batch_tokens))
+    return _remote(settings, identity)
 
 
 class Embedding:
     """The settings' embedder as the runtime makes it (an `EmbedderSource`)."""
 
-    def __init__(self, config: Config) -> None:
-        self._config = config
+    def __init__(self, settings: EmbedSettings) -> None:
+        self._settings = settings
         self._want: Wanted | None = None
 
     async def identity(self, stored: Identity | None) -> Identity:
-        want = self._want = await anyio.to_thread.run_sync(wanted, self._config)
-        return await resolve(self._config, want, stored)
+        want = self._want = await anyio.to_thread.run_sync(wanted, self._settings)
+        return await resolve(self._settings, want, stored)
 
     def make(self, identity: Identity) -> Embedder:
-        want = self._want or wanted(self._config)
-        return make(self._config, want, identity)
+        want = self._want or wanted(self._settings)
+        return make(self._settings, want, identity)
 
 
-def _remote(config: Config, identity: Identity) -> RemoteEmbedder:
+def _remote(settings: EmbedSettings, identity: Identity) -> RemoteEmbedder:
     # heavy (httpx): only for a remote provider, see the note at the imports
     from pocketmcp.embed.http import Api, Remote
     from pocketmcp.embed.ollama import OllamaApi
     from pocketmcp.embed.openai import OpenAIApi
     from pocketmcp.embed.remote import RemoteEmbedder
 
-    base_url = config.embed_base_url or BASE_URLS[identity.provider]
+    base_url = settings.base_url or BASE_URLS[identity.provider]
     host = (urlsplit(base_url).hostname or "").lower()
     azure = host.endswith(AZURE_HOSTS)
-    api: Api = (OpenAIApi(identity.model, dimensions=config.embed_dimensions,
+    api: Api = (OpenAIApi(identity.model, dimensions=settings.dimensions,
                           input_type=identity.input_type,
                           base64=azure or host == "api.openai.com")
                 if identity.provider == "openai"
-                else OllamaApi(identity.model, dimensions=config.embed_dimensions))
-    key = config.embed_api_key.reveal() if config.embed_api_key else None
+                else OllamaApi(identity.model, dimensions=settings.dimensions))
+    key = settings.api_key.reveal() if settings.api_key else None
     headers = {"User-Agent": f"pocketmcp/{__version__}"}
     if key:
         headers["api-key" if azure else "Authorization"] = key if azure else f"Bearer {key}"
     tokenizer = bundled_tokenizer()
-    window = config.embed_max_tokens or family(identity.model).window
+    window = settings.max_tokens or family(identity.model).window
     prefix = identity.doc_prefix
     prefix_tokens = len(tokenizer.encode(prefix).ids) - 2 if prefix else 0
     remote = Remote(provider=identity.provider, model=identity.model, base_url=base_url,
-                    timeout_s=config.embed_timeout_s,
-                    retries=config.embed_retries, retry_base_s=config.embed_retry_base_s,
-                    concurrency=config.embed_concurrency, batch_size=config.embed_batch_size,
-                    batch_tokens=config.embed_batch_tokens, headers=headers,
-                    key_variable=config.embed_api_key_env, secret=key)
+                    timeout_s=settings.timeout_s,
+                    retries=settings.retries, retry_base_s=settings.retry_base_s,
+                    concurrency=settings.concurrency, batch_size=settings.batch_size,
+                    batch_tokens=settings.batch_tokens, headers=headers,
+                    key_variable=settings.api_key_env, secret=key)
     return RemoteEmbedder(api, identity, remote, tokenizer=tokenizer,
                           max_tokens=max(32, int(window * WINDOW_USED) - prefix_tokens))

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from pocketmcp.config import is_loopback as host_is_loopback
+from pocketmcp.core.net import is_loopback as host_is_loopback
 from pocketmcp.embed.base import F32
 from pocketmcp.errors import ProviderRejected
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from tokenizers import AddedToken, Tokenizer
 
-from pocketmcp.config import Config
+from pocketmcp.embed.settings import EmbedSettings
 from pocketmcp.errors import EmbeddingError
 from pocketmcp.settings import DEFAULT_MODEL_ID
 
@@ -179,14 +179,14 @@ def bundled_model_dir(cache_dir: Path) -> Path:
 class ModelSpec:
     """What the index records about its model, known before the model loads."""
 
-    def __init__(self, config: Config) -> None:
-        self.model_id = canonical_id(config.model_id)
+    def __init__(self, settings: EmbedSettings) -> None:
+        self.model_id = canonical_id(settings.model_id)
         self.dim = catalogue_dim(self.model_id)
-        self.cache_dir = config.cache_dir
-        self.threads = config.embed_threads or None
-        self.path: Path | None = config.model_path
+        self.cache_dir = settings.cache_dir
+        self.threads = settings.threads or None
+        self.path: Path | None = settings.model_path
         if self.path is None and self.model_id == DEFAULT_MODEL_ID:
-            self.path = bundled_model_dir(config.cache_dir)
+            self.path = bundled_model_dir(settings.cache_dir)
         if self.path is not None and not (self.path / "tokenizer.json").is_file():
             raise EmbeddingError(f"MODEL_PATH={self.path} has no tokenizer.json; it must be a "
                                  "fastembed-format model folder")

@@ -113,8 +113,8 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
         skipped."""
         async with tool_call("ingest_file", library=library) as counts:
             result = await ingest.ingest_file(
-                rt.writing, rt.converter, config, path, library=library, metadata=metadata,
-                watching=rt.watching)
+                rt.writing, rt.converter, rt.ingest_settings, path, library=library,
+                metadata=metadata, watching=rt.watching)
             counts.update(status=result.status, chunks=result.chunks, format=result.format)
             return render(result)
 
@@ -131,7 +131,7 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
         """Download a page or document (HTML, PDF, Office, text; within MAX_FILE_MB and
         URL_TIMEOUT_S), convert it to text and index it."""
         async with tool_call("ingest_url", library=library) as counts:
-            result = await ingest.ingest_url(rt.writing, rt.converter, config, url,
+            result = await ingest.ingest_url(rt.writing, rt.converter, rt.ingest_settings, url,
                                              library=library, metadata=metadata)
             counts.update(status=result.status, chunks=result.chunks, format=result.format)
             return render(result)

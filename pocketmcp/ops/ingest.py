@@ -17,7 +17,6 @@ from urllib.parse import urlsplit
 
 import anyio
 
-from pocketmcp.config import Config
 from pocketmcp.convert import kinds
 from pocketmcp.convert.pool import Converter
 from pocketmcp.core import dates
@@ -35,6 +34,8 @@ from pocketmcp.errors import (
 from pocketmcp.messages import DocRecord
 from pocketmcp.ops.checks import check_library, check_metadata
 from pocketmcp.ops.results import IngestResult
+from pocketmcp.ops.settings import IngestSettings
+from pocketmcp.pipeline.settings import Watched
 from pocketmcp.pipeline.watcher import path_filter
 from pocketmcp.plans import Open, Writing
 
@@ -81,41 +82,42 @@ def _read_file(path: Path, max_bytes: int) -> tuple[bytes, int]:
         return handle.read(max_bytes + 1), st.st_mtime_ns
 
 
-def _identity(config: Config, watching: bool, resolved: Path, library: str | None
+def _identity(watched: Watched, watching: bool, resolved: Path, library: str | None
               ) -> tuple[str, str]:
     """(external_id, library). A file the watcher indexes anyway, asked for in its own
     library, is that same document; any other file is its own document per library."""
-    watch = config.watch_dir.resolve()
+    watch = watched.root.resolve()
     if watching and resolved.is_relative_to(watch):
         rel = resolved.relative_to(watch).as_posix()
-        own = config.library_of(rel)
-        if path_filter(config).wants_file(rel) and library in (None, own):
+        own = watched.library_of(rel)
+        if path_filter(watched).wants_file(rel) and library in (None, own):
             return watched_id(rel), own
-    lib = check_library(library, config.default_library)
+    lib = check_library(library, watched.default_library)
     return f"path:{lib}:{resolved.as_posix()}", lib
 
 
-async def ingest_file(open_writing: Open[Writing], converter: Converter, config: Config,
-                      path: str, *,
+async def ingest_file(open_writing: Open[Writing], converter: Converter,
+                      settings: IngestSettings, path: str, *,
                       library: str | None, metadata: dict[str, Any] | None,
                       watching: bool) -> IngestResult:
     """Convert and index one file from WATCH_DIR or ALLOWED_ROOTS; `watching` says whether
     the watcher indexes WATCH_DIR in this process (its files are then the same documents)."""
     meta = check_metadata(metadata)
+    watched = settings.watched
     if library is not None:
-        library = check_library(library, config.default_library)
+        library = check_library(library, watched.default_library)
     resolved = await anyio.to_thread.run_sync(
-        lambda: resolve_inside(path, config.roots(), config.watch_dir))
+        lambda: resolve_inside(path, settings.roots(), watched.root))
     kind = _kind_by_name(resolved.name)
     writing = await open_writing()
     try:
         data, mtime_ns = await anyio.to_thread.run_sync(_read_file, resolved,
-                                                        config.max_file_bytes)
+                                                        settings.max_file_bytes)
     except OSError as exc:
         raise InvalidRequest(f"cannot read {safe_text(path)!r}: {exc.strerror}") from None
-    if len(data) > config.max_file_bytes:
+    if len(data) > settings.max_file_bytes:
         raise InvalidRequest(f"{safe_text(path)!r} is over the limit of MAX_FILE_MB")
-    external, lib = await anyio.to_thread.run_sync(_identity, config, watching, resolved,
+    external, lib = await anyio.to_thread.run_sync(_identity, watched, watching, resolved,
                                                    library)
     return await _ingest(writing, converter, data, kind, external_id=external, library=lib,
                          metadata=meta, source="file", uri=resolved.as_uri(),
@@ -196,16 +198,16 @@ def _kind_of_page(body: bytes, content_type: str, url: str) -> str | None:
     return kind
 
 
-async def ingest_url(open_writing: Open[Writing], converter: Converter, config: Config,
-                     url: str, *,
+async def ingest_url(open_writing: Open[Writing], converter: Converter,
+                     settings: IngestSettings, url: str, *,
                      library: str | None, metadata: dict[str, Any] | None) -> IngestResult:
     """Download a page or document within MAX_FILE_MB and URL_TIMEOUT_S, and index it."""
     url = check_url(url)
-    lib = check_library(library, config.default_library)
+    lib = check_library(library, settings.watched.default_library)
     meta = check_metadata(metadata)
     writing = await open_writing()
-    body, content_type, final = await _download(url, config.max_file_bytes,
-                                                config.url_timeout_s)
+    body, content_type, final = await _download(url, settings.max_file_bytes,
+                                                settings.url_timeout_s)
     kind = _kind_of_page(body, content_type, final)
     if kind is None and looks_binary(body):
         raise UnsupportedFormat(f"unsupported format: {safe_text(url)} is "

@@ -19,7 +19,6 @@ import anyio
 import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from pocketmcp.config import Config
 from pocketmcp.convert.pool import Converter
 from pocketmcp.core.chunking import Chunker
 from pocketmcp.embed.base import Batching
@@ -28,6 +27,7 @@ from pocketmcp.messages import Chunked, Event, Hashed, ScanDone, ToWriter
 from pocketmcp.pipeline.chunker import chunk_files
 from pocketmcp.pipeline.embedder import Batcher, EmbedFn, embed_chunks
 from pocketmcp.pipeline.hasher import Hasher, hash_files
+from pocketmcp.pipeline.settings import PipelineSettings
 from pocketmcp.pipeline.state import InFlight, Stats, depth
 from pocketmcp.pipeline.watcher import Folder, Only, path_filter, scan_folder, watch_folder
 from pocketmcp.pipeline.writer import WriterActor
@@ -42,7 +42,7 @@ class Pipeline:
     requests alone (`none`). Tools reach the writer through `requests`."""
 
     def __init__(
-        self, config: Config, *, writer: WriterActor, feed: Feed,
+        self, settings: PipelineSettings, *, writer: WriterActor, feed: Feed,
         embed: EmbedFn | None = None, dim: int = 0, chunker: Chunker | None = None,
         converter: Converter | None = None, force: bool = False,
         source: Source | None = None, accept_requests: bool = True,
@@ -50,7 +50,7 @@ class Pipeline:
     ) -> None:
         if feed != "none" and (embed is None or chunker is None or converter is None):
             raise ValueError("a fed pipeline needs an embedder, a chunker and a converter")
-        self.config = config
+        self.settings = settings
         self.writer = writer
         self.feed = feed
         self.embed = embed
@@ -60,8 +60,8 @@ class Pipeline:
         self.force = force
         self.source = source
         self.accept_requests = accept_requests
-        self.batching = batching or Batching(size=config.embed_batch_size,
-                                             tokens=config.embed_batch_tokens)
+        self.batching = batching or Batching(size=settings.embed_batch_size,
+                                             tokens=settings.embed_batch_tokens)
         self.wait_for_provider = wait_for_provider
         self.stats = Stats()
         self.inflight = InFlight()
@@ -149,16 +149,17 @@ class Pipeline:
     def _start_feed(self, tg: anyio.abc.TaskGroup) -> None:
         assert self.embed is not None and self.chunker is not None
         assert self.converter is not None
-        size = self.config.queue_size
+        size = self.settings.queue_size
         events_tx, events_rx = anyio.create_memory_object_stream[Event](size)
         hashed_tx, hashed_rx = anyio.create_memory_object_stream[Hashed](size)
         chunked_tx, chunked_rx = anyio.create_memory_object_stream[Chunked](size)
         self._sends.update({"events": events_tx, "hashed": hashed_tx, "chunked": chunked_tx})
         view = self._view = self.writer.view()
-        folder = self._folder = Folder(self.config.watch_dir, path_filter(self.config))
+        watched = self.settings.watched
+        folder = self._folder = Folder(watched.root, path_filter(watched))
         hasher = Hasher(root=folder.real, view=view, inflight=self.inflight, stats=self.stats,
-                        max_bytes=self.config.max_file_bytes, converter=self.converter,
-                        library_of=self.config.library_of, force=self.force)
+                        max_bytes=self.settings.max_file_bytes, converter=self.converter,
+                        library_of=watched.library_of, force=self.force)
         batcher = Batcher(embed=self._embed, dim=self.dim, view=view, stats=self.stats,
                           batching=self.batching, inflight=self.inflight,
                           stop=self._stop if self.wait_for_provider else None,
@@ -189,7 +190,7 @@ class Pipeline:
     async def _watch(self, outbox: MemoryObjectSendStream[Event], folder: Folder,
                      view: View) -> None:
         await watch_folder(outbox, folder=folder, view=view, stats=self.stats, stop=self._stop,
-                           debounce_ms=self.config.debounce_ms)
+                           debounce_ms=self.settings.debounce_ms)
 
     async def _scan(self, outbox: MemoryObjectSendStream[Event], folder: Folder,
                     view: View) -> None:
@@ -197,11 +198,11 @@ class Pipeline:
 
     async def _hash(self, inbox: MemoryObjectReceiveStream[Event],
                     outbox: MemoryObjectSendStream[Hashed], hasher: Hasher) -> None:
-        await hash_files(inbox, outbox, hasher=hasher, concurrency=self.config.read_concurrency)
+        await hash_files(inbox, outbox, hasher=hasher, concurrency=self.settings.read_concurrency)
 
     async def _chunk(self, inbox: MemoryObjectReceiveStream[Hashed],
                      outbox: MemoryObjectSendStream[Chunked]) -> None:
         assert self.chunker is not None
         await chunk_files(inbox, outbox, chunker=self.chunker, inflight=self.inflight,
-                          stats=self.stats, most=self.config.max_chunks_per_doc,
+                          stats=self.stats, most=self.settings.max_chunks_per_doc,
                           stop=self._stop)

@@ -13,25 +13,25 @@ import watchfiles
 from anyio.streams.memory import MemoryObjectSendStream
 
 from pocketmcp import logs
-from pocketmcp.config import Config
 from pocketmcp.core.paths import PathFilter, rel_of, watched_id
 from pocketmcp.core.safe import is_clean_name, safe_text
 from pocketmcp.messages import Event, FileGone, FileSeen, ScanDone
+from pocketmcp.pipeline.settings import Watched
 from pocketmcp.pipeline.state import Stats
 from pocketmcp.store.api import Reader, View
 
 log = logs.get("pocketmcp.watcher")
 
 
-def path_filter(config: Config) -> PathFilter:
+def path_filter(watched: Watched) -> PathFilter:
     """Which files of WATCH_DIR are documents: INCLUDE_GLOBS minus the ignore patterns and
     the folder's .gitignore (blocking: reads that file)."""
     try:
-        gitignore = (config.watch_dir / ".gitignore").read_text(
+        gitignore = (watched.root / ".gitignore").read_text(
             encoding="utf-8", errors="replace").splitlines()
     except OSError:
         gitignore = []
-    return PathFilter(config.include, config.ignore, gitignore)
+    return PathFilter(watched.include, watched.ignore, gitignore)
 
 
 class Folder:

@@ -24,8 +24,8 @@ TEXTS = [f"Note {i}: owls, bread, tides and the number {i}." for i in range(7)]
 
 
 def remote(config: Config) -> RemoteEmbedder:
-    want = factory.wanted(config)
-    embedder = factory.make(config, want, want.identity)
+    want = factory.wanted(config.embed_settings())
+    embedder = factory.make(config.embed_settings(), want, want.identity)
     assert isinstance(embedder, RemoteEmbedder)
     return embedder
 
