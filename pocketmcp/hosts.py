@@ -110,6 +110,13 @@ class IndexHost:
                 self.pipeline = None
             self._done.set()
 
+    def discard(self) -> None:
+        """Release an adopted writer that is not to run (stopped before it started)."""
+        pipeline, self.pipeline = self.pipeline, None
+        if pipeline is not None:
+            pipeline.writer.close()
+        self._done.set()
+
     async def writes(self, tg: anyio.abc.TaskGroup) -> WriterInbox:
         """The way to this index's writer, started in `tg` now if need be (the index made
         if missing); READ_ONLY while another process holds its lock."""

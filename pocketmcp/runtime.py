@@ -197,6 +197,7 @@ class Runtime:
             main.adopt(writer)
             self.status.role = "writer"
             log.info("writer_lock_acquired", index=self.place.describe())
+        main.discard()  # stopped before its writer ran (nothing when it has none)
 
     async def _run_main(self, main: IndexHost, embedder: Embedder) -> None:
         pipeline = main.pipeline
@@ -204,6 +205,9 @@ class Runtime:
         if pipeline.feed != "none" and not self.readiness.stopping.is_set():
             # Searches were answered without it; the folder's documents need it now.
             await embedder.load_documents()
+        if self.readiness.stopping.is_set():  # stopped meanwhile: the feed is not started
+            main.discard()
+            return
         started = time.perf_counter()
         try:
             async with anyio.create_task_group() as tg:
