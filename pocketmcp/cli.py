@@ -201,8 +201,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = _config(args)
         logs.configure(config.log_level)
         # Each command imports its own modules here: `index` does not pay for the MCP server,
-        # nor `serve` for the indexing pipeline before it answers `initialize`, nor `--help`
-        # for either.
+        # nor `--help` for anything. `serve` on stdio imports the MCP SDK in a worker thread
+        # while the runtime starts (mcp/host.py).
         if args.command in ("index", "watch"):
             from pocketmcp.commands import indexing
 

@@ -56,10 +56,6 @@ def test_the_wheel_installs_and_indexes_and_searches_offline(installed: Path,
     where = _run(python, "-c", "import pocketmcp; print(pocketmcp.__file__)", cwd=tmp_path)
     assert where.returncode == 0, where.stderr
     assert Path(where.stdout.strip()).is_relative_to(installed.parent), where.stdout
-    # The stdio front's recorded answers ship in the wheel, for the SDK installed with it.
-    front = _run(python, "-c", "from pocketmcp.mcp import front; print(front.recorded() is not "
-                 "None)", cwd=tmp_path)
-    assert front.stdout.strip() == "True", front.stderr[-2000:]
     version = _run(installed / "pocketmcp", "--version", cwd=tmp_path)
     assert version.returncode == 0 and version.stdout.startswith("pocketmcp 0."), version
     (tmp_path / "kb").mkdir()

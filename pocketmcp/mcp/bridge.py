@@ -29,7 +29,7 @@ from mcp_types import PROTOCOL_VERSION_META_KEY, JSONRPCRequest, JSONRPCResponse
 from pocketmcp import logs
 from pocketmcp.core.secret import Secret
 from pocketmcp.mcp.discovery import Published, alive
-from pocketmcp.mcp.stdio import stdin_lines
+from pocketmcp.mcp.lines import stdin_lines
 
 log = logs.get("pocketmcp.bridge")
 

@@ -1,6 +1,7 @@
-"""What a tool call does besides its op, without the MCP SDK (the stdio front answers
-searches before the SDK is imported): one JSON log line per call, and sanitised results.
-mcp/calls.py turns the errors into the SDK's tool errors."""
+"""What a tool call does besides its op, without the MCP SDK: one JSON log line per call,
+and sanitised results (the SDK's stdio transport fails on a lone surrogate, and a control
+character would reach the client's model). mcp/calls.py turns the errors into the SDK's
+tool errors."""
 
 from __future__ import annotations
 

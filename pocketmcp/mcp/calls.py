@@ -1,5 +1,5 @@
 """What every tool call shares: one JSON log line, coded tool errors, sanitised results
-(the first and last in mcp/calllog.py, which the stdio front uses before the SDK is in)."""
+(the first and last in mcp/calllog.py, which needs no MCP SDK)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,6 @@ import secrets
 import stat
 from pathlib import Path
 
-import httpx2
 import msgspec
 
 from pocketmcp import logs
@@ -140,6 +139,8 @@ async def answers(url: str, path: str = "/health", token: str | None = None,
                   timeout_s: float = 2.0) -> int | None:
     """The HTTP status of GET `url` + `path` (with the bearer `token`), or None when nothing
     answers there in time. Proxy settings are ignored: the server is on this machine."""
+    import httpx2  # heavy (some 70 modules): only once a published server is to be asked
+
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
         async with httpx2.AsyncClient(timeout=timeout_s, trust_env=False) as client:

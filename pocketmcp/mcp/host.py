@@ -12,7 +12,6 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,16 +21,15 @@ from pocketmcp import __version__, logs
 from pocketmcp.config import Config
 from pocketmcp.core.secret import Secret
 from pocketmcp.errors import AlreadyServing, ListenFailed, PocketError
-from pocketmcp.mcp import discovery, front
+from pocketmcp.mcp import discovery
 from pocketmcp.mcp.collector import collect_again
-from pocketmcp.mcp.texts import instructions_for
+from pocketmcp.mcp.lines import stdin_lines, stdout_lines
 from pocketmcp.plans import serving
 from pocketmcp.runtime import Runtime, open_runtime
 
 # The MCP SDK, the tools and the HTTP server's modules take about a second to import (the
-# SDK's protocol types alone most of it). They are imported when used: on stdio once the
-# front has answered the first search or the runtime is ready, in a worker thread (see
-# host_stdio and mcp/front.py); the HTTP modules only by host_http.
+# SDK's protocol types alone most of it). They are imported when used: on stdio in a worker
+# thread while the runtime starts (host_stdio); the HTTP modules only by host_http.
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
@@ -68,55 +66,60 @@ async def host_stdio(config: Config, title: str, instructions: str | None) -> in
     log.info("serving", transport="stdio", index=str(config.sqlite_path),
              watch_dir=str(config.watch_dir) if watch else None, title=title)
     reason = "stdin closed"
-    sdk_up = anyio.Event()
+    # Set once the SDK's session takes the client's lines. The main index's writer (indexing,
+    # the vector file's check) waits for it: until then it would only slow the import down.
+    session_up = anyio.Event()
     try:
-        async with open_runtime(config, serving(watch), on_event=logs.events("pocketmcp.index"),
-                                drain_s=DRAIN_S, hold=sdk_up) as runtime:
-            # The model loads and the index opens in the background from here, while the
-            # front (mcp/front.py) answers `initialize`, `tools/list` and the first searches.
-            # The SDK and the tools are imported later, in a worker thread, and take the
-            # session over; the writer (indexing, the vector file's check) starts after them.
+        # The protocol stream is taken first: whatever the start-up prints goes to stderr.
+        lines = stdin_lines()
+        async with (
+            lines,
+            stdout_lines() as out,
+            open_runtime(config, serving(watch), on_event=logs.events("pocketmcp.index"),
+                         drain_s=DRAIN_S, hold=session_up) as runtime,
+            anyio.create_task_group() as tasks,
+        ):
 
-            async def load_sdk() -> front.SdkSession:
-                server, serve_sdk = await anyio.to_thread.run_sync(
-                    _stdio_server, runtime, title, instructions)
-                sdk_up.set()
-                return partial(serve_sdk, server)
-
-            async with anyio.create_task_group() as tasks:
-
-                def stop(name: str) -> None:
-                    nonlocal reason
-                    reason = name
-                    tasks.cancel_scope.cancel()
-
-                tasks.start_soon(_on_signal, stop, name="pocketmcp.signals")
-                tasks.start_soon(_collect_once_started, runtime, name="pocketmcp.collect")
-                await front.serve(runtime, title, instructions or instructions_for(config.tools),
-                                  load_sdk, started)
+            def stop(name: str) -> None:
+                nonlocal reason
+                reason = name
                 tasks.cancel_scope.cancel()
-            log.info("stopping", reason=reason)
+
+            tasks.start_soon(_on_signal, stop, name="pocketmcp.signals")
+            tasks.start_soon(_collect_once_started, runtime, session_up,
+                             name="pocketmcp.collect")
+            # The model loads and the index opens in the background from here, while the
+            # SDK and the tools are imported in a worker thread (the client's first lines
+            # wait in the pipe meanwhile).
+            server, serve_session = await anyio.to_thread.run_sync(
+                _stdio_server, runtime, title, instructions)
+            log.debug("session_up", seconds=round(time.perf_counter() - started, 3))
+            await serve_session(server, lines, out, serving=session_up)
+            tasks.cancel_scope.cancel()
+        log.info("stopping", reason=reason)
     finally:
         log.info("stopped", seconds=round(time.perf_counter() - started, 3))
     return 0
 
 
-async def _collect_once_started(runtime: Runtime) -> None:
-    """The garbage collector back on once the front is up and the runtime ready (or its
-    start failed, or COLLECT_AFTER_S passed)."""
-    with anyio.move_on_after(COLLECT_AFTER_S), suppress(PocketError):
-        await runtime.started()
+async def _collect_once_started(runtime: Runtime, session_up: anyio.Event) -> None:
+    """The garbage collector back on once the SDK's session is up and the runtime ready (or
+    its start failed, or COLLECT_AFTER_S passed)."""
+    with anyio.move_on_after(COLLECT_AFTER_S):
+        await session_up.wait()
+        with suppress(PocketError):
+            await runtime.started()
     collect_again()
 
 
 def _stdio_server(runtime: Runtime, title: str, instructions: str | None
                   ) -> tuple[MCPServer, Callable[..., Awaitable[None]]]:
     """The server over `runtime` and the stdio session that runs it (imports them:
-    blocking, about a second)."""
+    blocking, most of a second)."""
     from pocketmcp.mcp.server import build_server  # heavy: the MCP SDK and the tools
-    from pocketmcp.mcp.stdio import serve_sdk
+    from pocketmcp.mcp.stdio import serve
 
-    return build_server(runtime, name=title, instructions=instructions), serve_sdk
+    return build_server(runtime, name=title, instructions=instructions), serve
 
 
 async def host_http(config: Config, title: str, instructions: str | None) -> int:

@@ -1,5 +1,6 @@
-"""The protocol stream's two ends on stdio, without the MCP SDK: the lines the client writes
-to stdin, and one writer of stdout.
+"""The protocol stream's two ends on stdio: the lines the client writes to stdin, and one
+writer of stdout. Without the MCP SDK: the server takes both ends before it starts the
+runtime, while the SDK is still being imported (mcp/host.py).
 
 The SDK reads stdin in a worker thread that a cancelled task must wait for, so a server told to
 stop (SIGTERM) would hang until the client wrote another line. Here a daemon thread reads the

@@ -1,7 +1,6 @@
 """The `search` tool without the MCP SDK: its parameters (their types, bounds and
 descriptions, from which the SDK makes the tool's input schema), and what a call does. The
-tool (mcp/tools_read.py) and the stdio front (mcp/front.py, before the SDK is imported)
-both call `run`, so a search answers the same either way."""
+tool (mcp/tools_read.py) calls `run`."""
 
 from __future__ import annotations
 

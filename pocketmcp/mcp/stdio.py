@@ -1,9 +1,5 @@
 """The MCP SDK's session on stdio, fed the lines of the protocol stream (mcp/lines.py) and
-writing its replies to the client's stdout writer.
-
-On stdio the front (mcp/front.py) answers the first requests; the SDK takes the session over
-once it is imported (`serve_sdk`): it is fed the client's `initialize` again (under an id of
-its own, so that the reply can be dropped), then every line the front left to it, in order.
+writing its messages to the client's stdout writer.
 
 Every line is screened before the SDK sees it: a line that is not a valid JSON-RPC message
 (invalid JSON, nested deeper than the parser's bound, too long, a batch array, a wrong
@@ -14,7 +10,6 @@ The SDK would drop such a line without a word and leave its client waiting forev
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import anyio
@@ -27,11 +22,12 @@ from mcp.shared.message import SessionMessage
 from pocketmcp import logs
 from pocketmcp.mcp import jsonrpc
 from pocketmcp.mcp import lines as wire
-from pocketmcp.mcp.lines import MAX_LINE_BYTES, OVERSIZE, repair, stdin_lines
-
-__all__ = ["MAX_LINE_BYTES", "OVERSIZE", "repair", "screen", "serve_sdk", "stdin_lines"]
+from pocketmcp.mcp.lines import OVERSIZE
 
 log = logs.get("pocketmcp.stdio")
+
+# Lines longer than this are screened in a worker thread (parsing them takes a while).
+SCREEN_IN_THREAD = 65536
 
 
 def screen(line: str) -> mcp_types.JSONRPCError | None:
@@ -41,39 +37,32 @@ def screen(line: str) -> mcp_types.JSONRPCError | None:
     return jsonrpc.screen(line)
 
 
-class _Replies:
-    """The SDK's stdout: each message it writes goes to the client's writer, but the reply
-    to the request with id `drop` (the replayed `initialize`), which is dropped."""
+class _Wire:
+    """The SDK's stdout: each message it writes goes to the client's writer."""
 
-    def __init__(self, out: ObjectSendStream[str], drop: str | None) -> None:
+    def __init__(self, out: ObjectSendStream[str]) -> None:
         self.out = out
-        self.drop = drop
 
     async def write(self, text: str) -> None:
-        text = text.rstrip("\n")
-        if self.drop is not None and self.drop in text:
-            message = json.loads(text)
-            if isinstance(message, dict) and message.get("id") == self.drop:
-                self.drop = None
-                return
-        await self.out.send(text)
+        await self.out.send(text.rstrip("\n"))
 
     async def flush(self) -> None:
         pass
 
 
-async def serve_sdk(server: Any, lines: ObjectReceiveStream[str], out: ObjectSendStream[str],
-                    drop: str | None = None) -> None:
-    """Run an MCPServer on `lines` (ending when the client closes stdin) until they end or
-    until cancelled; its messages go to `out`, but the reply to request `drop`."""
+async def serve(server: Any, lines: ObjectReceiveStream[str], out: ObjectSendStream[str],
+                *, serving: anyio.Event | None = None) -> None:
+    """Run an MCPServer on `lines` until they end (the client closed stdin) or until
+    cancelled; its messages go to `out`. `serving` is set once the session takes lines."""
     lowlevel = server._lowlevel_server  # run on the streams given here
     checked, valid = anyio.create_memory_object_stream[str](16)
     async with (
-        stdio_server(stdin=valid, stdout=_Replies(out, drop)) as (  # type: ignore[arg-type]
-            read, write),
+        stdio_server(stdin=valid, stdout=_Wire(out)) as (read, write),  # type: ignore[arg-type]
         anyio.create_task_group() as tg,
     ):
         tg.start_soon(_screen_lines, lines, checked, write, name="pocketmcp.stdio.screen")
+        if serving is not None:
+            serving.set()
         await lowlevel.run(read, write, lowlevel.create_initialization_options())
         tg.cancel_scope.cancel()
 
@@ -85,8 +74,8 @@ async def _screen_lines(lines: ObjectReceiveStream[str], valid: MemoryObjectSend
         async for line in lines:
             if not line.strip():
                 continue  # a blank line is no message
-            error = await anyio.to_thread.run_sync(screen, line) if len(line) > 65536 \
-                else screen(line)
+            error = await anyio.to_thread.run_sync(screen, line) \
+                if len(line) > SCREEN_IN_THREAD else screen(line)
             if error is None:
                 await valid.send(line)
                 continue
@@ -96,4 +85,3 @@ async def _screen_lines(lines: ObjectReceiveStream[str], valid: MemoryObjectSend
                 await replies.send(SessionMessage(error))
             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                 return
-

@@ -1,5 +1,4 @@
-"""What the client's model is told about the server, without the MCP SDK (the stdio front
-says it before the SDK is imported)."""
+"""What the client's model is told about the server."""
 
 from __future__ import annotations
 

@@ -44,7 +44,7 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
         context: searching.Context = 0,
     ) -> SearchResult:
         """Find the passages most relevant to a query, best first."""
-        # The parameters are searching.SearchArgs' (the stdio front validates with it).
+        # The parameters are searching.SearchArgs', validated by the SDK already.
         args = searching.SearchArgs.model_construct(
             query=query, top_k=top_k, library=library, filter=filter,
             score_threshold=score_threshold, mode=mode, unique_docs=unique_docs,

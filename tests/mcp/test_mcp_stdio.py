@@ -1,12 +1,39 @@
-"""The real server, spawned as `python -m pocketmcp`, driven over stdio by the python-sdk."""
+"""The real server, spawned as `python -m pocketmcp`, driven over stdio by the python-sdk;
+its stdout carries protocol messages only."""
 
 from __future__ import annotations
 
 import json
 import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
-from mcp_harness import call, mcp_session, paths_for, tool_error, until
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp_harness import call, mcp_session, paths_for, server_env, tool_error, until
+
+
+@asynccontextmanager
+async def watched_session(tmp_path: Path) -> AsyncIterator[tuple[ClientSession, list[Any]]]:
+    """A session with the server, and what its stdout carried that is no JSON-RPC message
+    (each line the client could not parse reaches it as an exception)."""
+    params = StdioServerParameters(command=sys.executable, args=["-m", "pocketmcp"],
+                                   env=server_env(tmp_path), cwd=str(tmp_path))
+    strays: list[Any] = []
+
+    async def on_message(item: Any) -> None:
+        if isinstance(item, Exception):
+            strays.append(item)
+
+    with open(tmp_path / "server.err", "w") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(
+            read, write, message_handler=on_message
+        ) as session:
+            await session.initialize()
+            yield session, strays
 
 
 def save(path: Path, text: str) -> None:
@@ -23,7 +50,7 @@ B = "# Kubernetes\n\nA Service gives pods a stable virtual IP address and a DNS 
 async def test_the_seven_acceptance_steps(tmp_path: Path) -> None:
     kb = tmp_path / "kb"
     kb.mkdir()
-    async with mcp_session(tmp_path) as session:
+    async with watched_session(tmp_path) as (session, strays):
         # 1. Start and ready.
         tools = {t.name for t in (await session.list_tools()).tools}
         assert {"search", "upsert_documents", "delete_documents", "list_documents",
@@ -81,6 +108,7 @@ async def test_the_seven_acceptance_steps(tmp_path: Path) -> None:
         whole = await call(session, "get_document", {"doc_id": top["doc_id"]})
         assert whole["text"][chunk["start_off"]:chunk["end_off"]] == chunk["text"]
         assert whole["metadata"] == {"topic": "biology"}
+        assert strays == []  # every line on stdout was a protocol message
 
 
 async def test_documents_can_be_listed_page_by_page_updated_and_deleted(tmp_path: Path) -> None:

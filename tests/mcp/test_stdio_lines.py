@@ -15,7 +15,7 @@ async def test_a_line_over_the_size_limit_is_dropped_as_it_arrives_and_answered(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(wire, "MAX_LINE_BYTES", 1000)
     read_fd, write_fd = os.pipe()
-    lines = stdio.stdin_lines(read_fd)
+    lines = wire.stdin_lines(read_fd)
     try:
         os.write(write_fd, b'{"a": 1}\n' + b"x" * 5000 + b"\n")
         os.write(write_fd, b"y" * 600)
@@ -26,9 +26,9 @@ async def test_a_line_over_the_size_limit_is_dropped_as_it_arrives_and_answered(
                 got = [line async for line in lines]
     finally:
         os.close(read_fd)
-    assert got == ['{"a": 1}\n', stdio.OVERSIZE + "\n", stdio.OVERSIZE + "\n", '{"b": 2}\n',
+    assert got == ['{"a": 1}\n', wire.OVERSIZE + "\n", wire.OVERSIZE + "\n", '{"b": 2}\n',
                    "w" * 999 + "\n"]
-    error = stdio.screen(stdio.OVERSIZE)
+    error = stdio.screen(wire.OVERSIZE)
     assert error is not None and error.id is None and error.error.code == -32700
     assert "1000 bytes" in error.error.message
 
@@ -38,6 +38,6 @@ def test_valid_messages_pass_the_screen_and_ids_survive_repair() -> None:
                  '{"jsonrpc": "2.0", "method": "notifications/initialized"}',
                  '{"jsonrpc": "2.0", "id": "x", "result": {}}'):
         assert stdio.screen(line) is None, line
-    repaired = stdio.repair('{"jsonrpc": "2.0", "id": "a\\u001fb", "method": "x", '
-                            '"params": {"q": "\\ud800"}}')
+    repaired = wire.repair('{"jsonrpc": "2.0", "id": "a\\u001fb", "method": "x", '
+                           '"params": {"q": "\\ud800"}}')
     assert '"id": "a\\u001fb"' in repaired and "\\ud800" not in repaired
