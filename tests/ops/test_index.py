@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
-from conftest import Tools
+from support.tools import Tools, refused
 
 from pocketmcp.errors import InvalidRequest
 
@@ -18,5 +17,5 @@ async def test_status_says_what_this_process_serves(tools: Tools) -> None:
 
 
 async def test_reindex_without_a_watched_folder_says_how_to_get_one(tools: Tools) -> None:
-    with pytest.raises(InvalidRequest, match="WATCH_DIR"):
+    with refused(InvalidRequest, match="WATCH_DIR"):
         await tools("reindex")

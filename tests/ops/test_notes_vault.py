@@ -10,9 +10,10 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import Tools, make_config, running
 from structlog.testing import capture_logs
-from vault import NOW, VAULT, write_vault
+from support.runtime import make_config, running
+from support.tools import Tools, refused
+from support.vault import NOW, VAULT, write_vault
 
 from pocketmcp.errors import InvalidRequest, NotFound
 from pocketmcp.ops import documents
@@ -192,7 +193,7 @@ async def test_bad_filters_are_clear_errors(tmp_path: Path, flt: dict[str, Any],
         tools = Tools(rt)
         for call in ("search", "list_documents"):
             args = {"query": "x"} if call == "search" else {}
-            with pytest.raises(InvalidRequest, match=message):
+            with refused(InvalidRequest, match=message):
                 await tools(call, filter=flt, **args)
 
 

@@ -4,7 +4,7 @@ in process."""
 from __future__ import annotations
 
 import pytest
-from conftest import Tools
+from support.tools import Tools
 
 from pocketmcp.core.calibration import calibrated
 from pocketmcp.ops.calibrate import model_background

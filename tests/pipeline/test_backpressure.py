@@ -7,7 +7,7 @@ import threading
 import anyio
 import numpy as np
 from anyio.lowlevel import checkpoint
-from conftest import Index
+from support.index import Index
 
 from pocketmcp.messages import FileSeen, ScanDone
 

@@ -8,8 +8,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Index, Tools, make_config, running
 from structlog.testing import capture_logs
+from support.index import Index
+from support.runtime import make_config, running
+from support.tools import Tools, refused
 
 from pocketmcp.config import Config
 from pocketmcp.core.chunking import Chunker
@@ -78,9 +80,9 @@ async def test_an_upsert_text_over_the_chunk_limit_is_refused_with_the_limit_nam
     config: Config = make_config(tmp_path, max_chunks_per_doc=10)
     async with running(config) as rt:
         tools = Tools(rt)
-        with pytest.raises(InvalidRequest, match="MAX_CHUNKS_PER_DOC x CHUNK_SIZE"):
+        with refused(InvalidRequest, match="MAX_CHUNKS_PER_DOC x CHUNK_SIZE"):
             await tools.add(("huge", "word " * 3_000))  # 15,000 characters > 10 x 1000
-        with pytest.raises(InvalidRequest, match="more than 10 chunks"):
+        with refused(InvalidRequest, match="more than 10 chunks"):
             await tools.add(("dense", _one_line(9_000)))  # fits by characters, not by chunks
         ids = await tools.add(("fine", "A short note about bicycles."))
         assert ids["fine"] > 0

@@ -9,8 +9,9 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import Tools, remote_config, running
-from provider_server import Fault, ProviderServer
+from support.provider_server import Fault, ProviderServer
+from support.runtime import remote_config, running
+from support.tools import Tools
 
 from pocketmcp.errors import ProviderRejected
 from pocketmcp.plans import INDEXING, serving

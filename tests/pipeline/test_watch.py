@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import anyio
-from conftest import Watching
+from support.index import Watching
 
 A = "# Gardening\n\nTomatoes need full sun and deep watering twice a week.\n"
 B = "# Astronomy\n\nJupiter's moon Europa hides an ocean under its ice shell.\n"

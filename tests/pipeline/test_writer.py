@@ -9,7 +9,8 @@ import anyio
 import anyio.lowlevel
 import numpy as np
 import pytest
-from conftest import Tools, make_config, running
+from support.runtime import make_config, running
+from support.tools import Tools
 
 from pocketmcp.core.identity import Identity
 from pocketmcp.core.text import sha256

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from protocol_fuzz import StdioPeer
+from support.protocol_fuzz import StdioPeer
 
 from pocketmcp.store.sqlite.connect import open_sync_reader
 
@@ -112,7 +112,7 @@ def folder_files(kb: Path) -> set[str]:
 # -- processes ---------------------------------------------------------------------------------
 
 def env_for(root: Path, **extra: str) -> dict[str, str]:
-    from mcp_harness import server_env  # the harness imports the SDK client: only here
+    from support.mcp_harness import server_env  # the harness imports the SDK client: only here
 
     return server_env(root, **extra)
 
