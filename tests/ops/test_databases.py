@@ -11,7 +11,7 @@ import anyio
 import numpy as np
 import pytest
 from support.mcp_harness import call, mcp_session, tool_error, until
-from support.runtime import make_config, running
+from support.runtime import fake, make_config, running
 from support.tools import Tools, refused, refused_by_schema
 
 from pocketmcp.config import Config
@@ -34,7 +34,8 @@ async def tools(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     env = {} if request.param == "sqlite" else {
         "STORE": "postgres", "DATABASE_URL": request.getfixturevalue("pg_url"),
         "PG_SCHEMA": request.getfixturevalue("pg_schema")}
-    async with running(make_config(tmp_path, env, databases_dir=str(tmp_path / "dbs"))) as rt:
+    config = make_config(tmp_path, env, databases_dir=str(tmp_path / "dbs"))
+    async with running(config, embedding=fake(config)) as rt:
         yield Tools(rt)
 
 
@@ -136,7 +137,7 @@ async def test_an_unknown_doc_id_is_not_found_in_a_database_and_in_the_main_inde
 async def test_empty_or_oversized_text_is_an_invalid_request(tmp_path: Path) -> None:
     config = make_config(tmp_path, max_file_mb="1")
     big = "word " * (config.max_file_bytes // 5 + 1)
-    async with running(config) as rt:
+    async with running(config, embedding=fake(config)) as rt:
         tools = Tools(rt)
         await tools("create_database", db_name="a")
         for db in ("a", None):
@@ -208,7 +209,7 @@ async def test_a_database_another_process_writes_is_readable_but_not_writable(
     shared: dict[str, Any] = {}
 
     async def hold() -> None:  # another process, in effect: it holds the database's lock
-        async with running(config) as holder:
+        async with running(config, embedding=fake(config)) as holder:
             assert holder.identity is not None
             shared["identity"] = holder.identity
             mine = Tools(holder)
@@ -222,7 +223,7 @@ async def test_a_database_another_process_writes_is_readable_but_not_writable(
         tg.start_soon(hold)
         await held.wait()
         doc, identity = shared["doc"], shared["identity"]
-        async with running(config) as other_rt:  # the same files
+        async with running(config, embedding=fake(config)) as other_rt:  # the same files
             other = Tools(other_rt)
             again = await other("create_database", db_name="shared")
             assert again["created"] is False
@@ -267,7 +268,8 @@ async def test_on_postgres_each_database_is_a_schema_named_as_written(tools: Too
 async def test_two_processes_write_one_postgres_database(tools: Tools) -> None:
     await tools("create_database", db_name="shared")
     first = await tools("insert_document", text=SPACE, db_name="shared")
-    async with running(tools.rt.config) as other_rt:  # another process on the same server
+    config = tools.rt.config
+    async with running(config, embedding=fake(config)) as other_rt:  # another process, one server
         other = Tools(other_rt)
         assert (await other("create_database", db_name="shared"))["created"] is False
         second = await other("insert_document", text=BREAD, db_name="shared")

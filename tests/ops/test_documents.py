@@ -7,7 +7,8 @@ from support.tools import Tools, refused
 from pocketmcp.errors import InvalidRequest, NotFound
 
 
-async def test_arguments_are_checked_before_anything_is_written(tools: Tools) -> None:
+async def test_arguments_are_checked_before_anything_is_written(fake_tools: Tools) -> None:
+    tools = fake_tools
     with refused(InvalidRequest, match="doc_ids or external_ids"):
         await tools("delete_documents")
     with refused(InvalidRequest, match=r"9223372036854775807"):
@@ -21,7 +22,8 @@ async def test_arguments_are_checked_before_anything_is_written(tools: Tools) ->
     assert (await tools("list_documents"))["documents"] == []
 
 
-async def test_a_page_at_a_time_in_doc_id_order_then_nothing_more(tools: Tools) -> None:
+async def test_a_page_at_a_time_in_doc_id_order_then_nothing_more(fake_tools: Tools) -> None:
+    tools = fake_tools
     ids = await tools.add(*((f"n{i}", f"Note {i} on birds.") for i in range(5)))
     seen, cursor = [], None
     while True:
@@ -34,7 +36,8 @@ async def test_a_page_at_a_time_in_doc_id_order_then_nothing_more(tools: Tools) 
     assert seen == sorted(ids.values())
 
 
-async def test_a_document_reads_whole_and_an_unknown_one_is_not_found(tools: Tools) -> None:
+async def test_a_document_reads_whole_and_an_unknown_one_is_not_found(fake_tools: Tools) -> None:
+    tools = fake_tools
     ids = await tools.add(("kite", "# Kites\n\nKites fly on steady wind."))
     doc = await tools("get_document", doc_id=ids["kite"])
     assert (doc["title"], doc["text"]) == ("Kites", "# Kites\n\nKites fly on steady wind.")

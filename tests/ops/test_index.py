@@ -16,6 +16,7 @@ async def test_status_says_what_this_process_serves(tools: Tools) -> None:
     assert status["model"] == "sentence-transformers/all-MiniLM-L6-v2"
 
 
-async def test_reindex_without_a_watched_folder_says_how_to_get_one(tools: Tools) -> None:
+async def test_reindex_without_a_watched_folder_says_how_to_get_one(fake_tools: Tools) -> None:
+    tools = fake_tools
     with refused(InvalidRequest, match="WATCH_DIR"):
         await tools("reindex")

@@ -13,8 +13,9 @@ from pocketmcp.errors import ProviderUnavailable
 
 
 async def test_while_the_provider_is_down_searches_answer_by_keywords_and_say_why(
-    tmp_path: Path, provider: ProviderServer
+    tmp_path: Path, fake_provider: ProviderServer
 ) -> None:
+    provider = fake_provider
     # No retries, and down for base x 2 = 2 s after a failure: long enough to be seen.
     config = remote_config(tmp_path, provider, embed_retries="0", embed_retry_base_s="1")
     async with running(config) as rt:

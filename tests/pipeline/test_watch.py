@@ -1,4 +1,5 @@
-"""Watching a live folder with the real watcher, model and index."""
+"""Watching a live folder with the real watcher and index (and the deterministic embedder:
+what is watched here is the folder, not what its words mean)."""
 
 from __future__ import annotations
 
