@@ -22,7 +22,8 @@ import data
 from common import Stopwatch, add_result_args, pct, write_results
 
 from pocketmcp.convert import formats, kinds
-from pocketmcp.convert.pool import Converter, Limits
+from pocketmcp.convert.limits import Limits
+from pocketmcp.convert.pool import Converter
 
 LABELS = {"pdf": "pdf (30 pages)", "docx": "docx (60 sections)", "html": "html (60 sections)",
           "pptx": "pptx (30 slides)", "xlsx": "xlsx (1,000 rows)",

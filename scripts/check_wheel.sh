@@ -2,7 +2,7 @@
 # Builds the wheel, installs it with its dependencies into a fresh venv (pip's cache keeps a
 # second run quick), and runs `pocketmcp --version`, `index` and `search` on examples/kb
 # there, offline. About 2 minutes on the 2-core machine the first time (the dependencies
-# are ~400 MB unpacked). tests/test_wheel.py checks the same wheel in seconds, with this
+# are ~400 MB unpacked). tests/e2e/test_wheel.py checks the same wheel in seconds, with this
 # checkout's dependencies.
 set -euo pipefail
 cd "$(dirname "$0")/.."

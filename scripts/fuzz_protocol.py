@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
-from mcp_harness import server_env, start_http, stop_http  # noqa: E402
-from protocol_fuzz import HttpPeer, StdioPeer, requests  # noqa: E402
+from support.mcp_harness import server_env, start_http, stop_http  # noqa: E402
+from support.protocol_fuzz import HttpPeer, StdioPeer, requests  # noqa: E402
 
 KINDS = ("request", "tool", "bad_envelope", "json", "bytes")
 

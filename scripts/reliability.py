@@ -1,6 +1,6 @@
 """The reliability suite's long forms; each prints its counts as one JSON line and the run
 ends with exit code 1 if any invariant failed. The short forms run in the test suite
-(tests/test_reliability.py, tests/mcp/test_long_writes.py); the protocol fuzzer's long form
+(tests/e2e/test_reliability.py, tests/mcp/test_long_writes.py); the protocol fuzzer's long form
 is scripts/fuzz_protocol.py.
 
     .venv/bin/python scripts/reliability.py [--part kill|writes|badinput|load|all]
@@ -13,7 +13,7 @@ is scripts/fuzz_protocol.py.
 - writes: rounds of tool writes over stdio, each ended by SIGKILL or by the client going
   away in the middle of a write; every acknowledged write must be there, with no partial
   document.
-- badinput: the full-size bad-input corpus (tests/badinput.py) indexed once; every file must
+- badinput: the full-size bad-input corpus (tests/support/badinput.py) indexed once; every file must
   end indexed or skipped with a reason, within the time bound.
 - load: --clients MCP clients over HTTP, --searches searches each, while --files files are
   indexed; p50/p95 and the error count.
@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import anyio  # noqa: E402
 import httpx2  # noqa: E402
-from badinput import judge, make_corpus, outcomes, summary  # noqa: E402
-from chaos import (  # noqa: E402
+from support.badinput import judge, make_corpus, outcomes, summary  # noqa: E402
+from support.chaos import (  # noqa: E402
     Rounds,
     check_index,
     document,
@@ -47,8 +47,8 @@ from chaos import (  # noqa: E402
     tool_write_round,
     watched_files,
 )
-from load import load_run  # noqa: E402
-from mcp_harness import start_http, stop_http  # noqa: E402
+from support.load import load_run  # noqa: E402
+from support.mcp_harness import start_http, stop_http  # noqa: E402
 
 from pocketmcp.commands.indexing import EXIT_PARTIAL  # noqa: E402
 

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import Tools, make_config, remote_config, running
-from provider_server import ProviderServer
+from support.provider_server import ProviderServer
+from support.runtime import fake, make_config, remote_config, running
+from support.tools import Tools, refused
 
 from pocketmcp.embed import background
 from pocketmcp.errors import ReadOnly, WriterBusyError
@@ -27,7 +28,7 @@ async def test_a_second_runtime_on_one_index_reads_and_takes_over_when_the_first
     first_up = anyio.Event()
 
     async def first() -> None:
-        async with running(config) as rt:
+        async with running(config, embedding=fake(config)) as rt:
             shared.update(await Tools(rt).add(("a", "Owls hunt at night.")))
             first_up.set()
             await stop_first.wait()
@@ -36,12 +37,12 @@ async def test_a_second_runtime_on_one_index_reads_and_takes_over_when_the_first
     async with anyio.create_task_group() as tg:
         tg.start_soon(first)
         await first_up.wait()
-        async with running(config) as rt:
+        async with running(config, embedding=fake(config)) as rt:
             second = Tools(rt)
             assert rt.status.role == "reader"
             found = await second.search("owls", mode="keyword")
             assert [m["doc_id"] for m in found] == [shared["a"]]  # it reads the other's writes
-            with pytest.raises(ReadOnly, match="writer lock"):
+            with refused(ReadOnly, match="writer lock"):
                 await second.add(("b", "Bats hunt at night too."))
             stop_first.set()
             await first_stopped.wait()
@@ -53,9 +54,9 @@ async def test_a_second_runtime_on_one_index_reads_and_takes_over_when_the_first
 
 async def test_indexing_needs_the_writer_lock_and_says_who_has_it(tmp_path: Path) -> None:
     config = make_config(tmp_path)
-    async with running(config):
+    async with running(config, embedding=fake(config)):
         with pytest.raises(WriterBusyError, match="writer lock"):
-            async with open_runtime(config, INDEXING) as rt:
+            async with open_runtime(config, INDEXING, embedding=fake(config)) as rt:
                 await rt.fed.wait()
 
 
@@ -63,11 +64,11 @@ async def test_a_reader_waits_for_the_index_to_exist_and_never_takes_the_lock(
     tmp_path: Path
 ) -> None:
     config = make_config(tmp_path)
-    async with open_runtime(config, READING) as reader:
+    async with open_runtime(config, READING, embedding=fake(config)) as reader:
         with anyio.move_on_after(0.5):
             await reader.ready.wait()
         assert not reader.ready.is_set()  # no index yet: nothing to read
-        async with running(config) as writer:
+        async with running(config, embedding=fake(config)) as writer:
             await Tools(writer).add(("n", "Newts live in ponds."))
             with anyio.fail_after(30):
                 await reader.started()
@@ -80,14 +81,14 @@ async def test_a_reader_reports_the_first_scan_done_when_the_writer_records_it(
     tmp_path: Path
 ) -> None:
     config = make_config(tmp_path)
-    async with running(config) as first:  # makes the index
+    async with running(config, embedding=fake(config)) as first:  # makes the index
         await Tools(first).add(("s", "Swifts sleep on the wing."))
     identity = recorded_identity(config.sqlite_path)
     assert identity is not None
     holder = SqliteWriter(config.sqlite_path, identity)  # the writer, mid-scan
     try:
         holder.record_scan("running")
-        async with running(config, READING) as reader:
+        async with running(config, READING, embedding=fake(config)) as reader:
             assert reader.status.role == "reader"
             with anyio.move_on_after(4 * SCAN_POLL_S):
                 await until_scan_done(reader)
@@ -107,8 +108,9 @@ async def until_scan_done(rt: Runtime) -> None:
 
 
 async def test_after_one_scan_a_remote_provider_still_embeds_queries(
-    tmp_path: Path, provider: ProviderServer
+    tmp_path: Path, fake_provider: ProviderServer
 ) -> None:
+    provider = fake_provider
     # `eval` scans its corpus once, then searches: the provider's client outlives the scan.
     config = remote_config(tmp_path, provider)
     (config.watch_dir / "owls.md").write_text("# Owls\n\nOwls hunt at night.\n")
@@ -126,7 +128,8 @@ async def test_a_serving_runtime_learns_the_models_background_before_it_is_ready
 ) -> None:
     # What an earlier test of this process learnt is forgotten: this start must learn it.
     monkeypatch.setattr(background, "_known", {})
-    async with running(make_config(tmp_path)) as rt:
+    config = make_config(tmp_path)
+    async with running(config, embedding=fake(config)) as rt:
         before = rt.services.embedder.usage.inputs
         tools = Tools(rt)
         await tools("search", query="owls hunting at night in the forest")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import anyio
 import pytest
+from support import docs
 
-import docs
 from pocketmcp.convert import kinds
 from pocketmcp.convert.pool import Converter, Limits
 from pocketmcp.errors import DocumentError

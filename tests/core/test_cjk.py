@@ -7,7 +7,7 @@ from itertools import pairwise
 from typing import Any
 
 import pytest
-from conftest import Tools
+from support.tools import Tools
 
 from pocketmcp.core.cjk import RANGES, bigrams, has_cjk, index_text
 from pocketmcp.core.keywords import fts_query, stems, terms, vocab_terms
@@ -163,7 +163,9 @@ DOCS = {
 }
 
 
-async def test_keyword_search_finds_chinese_japanese_and_korean_words(tools: Tools) -> None:
+async def test_keyword_search_finds_chinese_japanese_and_korean_words(fake_tools: Tools
+                                                                      ) -> None:
+    tools = fake_tools
     # External ids (the titles) hold no word of the queries.
     ids = await tools.add(*((f"n{i}", t) for i, t in enumerate(DOCS.values())))
     names = {ids[f"n{i}"]: name for i, name in enumerate(DOCS)}

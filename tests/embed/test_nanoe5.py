@@ -14,7 +14,8 @@ import anyio
 import httpx
 import numpy as np
 import pytest
-from conftest import Tools, make_config, running
+from support.runtime import make_config, running
+from support.tools import Tools
 
 from pocketmcp.core.identity import Identity
 from pocketmcp.plans import serving

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import make_config
+from support.runtime import make_config
 
 from pocketmcp.core.identity import Identity
 from pocketmcp.embed import factory

@@ -10,8 +10,8 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
-from conftest import make_config, remote_config, running
-from provider_server import Fault, ProviderServer
+from support.provider_server import Fault, ProviderServer
+from support.runtime import make_config, remote_config, running
 
 from pocketmcp.config import Config
 from pocketmcp.embed import factory

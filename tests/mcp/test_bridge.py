@@ -18,7 +18,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_harness import (
+from support.mcp_harness import (
     HttpServer,
     call,
     mcp_session,

@@ -22,7 +22,7 @@ from mcp import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_harness import STOP_BOUND_S, HttpServer, call, server_env, start_http, stop_http
+from support.mcp_harness import STOP_BOUND_S, HttpServer, call, server_env, start_http, stop_http
 
 from pocketmcp.mcp import discovery
 

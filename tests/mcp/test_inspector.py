@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from mcp_harness import start_http, stop_http
+from support.mcp_harness import start_http, stop_http
 
 ROOT = Path(__file__).resolve().parents[1]
 PREFIX = ROOT / ".cache" / "inspector"

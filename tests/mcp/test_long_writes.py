@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from chaos import Rounds, document, env_for, tool_write_round
-from mcp_harness import call, code_of, mcp_session, tool_error
+from support.chaos import Rounds, document, env_for, tool_write_round
+from support.mcp_harness import call, code_of, mcp_session, tool_error
 
 
 async def test_an_upsert_reports_progress_of_its_chunks_then_its_commit(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 from anyio.abc import Process
-from mcp_harness import STOP_BOUND_S, call, mcp_session, server_env, until
+from support.mcp_harness import STOP_BOUND_S, call, mcp_session, server_env, until
 
 
 class Wire:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mcp_harness import call, mcp_session, until
-from provider_server import Fault, ProviderServer
+from support.mcp_harness import call, mcp_session, until
+from support.provider_server import Fault, ProviderServer
 
 SECRET = "sk-test-0123456789abcdef"
 

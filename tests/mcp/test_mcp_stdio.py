@@ -13,7 +13,7 @@ from typing import Any
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp_harness import call, mcp_session, paths_for, server_env, tool_error, until
+from support.mcp_harness import call, mcp_session, paths_for, server_env, tool_error, until
 
 
 @asynccontextmanager

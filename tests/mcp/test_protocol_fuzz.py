@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from mcp_harness import server_env, start_http, stop_http
-from protocol_fuzz import HttpPeer, StdioPeer, requests
+from support.mcp_harness import server_env, start_http, stop_http
+from support.protocol_fuzz import HttpPeer, StdioPeer, requests
 
 from pocketmcp.mcp.http import MAX_BODY_BYTES, Screened
 

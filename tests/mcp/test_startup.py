@@ -16,8 +16,9 @@ from typing import Any
 import anyio
 import anyio.abc
 import pytest
-from conftest import Tools, make_config, running
-from mcp_harness import server_env
+from support.mcp_harness import server_env
+from support.runtime import make_config, running
+from support.tools import Tools
 
 from pocketmcp.config import Config
 from pocketmcp.mcp import host

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import Tools, make_config, running
+from support.runtime import fake, make_config, running
+from support.tools import Tools
 
 from pocketmcp.errors import ConfigError
 from pocketmcp.settings import TOOL_NAMES
@@ -16,15 +17,16 @@ async def test_the_tools_setting_offers_only_the_named_tools(
     tmp_path: Path, tools_setting: str
 ) -> None:
     config = make_config(tmp_path, tools=tools_setting)
-    async with running(config) as rt:
-        names = [t.name for t in await Tools(rt).server.list_tools()]
+    async with running(config, embedding=fake(config)) as rt:
+        names = [t.name for t in await Tools(rt).list_tools()]
     assert sorted(names) == sorted(["search", "get_document", "list_documents", "list_libraries",
                                    "status"])
 
 
 async def test_all_tools_are_offered_by_default(tmp_path: Path) -> None:
-    async with running(make_config(tmp_path)) as rt:
-        names = {t.name for t in await Tools(rt).server.list_tools()}
+    config = make_config(tmp_path)
+    async with running(config, embedding=fake(config)) as rt:
+        names = {t.name for t in await Tools(rt).list_tools()}
     assert names == set(TOOL_NAMES) and len(names) == 15
 
 

@@ -9,8 +9,9 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import Tools, make_config, running
-from vault import write_vault
+from support.runtime import make_config, running
+from support.tools import Tools
+from support.vault import write_vault
 
 from pocketmcp.commands import archiving
 from pocketmcp.errors import InvalidRequest, NotSupported

@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from conftest import Tools
-from mcp.server.mcpserver.exceptions import ToolError
+from support.tools import Tools, refused_by_schema
 
 from pocketmcp.errors import InvalidRequest
 from pocketmcp.ops.checks import check_library, check_score
@@ -32,9 +31,9 @@ def test_a_score_threshold_must_be_finite(value: float) -> None:
     assert check_score(0.3) == 0.3 and check_score(None) is None
 
 
-async def test_search_refuses_a_nan_threshold_and_goes_on(service: Runtime) -> None:
-    tools = Tools(service)
+async def test_search_refuses_a_nan_threshold_and_goes_on(fake_service: Runtime) -> None:
+    tools = Tools(fake_service)
     for bad in (math.nan, math.inf, 1e308, -0.5):  # the schema's range (0..1) refuses each
-        with pytest.raises(ToolError, match="score_threshold"):
+        with refused_by_schema("score_threshold"):
             await tools.search("anything", score_threshold=bad)
     assert await tools.search("anything", score_threshold=0.0) == []

@@ -10,9 +10,9 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
-from conftest import Tools, make_config, running
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp_harness import call, mcp_session, tool_error, until
+from support.mcp_harness import call, mcp_session, tool_error, until
+from support.runtime import fake, make_config, running
+from support.tools import Tools, refused, refused_by_schema
 
 from pocketmcp.config import Config
 from pocketmcp.core.identity import Identity
@@ -31,7 +31,8 @@ async def tools(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     env = {} if request.param == "sqlite" else {
         "STORE": "postgres", "DATABASE_URL": request.getfixturevalue("pg_url"),
         "PG_SCHEMA": request.getfixturevalue("pg_schema")}
-    async with running(make_config(tmp_path, env, databases_dir=str(tmp_path / "dbs"))) as rt:
+    config = make_config(tmp_path, env, databases_dir=str(tmp_path / "dbs"))
+    async with running(config, embedding=fake(config)) as rt:
         yield Tools(rt)
 
 
@@ -90,13 +91,13 @@ async def test_unsafe_database_names_are_invalid_requests_and_touch_no_file(
 ) -> None:
     before = files_under(tmp_path)
     for name in BAD_NAMES:
-        with pytest.raises(InvalidRequest, match="db_name"):
+        with refused(InvalidRequest, match="db_name"):
             await tools("create_database", db_name=name)
-        with pytest.raises(InvalidRequest, match="db_name"):
+        with refused(InvalidRequest, match="db_name"):
             await tools("insert_document", text=SPACE, db_name=name)
-        with pytest.raises(InvalidRequest, match="db_name"):
+        with refused(InvalidRequest, match="db_name"):
             await similar(tools, "space", db_name=name)
-        with pytest.raises(InvalidRequest, match="db_name"):
+        with refused(InvalidRequest, match="db_name"):
             await tools("delete_document", doc_id=1, db_name=name)
     assert files_under(tmp_path) == before
     assert not (tmp_path / "x").exists() and not (tmp_path / "dbs").exists()
@@ -105,11 +106,11 @@ async def test_unsafe_database_names_are_invalid_requests_and_touch_no_file(
 async def test_a_database_never_created_is_not_found_with_a_hint(
     tools: Tools, tmp_path: Path
 ) -> None:
-    with pytest.raises(NotFound, match="create_database"):
+    with refused(NotFound, match="create_database"):
         await tools("insert_document", text=SPACE, db_name="nope")
-    with pytest.raises(NotFound, match="create_database"):
+    with refused(NotFound, match="create_database"):
         await similar(tools, "space", db_name="nope")
-    with pytest.raises(NotFound, match="create_database"):
+    with refused(NotFound, match="create_database"):
         await tools("delete_document", doc_id=1, db_name="nope")
     assert not (tmp_path / "dbs" / "nope.db").exists()
     assert not tools.rt.place.database("nope").exists()
@@ -119,29 +120,29 @@ async def test_an_unknown_doc_id_is_not_found_in_a_database_and_in_the_main_inde
     tools: Tools
 ) -> None:
     await tools("create_database", db_name="a")
-    with pytest.raises(NotFound, match="doc_id 42"):
+    with refused(NotFound, match="doc_id 42"):
         await tools("delete_document", doc_id=42, db_name="a")
-    with pytest.raises(NotFound, match="doc_id 42"):
+    with refused(NotFound, match="doc_id 42"):
         await tools("delete_document", doc_id=42)
 
 
 async def test_empty_or_oversized_text_is_an_invalid_request(tmp_path: Path) -> None:
     config = make_config(tmp_path, max_file_mb="1")
     big = "word " * (config.max_file_bytes // 5 + 1)
-    async with running(config) as rt:
+    async with running(config, embedding=fake(config)) as rt:
         tools = Tools(rt)
         await tools("create_database", db_name="a")
         for db in ("a", None):
             for text in ("", "  \n\t "):
-                with pytest.raises(InvalidRequest, match="empty"):
+                with refused(InvalidRequest, match="empty"):
                     await tools("insert_document", text=text, db_name=db)
-                with pytest.raises(InvalidRequest, match="empty"):
+                with refused(InvalidRequest, match="empty"):
                     await similar(tools, text, db_name=db)
-            with pytest.raises(InvalidRequest, match="MAX_FILE_MB"):
+            with refused(InvalidRequest, match="MAX_FILE_MB"):
                 await tools("insert_document", text=big, db_name=db)
-            with pytest.raises(InvalidRequest, match="MAX_FILE_MB"):
+            with refused(InvalidRequest, match="MAX_FILE_MB"):
                 await similar(tools, big, db_name=db)
-            with pytest.raises(ToolError, match="top_k"):  # refused by the tool's schema
+            with refused_by_schema("top_k"):  # refused by the tool's schema
                 await similar(tools, "space", top_k=101, db_name=db)
 
 
@@ -200,7 +201,7 @@ async def test_a_database_another_process_writes_is_readable_but_not_writable(
     shared: dict[str, Any] = {}
 
     async def hold() -> None:  # another process, in effect: it holds the database's lock
-        async with running(config) as holder:
+        async with running(config, embedding=fake(config)) as holder:
             shared["identity"] = holder.services.identity
             mine = Tools(holder)
             await mine("create_database", db_name="shared")
@@ -213,15 +214,15 @@ async def test_a_database_another_process_writes_is_readable_but_not_writable(
         tg.start_soon(hold)
         await held.wait()
         doc, identity = shared["doc"], shared["identity"]
-        async with running(config) as other_rt:  # the same files
+        async with running(config, embedding=fake(config)) as other_rt:  # the same files
             other = Tools(other_rt)
             again = await other("create_database", db_name="shared")
             assert again["created"] is False
             found = await similar(other, "space animals", db_name="shared")
             assert [s["doc_id"] for s in found] == [doc["doc_id"]]
-            with pytest.raises(ReadOnly, match="writer lock"):
+            with refused(ReadOnly, match="writer lock"):
                 await other("insert_document", text=BREAD, db_name="shared")
-            with pytest.raises(ReadOnly, match="writer lock"):
+            with refused(ReadOnly, match="writer lock"):
                 await other("delete_document", doc_id=doc["doc_id"], db_name="shared")
             release.set()
             await released.wait()
@@ -233,9 +234,9 @@ async def test_a_database_another_process_writes_is_readable_but_not_writable(
 
 async def test_a_database_made_with_another_model_is_refused_clearly(tools: Tools) -> None:
     make_with_model(tools.rt.config, "old", Identity(model="another/model", dim=384))
-    with pytest.raises(ModelMismatchError, match="another/model"):
+    with refused(ModelMismatchError, match="built with local 'another/model'"):
         await similar(tools, "space", db_name="old")
-    with pytest.raises(ModelMismatchError, match="another/model"):
+    with refused(ModelMismatchError, match="built with local 'another/model'"):
         await tools("insert_document", text=SPACE, db_name="old")
 
 
@@ -258,7 +259,8 @@ async def test_on_postgres_each_database_is_a_schema_named_as_written(tools: Too
 async def test_two_processes_write_one_postgres_database(tools: Tools) -> None:
     await tools("create_database", db_name="shared")
     first = await tools("insert_document", text=SPACE, db_name="shared")
-    async with running(tools.rt.config) as other_rt:  # another process on the same server
+    config = tools.rt.config
+    async with running(config, embedding=fake(config)) as other_rt:  # another process, one server
         other = Tools(other_rt)
         assert (await other("create_database", db_name="shared"))["created"] is False
         second = await other("insert_document", text=BREAD, db_name="shared")

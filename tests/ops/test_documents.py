@@ -2,27 +2,28 @@
 
 from __future__ import annotations
 
-import pytest
-from conftest import Tools
+from support.tools import Tools, refused
 
 from pocketmcp.errors import InvalidRequest, NotFound
 
 
-async def test_arguments_are_checked_before_anything_is_written(tools: Tools) -> None:
-    with pytest.raises(InvalidRequest, match="doc_ids or external_ids"):
+async def test_arguments_are_checked_before_anything_is_written(fake_tools: Tools) -> None:
+    tools = fake_tools
+    with refused(InvalidRequest, match="doc_ids or external_ids"):
         await tools("delete_documents")
-    with pytest.raises(InvalidRequest, match=r"9223372036854775807"):
+    with refused(InvalidRequest, match=r"9223372036854775807"):
         await tools("delete_documents", doc_ids=[2**63])
-    with pytest.raises(InvalidRequest, match="reserved"):
+    with refused(InvalidRequest, match="reserved"):
         await tools("upsert_documents", docs=[{"text": "x", "external_id": "file:a.md"}])
-    with pytest.raises(InvalidRequest, match="cursor"):
+    with refused(InvalidRequest, match="cursor"):
         await tools("list_documents", page={"limit": 2, "cursor": "not-ours"})
-    with pytest.raises(InvalidRequest, match="metadata filter"):
+    with refused(InvalidRequest, match="metadata filter"):
         await tools("list_documents", metadata={"a\"b": 1})
     assert (await tools("list_documents"))["documents"] == []
 
 
-async def test_a_page_at_a_time_in_doc_id_order_then_nothing_more(tools: Tools) -> None:
+async def test_a_page_at_a_time_in_doc_id_order_then_nothing_more(fake_tools: Tools) -> None:
+    tools = fake_tools
     ids = await tools.add(*((f"n{i}", f"Note {i} on birds.") for i in range(5)))
     seen, cursor = [], None
     while True:
@@ -35,12 +36,13 @@ async def test_a_page_at_a_time_in_doc_id_order_then_nothing_more(tools: Tools) 
     assert seen == sorted(ids.values())
 
 
-async def test_a_document_reads_whole_and_an_unknown_one_is_not_found(tools: Tools) -> None:
+async def test_a_document_reads_whole_and_an_unknown_one_is_not_found(fake_tools: Tools) -> None:
+    tools = fake_tools
     ids = await tools.add(("kite", "# Kites\n\nKites fly on steady wind."))
     doc = await tools("get_document", doc_id=ids["kite"])
     assert (doc["title"], doc["text"]) == ("Kites", "# Kites\n\nKites fly on steady wind.")
     assert doc["source"] == "raw" and doc["path"] is None
-    with pytest.raises(NotFound, match="doc_id 999"):
+    with refused(NotFound, match="doc_id 999"):
         await tools("get_document", doc_id=999)
     libraries = await tools("list_libraries")
     assert libraries["libraries"] == [{"name": "default", "documents": 1, "chunks": 1}]

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import make_config
+from support.runtime import make_config
 
 from pocketmcp.commands import evaluating
 from pocketmcp.core.metrics import mrr_at, ndcg_at, recall_at

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
-from conftest import Tools
+from support.tools import Tools, refused
 
 from pocketmcp.errors import InvalidRequest
 
@@ -17,6 +16,7 @@ async def test_status_says_what_this_process_serves(tools: Tools) -> None:
     assert status["model"] == "sentence-transformers/all-MiniLM-L6-v2"
 
 
-async def test_reindex_without_a_watched_folder_says_how_to_get_one(tools: Tools) -> None:
-    with pytest.raises(InvalidRequest, match="WATCH_DIR"):
+async def test_reindex_without_a_watched_folder_says_how_to_get_one(fake_tools: Tools) -> None:
+    tools = fake_tools
+    with refused(InvalidRequest, match="WATCH_DIR"):
         await tools("reindex")

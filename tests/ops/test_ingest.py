@@ -13,9 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import ClassVar
 
-from mcp_harness import call, code_of, mcp_session, paths_for, tool_error, until
-
-import docs
+from support import docs
+from support.mcp_harness import call, code_of, mcp_session, paths_for, tool_error, until
 
 TELESCOPE = [("Collimating the mirror", "Adjust the secondary mirror screws until the "
               "reflection of the primary is centred in the focuser."),

@@ -10,9 +10,10 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import Tools, make_config, running
 from structlog.testing import capture_logs
-from vault import NOW, VAULT, write_vault
+from support.runtime import fake, make_config, running
+from support.tools import Tools, refused
+from support.vault import NOW, VAULT, write_vault
 
 from pocketmcp.errors import InvalidRequest, NotFound
 from pocketmcp.ops import documents
@@ -31,7 +32,8 @@ async def vault(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     write_vault(config.watch_dir)
     plan = Plan(feed="scan", keep_serving=True)
     with capture_logs() as captured:
-        async with running(config, plan, on_event=events.append) as rt:
+        async with running(config, plan, on_event=events.append,
+                           embedding=fake(config)) as rt:
             assert rt.pipeline is not None
             with anyio.fail_after(180):
                 await rt.pipeline.scan_done.wait()
@@ -188,16 +190,18 @@ async def test_links_show_where_a_note_points_and_who_points_at_it(vault: Runtim
 ])
 async def test_bad_filters_are_clear_errors(tmp_path: Path, flt: dict[str, Any],
                                             message: str) -> None:
-    async with running(make_config(tmp_path)) as rt:
+    config = make_config(tmp_path)
+    async with running(config, embedding=fake(config)) as rt:
         tools = Tools(rt)
         for call in ("search", "list_documents"):
             args = {"query": "x"} if call == "search" else {}
-            with pytest.raises(InvalidRequest, match=message):
+            with refused(InvalidRequest, match=message):
                 await tools(call, filter=flt, **args)
 
 
 async def test_a_filter_keeping_few_documents_still_returns_top_k(tmp_path: Path) -> None:
-    async with running(make_config(tmp_path)) as rt:
+    config = make_config(tmp_path)
+    async with running(config, embedding=fake(config)) as rt:
         tools = Tools(rt)
         many = [{"text": f"Note {i} about rocket launches and orbits.", "external_id": f"n{i}"}
                 for i in range(40)]

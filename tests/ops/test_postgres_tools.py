@@ -7,7 +7,8 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import Tools, make_config, running
+from support.runtime import make_config, running
+from support.tools import Tools
 
 from pocketmcp.config import Config
 from pocketmcp.plans import serving

@@ -1,10 +1,11 @@
 """Search modes, fusion options, filters and keyword/vector consistency, through the tools
-in process."""
+in process: on the real model where what a query means decides the result, on the
+deterministic embedder where only the mechanics do (keywords, filters, context)."""
 
 from __future__ import annotations
 
 import pytest
-from conftest import Tools
+from support.tools import Tools
 
 from pocketmcp.core.calibration import calibrated
 from pocketmcp.ops.calibrate import model_background
@@ -28,7 +29,8 @@ async def test_keyword_mode_needs_the_words_and_vector_mode_needs_the_meaning(
     assert hybrid[0]["keyword_score"] is not None and hybrid[0]["vector_score"] is not None
 
 
-async def test_keyword_results_follow_updates_and_deletes(tools: Tools) -> None:
+async def test_keyword_results_follow_updates_and_deletes(fake_tools: Tools) -> None:
+    tools = fake_tools
     ids = await tools.add(("n", "The quarterly report mentions flamingos."))
 
     async def found(query: str, **args: object) -> list[int]:
@@ -47,7 +49,8 @@ async def test_keyword_results_follow_updates_and_deletes(tools: Tools) -> None:
     assert await found("pelicans", mode="vector") == []
 
 
-async def test_a_filter_still_returns_k_results_when_k_exist(tools: Tools) -> None:
+async def test_a_filter_still_returns_k_results_when_k_exist(fake_tools: Tools) -> None:
+    tools = fake_tools
     many = [(f"noise{i}", f"Noise note {i} about rocket launches and orbital mechanics.")
             for i in range(40)]
     paragraphs = "\n\n".join(f"Paragraph {i}: recipes for soup number {i}, with leeks." * 6
@@ -65,7 +68,8 @@ async def test_a_filter_still_returns_k_results_when_k_exist(tools: Tools) -> No
         assert len(found) == 5 and {m["doc_id"] for m in found} == {ids["soup"]}
 
 
-async def test_whole_document_keywords_find_words_spread_over_chunks(tools: Tools) -> None:
+async def test_whole_document_keywords_find_words_spread_over_chunks(fake_tools: Tools) -> None:
+    tools = fake_tools
     # "quasar" and "telescope" never share a chunk, but they share the document.
     filler = " ".join(f"Sentence {i} is filler about nothing in particular." for i in range(24))
     others = [(f"other{i}", f"Note {i} on gardening and cooking. {filler}") for i in range(20)]
@@ -92,8 +96,9 @@ async def test_unique_docs_keeps_the_best_chunk_of_each_document(tools: Tools) -
 
 
 async def test_context_joins_neighbouring_chunks_without_repeating_overlaps(
-    tools: Tools
+    fake_tools: Tools
 ) -> None:
+    tools = fake_tools
     text = "\n\n".join(f"Part {i} of the saga tells of dragon number {i} and its hoard." * 5
                        for i in range(8))
     ids = await tools.add(("saga", text))

@@ -5,16 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import anyio
-import pytest
-from conftest import Tools, remote_config, running
-from provider_server import Fault, ProviderServer
+from support.provider_server import Fault, ProviderServer
+from support.runtime import remote_config, running
+from support.tools import Tools, refused
 
 from pocketmcp.errors import ProviderUnavailable
 
 
 async def test_while_the_provider_is_down_searches_answer_by_keywords_and_say_why(
-    tmp_path: Path, provider: ProviderServer
+    tmp_path: Path, fake_provider: ProviderServer
 ) -> None:
+    provider = fake_provider
     # No retries, and down for base x 2 = 2 s after a failure: long enough to be seen.
     config = remote_config(tmp_path, provider, embed_retries="0", embed_retry_base_s="1")
     async with running(config) as rt:
@@ -37,7 +38,7 @@ async def test_while_the_provider_is_down_searches_answer_by_keywords_and_say_wh
         assert keyword["notice"] is None and keyword["matches"]
         similar = await tools("find_similar_documents", text="flour and yeast")
         assert "not a cosine similarity" in similar["notice"]
-        with pytest.raises(ProviderUnavailable, match="503"):  # a write says so, writes nothing
+        with refused(ProviderUnavailable, match="503"):  # a write says so, writes nothing
             await tools.add(("newts", "Newts live in ponds."))
         assert len((await tools("list_documents"))["documents"]) == 2
         provider.always = None

@@ -7,14 +7,15 @@ import threading
 import anyio
 import numpy as np
 from anyio.lowlevel import checkpoint
-from conftest import Index
+from support.index import Index
 
 from pocketmcp.messages import FileSeen, ScanDone
 
 
 async def test_queue_depths_stay_within_their_bounds_with_a_slow_embedder(
-    index: Index, write
+    fake_index: Index, write
 ) -> None:
+    index = fake_index
     files = 120
     for i in range(files):
         write(f"f{i:03}.md", f"Note {i}. " + f"Some words about topic {i}. " * 5)

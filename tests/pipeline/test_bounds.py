@@ -8,12 +8,14 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Index, Tools, make_config, running
 from structlog.testing import capture_logs
+from support.fake_embedder import FakeEmbedder
+from support.index import Index
+from support.runtime import fake, make_config, running
+from support.tools import Tools, refused
 
 from pocketmcp.config import Config
 from pocketmcp.core.chunking import Chunker
-from pocketmcp.embed.local import LocalEmbedder
 from pocketmcp.errors import InvalidRequest
 
 
@@ -25,29 +27,29 @@ def _one_line(chars: int) -> str:
 
 
 def test_a_capped_split_does_work_for_the_chunks_it_keeps_not_for_the_whole_text(
-        real_chunker: Chunker) -> None:
+        fake_chunker: Chunker) -> None:
     text = _one_line(300_000)
     started = time.perf_counter()
-    chunks, covered = real_chunker.split_capped(text, most=20)
+    chunks, covered = fake_chunker.split_capped(text, most=20)
     capped_s = time.perf_counter() - started
     assert len(chunks) == 20
     assert covered == chunks[-1].end < len(text)
     assert [c.idx for c in chunks] == list(range(20))
     assert all(text[c.start:c.end] == c.text for c in chunks)
     # A text under the cap comes back whole, exactly as split() makes it.
-    whole, covered = real_chunker.split_capped(text[:5000], most=20)
-    assert whole == real_chunker.split(text[:5000]) and covered == 5000
+    whole, covered = fake_chunker.split_capped(text[:5000], most=20)
+    assert whole == fake_chunker.split(text[:5000]) and covered == 5000
     # A long text under the cap is split a window at a time and still covered to its end.
     long = "\n\n".join(f"Paragraph {i} about the topic number {i}." for i in range(3000))
-    chunks, covered = real_chunker.split_capped(long, most=10_000)
+    chunks, covered = fake_chunker.split_capped(long, most=10_000)
     assert covered == len(long) and chunks[-1].end == len(long)
     assert all(long[c.start:c.end] == c.text for c in chunks)
     assert capped_s < 10  # the whole text would take far longer (about 1000 chunks)
 
 
 @pytest.fixture
-def capped(tmp_path: Path, embedder: LocalEmbedder, real_chunker: Chunker) -> Index:
-    return Index(make_config(tmp_path, max_chunks_per_doc=20), embedder, real_chunker)
+def capped(tmp_path: Path, fake_embedder: FakeEmbedder, fake_chunker: Chunker) -> Index:
+    return Index(make_config(tmp_path, max_chunks_per_doc=20), fake_embedder, fake_chunker)
 
 
 async def test_a_million_column_csv_and_a_300_kb_line_are_cut_and_other_files_indexed(
@@ -76,11 +78,11 @@ async def test_a_million_column_csv_and_a_300_kb_line_are_cut_and_other_files_in
 async def test_an_upsert_text_over_the_chunk_limit_is_refused_with_the_limit_named(
         tmp_path: Path) -> None:
     config: Config = make_config(tmp_path, max_chunks_per_doc=10)
-    async with running(config) as rt:
+    async with running(config, embedding=fake(config)) as rt:
         tools = Tools(rt)
-        with pytest.raises(InvalidRequest, match="MAX_CHUNKS_PER_DOC x CHUNK_SIZE"):
+        with refused(InvalidRequest, match="MAX_CHUNKS_PER_DOC x CHUNK_SIZE"):
             await tools.add(("huge", "word " * 3_000))  # 15,000 characters > 10 x 1000
-        with pytest.raises(InvalidRequest, match="more than 10 chunks"):
+        with refused(InvalidRequest, match="more than 10 chunks"):
             await tools.add(("dense", _one_line(9_000)))  # fits by characters, not by chunks
         ids = await tools.add(("fine", "A short note about bicycles."))
         assert ids["fine"] > 0

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import anyio
-from conftest import Index
+from support.index import Index
 
 A = """# Sourdough baking
 

@@ -9,8 +9,9 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import Tools, remote_config, running
-from provider_server import Fault, ProviderServer
+from support.provider_server import Fault, ProviderServer
+from support.runtime import remote_config, running
+from support.tools import Tools
 
 from pocketmcp.errors import ProviderRejected
 from pocketmcp.plans import INDEXING, serving
@@ -42,8 +43,9 @@ async def documents(rt: Runtime) -> int:
 
 
 async def test_while_the_provider_fails_the_pipeline_waits_with_bounded_queues_and_records_nothing(
-    tmp_path: Path, provider: ProviderServer
+    tmp_path: Path, fake_provider: ProviderServer
 ) -> None:
+    provider = fake_provider
     files = 30
     for i in range(files):
         write(tmp_path, f"n{i:02}.md", f"Note {i} about owls, tides and bread number {i}.")
@@ -70,8 +72,9 @@ async def test_while_the_provider_fails_the_pipeline_waits_with_bounded_queues_a
 
 
 async def test_stopping_while_the_provider_fails_leaves_the_files_to_the_next_start(
-    tmp_path: Path, provider: ProviderServer
+    tmp_path: Path, fake_provider: ProviderServer
 ) -> None:
+    provider = fake_provider
     for i in range(3):
         write(tmp_path, f"n{i}.md", f"Note {i} about herons.")
     provider.always = Fault(hang=True)
@@ -90,8 +93,9 @@ async def test_stopping_while_the_provider_fails_leaves_the_files_to_the_next_st
 
 
 async def test_a_file_whose_text_the_provider_refuses_is_skipped_and_indexed_once_fixed(
-    tmp_path: Path, provider: ProviderServer
+    tmp_path: Path, fake_provider: ProviderServer
 ) -> None:
+    provider = fake_provider
     write(tmp_path, "a.md", "Alpacas graze on the hills.")
     write(tmp_path, "b.md", "Bread rises. POISON is in this note.")
     write(tmp_path, "c.md", "Cormorants dive for fish.")
@@ -111,8 +115,9 @@ async def test_a_file_whose_text_the_provider_refuses_is_skipped_and_indexed_onc
 
 
 async def test_one_scan_ends_with_the_providers_refusal_and_records_nothing(
-    tmp_path: Path, provider: ProviderServer
+    tmp_path: Path, fake_provider: ProviderServer
 ) -> None:
+    provider = fake_provider
     write(tmp_path, "a.md", "Alpacas graze on the hills.")
     provider.always = Fault(401)
     config = remote_config(tmp_path, provider)

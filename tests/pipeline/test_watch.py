@@ -1,4 +1,5 @@
-"""Watching a live folder with the real watcher, model and index."""
+"""Watching a live folder with the real watcher and index (and the deterministic embedder:
+what is watched here is the folder, not what its words mean)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import anyio
-from conftest import Watching
+from support.index import Watching
 
 A = "# Gardening\n\nTomatoes need full sun and deep watering twice a week.\n"
 B = "# Astronomy\n\nJupiter's moon Europa hides an ocean under its ice shell.\n"

@@ -9,7 +9,8 @@ import anyio
 import anyio.lowlevel
 import numpy as np
 import pytest
-from conftest import Tools, make_config, running
+from support.runtime import fake, make_config, running
+from support.tools import Tools
 
 from pocketmcp.core.identity import Identity
 from pocketmcp.core.text import sha256
@@ -139,7 +140,8 @@ async def test_tool_writes_and_file_changes_racing_on_one_index_commit_in_order(
         changed = anyio.Event()
 
     rounds = 6
-    async with running(config, serving(True), on_event=on_event) as rt:
+    async with running(config, serving(True), on_event=on_event,
+                       embedding=fake(config)) as rt:
         tools = Tools(rt)
         db = config.sqlite_path
 

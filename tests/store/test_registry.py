@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import make_config
+from support.runtime import make_config
 
 from pocketmcp.errors import InvalidRequest, NotFound
 from pocketmcp.store.pg.place import PgPlace

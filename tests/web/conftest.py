@@ -14,9 +14,9 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from mcp_harness import start_http, stop_http
 from playwright.async_api import Browser, BrowserContext, async_playwright
-from web_harness import A, B, Site
+from support.mcp_harness import start_http, stop_http
+from support.web import A, B, Site
 
 # The headless build first (quicker to start, no background lookups), then the full
 # browser's binary; /usr/bin/chromium is a wrapper script that adds flags of its own.

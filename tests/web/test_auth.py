@@ -8,8 +8,8 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from mcp_harness import server_env
-from web_harness import Site
+from support.mcp_harness import server_env
+from support.web import Site
 
 from pocketmcp.web import auth
 from pocketmcp.web.auth import Logins

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import anyio
 from playwright.async_api import BrowserContext, Page, expect
-from web_harness import Site
+from support.web import Site
 
 MASK = "#e5e7eb"  # screenshots cover this run's temporary folders with it
 

@@ -4,7 +4,8 @@ modules must not import a conftest)."""
 from __future__ import annotations
 
 import httpx2
-from mcp_harness import HttpServer
+
+from support.mcp_harness import HttpServer
 
 A = "# Sourdough\n\nA wild yeast starter leavens sourdough bread; feed it flour and water.\n"
 B = "# Kubernetes\n\nA Service gives pods a stable virtual IP address and a DNS name.\n"

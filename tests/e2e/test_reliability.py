@@ -8,8 +8,8 @@ import random
 import time
 from pathlib import Path
 
-from badinput import judge, make_corpus, outcomes, summary
-from chaos import (
+from support.badinput import judge, make_corpus, outcomes, summary
+from support.chaos import (
     Rounds,
     check_index,
     document,
@@ -19,8 +19,8 @@ from chaos import (
     run_index,
     watched_files,
 )
-from load import load_run
-from mcp_harness import start_http, stop_http
+from support.load import load_run
+from support.mcp_harness import start_http, stop_http
 
 from pocketmcp.commands.indexing import EXIT_PARTIAL
 

@@ -1,5 +1,5 @@
 """A bounded load run: several MCP clients search one HTTP server while it indexes files
-added to its folder. Used by tests/test_reliability.py (small) and scripts/reliability.py.
+added to its folder. Used by tests/e2e/test_reliability.py (small) and scripts/reliability.py.
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from chaos import WORDS, document
 from mcp import ClientSession
-from mcp_harness import HttpServer, call, until
+
+from support.chaos import WORDS, document
+from support.mcp_harness import HttpServer, call, until
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -1,5 +1,6 @@
-"""An embedding provider on 127.0.0.1 for tests: real vectors from the built-in model, over
-OpenAI's POST /v1/embeddings and Ollama's POST /api/embed, with faults on demand.
+"""An embedding provider on 127.0.0.1 for tests: vectors from the embedder it is given (the
+built-in model, or the fake one), over OpenAI's POST /v1/embeddings and Ollama's POST
+/api/embed, with faults on demand.
 
 Faults are queued (`then(...)`: one per request, in order) or standing (`always`: every
 request until cleared). Requests are recorded, with the most that were in flight at once.

@@ -1,7 +1,7 @@
 """A folder of bad input, generated: every file must end indexed or skipped with a reason,
 within a time bound, and the server must go on.
 
-Used by tests/test_reliability.py (small) and scripts/reliability.py (full size).
+Used by tests/e2e/test_reliability.py (small) and scripts/reliability.py (full size).
 `make_corpus` returns what each path is and what may become of it:
 - "indexed or skipped": anything hostile; either outcome is fine, but one must be logged;
 - "indexed": ordinary text under an odd name, or odd text that is still text;
@@ -17,7 +17,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-import docs
+from support import docs
 
 ANY = "indexed or skipped"
 INDEXED = "indexed"

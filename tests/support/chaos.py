@@ -28,9 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from protocol_fuzz import StdioPeer
-
 from pocketmcp.store.sqlite.connect import open_sync_reader
+from support.protocol_fuzz import StdioPeer
 
 WORDS = ["otter", "heron", "lichen", "basalt", "quartz", "fjord", "tundra", "mango", "cedar",
          "walrus", "comet", "prism", "saffron", "glacier", "falcon", "sequoia", "lantern",
@@ -112,7 +111,7 @@ def folder_files(kb: Path) -> set[str]:
 # -- processes ---------------------------------------------------------------------------------
 
 def env_for(root: Path, **extra: str) -> dict[str, str]:
-    from mcp_harness import server_env  # the harness imports the SDK client: only here
+    from support.mcp_harness import server_env  # the harness imports the SDK client: only here
 
     return server_env(root, **extra)
 

@@ -1,0 +1,66 @@
+"""`pocketmcp search` (commands/searching.py): it asks the HTTP server of the same index when
+one runs, and opens the index itself otherwise (the same hits either way); its JSON carries
+the search tool's fields, filtered by flags; before any indexing it says what to do."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from support.cli import A, B, run_cli
+from support.mcp_harness import server_env, start_http, stop_http
+
+
+def _search(root: Path, *args: str) -> dict[str, object]:
+    done = subprocess.run([sys.executable, "-m", "pocketmcp", "search", *args, "--json"],
+                          capture_output=True, text=True, env=server_env(root), cwd=root,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    found: dict[str, object] = json.loads(done.stdout)
+    return found
+
+
+def test_search_asks_the_running_server_and_finds_what_a_local_search_finds(
+        tmp_path: Path) -> None:
+    (tmp_path / "kb").mkdir()
+    (tmp_path / "kb" / "tea.md").write_text("# Tea\n\nGreen tea brews best at 80 °C.\n")
+    (tmp_path / "kb" / "bike.md").write_text("# Bikes\n\nA flat tyre needs a new tube.\n")
+    server = start_http(tmp_path)
+    try:
+        remote = _search(tmp_path, "brewing green tea", "-k", "2", "--unique-docs")
+        local = _search(tmp_path, "brewing green tea", "-k", "2", "--unique-docs", "--local")
+    finally:
+        assert stop_http(server) == 0
+    assert remote["via"] == server.url and local["via"] == "local"
+    assert [h["path"] for h in remote["hits"]] == [h["path"] for h in local["hits"]]  # type: ignore[index]
+    assert remote["hits"][0]["path"] == "tea.md"  # type: ignore[index]
+    # The server gone, its discovery file is ignored: the search is made here.
+    assert _search(tmp_path, "flat tyre", "-k", "1")["via"] == "local"
+
+
+def test_searching_before_indexing_says_what_to_do(tmp_path: Path) -> None:
+    done = run_cli(tmp_path, "search", "anything")
+    assert done.returncode == 1
+    assert "pocketmcp index" in done.stderr
+
+
+def test_search_json_carries_the_tool_fields_and_filters_by_flags(tmp_path: Path) -> None:
+    from pocketmcp.ops.results import SearchMatch
+
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "a.md").write_text("---\ntags: [bread]\n---\n" + A)
+    (kb / "b.md").write_text(B)
+    assert run_cli(tmp_path, "index").returncode == 0
+    found = run_cli(tmp_path, "search", "sourdough", "--json", "--tag", "bread")
+    assert found.returncode == 0, found.stderr
+    [hit] = json.loads(found.stdout)["hits"]
+    assert set(hit) == {"rank", *SearchMatch.model_fields}
+    assert (hit["path"], hit["tags"], hit["stale"]) == ("a.md", ["bread"], False)
+    assert hit["modified_at"] and hit["indexed_at"]
+    none = run_cli(tmp_path, "search", "sourdough", "--json", "--modified-before", "2000-01-01")
+    assert json.loads(none.stdout)["hits"] == []
+    bad = run_cli(tmp_path, "search", "sourdough", "--modified-after", "someday")
+    assert bad.returncode == 1 and "modified_after" in bad.stderr
