@@ -15,8 +15,9 @@ serves the main index read-only takes its lock over when the holder goes away.
 from __future__ import annotations
 
 import math
+import signal
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import anyio
@@ -322,6 +323,14 @@ class Runtime:
     def _model_named(self) -> str:
         return index_ops.model_named(self.config.embed_provider, self.config.embed_model,
                                      self.config.model_id)
+
+
+async def on_signals(stop: Callable[[str], None]) -> None:
+    """Call `stop` with the signal's name for each SIGTERM or SIGINT: how every entry point
+    that runs a runtime (a server, `index`, `watch`) hears that it is to stop."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            stop(signal.Signals(signum).name)
 
 
 @asynccontextmanager

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -19,21 +19,23 @@ from pocketmcp.embed.models import canonical_id
 from pocketmcp.errors import PocketError, WriterBusyError
 from pocketmcp.pipeline.state import Stats
 from pocketmcp.plans import INDEXING, WATCHING, Plan
-from pocketmcp.runtime import Runtime, open_runtime
+from pocketmcp.runtime import Runtime, on_signals, open_runtime
 from pocketmcp.store.api import Place
 
 
-async def stop_on_signals(runtime: Runtime, everything: anyio.CancelScope) -> None:
-    """First SIGINT/SIGTERM: stop, committing what is in flight. Second: stop at once (a
-    transaction already started still commits or rolls back whole)."""
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        stopping = False
-        async for _ in signals:
-            if stopping:
-                everything.cancel()
-                return
-            stopping = True
+def stopper(runtime: Runtime, everything: anyio.CancelScope) -> Callable[[str], None]:
+    """What a signal does: the first stops, committing what is in flight; the second stops
+    at once (a transaction already started still commits or rolls back whole)."""
+    signals: list[str] = []
+
+    def stop(name: str) -> None:
+        signals.append(name)
+        if len(signals) > 1:
+            everything.cancel()
+        else:
             runtime.stop()
+
+    return stop
 
 
 async def fed(config: Config, plan: Plan, *, progress: Style | None = None,
@@ -43,7 +45,7 @@ async def fed(config: Config, plan: Plan, *, progress: Style | None = None,
     with anyio.CancelScope() as everything:
         async with open_runtime(config, plan, on_event=on_event
                                 ) as runtime, anyio.create_task_group() as tg:
-            tg.start_soon(stop_on_signals, runtime, everything, name="pocketmcp.signals")
+            tg.start_soon(on_signals, stopper(runtime, everything), name="pocketmcp.signals")
             await until_fed(runtime, config, progress)
             tg.cancel_scope.cancel()
     if everything.cancelled_caught:

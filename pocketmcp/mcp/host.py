@@ -25,7 +25,7 @@ from pocketmcp.mcp import discovery
 from pocketmcp.mcp.collector import collect_again
 from pocketmcp.mcp.lines import stdin_lines, stdout_lines
 from pocketmcp.plans import serving
-from pocketmcp.runtime import Runtime, open_runtime
+from pocketmcp.runtime import Runtime, on_signals, open_runtime
 
 # The MCP SDK, the tools and the HTTP server's modules take about a second to import (the
 # SDK's protocol types alone most of it). They are imported when used: on stdio in a worker
@@ -50,13 +50,6 @@ log = logs.get("pocketmcp.serve")
 
 def _watching(config: Config) -> bool:
     return config.watch_dir_given or config.watch_dir.is_dir()
-
-
-async def _on_signal(stop: Callable[[str], None]) -> None:
-    """Call `stop` with the signal's name for each SIGTERM or SIGINT."""
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for signum in signals:
-            stop(signal.Signals(signum).name)
 
 
 async def host_stdio(config: Config, title: str, instructions: str | None) -> int:
@@ -85,7 +78,7 @@ async def host_stdio(config: Config, title: str, instructions: str | None) -> in
                 reason = name
                 tasks.cancel_scope.cancel()
 
-            tasks.start_soon(_on_signal, stop, name="pocketmcp.signals")
+            tasks.start_soon(on_signals, stop, name="pocketmcp.signals")
             tasks.start_soon(_collect_once_started, runtime, session_up,
                              name="pocketmcp.collect")
             # The model loads and the index opens in the background from here, while the
@@ -165,18 +158,18 @@ async def host_http(config: Config, title: str, instructions: str | None) -> int
                 token_file=str(token_path.resolve()) if token_path else None,
                 version=__version__))
             published = True
-            async with anyio.create_task_group() as front:
+            async with anyio.create_task_group() as signals:
 
                 def stop(name: str) -> None:
                     nonlocal reason
                     reason = name
                     listener.handle_exit(getattr(signal, name), None)
 
-                front.start_soon(_on_signal, stop, name="pocketmcp.signals")
+                signals.start_soon(on_signals, stop, name="pocketmcp.signals")
                 async with server.session_manager.run():
                     await listener.serve(sockets=[sock])
                 log.info("stopping", reason=reason)
-                front.cancel_scope.cancel()
+                signals.cancel_scope.cancel()
     finally:
         if published:
             discovery.withdraw(config.sqlite_path, os.getpid())
