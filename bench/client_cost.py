@@ -7,9 +7,9 @@ on an index twice, one after the other in alternating order: once driven by the 
 client, once by a minimal JSON-RPC client (one line written, lines read until the reply
 with its id: the server's share and the pipes, nothing else). Both ask the same new SciFact
 queries (hybrid search, top 10 with no score threshold, the query embedding included)
-once the MCP SDK has the session (the server's stdio front answers the first seconds'
-searches while the SDK is imported; its log says `sdk_up` when the SDK has taken over) and
-after a warm-up of 20 others; per client it reports p50/p95 of every call over all rounds
+once the MCP SDK has the session (a baseline from before the SDK served stdio from the
+first byte answered the first seconds' searches with a stdio front, and logged `sdk_up` when
+the SDK took over) and after a warm-up of 20 others; per client it reports p50/p95 of every call over all rounds
 and the median reply size, and it checks that both got the same chunks in the same order.
 
     .venv/bin/python bench/client_cost.py --index ../benchdata/search-50000.db \\
@@ -40,7 +40,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 WARM = 20  # calls before the measured ones
-SDK_WAIT_S = 15.0  # the SDK takes over 5 s after start at the latest (mcp/front.py)
+SDK_WAIT_S = 15.0  # a baseline's stdio front handed over 5 s after start at the latest
 
 
 def environment(db: Path) -> dict[str, str]:

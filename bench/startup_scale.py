@@ -10,10 +10,11 @@ took), and the server's resident
 memory after them: anonymous (the process heap) and file-backed (mapped files, the page
 cache's) from /proc/PID/status. The start-up is broken down from the server's own log lines
 (LOG_LEVEL=debug), in seconds after spawn: `serving` (Python's start and the imports of the
-runtime), `ready` (the model loaded, the index open, the query session warm), `front_up`
-(`initialize` can be answered: by the stdio front, before the MCP SDK is imported, since
-mcp/front.py; earlier, once the SDK and the tools were imported) and `sdk_up` (the SDK and
-the tools imported in their thread; the SDK has the session).
+runtime), `ready` (the model loaded, the index open, the query session warm) and
+`session_up` (the MCP SDK and the tools imported in their thread; the SDK serves the
+session). A baseline from before the SDK served stdio from the first byte logs `front_up`
+(its stdio front could answer `initialize`) and `sdk_up` (the SDK took the session over)
+instead.
 
 With `--baseline SRC`, the same runs are made with the package from SRC (a checkout of an
 earlier commit, e.g. `git archive COMMIT pocketmcp | tar -x -C SRC`) first on PYTHONPATH,
@@ -48,7 +49,7 @@ FIRST_QUERY = "sourdough starter"
 SECOND_QUERY = "owls hunting small mammals at night"
 
 
-STAGES = ("serving", "ready", "front_up", "sdk_up")  # log events timed from spawn
+STAGES = ("serving", "ready", "session_up", "front_up", "sdk_up")  # log events from spawn
 
 
 def stages(log: Path, spawned: float) -> dict[str, float]:
