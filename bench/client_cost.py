@@ -9,8 +9,9 @@ with its id: the server's share and the pipes, nothing else). Both ask the same 
 queries (hybrid search, top 10 with no score threshold, the query embedding included)
 once the MCP SDK has the session (a baseline from before the SDK served stdio from the
 first byte answered the first seconds' searches with a stdio front, and logged `sdk_up` when
-the SDK took over) and after a warm-up of 20 others; per client it reports p50/p95 of every call over all rounds
-and the median reply size, and it checks that both got the same chunks in the same order.
+the SDK took over) and after a warm-up of 20 others; per client it reports p50/p95 of every
+call over all rounds and the median reply size, and it checks that both got the same chunks
+in the same order.
 
     .venv/bin/python bench/client_cost.py --index ../benchdata/search-50000.db \\
         --index ../benchdata/search-1000000.db --rounds 4

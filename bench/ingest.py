@@ -9,6 +9,10 @@ peak RSS shows whether memory grows with the folder.
 
     .venv/bin/python bench/ingest.py                   # defaults: 600 abstracts; 1k and 10k notes
     .venv/bin/python bench/ingest.py --files 1000 --memory-sizes 1000,10000,20000
+    .venv/bin/python bench/ingest.py --other ../prev --memory-sizes ''   # against another checkout
+
+With `--other CHECKOUT`, part 1 also indexes the folder with that checkout's code (its own
+.venv), alternating with this one's, and reports both rates and their ratio (this / other).
 
 Results: bench/results/ingest.json (scripts/results_tables.py ingest prints the README's table).
 """
@@ -46,12 +50,13 @@ def write_notes(folder: Path, n: int) -> None:
         (sub / f"n{i}.md").write_text(f"# Note {i}\n\n{doc['title']}\n", encoding="utf-8")
 
 
-def run_index(folder: Path, db: Path, env_extra: dict[str, str]) -> tuple[dict, float]:
-    """`pocketmcp index` in a child; (its JSON summary, its peak RSS in MiB)."""
+def run_index(folder: Path, db: Path, env_extra: dict[str, str],
+              python: str = sys.executable) -> tuple[dict, float]:
+    """`pocketmcp index` in a child (of `python`); (its JSON summary, its peak RSS in MiB)."""
     env = {**os.environ, "WATCH_DIR": str(folder), "SQLITE_PATH": str(db), "LOG_LEVEL": "error",
            **env_extra}
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        child = subprocess.Popen([sys.executable, "-m", "pocketmcp", "index", "--json",
+        child = subprocess.Popen([python, "-m", "pocketmcp", "index", "--json",
                                   "--progress", "off"], env=env, stdout=out, stderr=err)
         _, status, usage = os.wait4(child.pid, 0)
         child.returncode = os.waitstatus_to_exitcode(status)
@@ -92,6 +97,8 @@ def main() -> None:
                         help="alternating runs of pipeline and bare model (best is kept)")
     parser.add_argument("--memory-sizes", default="1000,10000",
                         help="comma-separated folder sizes (notes) for part 2")
+    parser.add_argument("--other", type=Path, default=None,
+                        help="another checkout (with its .venv) to index the abstracts too")
     add_result_args(parser, "ingest")
     args = parser.parse_args()
     from pocketmcp.config import load
@@ -106,12 +113,16 @@ def main() -> None:
         write_abstracts(folder, args.files)
         # Alternate the two, twice, and keep each one's best: noise on a shared machine only
         # ever slows a run down.
-        pipe_rates, bare_rates, peaks = [], [], []
+        pipe_rates, bare_rates, peaks, other_rates = [], [], [], []
         for attempt in range(args.repeats):
             db = base / f"a{attempt}.db"
             summary, peak = run_index(folder, db, {})
             pipe_rates.append(summary["chunks_embedded"] / summary["pipeline_s"])
             peaks.append(peak)
+            if args.other is not None:
+                theirs, _ = run_index(folder, base / f"o{attempt}.db", {},
+                                      str(args.other / ".venv" / "bin" / "python"))
+                other_rates.append(theirs["chunks_embedded"] / theirs["pipeline_s"])
             chunks, rate = bare_chunks_per_s(folder, batch)
             bare_rates.append(rate)
         pipe_rate, bare_rate, peak = max(pipe_rates), max(bare_rates), max(peaks)
@@ -125,6 +136,13 @@ def main() -> None:
             "bare_runs": [round(r, 2) for r in bare_rates],
             "peak_rss_mib": round(peak, 1),
         }
+        if other_rates:
+            results["throughput"]["other"] = {
+                "checkout": str(args.other), "pipeline_chunks_per_s": round(max(other_rates), 2),
+                "pipeline_runs": [round(r, 2) for r in other_rates],
+                "ratio": round(pipe_rate / max(other_rates), 3)}
+            print(f"other checkout: pipeline {max(other_rates):.1f} chunks/s; this / other "
+                  f"{pipe_rate / max(other_rates):.3f}")
         print(f"throughput: {args.files} files, {summary['chunks_embedded']} chunks; pipeline "
               f"{pipe_rate:.1f} chunks/s, bare fastembed {bare_rate:.1f} chunks/s, ratio "
               f"{pipe_rate / bare_rate:.3f}; peak RSS {peak:.0f} MiB")
