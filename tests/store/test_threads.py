@@ -11,6 +11,7 @@ import pytest
 
 from pocketmcp.core.identity import Identity
 from pocketmcp.core.text import sha256
+from pocketmcp.errors import StoreError
 from pocketmcp.messages import Chunk, DocRecord
 from pocketmcp.store.sqlite import halves
 from pocketmcp.store.sqlite.keywords.lengths import ChunkLengths
@@ -139,3 +140,15 @@ def test_closed_chunk_lengths_read_nothing_more_in_the_background(
     monkeypatch.setattr(ChunkLengths, "CHECK_STEPS", 100)
     held._read(db)
     assert held._identity is None and held._failed is None
+
+
+async def test_a_writer_closes_the_views_it_made(db: Path) -> None:
+    writer = SqliteWriter(db, Identity(model="m", dim=DIM))
+    try:
+        view = writer.view()
+        reader = await view.run(lambda r: r)
+        assert reader.counts()["chunks"] == DOCS * PER_DOC
+    finally:
+        writer.close()
+    with pytest.raises(StoreError):
+        reader.counts()  # its connection is closed

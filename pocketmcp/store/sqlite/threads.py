@@ -45,9 +45,10 @@ class Threads:
             return [fn(*s) for s in spans]
         try:
             return [f.result() for f in futures]
-        finally:
+        except BaseException:
             for f in futures:  # after a failure, the spans not started yet are not
                 f.cancel()
+            raise
 
     def submit(self, fn: Callable[..., T], *args: object) -> Future[T] | None:
         """`fn(*args)` in one of the threads; None once closed (the caller does the work
