@@ -22,6 +22,7 @@ import json
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ def import_ms() -> float:
 
 
 def main() -> None:
+    from pocketmcp.store.sqlite.threads import Threads
     from pocketmcp.store.sqlite.vectors import scan
     from pocketmcp.store.sqlite.vectors.file import open_columns
     from pocketmcp.store.sqlite.vectors.index import SHORTLIST
@@ -75,31 +77,35 @@ def main() -> None:
         kind: {s: [] for s in STAGES} for kind in ("numpy", "faiss")}
     tops: dict[str, list[list[int]]] = {"numpy": [], "faiss": []}
     load = [load_1min()]
-    for i, q in enumerate(queries):
-        order = ("numpy", "faiss") if i % 2 == 0 else ("faiss", "numpy")
-        for kind in order:
-            fast = kind == "faiss"
-            scan.loaded = real_loaded if fast else no_faiss  # type: ignore[assignment]
-            t0 = time.perf_counter()
-            qcode = scan.encode(q[None, :], cols.mean)[0]
-            rows = scan.shortlist(copy, n, qcode, candidates * SHORTLIST, dead) if fast else None
-            if rows is None:
-                dist = scan.hamming(cols.codes, n, qcode, None, copy if fast else None)
-                rows = scan.within(dist, candidates * SHORTLIST, dead)
-            t1 = time.perf_counter()
-            planes, low, step = scan.query_planes(q, cols.mean)
-            estimate = scan.asymmetric(cols.codes, rows, planes, low, step,
-                                       copy if fast else None)
-            picked = np.sort(rows[scan.top(estimate, candidates)])
-            t2 = time.perf_counter()
-            scores = scan.dot16(cols.f16, picked, q)
-            best = picked[scan.top(scores, 10)]
-            t3 = time.perf_counter()
-            for stage, ms in zip(STAGES, (t1 - t0, t2 - t1, t3 - t2, t3 - t0), strict=True):
-                times[kind][stage].append(ms * 1e3)
-            tops[kind].append(best.tolist())
-        if i % 10 == 0:
-            load.append(load_1min())
+    # The two threads an index lends its passes, closed after them.
+    with closing(Threads(2, "pocketmcp.scan")) as pool:
+        for i, q in enumerate(queries):
+            order = ("numpy", "faiss") if i % 2 == 0 else ("faiss", "numpy")
+            for kind in order:
+                fast = kind == "faiss"
+                scan.loaded = real_loaded if fast else no_faiss  # type: ignore[assignment]
+                t0 = time.perf_counter()
+                qcode = scan.encode(q[None, :], cols.mean)[0]
+                keep = candidates * SHORTLIST
+                rows = scan.shortlist(copy, n, qcode, keep, dead, pool=pool) if fast else None
+                if rows is None:
+                    dist = scan.hamming(cols.codes, n, qcode, None, copy if fast else None,
+                                        pool=pool)
+                    rows = scan.within(dist, keep, dead, pool=pool)
+                t1 = time.perf_counter()
+                planes, low, step = scan.query_planes(q, cols.mean)
+                estimate = scan.asymmetric(cols.codes, rows, planes, low, step,
+                                           copy if fast else None)
+                picked = np.sort(rows[scan.top(estimate, candidates)])
+                t2 = time.perf_counter()
+                scores = scan.dot16(cols.f16, picked, q)
+                best = picked[scan.top(scores, 10)]
+                t3 = time.perf_counter()
+                for stage, ms in zip(STAGES, (t1 - t0, t2 - t1, t3 - t2, t3 - t0), strict=True):
+                    times[kind][stage].append(ms * 1e3)
+                tops[kind].append(best.tolist())
+            if i % 10 == 0:
+                load.append(load_1min())
     hits = 0
     checked = min(args.recall, len(queries))
     for i in range(checked):

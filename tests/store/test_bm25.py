@@ -268,14 +268,14 @@ def test_lengths_read_ahead_at_start_up_serve_the_first_query(
         db: Path, scored: dict[str, int]) -> None:
     held = lengths.ChunkLengths()
     held.prefetch(db)
-    deadline = time.monotonic() + 30
-    while held._reading and time.monotonic() < deadline:
-        time.sleep(0.01)
+    assert held._reader is not None
+    held._reader.join(30)  # the read made ahead is done
     reader = SqliteReader(db, lengths=held)
     try:
         fast, slow = _both(reader, ["owl", "stone"], 20, 1.0)
     finally:
         reader.close()
+        held.close()
     assert _cut(fast, 20) == _cut(slow, 20)
     assert scored == {"scored": 1, "read": 1}  # the read was the one made ahead
 

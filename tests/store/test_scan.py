@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
 
 import numpy as np
 import numpy.typing as npt
 import pytest
 
+from pocketmcp.store.sqlite.threads import Threads
 from pocketmcp.store.sqlite.vectors import scan
 from pocketmcp.store.sqlite.vectors.rowcodes import RowCodes, code_counts, kernel, widen_f16, widths
 
@@ -23,39 +25,56 @@ def _cut_rows(dist: npt.NDArray[np.uint16], keep: int, dead: int) -> npt.NDArray
     return np.flatnonzero((dist <= cut) & (dist < dead))
 
 
-def test_the_shortlist_cut_is_the_same_whether_the_sampled_guess_holds_or_not() -> None:
+@pytest.fixture
+def pool() -> Iterator[Threads]:
+    """The two threads an index lends its vector passes."""
+    threads = Threads(2, "pocketmcp.scan")
+    try:
+        yield threads
+    finally:
+        threads.close()
+
+
+def test_the_shortlist_cut_is_the_same_whether_the_sampled_guess_holds_or_not(
+        pool: Threads) -> None:
     rng = np.random.default_rng(3)
     dead = 385
     for n, keep, spread in ((150_000, 20_000, 60), (150_000, 149_000, 60), (5000, 100, 3),
                             (3000, 5000, 40), (200_000, 2000, 200)):
         dist = rng.normal(192, spread, n).clip(0, 384).astype(np.uint16)
         dist[rng.random(n) < 0.1] = dead  # rows left out
+        assert np.array_equal(scan.within(dist, keep, dead, pool=pool),
+                              _cut_rows(dist, keep, dead))
         assert np.array_equal(scan.within(dist, keep, dead), _cut_rows(dist, keep, dead))
     # A skewed tail the sample misses: the guess keeps too few, every row decides.
     dist = np.full(120_000, 300, np.uint16)
     dist[::17] = 10
-    assert np.array_equal(scan.within(dist, 60_000, dead), _cut_rows(dist, 60_000, dead))
+    assert np.array_equal(scan.within(dist, 60_000, dead, pool=pool),
+                          _cut_rows(dist, 60_000, dead))
     assert not len(scan.within(np.full(10, dead, np.uint16), 5, dead))
 
 
-def test_hamming_distances_over_two_threads_equal_a_bit_count_of_each_row() -> None:
+def test_hamming_distances_over_two_threads_equal_a_bit_count_of_each_row(
+        pool: Threads) -> None:
     rng = np.random.default_rng(4)
     n, words = scan.PARALLEL_ROWS + 12_345, 6  # past PARALLEL_ROWS: shared by two threads
     codes = rng.integers(0, 2**63, (n, words), dtype=np.uint64)
     sliced = np.ascontiguousarray(codes.T)
     qcode = rng.integers(0, 2**63, words, dtype=np.uint64)
     alive = (rng.random(n) > 0.05).astype(np.uint8)
-    dist = scan.hamming(sliced, n, qcode, alive)
+    dist = scan.hamming(sliced, n, qcode, alive, pool=pool)
     expected = np.bitwise_count(codes ^ qcode).sum(axis=1)
     expected[alive == 0] = words * 64 + 1
     assert np.array_equal(dist, expected)
+    assert np.array_equal(scan.hamming(sliced, n, qcode, alive), expected)  # one thread
     # faiss's kernel over a row-major copy, made in two steps as rows are appended.
     assert kernel() is not None
     copy = RowCodes(n + 100, words)
-    copy.extend(sliced, n // 3)
-    assert scan.hamming(sliced, n, qcode, alive, copy).sum() == dist.sum()  # too short: numpy
+    copy.extend(sliced, n // 3)  # shorter than n rows: numpy answers
+    assert scan.hamming(sliced, n, qcode, alive, copy, pool=pool).sum() == dist.sum()
     copy.extend(sliced, n)
     assert np.array_equal(copy.take(np.arange(n)), codes)
+    assert np.array_equal(scan.hamming(sliced, n, qcode, alive, copy, pool=pool), expected)
     assert np.array_equal(scan.hamming(sliced, n, qcode, alive, copy), expected)
 
 
@@ -106,7 +125,8 @@ def test_the_asymmetric_estimate_is_the_same_from_faiss_counts_and_numpy_bit_pla
     assert np.allclose(numpy_side, bits[rows] @ values, rtol=1e-5, atol=1e-3)
 
 
-def test_the_fused_shortlist_keeps_the_rows_the_cut_over_every_distance_keeps() -> None:
+def test_the_fused_shortlist_keeps_the_rows_the_cut_over_every_distance_keeps(
+        pool: Threads) -> None:
     rng = np.random.default_rng(8)
     n, dim = 120_000, 384  # over PARALLEL_ROWS: two threads share the pass
     centres = rng.normal(0, 1, (40, dim)).astype(np.float32)
@@ -129,9 +149,11 @@ def test_the_fused_shortlist_keeps_the_rows_the_cut_over_every_distance_keeps() 
             dist = scan.hamming(sliced, n, qcode, live)
             if allowed is not None:
                 dist[~allowed] = dead
-            fused = scan.shortlist(copy, n, qcode, keep, dead, live, allowed)
+            fused = scan.shortlist(copy, n, qcode, keep, dead, live, allowed, pool=pool)
             assert fused is not None and len(fused) >= keep
             assert np.array_equal(fused, _cut_rows(dist, keep, dead))
+            alone = scan.shortlist(copy, n, qcode, keep, dead, live, allowed)  # one thread
+            assert alone is not None and np.array_equal(alone, fused)
     # More rows asked for than any bound the sample gives: the caller cuts every distance.
     assert scan.shortlist(copy, n, qcode, n, dead) is None
     assert scan.shortlist(copy, n + 10, qcode, 100, dead) is None  # the copy is behind

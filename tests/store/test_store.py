@@ -16,6 +16,7 @@ from pocketmcp.store.sqlite import schema
 from pocketmcp.store.sqlite.connect import sqlite_module
 from pocketmcp.store.sqlite.keywords.textsearch import TermCounts
 from pocketmcp.store.sqlite.queries import SqliteReader
+from pocketmcp.store.sqlite.threads import Threads
 from pocketmcp.store.sqlite.writes import SqliteWriter
 
 DIM = 8
@@ -370,7 +371,8 @@ def test_a_large_keyword_query_run_in_two_halves_returns_what_the_whole_query_do
     finally:
         writer.close()
     match = '"owl" OR "silent" OR "barn"'
-    reader = SqliteReader(db)
+    helpers = Threads(1, "pocketmcp.fts")
+    reader = SqliteReader(db, helpers=helpers)
     try:
         whole = reader.search_keyword(match, 30)
         monkeypatch.setattr(halves, "SPLIT_POSTINGS", 10)
@@ -383,5 +385,9 @@ def test_a_large_keyword_query_run_in_two_halves_returns_what_the_whole_query_do
         # A query restricted to some documents is never split.
         some = reader.search_keyword(match, 30, [1, 2, 3], postings=10)
         assert some and {doc for _, _, doc in some} <= {1, 2, 3}
+        # Once its helpers are closed, a split query runs whole, on the reader's thread.
+        helpers.close()
+        assert reader.search_keyword(match, 30, postings=10) == whole
     finally:
         reader.close()
+        helpers.close()

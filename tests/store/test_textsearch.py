@@ -13,6 +13,7 @@ from pocketmcp.core.text import sha256
 from pocketmcp.messages import Chunk, DocRecord
 from pocketmcp.store.sqlite.keywords.lengths import varint
 from pocketmcp.store.sqlite.queries import SqliteReader
+from pocketmcp.store.sqlite.threads import Threads
 from pocketmcp.store.sqlite.writes import SqliteWriter
 
 DIM = 8
@@ -75,7 +76,8 @@ def test_only_a_keyword_stage_running_alone_splits_its_chunk_query_and_both_agre
     db = _index(tmp_path)
     monkeypatch.setattr(halves, "SPLIT_POSTINGS", 10)  # "owls" is in 50 chunks
     monkeypatch.setattr(bm25, "best_chunks", lambda *args: None)  # FTS5 runs it
-    beside, alone = SqliteReader(db), SqliteReader(db)
+    helpers = Threads(1, "pocketmcp.fts")
+    beside, alone = SqliteReader(db, helpers=helpers), SqliteReader(db, helpers=helpers)
     try:
         kwargs = {"title_weight": 1.0, "total": len(TEXTS), "documents": False}
         shared = beside.keyword_stage("owls note", 20, None, **kwargs)
@@ -86,3 +88,4 @@ def test_only_a_keyword_stage_running_alone_splits_its_chunk_query_and_both_agre
     finally:
         beside.close()
         alone.close()
+        helpers.close()

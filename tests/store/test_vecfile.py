@@ -58,12 +58,15 @@ def _searches(db: Path) -> tuple[list[list[int]], list[list[int]], str | None]:
         vectors = np.frombuffer(b"".join(bytes(r[1]) for r in rows), np.float32).reshape(
             -1, DIM)
         index = VectorIndex(db, DIM)
-        found, exact = [], []
-        for q in _unit(5, seed=99):
-            got, _, _ = index.search(reader.log, q, 5, candidates=100)
-            found.append(sorted(got.tolist()))
-            exact.append(sorted(ids[np.argsort(-(vectors @ q))[:5]].tolist()))
-        return found, exact, index.reason
+        try:
+            found, exact = [], []
+            for q in _unit(5, seed=99):
+                got, _, _ = index.search(reader.log, q, 5, candidates=100)
+                found.append(sorted(got.tolist()))
+                exact.append(sorted(ids[np.argsort(-(vectors @ q))[:5]].tolist()))
+            return found, exact, index.reason
+        finally:
+            index.close()
     finally:
         reader.close()
 

@@ -61,11 +61,12 @@ def indexed(db: Path, vectors: np.ndarray, per_doc: int
     writer = SqliteWriter(db, Identity(model="m", dim=vectors.shape[1]))
     _add_docs(writer, vectors, per_doc=per_doc)
     reader = SqliteReader(db)
+    index = VectorIndex(db, vectors.shape[1])
     try:
-        index = VectorIndex(db, vectors.shape[1])
         index.sync(reader.log)
         yield writer, reader, index
     finally:
+        index.close()
         reader.close()
         writer.close()
 
@@ -177,5 +178,6 @@ def test_an_index_from_schema_1_is_migrated_with_its_chunks_searchable(db: Path)
         index = VectorIndex(db, DIM)
         index.sync(reader.log)
         assert index.live == 1
+        index.close()
     finally:
         reader.close()

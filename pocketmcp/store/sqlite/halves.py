@@ -2,27 +2,26 @@
 
 Nearly all of a large chunk query's time is bm25() scoring each matching row. Run as two
 halves of the chunks by rowid, on the reader's connection and a second one in a helper
-thread, each scores half of them, and SQLite lets go of Python's lock meanwhile. bm25() takes
-its statistics from the whole table, so a row scores the same in either half, and the best of
-both halves are the best of the whole. Only worth it when the other core is free: the search
-op asks for it in keyword mode alone (textsearch.py), for a query FTS5 scores itself (one
-that numpy cannot, keywords/bm25.py: phrases and CJK words, or while the lengths are read).
+thread (its index's, threads.py), each scores half of them, and SQLite lets go of Python's
+lock meanwhile. bm25() takes its statistics from the whole table, so a row scores the same in
+either half, and the best of both halves are the best of the whole. Only worth it when the
+other core is free: the search op asks for it in keyword mode alone (textsearch.py), for a
+query FTS5 scores itself (one that numpy cannot, keywords/bm25.py: phrases and CJK words, or
+while the lengths are read).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 from pocketmcp.errors import StoreError
 from pocketmcp.store.sqlite.connect import open_sync_reader, sqlite_errors
+from pocketmcp.store.sqlite.threads import Threads
 
 SPLIT_POSTINGS = 4000  # a chunk query over at least this many postings runs in two halves
-_HALVES = 4  # helper threads (one per pooled reader at most)
-_helpers: ThreadPoolExecutor | None = None
 
 Row = tuple[int, float, int]  # chunk id, score, doc id
 
@@ -55,15 +54,15 @@ def chunk_rows(conn: Any, db_path: Path, where: str, args: Sequence[Any]) -> lis
 
 
 def split_rows(conn: Any, second: Any, db_path: Path, args: Sequence[Any], k: int,
-               middle: int) -> list[Row]:
+               middle: int, helpers: Threads) -> list[Row]:
     """The chunk query (title weight, MATCH) over rowids below `middle` on `conn` and from
-    it on in a helper thread on `second`, merged: the best `k`."""
-    global _helpers
-    if _helpers is None:
-        _helpers = ThreadPoolExecutor(_HALVES, thread_name_prefix="pocketmcp.fts")
+    it on in one of the `helpers` on `second`, merged: the best `k` (once the helpers are
+    closed, the whole query on `conn`: the same best `k`)."""
     weight, match = args
-    upper = _helpers.submit(chunk_rows, second, db_path, " AND f.rowid >= ?",
-                            [weight, match, middle, k])
+    upper = helpers.submit(chunk_rows, second, db_path, " AND f.rowid >= ?",
+                           [weight, match, middle, k])
+    if upper is None:
+        return chunk_rows(conn, db_path, "", [weight, match, k])
     try:
         lower = chunk_rows(conn, db_path, " AND f.rowid < ?", [weight, match, middle, k])
     except BaseException:

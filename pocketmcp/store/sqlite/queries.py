@@ -28,6 +28,7 @@ from pocketmcp.store.sqlite.keywords import bm25, textsearch
 from pocketmcp.store.sqlite.keywords.lengths import ChunkLengths, averages
 from pocketmcp.store.sqlite.keywords.textsearch import TermCounts
 from pocketmcp.store.sqlite.log import TOKEN_KEY, VECTOR_BY_ID, ChunkLog, Vectors
+from pocketmcp.store.sqlite.threads import Threads
 
 READ_MAP_BYTES = 1 << 36  # how much of the index file readers map (all of it, in practice)
 
@@ -43,10 +44,13 @@ _DOC_COLUMNS = ("d.doc_id, d.external_id, d.source, d.uri, d.title, d.library, d
 
 
 class SqliteReader:
-    """One read-only connection. Not thread-safe: one caller at a time."""
+    """One read-only connection. Not thread-safe: one caller at a time. `helpers`: threads
+    its index lends it for large chunk queries in two halves (without them, those run
+    whole)."""
 
     def __init__(self, db_path: Path, terms: TermCounts | None = None,
-                 lengths: ChunkLengths | None = None) -> None:
+                 lengths: ChunkLengths | None = None, *,
+                 helpers: Threads | None = None) -> None:
         self.db_path = db_path
         self._conn = open_sync_reader(db_path)
         try:
@@ -60,13 +64,17 @@ class SqliteReader:
             raise StoreError(f"{db_path}: {exc}") from exc
         self.log = ChunkLog(self._conn, db_path)
         self._terms = terms or TermCounts()  # a pool's connections share theirs
-        self._lengths = lengths or ChunkLengths()  # these too
+        self._lengths = lengths or ChunkLengths()  # these too (closed by the pool)
+        self._own_lengths = lengths is None  # made here: closed here
+        self._helpers = helpers
         self._second: Any = None  # a second connection for split FTS5 queries, once needed
 
     def close(self) -> None:
         self._conn.close()
         if self._second is not None:
             self._second.close()
+        if self._own_lengths:
+            self._lengths.close()  # its read in the background stops
 
     def _second_connection(self) -> Any:
         if self._second is None:
@@ -230,7 +238,7 @@ class SqliteReader:
         (ties by chunk id). `words`: the plain words `match` is any of, when it is only that;
         such a query over every chunk is scored in numpy (bm25.py), the same scores. Else
         FTS5 runs it; `postings`, the chunks holding the words (summed), decides whether it
-        runs in two halves at once (halves.py)."""
+        runs in two halves at once (halves.py; when the reader has helpers)."""
         if words and doc_ids is None:
             with self.snapshot():
                 best = bm25.best_chunks(self._conn, self.db_path, self._lengths, self.log,
@@ -247,13 +255,13 @@ class SqliteReader:
             where = (" AND +f.rowid IN (SELECT chunk_id FROM chunks WHERE doc_id IN "
                      "(SELECT value FROM json_each(?)))")
             args.append(id_list(doc_ids))
-        elif postings >= halves.SPLIT_POSTINGS:
+        elif postings >= halves.SPLIT_POSTINGS and self._helpers is not None:
             # Two lookups at the ends of the table (one min() and max() together scans it).
             (low, high), = self._rows("SELECT (SELECT min(chunk_id) FROM chunks), "
                                       "(SELECT max(chunk_id) FROM chunks)")
             if low is not None and high > low:
                 return halves.split_rows(self._conn, self._second_connection(), self.db_path,
-                                         args, k, (low + high + 1) // 2)
+                                         args, k, (low + high + 1) // 2, self._helpers)
         return halves.chunk_rows(self._conn, self.db_path, where, [*args, k])
 
     def search_documents(self, match: str, k: int, doc_ids: Sequence[int] | None = None,

@@ -1,4 +1,5 @@
-"""Reading an index: pooled read-only connections, and its vector file beside them."""
+"""Reading an index: pooled read-only connections, its vector file beside them, and the
+threads their searches share (threads.py), all closed with the index."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pocketmcp.store.api import F32, Found, Reader
 from pocketmcp.store.sqlite.keywords.lengths import ChunkLengths
 from pocketmcp.store.sqlite.keywords.textsearch import TermCounts
 from pocketmcp.store.sqlite.queries import SqliteReader
+from pocketmcp.store.sqlite.threads import SearchThreads, Threads
 from pocketmcp.store.sqlite.vectors.index import VectorIndex
 
 T = TypeVar("T")
@@ -28,25 +30,34 @@ def recorded_identity(path: Path) -> Identity | None:
 
 
 class ReaderPool:
-    """Read-only connections handed out one caller at a time, run in worker threads."""
+    """Read-only connections handed out one caller at a time, run in worker threads.
+    `helpers`: threads lent to the connections for large chunk queries (halves.py)."""
 
-    def __init__(self, path: Path, size: int = 4) -> None:
+    def __init__(self, path: Path, size: int = 4, *, helpers: Threads | None = None) -> None:
         self._path = path
         self._free: list[SqliteReader] = []
         self._slots = anyio.Semaphore(size)
         self._terms = TermCounts()  # term counts, shared by the connections
         self._lengths = ChunkLengths()  # chunk lengths for BM25, shared too
+        self._helpers = helpers
+        self._closed = False
+
+    def _open(self) -> SqliteReader:
+        return SqliteReader(self._path, self._terms, self._lengths, helpers=self._helpers)
 
     async def run(self, fn: Callable[[SqliteReader], T]) -> T:
         async with self._slots:
             reader = self._free.pop() if self._free else await anyio.to_thread.run_sync(
-                SqliteReader, self._path, self._terms, self._lengths)
+                self._open)
             try:
                 result = await anyio.to_thread.run_sync(fn, reader)
             except BaseException:
                 reader.close()
                 raise
-            self._free.append(reader)
+            if self._closed:
+                reader.close()  # handed out before the pool closed
+            else:
+                self._free.append(reader)
             return result
 
     def prefetch_lengths(self) -> None:
@@ -54,21 +65,28 @@ class ReaderPool:
         self._lengths.prefetch(self._path)
 
     def close(self) -> None:
+        """Close the free connections (those in use close when they come back) and stop
+        the lengths' read in the background. Safe to call twice."""
+        self._closed = True
         while self._free:
             self._free.pop().close()
+        self._lengths.close()
 
 
 class SqliteIndex:
     """One index file as searches and listings see it: read-only connections, and its
-    vector file (kept in step with what is committed on each use)."""
+    vector file (kept in step with what is committed on each use). Owns the threads they
+    use (the search threads it lends them, the vector file's warm-up, the chunk lengths'
+    read): `close` stops them all."""
 
     def __init__(self, path: Path, dim: int, readers: int = 4, *,
                  root: Path | None = None) -> None:
         self.path = path
         self.dim = dim
         self.root = root  # the watched folder its `file:` documents are in, if any
-        self.readers = ReaderPool(path, readers)
-        self.vectors = VectorIndex(path, dim)
+        self.threads = SearchThreads(readers)  # no thread starts before a search needs it
+        self.readers = ReaderPool(path, readers, helpers=self.threads.fts)
+        self.vectors = VectorIndex(path, dim, pool=self.threads.scan)
 
     async def made(self, stopping: anyio.Event) -> Identity | None:
         """Wait until some writer has made the index (the file exists and its schema, which
@@ -112,4 +130,9 @@ class SqliteIndex:
         self.readers.prefetch_lengths()
 
     def close(self) -> None:
+        """Close the free connections and stop every thread of the index, each once the
+        step or piece of work at hand is done (a search running meanwhile finishes on its
+        own thread). Safe to call twice."""
         self.readers.close()
+        self.vectors.close()
+        self.threads.close()

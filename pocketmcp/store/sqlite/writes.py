@@ -56,6 +56,7 @@ class SqliteWriter:
         self._closed = False
         self._commits = 0
         self._fresh: dict[int, tuple[int, bytes]] = {}  # chunks written in this transaction
+        self._views: list[ReaderPool] = []  # closed with the writer (if not before)
         # Not thread-local: the lock is taken in a worker thread and released where the
         # writer closes, often another thread.
         self._lock = FileLock(str(lock_path(db_path)), blocking=False, thread_local=False)
@@ -100,7 +101,9 @@ class SqliteWriter:
         self.vectors.stop()
 
     def view(self) -> ReaderPool:
-        return ReaderPool(self.db_path, size=1)
+        view = ReaderPool(self.db_path, size=1)
+        self._views.append(view)
+        return view
 
     def batch(self, work: Callable[[], T], keys: Sequence[str]) -> T:
         """`work()` in one transaction. The file's writer lock already keeps every other
@@ -114,10 +117,12 @@ class SqliteWriter:
         return self._commits
 
     def close(self) -> None:
-        """Checkpoint, close and release the lock. Safe to call twice."""
+        """Close its views, checkpoint, close and release the lock. Safe to call twice."""
         if self._closed:
             return
         self._closed = True
+        for view in self._views:
+            view.close()
         self.vectors.close()
         try:
             self._conn.execute("PRAGMA optimize")

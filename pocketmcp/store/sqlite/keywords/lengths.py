@@ -169,10 +169,12 @@ Identity = tuple[Any, ...]
 
 class ChunkLengths:
     """Chunk lengths for BM25, shared by a pool's connections: for one state of the index
-    (its identity and the chunk log's last entry)."""
+    (its identity and the chunk log's last entry). Owns the thread that reads them in the
+    background: `close` stops it."""
 
     READ_AT_ONCE = 200_000  # chunks read in the caller's query; more, in the background
     CATCH_UP = 50_000  # log entries followed; more, and the lengths are read again
+    CHECK_STEPS = 100_000  # SQLite's steps between two checks of a read for close
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -181,6 +183,8 @@ class ChunkLengths:
         self._lengths = Sizes(np.zeros(0, np.int64), np.zeros(0, np.int64))
         self._reading = False
         self._failed: Identity | None = None  # the index whose lengths could not be read
+        self._closed = False
+        self._reader: threading.Thread | None = None  # reading in the background
 
     def get(self, conn: Any, db_path: Path, chunk_log: ChunkLog, identity: Identity, seq: int,
             rows: int) -> Sizes | None:
@@ -230,18 +234,33 @@ class ChunkLengths:
         removed = [c for c, added in last.items() if not added]
         self._install(identity, seq, self._lengths.changed(removed, ids, sizes))
 
+    def close(self) -> None:
+        """Stop a read in the background (its query is abandoned at the next check) and
+        wait for it; none starts after. Safe to call twice."""
+        with self._lock:
+            self._closed = True
+            reader = self._reader
+        if reader is not None:
+            reader.join()
+
+    def _stopping(self) -> bool:
+        return self._closed
+
     def _read_later(self, db_path: Path) -> None:
-        if self._reading:
+        if self._reading or self._closed:
             return
         self._reading = True
-        threading.Thread(target=self._read, args=(db_path,), daemon=True,
-                         name="pocketmcp.lengths").start()
+        self._reader = threading.Thread(target=self._read, args=(db_path,),
+                                        name="pocketmcp.lengths")
+        self._reader.start()
 
     def _read(self, db_path: Path) -> None:
         identity: Identity | None = None
         try:
             conn = open_sync_reader(db_path)
             try:
+                # SQLite asks every CHECK_STEPS steps of a query; after close, it gives up.
+                conn.set_progress_handler(self._stopping, self.CHECK_STEPS)
                 conn.execute("BEGIN")
                 identity, seq, _ = state(conn)
                 lengths = read_lengths(conn)
@@ -252,7 +271,8 @@ class ChunkLengths:
                 self._install(identity, seq, lengths)
         except (StoreError, ValueError, sqlite_module().Error) as exc:
             with self._lock:
-                self._fail(identity, exc)
+                if not self._closed:  # given up for close: nothing went wrong
+                    self._fail(identity, exc)
         finally:
             with self._lock:
                 self._reading = False

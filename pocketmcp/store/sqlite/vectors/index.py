@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from pocketmcp.errors import VectorFileError
 from pocketmcp.store.sqlite.log import ChunkLog
+from pocketmcp.store.sqlite.threads import Threads
 from pocketmcp.store.sqlite.vectors import scan
 from pocketmcp.store.sqlite.vectors.file import (
     PAGE,
@@ -97,24 +98,30 @@ class _Delta:
         return self.ids[rows[best]], scores[best], self.docs[rows[best]]
 
 
-def _warm(cols: Columns, rows: int) -> None:
+def _warm(cols: Columns, rows: int, stop: threading.Event) -> None:
     """Read one byte of each page of the codes and of the float16 rows, so the mapping's
     pages are this process's before searches need them (background; numpy lets go of the
     GIL). Each page a search touches first costs a fault: a search at 1M chunks rescores
     2000 rows on as many pages, 5 ms more than on pages already mapped, until most of the
     file has been touched once. Where faiss loads, the codes are read by copying them row by
     row for its kernel instead (rowcodes.py), and the copy is handed to searches when whole.
-    The arrays hold the mapping open while this runs."""
+    The arrays hold the mapping open while this runs. Returns at the next step once `stop`
+    is set (a copy left unfinished is not handed to searches)."""
     codes, f16 = cols.codes, cols.f16
     columns = [f16.view(np.uint8)[:rows]]
     if kernel() is not None:
         copy = RowCodes(cols.capacity, codes.shape[0])
-        copy.extend(codes, rows)
+        for lo in range(0, rows, WARM_ROWS):
+            if stop.is_set():
+                return
+            copy.extend(codes, min(rows, lo + WARM_ROWS))
         cols.rowcodes = copy
     else:
         columns.insert(0, codes.view(np.uint8).reshape(codes.shape[0], -1)[:, :rows * 8])
     for column in columns:
         for lo in range(0, len(column), WARM_ROWS):
+            if stop.is_set():
+                return
             part = column[lo:lo + WARM_ROWS]
             np.bitwise_or.reduce(part.reshape(-1)[::PAGE] if part.flags.c_contiguous
                                  else part[:, ::PAGE], axis=None)
@@ -122,12 +129,17 @@ def _warm(cols: Columns, rows: int) -> None:
 
 class VectorIndex:
     """The vector file of one index, followed past its slot through the log; searched in
-    three passes (scan.py). Thread-safe: one search or sync at a time."""
+    three passes (scan.py), shared by the `pool`'s threads when one is lent (else on the
+    calling thread). Thread-safe: one search or sync at a time. Owns the thread that warms
+    each mapping: `close` stops it."""
 
-    def __init__(self, db_path: Path, dim: int) -> None:
+    def __init__(self, db_path: Path, dim: int, *, pool: Threads | None = None) -> None:
         self.path = vectors_path(db_path)
         self.dim = dim
+        self._pool = pool
         self._lock = threading.Lock()
+        self._closed = False
+        self._warming: list[tuple[threading.Thread, threading.Event]] = []
         self._inode: int | None = None
         self._opened = False
         self._cols: Columns | None = None
@@ -203,9 +215,32 @@ class VectorIndex:
             return
         self._cols = cols
         state = cols.state()
-        if state is not None and state.rows:
-            threading.Thread(target=_warm, args=(cols, state.rows),
-                             name="pocketmcp.vectors.warm", daemon=True).start()
+        if state is not None and state.rows and not self._closed:
+            self._start_warm(cols, state.rows)
+
+    def _start_warm(self, cols: Columns, rows: int) -> None:
+        """Warm the new mapping in the background; an older one's warm-up stops (searches
+        no longer use it)."""
+        for _, stop in self._warming:
+            stop.set()
+        self._warming = [(t, stop) for t, stop in self._warming if t.is_alive()]
+        stop = threading.Event()
+        thread = threading.Thread(target=_warm, args=(cols, rows, stop),
+                                  name="pocketmcp.vectors.warm")
+        thread.start()
+        self._warming.append((thread, stop))
+
+    def close(self) -> None:
+        """Stop the warm-up of the mapping (at its next step) and wait for it; a search or
+        sync running meanwhile finishes first. Searches still answer after (no new warm-up
+        starts). Safe to call twice."""
+        with self._lock:
+            self._closed = True
+            warming, self._warming = self._warming, []
+        for _, stop in warming:
+            stop.set()
+        for thread, _ in warming:
+            thread.join()
 
     def _why(self, cols: Columns | None, state: State | None, low: int, high: int) -> str:
         if cols is None:
@@ -265,13 +300,14 @@ class VectorIndex:
         if ok is None and len(masked):
             ok = cols.alive[:n] == 1
             ok[masked] = False
-        rows = None if copy is None else scan.shortlist(copy, n, qcode, candidates * SHORTLIST,
-                                                        dead, alive, ok)
+        keep, pool = candidates * SHORTLIST, self._pool
+        rows = None if copy is None else scan.shortlist(copy, n, qcode, keep, dead, alive, ok,
+                                                        pool=pool)
         if rows is None:
-            dist = scan.hamming(cols.codes, n, qcode, alive, copy)
+            dist = scan.hamming(cols.codes, n, qcode, alive, copy, pool=pool)
             if ok is not None:
                 dist[~ok] = dead
-            rows = scan.within(dist, candidates * SHORTLIST, dead)
+            rows = scan.within(dist, keep, dead, pool=pool)
         planes, low, step = scan.query_planes(query, cols.mean)
         estimate = scan.asymmetric(cols.codes, rows, planes, low, step, copy)
         return self._exact(cols, np.sort(rows[scan.top(estimate, candidates)]), query, k)

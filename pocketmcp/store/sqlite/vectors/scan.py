@@ -3,8 +3,9 @@
 1. Hamming: every row's 1-bit code (the sign of each dimension after centring on a mean)
    against the query's, over bit-sliced columns (word w of every row side by side), so each
    step is a flat XOR and popcount over a block that stays in cache. Two threads above
-   PARALLEL_ROWS (numpy releases the GIL). A histogram of the distances gives the cut that
-   keeps `shortlist` rows without sorting (of the rows under a bound guessed from a sample).
+   PARALLEL_ROWS when the caller lends them (numpy releases the GIL). A histogram of the
+   distances gives the cut that keeps `shortlist` rows without sorting (of the rows under a
+   bound guessed from a sample).
 2. Asymmetric: the shortlist is ranked by the query's own values (quantised to 4 bits, as
    bit planes) against each row's code bits, a far better estimate of the cosine than
    Hamming distance, and `candidates` rows are kept.
@@ -12,13 +13,14 @@
    the exact cosine) and the best `k` returned.
 
 Functions of numpy arrays: no I/O (one_blas_thread only tells OpenBLAS how many threads).
+The threads a pass is shared by belong to the caller (`pool`: its index's, threads.py);
+without them a pass runs in the calling thread alone, the same results.
 """
 
 from __future__ import annotations
 
 import ctypes
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
@@ -27,6 +29,7 @@ from typing import TypeVar, cast
 import numpy as np
 import numpy.typing as npt
 
+from pocketmcp.store.sqlite.threads import Threads
 from pocketmcp.store.sqlite.vectors.rowcodes import (
     SAMPLE,
     RowCodes,
@@ -48,24 +51,20 @@ PLANES = 4  # bits of the query's quantised values in the asymmetric pass
 
 PIECES = 8  # pieces of a parallel pass: a thread slowed by other work takes fewer of them
 
-_pool: ThreadPoolExecutor | None = None
 # float16 bit patterns to float32: a lookup is twice as fast as numpy's float16 cast
 # (and gives the same values).
 _F16_TO_F32 = np.arange(65536, dtype=np.uint16).view(np.float16).astype(np.float32)
 
 
-def _both(fn: Callable[[int, int], T], n: int) -> list[T]:
-    """`fn(start, end)` over [0, n) in order: in PIECES pieces shared by two threads when n
-    is large (each thread takes the next piece when it is done with one, so a core busy with
-    other work, the keyword query or the query embedding, holds up less than half)."""
-    global _pool
-    if n < PARALLEL_ROWS:
+def _both(fn: Callable[[int, int], T], n: int, pool: Threads | None) -> list[T]:
+    """`fn(start, end)` over [0, n) in order: in PIECES pieces shared by the `pool`'s two
+    threads when n is large (each thread takes the next piece when it is done with one, so a
+    core busy with other work, the keyword query or the query embedding, holds up less than
+    half); in one piece on the calling thread without a pool."""
+    if n < PARALLEL_ROWS or pool is None:
         return [fn(0, n)]
-    if _pool is None:
-        _pool = ThreadPoolExecutor(2, thread_name_prefix="pocketmcp.scan")
     step = (n // PIECES + BLOCK - 1) // BLOCK * BLOCK
-    starts = range(0, n, step)
-    return list(_pool.map(fn, starts, [min(n, s + step) for s in starts]))
+    return pool.map(fn, [(s, min(n, s + step)) for s in range(0, n, step)])
 
 
 def words(dim: int) -> int:
@@ -91,7 +90,7 @@ def encode(vectors: F32, mean: F32) -> U64:
 
 
 def hamming(sliced: U64, n: int, qcode: U64, alive: U8 | None,
-            rows: RowCodes | None = None) -> U16:
+            rows: RowCodes | None = None, *, pool: Threads | None = None) -> U16:
     """Distances of rows [0, n) of bit-sliced `sliced` (words, capacity) to `qcode`. Rows
     whose `alive` byte is 0 get distance dim + 1. With `rows`, a row-major copy of at least
     n rows, faiss's kernel computes them (rowcodes.py); the same distances."""
@@ -110,7 +109,7 @@ def hamming(sliced: U64, n: int, qcode: U64, alive: U8 | None,
             np.putmask(dist[start:end], alive[start:end] == 0, dead)
 
     if faiss is not None:
-        _both(compiled, n)
+        _both(compiled, n, pool)
         return dist
 
     def part(start: int, end: int) -> None:
@@ -126,11 +125,11 @@ def hamming(sliced: U64, n: int, qcode: U64, alive: U8 | None,
             if alive is not None:
                 np.putmask(dist[lo:hi], alive[lo:hi] == 0, dead)
 
-    _both(part, n)
+    _both(part, n, pool)
     return dist
 
 
-def within(dist: U16, keep: int, dead: int) -> I64:
+def within(dist: U16, keep: int, dead: int, *, pool: Threads | None = None) -> I64:
     """Rows (ascending) whose distance is at most the smallest cut that keeps `keep` rows
     (all of them when fewer are left); rows at distance `dead` are never kept.
 
@@ -140,18 +139,19 @@ def within(dist: U16, keep: int, dead: int) -> I64:
     sample = np.bincount(dist[::SAMPLE], minlength=dead + 1)[:dead]
     guess = int(np.searchsorted(np.cumsum(sample), keep * 1.5 / SAMPLE + 64))
     if guess < dead:
-        rows = _at_most(dist, guess)
+        rows = _at_most(dist, guess, pool)
         if len(rows) >= keep:
             hist = np.bincount(dist[rows], minlength=guess + 1)
             cut = int(np.searchsorted(np.cumsum(hist), keep))
             return rows[dist[rows] <= cut] if cut < guess else rows
     live = np.bincount(dist, minlength=dead + 1)[:dead]
     cut = int(np.searchsorted(np.cumsum(live), min(keep, int(live.sum()))))
-    return _at_most(dist, min(cut, dead - 1))
+    return _at_most(dist, min(cut, dead - 1), pool)
 
 
 def shortlist(copy: RowCodes, n: int, qcode: U64, keep: int, dead: int,
-              alive: U8 | None = None, ok: npt.NDArray[np.bool_] | None = None) -> I64 | None:
+              alive: U8 | None = None, ok: npt.NDArray[np.bool_] | None = None, *,
+              pool: Threads | None = None) -> I64 | None:
     """The rows `within` keeps (ascending) of rows [0, n) of the row-major `copy`, without
     making every distance: the cut's upper bound is guessed from the copy's sample, and each
     piece of the pass keeps only the rows under it while its distances are in cache. Rows
@@ -183,7 +183,7 @@ def shortlist(copy: RowCodes, n: int, qcode: U64, keep: int, dead: int,
         found = np.flatnonzero(under)
         return found + start, out[found]
 
-    parts = _both(part, n)
+    parts = _both(part, n, pool)
     rows = np.concatenate([p[0] for p in parts])
     dist = np.concatenate([p[1] for p in parts])
     if len(rows) < keep:
@@ -193,8 +193,8 @@ def shortlist(copy: RowCodes, n: int, qcode: U64, keep: int, dead: int,
     return kept.astype(np.int64, copy=False)
 
 
-def _at_most(dist: U16, cut: int) -> I64:
-    parts = _both(lambda s, e: np.flatnonzero(dist[s:e] <= cut) + s, len(dist))
+def _at_most(dist: U16, cut: int, pool: Threads | None) -> I64:
+    parts = _both(lambda s, e: np.flatnonzero(dist[s:e] <= cut) + s, len(dist), pool)
     rows: I64 = parts[0] if len(parts) == 1 else np.concatenate(parts)
     return rows.astype(np.int64, copy=False)
 
