@@ -389,18 +389,10 @@ class SqliteReader:
         return ChunkRow(*rows[0]) if rows else None
 
     def outgoing_links(self, doc_id: int) -> list[LinkRow]:
-        return [LinkRow(*r) for r in self.query(
-            "SELECT l.idx, l.target, l.kind, d.doc_id, d.title, d.external_id, d.source "
-            "FROM links l LEFT JOIN doc_keys k ON k.key = l.key "
-            "LEFT JOIN documents d ON d.doc_id = k.doc_id "
-            "WHERE l.doc_id = ? ORDER BY l.idx, d.doc_id", (doc_id,))]
+        return [LinkRow(*r) for r in self.query(archive.OUTGOING, (doc_id,))]
 
     def incoming_links(self, doc_id: int, limit: int = MAX_INCOMING) -> list[Linker]:
-        return [Linker(*r) for r in self.query(
-            "SELECT DISTINCT d.doc_id, d.title, d.external_id, d.source FROM doc_keys k "
-            "JOIN links l ON l.key = k.key JOIN documents d ON d.doc_id = l.doc_id "
-            "WHERE k.doc_id = ? AND l.doc_id != ? ORDER BY d.doc_id LIMIT ?",
-            (doc_id, doc_id, limit))]
+        return [Linker(*r) for r in self.query(archive.INCOMING, (doc_id, doc_id, limit))]
 
     def stored_documents(self) -> Iterator[StoredDoc]:
         return archive.documents(self.query, self.db_path)
