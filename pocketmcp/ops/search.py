@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pocketmcp import logs
+from pocketmcp.blas import one_blas_thread
 from pocketmcp.core import fusion
 from pocketmcp.core.paths import path_of
 from pocketmcp.core.safe import preview, safe_text
@@ -47,7 +48,6 @@ from pocketmcp.ops.results import (
 from pocketmcp.plans import Open, Reading
 from pocketmcp.store.api import Reader, ReadIndex
 from pocketmcp.store.rows import HitRow
-from pocketmcp.store.sqlite.vectors.scan import one_blas_thread
 
 log = logs.get("pocketmcp.search")
 
@@ -260,7 +260,7 @@ def _exact_scores(reader: Reader, index: ReadIndex, chunk_ids: Sequence[int],
                   query: npt.NDArray[np.float32]) -> dict[int, float]:
     """Cosine similarities from the stored float32 vectors (the vector file's are float16)."""
     ids, _, vectors = reader.vectors_by_ids(chunk_ids, index.dim)
-    with one_blas_thread():  # a few rows: BLAS threads would cost far more (scan.py)
+    with one_blas_thread():  # a few rows: BLAS threads would cost far more (blas.py)
         scores = vectors @ query
     return dict(zip(ids.tolist(), scores.tolist(), strict=True))
 

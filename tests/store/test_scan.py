@@ -10,6 +10,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from pocketmcp.blas import one_blas_thread
 from pocketmcp.store.sqlite.threads import Threads
 from pocketmcp.store.sqlite.vectors import scan
 from pocketmcp.store.sqlite.vectors.rowcodes import RowCodes, code_counts, kernel, widen_f16, widths
@@ -85,7 +86,7 @@ def test_float16_scores_are_the_products_of_the_float16_rows() -> None:
     rows = np.sort(rng.choice(5000, 4500, replace=False)).astype(np.int64)
     exact = f16[rows].astype(np.float64) @ query.astype(np.float64)
     assert np.abs(scan.dot16(f16, rows, query) - exact).max() < 1e-6
-    with scan.one_blas_thread(), scan.one_blas_thread():  # nested: restored in turn
+    with one_blas_thread(), one_blas_thread():  # nested: restored in turn
         inside = f16[rows].astype(np.float32) @ query
     assert np.abs(inside - exact).max() < 1e-6
 

@@ -12,23 +12,20 @@
 3. float16: the candidates are scored with their float16 vectors (within about 0.001 of
    the exact cosine) and the best `k` returned.
 
-Functions of numpy arrays: no I/O (one_blas_thread only tells OpenBLAS how many threads).
+Functions of numpy arrays: no I/O.
 The threads a pass is shared by belong to the caller (`pool`: its index's, threads.py);
 without them a pass runs in the calling thread alone, the same results.
 """
 
 from __future__ import annotations
 
-import ctypes
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from functools import cache
-from pathlib import Path
-from typing import TypeVar, cast
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
+from pocketmcp.blas import one_blas_thread
 from pocketmcp.store.sqlite.threads import Threads
 from pocketmcp.store.sqlite.vectors.rowcodes import (
     SAMPLE,
@@ -270,41 +267,6 @@ def dot16(f16: npt.NDArray[np.float16], rows: I64, query: F32) -> F32:
                 wide = _F16_TO_F32.take(bits.take(part, axis=0))
             np.matmul(wide, query, out=out[lo:lo + len(part)])
     return out
-
-
-@contextmanager
-def one_blas_thread() -> Iterator[None]:
-    """Products inside run on the calling thread alone (numpy's own OpenBLAS; elsewhere a
-    no-op). OpenBLAS hands even a 2000 x 384 product to its threads, whose start and spin
-    cost far more than the product on two busy cores (16 ms against 0.08 ms while other
-    work ran) and take a core from the keyword query running beside it. Each row's sum is
-    computed as before (only the last rows of a thread's share take the kernel's other
-    path, and which rows those are already depended on the number of threads)."""
-    local = _blas_threads_setter()
-    if local is None:
-        yield
-        return
-    previous = local(1)
-    try:
-        yield
-    finally:
-        local(previous)
-
-
-@cache
-def _blas_threads_setter() -> Callable[[int], int] | None:
-    """OpenBLAS's `openblas_set_num_threads_local` (for the calling thread; it returns the
-    previous count) from the library numpy ships with, if it has one."""
-    libs = Path(np.__file__).resolve().parent.parent / "numpy.libs"
-    for path in sorted(libs.glob("*openblas*")):
-        try:
-            setter = ctypes.CDLL(str(path)).openblas_set_num_threads_local
-        except (OSError, AttributeError):
-            continue
-        setter.argtypes = [ctypes.c_int]
-        setter.restype = ctypes.c_int
-        return cast(Callable[[int], int], setter)
-    return None
 
 
 def merge(parts: Sequence[tuple[I64, F32, I64]], k: int) -> tuple[I64, F32, I64]:
