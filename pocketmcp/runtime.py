@@ -19,6 +19,7 @@ import signal
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
@@ -39,9 +40,6 @@ from pocketmcp.errors import (
     single,
 )
 from pocketmcp.hosts import IndexHost
-from pocketmcp.ops import index as index_ops
-from pocketmcp.ops.index import Rescanner
-from pocketmcp.ops.results import HealthResult, IndexProgress, StatusResult
 from pocketmcp.pipeline.prepare import Preparer
 from pocketmcp.pipeline.state import Stats
 from pocketmcp.pipeline.supervisor import Pipeline
@@ -50,6 +48,12 @@ from pocketmcp.plans import Plan, Reading, Status, Writing
 from pocketmcp.readiness import Readiness
 from pocketmcp.store.api import Place, ReadIndex
 from pocketmcp.store.registry import check_name
+
+# The status, health and progress answers are pydantic models (ops/results.py): imported when
+# first asked for, so a stdio server's runtime starts booting before they load.
+if TYPE_CHECKING:
+    from pocketmcp.ops.index import Rescanner
+    from pocketmcp.ops.results import HealthResult, IndexProgress, StatusResult
 
 log = logs.get("pocketmcp.runtime")
 
@@ -305,6 +309,8 @@ class Runtime:
 
     async def status_report(self) -> StatusResult:
         """The status tool's answer: what this process serves and how far indexing is."""
+        from pocketmcp.ops import index as index_ops  # pydantic's models, see above
+
         booted = self._booted
         return await index_ops.status(
             self.status, model=booted.identity.model if booted else self._model_named(),
@@ -314,13 +320,19 @@ class Runtime:
 
     def progress(self) -> IndexProgress:
         """How far the watched folder's feed has come (blocking: it sizes the index)."""
+        from pocketmcp.ops import index as index_ops  # pydantic's models, see above
+
         return index_ops.progress(self.pipeline, self.place.size())
 
     def health(self) -> HealthResult:
+        from pocketmcp.ops import index as index_ops  # pydantic's models, see above
+
         return index_ops.health(self.status, opened=self.opened() is not None,
                                 watching=self.scans)
 
     def _model_named(self) -> str:
+        from pocketmcp.ops import index as index_ops  # pydantic's models, see above
+
         return index_ops.model_named(self.config.embed_provider, self.config.embed_model,
                                      self.config.model_id)
 
