@@ -10,9 +10,9 @@ otherwise. The same rules hold for every index:
   another process holds it, the index is read here and its writes are READ_ONLY (Postgres
   takes every process's writes).
 - A writer that fails (an infrastructure error of its index: disk full, the database gone) is
-  logged with the index named, recorded as the host's `last_error`, and released with its
-  lock; the other indexes go on, and the next write starts a new writer. A process that
-  exists to index (`index`, `watch`) raises it instead.
+  logged with the index named and released with its lock; the other indexes go on, and the
+  next write starts a new writer. The main index's failure also goes to the runtime's status,
+  and a process that exists to index (`index`, `watch`) raises it.
 - On the way out, writers take no new work, commit what they have and release their locks.
 """
 
@@ -25,7 +25,14 @@ import anyio.abc
 
 from pocketmcp import logs
 from pocketmcp.core.identity import Identity
-from pocketmcp.errors import ModelMismatchError, PocketError, ReadOnly, Stopping, WriterBusyError
+from pocketmcp.errors import (
+    ModelMismatchError,
+    PocketError,
+    ReadOnly,
+    Stopping,
+    StoreError,
+    WriterBusyError,
+)
 from pocketmcp.pipeline.supervisor import Pipeline
 from pocketmcp.pipeline.writer import EventHook, WriterActor, WriterInbox
 from pocketmcp.store.api import Place, ReadIndex
@@ -60,9 +67,9 @@ class IndexHost:
         self.place = place
         self.index = index
         self.identity = identity
-        self.last_error: str | None = None
         self.pipeline: Pipeline | None = None  # the running writer, while this holds the lock
         self.latest: Pipeline | None = None  # the last writer adopted, running or done
+        self._failed: str | None = None  # why the last writer failed, if it did
         self._queue_size = queue_size
         self._batch_files = batch_files
         self._on_event = on_event
@@ -98,7 +105,7 @@ class IndexHost:
                 pipeline.stop()
             await pipeline.run()
         except PocketError as exc:  # infrastructure of this index alone: the others go on
-            self.last_error = str(exc)
+            self._failed = str(exc)
             log.error("writer_failed", index=self.place.describe(), error=str(exc))
             if raise_failure:
                 raise
@@ -123,6 +130,9 @@ class IndexHost:
         async with self._opening:
             if self._stopping:
                 raise Stopping("the server is shutting down; nothing was written")
+            if self.pipeline is None and not self.on_demand and self._failed is not None:
+                raise StoreError(f"the writer of {self.place.describe()} stopped: {self._failed}; "
+                                 "restart the server once that is mended")
             if self.pipeline is None and not self.on_demand:
                 raise ReadOnly(f"this server is read-only: another PocketMCP process holds the "
                                f"writer lock of {self.place.describe()}; send writes to that "
