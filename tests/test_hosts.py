@@ -3,8 +3,9 @@ named database) the next write starts a new one; reads go on."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 import anyio
 from support.runtime import fake, make_config, running
@@ -12,9 +13,10 @@ from support.tools import Tools, refused
 
 from pocketmcp.core.identity import Identity
 from pocketmcp.errors import StoreError
-from pocketmcp.messages import Removed
 from pocketmcp.store.sqlite.place import SqlitePlace
 from pocketmcp.store.sqlite.writes import SqliteWriter
+
+T = TypeVar("T")
 
 
 class Disk:
@@ -24,12 +26,13 @@ class Disk:
 
 
 class BreakingWriter(SqliteWriter):
-    """A SQLite writer whose removals fail while the disk is broken."""
+    """A SQLite writer whose transactions fail while the disk is broken, as a COMMIT that
+    cannot write does."""
 
-    def remove(self, doc_ids: Any, external_ids: Any) -> Removed:
+    def batch(self, work: Callable[[], T], keys: Sequence[str]) -> T:
         if Disk.broken:
             raise StoreError("disk I/O error")
-        return super().remove(doc_ids, external_ids)
+        return super().batch(work, keys)
 
 
 class BreakingPlace(SqlitePlace, frozen=True):
