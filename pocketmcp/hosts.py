@@ -32,6 +32,7 @@ from pocketmcp.errors import (
     Stopping,
     StoreError,
     WriterBusyError,
+    single,
 )
 from pocketmcp.pipeline.supervisor import Pipeline
 from pocketmcp.pipeline.writer import EventHook, WriterActor, WriterInbox
@@ -103,7 +104,10 @@ class IndexHost:
         try:
             if self._stopping:
                 pipeline.stop()
-            await pipeline.run()
+            try:
+                await pipeline.run()
+            except BaseExceptionGroup as group:  # an actor's failure, from inside its group
+                raise single(group) from None
         except PocketError as exc:  # infrastructure of this index alone: the others go on
             self._failed = str(exc)
             log.error("writer_failed", index=self.place.describe(), error=str(exc))
