@@ -69,7 +69,9 @@ async def test_a_failed_writer_is_released_writes_say_why_and_reads_go_on(
             assert [m["doc_id"] for m in found] == [ids["owls"]]
             # A named database's failed writer is released too; the next write starts a
             # new one once the disk answers again.
+            Disk.broken = False
             doc = await tools("insert_document", text="Frogs sing in spring.", db_name="notes")
+            Disk.broken = True
             with refused(StoreError, match="disk I/O error"):
                 await tools("delete_document", doc_id=doc["doc_id"], db_name="notes")
             Disk.broken = False
