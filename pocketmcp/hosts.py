@@ -134,6 +134,8 @@ class IndexHost:
         async with self._opening:
             if self._stopping:
                 raise Stopping("the server is shutting down; nothing was written")
+            if self.pipeline is not None and self.pipeline.writer.ended:
+                await self._done.wait()  # a writer that failed is being released
             if self.pipeline is None and not self.on_demand and self._failed is not None:
                 raise StoreError(f"the writer of {self.place.describe()} stopped: {self._failed}; "
                                  "restart the server once that is mended")

@@ -185,6 +185,12 @@ class WriterActor:
         """A small reader of this index (what the pipeline checks files against)."""
         return self._writer.view()
 
+    @property
+    def ended(self) -> bool:
+        """Whether the actor has stopped taking what is sent to it (its run returned or
+        failed)."""
+        return self._send.statistics().open_receive_streams == 0
+
     def depth(self) -> dict[str, int]:
         return depth(self._send)
 
