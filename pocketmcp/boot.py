@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import anyio
 
 from pocketmcp import logs
-from pocketmcp.config import Config
 from pocketmcp.convert.pool import Converter
 from pocketmcp.core.chunking import Chunker
 from pocketmcp.core.identity import Identity
@@ -51,10 +50,9 @@ class Services:
 
 @dataclass(frozen=True)
 class Boot:
-    """What boot is given: the settings, the plan, where the main index is, where the
-    embedder comes from, and the parts it reports to and shares."""
+    """What boot is given: the plan, where the main index is, where the embedder comes from,
+    the parts it reports to and shares, and the few settings it reads."""
 
-    config: Config
     plan: Plan
     place: Place
     embedding: EmbedderSource
@@ -62,13 +60,17 @@ class Boot:
     converter: Converter
     pipeline_settings: PipelineSettings
     on_event: EventHook | None
+    chunk_size: int  # tokens a chunk has at most, and shares with the one before it
+    chunk_overlap: int
+    write_batch_files: int  # files a writer commits in one transaction at most
 
     async def services(self) -> Services:
         """Build the services in order: the identity, then the model and the main index (at
         once), then the hosts; ready when they are all there."""
         self.readiness.status.phase = "loading_model"
         identity = await self._identity()
-        main_index = self.place.reader(identity.dim, root=self.config.watch_dir.absolute())
+        root = self.pipeline_settings.watched.root.absolute()  # where `file:` documents are
+        main_index = self.place.reader(identity.dim, root=root)
         loaded: list[tuple[Embedder, Chunker]] = []
         opened: list[WriterActor] = []  # filled in its thread: a cancelled wait loses nothing
         try:
@@ -112,7 +114,7 @@ class Boot:
         started = time.perf_counter()
         embedder = await anyio.to_thread.run_sync(self.embedding.make, identity)
         loaded.append((embedder, Chunker(
-            embedder.tokenizer, size=self.config.chunk_size, overlap=self.config.chunk_overlap,
+            embedder.tokenizer, size=self.chunk_size, overlap=self.chunk_overlap,
             max_tokens=embedder.max_tokens)))
         self.readiness.status.model_ready = True
         self.readiness.status.model_load_s = round(time.perf_counter() - started, 3)
@@ -142,8 +144,8 @@ class Boot:
 
     def _open_main_writer(self, identity: Identity) -> WriterActor:
         return open_writer(self.place, identity, rebuild=self.plan.rebuild,
-                           queue_size=self.config.queue_size,
-                           batch_files=self.config.write_batch_files, on_event=self.on_event)
+                           queue_size=self.pipeline_settings.queue_size,
+                           batch_files=self.write_batch_files, on_event=self.on_event)
 
     def _host(self, name: str | None, place: Place, index: ReadIndex, identity: Identity,
               embedder: Embedder, chunker: Chunker) -> IndexHost:
@@ -152,9 +154,10 @@ class Boot:
 
         def pipeline_for(writer: WriterActor) -> Pipeline:
             feed = self.plan.feed if name is None else "none"
-            if feed != "none" and not self.config.watch_dir.is_dir():
+            watch_dir = self.pipeline_settings.watched.root
+            if feed != "none" and not watch_dir.is_dir():
                 # Without the folder to feed it, it still takes tool requests.
-                self.readiness.status.last_error = (f"WATCH_DIR={self.config.watch_dir} is not a "
+                self.readiness.status.last_error = (f"WATCH_DIR={watch_dir} is not a "
                                           "folder; nothing is watched")
                 log.error("not_watching", error=self.readiness.status.last_error)
                 feed = "none"
@@ -169,6 +172,6 @@ class Boot:
                 wait_for_provider=feed == "follow")
 
         return IndexHost(name, place, index, identity=identity,
-                         queue_size=self.config.queue_size,
-                         batch_files=self.config.write_batch_files, on_event=self.on_event,
+                         queue_size=self.pipeline_settings.queue_size,
+                         batch_files=self.write_batch_files, on_event=self.on_event,
                          pipeline_for=pipeline_for, on_demand=name is not None)

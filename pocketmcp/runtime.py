@@ -167,9 +167,11 @@ class Runtime:
             self._stopped.set()
 
     async def _start(self) -> Services:
-        services = await Boot(self.config, self.plan, self.place, self._embedding,
-                              self.readiness, self.converter, self.pipeline_settings,
-                              self._on_event).services()
+        config = self.config
+        services = await Boot(self.plan, self.place, self._embedding, self.readiness,
+                              self.converter, self.pipeline_settings, self._on_event,
+                              chunk_size=config.chunk_size, chunk_overlap=config.chunk_overlap,
+                              write_batch_files=config.write_batch_files).services()
         self._booted = services
         self.ready.set()
         self.status.phase = "indexing" if self.watching else "ready"
