@@ -14,7 +14,7 @@ peak RSS shows whether memory grows with the folder.
 With `--other CHECKOUT`, part 1 also indexes the folder with that checkout's code (its own
 .venv), alternating with this one's, and reports both rates and their ratio (this / other).
 
-Results: bench/results/ingest.json (scripts/results_tables.py ingest prints the README's table).
+Results: bench/results/ingest.json (scripts/results_tables.py puts it in docs/benchmarks.md).
 """
 
 from __future__ import annotations
