@@ -26,7 +26,7 @@ from pocketmcp.ops.filters import Scope
 from pocketmcp.ops.results import SearchFilter
 from pocketmcp.runtime import Runtime
 from pocketmcp.web.auth import COOKIE, Logins
-from pocketmcp.web.text import highlight, human_bytes
+from pocketmcp.web.text import highlight, human_bytes, path_breaks, phase_text, when
 
 log = logs.get("pocketmcp.web")
 
@@ -42,6 +42,8 @@ _env = Environment(loader=PackageLoader("pocketmcp.web", "templates"),
                    autoescape=select_autoescape(default=True, default_for_string=True))
 _env.filters["highlight"] = highlight
 _env.filters["bytes"] = human_bytes
+_env.filters["when"] = when
+_env.filters["path_breaks"] = path_breaks
 
 
 def is_web_path(path: str) -> bool:
@@ -102,15 +104,18 @@ def routes(rt: Runtime, logins: Logins) -> list[BaseRoute]:
         path = q.get("path", "").strip() or None
         values: dict[str, Any] = {"query": query, "mode": mode, "modes": search.MODES,
                                   "library": library or "", "path": path or "",
-                                  "matches": None, "error": None}
+                                  "matches": None, "error": None,
+                                  "threshold": search.SCORE_THRESHOLD}
         try:
             listed = await documents.libraries(await rt.read_index(), config.default_library)
             values["libraries"] = [lib.name for lib in listed.libraries]
             if query:
                 flt = SearchFilter.model_validate({"path_glob": path}) if path else None
                 scope = Scope.of(flt, library)
+                # The search tool's default threshold: no hit that would score as noise.
                 found = await search.search(await rt.reading(), query[:4000], top_k=TOP_K,
-                                            scope=scope, mode=mode)
+                                            scope=scope, mode=mode,
+                                            score_threshold=search.SCORE_THRESHOLD)
                 values["matches"] = safe(found.model_dump())["matches"]
         except PocketError as exc:
             values["error"] = f"{exc.code}: {exc}"
@@ -162,8 +167,8 @@ def routes(rt: Runtime, logins: Logins) -> list[BaseRoute]:
 
     async def listing(request: Request) -> Response:
         q = request.query_params
-        sort: Literal["doc_id", "modified", "path"] = "doc_id"
-        if q.get("sort") in ("modified", "path"):
+        sort: Literal["doc_id", "modified", "path"] = "modified"  # newest first
+        if q.get("sort") in ("doc_id", "path"):
             sort = q["sort"]  # type: ignore[assignment]  # checked just above
         library = q.get("library", "").strip() or None
         try:
@@ -184,6 +189,7 @@ def routes(rt: Runtime, logins: Logins) -> list[BaseRoute]:
         data: dict[str, Any] = safe({**state.model_dump(), **progress.model_dump()})
         data["index_size"] = human_bytes(progress.index_bytes)
         data["queued"] = sum(q["used"] for q in state.queue_depths.values())
+        data["phase_text"] = phase_text(state.phase, bool(data.get("watch_dir")))
         return data
 
     async def status_page(request: Request) -> Response:

@@ -9,35 +9,13 @@ where a missing browser is a broken setup and fails instead of passing as all-sk
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 from playwright.async_api import Browser, BrowserContext, async_playwright
 from support.mcp_harness import start_http, stop_http
-from support.web import A, B, Site
-
-# The headless build first (quicker to start, no background lookups), then the full
-# browser's binary; /usr/bin/chromium is a wrapper script that adds flags of its own.
-_CANDIDATES = ("/usr/lib/chromium/chromium-headless-shell", "/usr/lib/chromium/chromium",
-               "chromium-headless-shell", "chromium")
-# Playwright already passes --no-sandbox (needed as root), --headless and the flags that
-# turn off background networking; the resolver rule stops every DNS lookup but loopback's.
-CHROMIUM_ARGS = ["--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1",
-                 "--no-proxy-server"]
-SKIP_REASON = ("no Chromium: apt-get install -y --no-install-recommends "
-               "chromium-headless-shell (or chromium; or set POCKETMCP_CHROMIUM)")
-
-
-def find_chromium() -> str | None:
-    """$POCKETMCP_CHROMIUM if set, else Debian's binary, else a chromium on PATH."""
-    env = os.environ.get("POCKETMCP_CHROMIUM")
-    for name in [env] if env else _CANDIDATES:
-        if name and (path := shutil.which(name)):
-            return path
-    return None
-
+from support.web import CHROMIUM_ARGS, SKIP_REASON, A, B, Site, find_chromium
 
 CHROMIUM = find_chromium()
 
@@ -100,7 +78,7 @@ async def context(browser: Browser, site: Site) -> AsyncIterator[BrowserContext]
 
 @pytest.fixture
 def shots(tmp_path: Path) -> Path:
-    """Where screenshots go: $WEB_SHOTS when set (docs/ for the README), else a tmp dir."""
+    """Where screenshots go: $WEB_SHOTS when set, else a tmp dir."""
     path = Path(os.environ.get("WEB_SHOTS", tmp_path))
     path.mkdir(parents=True, exist_ok=True)
     return path

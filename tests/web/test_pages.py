@@ -153,7 +153,8 @@ async def test_an_edit_shows_up_in_the_status_and_in_search(
     # No reload: the page's script polls the status.
     await expect(indexed).to_have_text(str(before + 1), timeout=30_000)
     await expect(page.locator("[data-updated]")).to_be_visible()
-    await expect(page.locator('[data-field="phase"]')).to_have_text("ready")
+    await expect(page.locator('[data-field="phase_text"]')).to_have_text(
+        "Ready: the index is up to date with the folder")
     (site.server.root / "kb" / "blob.md").write_bytes(b"\x00\x01binary\x00" * 10)
     await expect(page.locator("#skips")).to_contain_text("blob.md: binary content",
                                                          timeout=30_000)
