@@ -32,6 +32,8 @@ async def test_without_the_token_every_page_is_refused(context: BrowserContext,
     response = await page.goto("/")
     assert response is not None and response.status == 401
     await expect(page.get_by_role("heading", level=1)).to_have_text("Sign in needed")
+    await expect(page.locator("main")).to_contain_text("Run pocketmcp open")
+    await expect(page.locator("main")).not_to_contain_text("index.db.token")
     for path in ("/?q=bread", "/doc/1", "/doc/1/file", "/documents", "/status",
                  "/status.json", "/tools"):
         assert (await context.request.get(path)).status == 401, path
