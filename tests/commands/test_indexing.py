@@ -22,7 +22,8 @@ def test_index_then_search_finds_the_right_file(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert (summary["added"], summary["chunks_embedded"]) == (2, 2)
-    found = run_cli(tmp_path, "search", "ownership and borrowing", "-k", "2", "--json")
+    found = run_cli(tmp_path, "search", "ownership and borrowing", "-k", "2", "--json",
+                    "--min-score", "0")
     assert found.returncode == 0, found.stderr
     hits = json.loads(found.stdout)["hits"]
     assert [h["path"] for h in hits] == ["b.md", "a.md"]

@@ -12,6 +12,7 @@ from filelock import FileLock, Timeout
 
 from pocketmcp.core.identity import Identity
 from pocketmcp.errors import StoreError
+from pocketmcp.store.folder import FOLDER_KEY, FolderRecord
 from pocketmcp.store.sqlite.files import BESIDE, beside, lock_path
 
 # The engine (SQLite, numpy, the vector file) is imported by the methods that open the index:
@@ -38,6 +39,13 @@ class SqlitePlace(msgspec.Struct, frozen=True):
         from pocketmcp.store.sqlite.reads import recorded_identity  # the engine, see above
 
         return recorded_identity(self.path) if self.path.is_file() else None
+
+    def folder(self) -> FolderRecord | None:
+        from pocketmcp.store.sqlite.reads import recorded_value  # the engine, see above
+
+        if not self.path.is_file():
+            return None
+        return FolderRecord.decode(recorded_value(self.path, FOLDER_KEY))
 
     def reader(self, dim: int, *, root: Path | None = None) -> SqliteIndex:
         from pocketmcp.store.sqlite.reads import SqliteIndex  # the engine, see above
