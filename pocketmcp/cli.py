@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -209,7 +210,7 @@ def _add_serve_flags(parser: argparse.ArgumentParser) -> None:
 def _config(args: argparse.Namespace) -> Config:
     overrides = {s.field: getattr(args, s.field, None) for s in SETTINGS}
     if getattr(args, "dir", None):
-        overrides["watch_dir"] = args.dir
+        overrides["watch_dir"] = os.path.abspath(os.path.expanduser(args.dir))
     if getattr(args, "exts", None):
         exts = [e.strip().lstrip("*.").strip() for e in args.exts.split(",")]
         overrides["include"] = ",".join(f"**/*.{e}" for e in exts if e)
@@ -234,7 +235,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from pocketmcp.commands import indexing
 
             if args.command == "index":
-                return anyio.run(indexing.index, config, args, backend="asyncio")
+                from pocketmcp.commands.progress import held_logs
+
+                with held_logs(args, config.log_level, tty=sys.stderr.isatty()):
+                    return anyio.run(indexing.index, config, args, backend="asyncio")
             return anyio.run(indexing.watch, config, backend="asyncio")
         if args.command == "search":
             from pocketmcp.commands import searching
