@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from pocketmcp.config import load
-from pocketmcp.indexes import index_for
 from pocketmcp.errors import ConfigError
+from pocketmcp.indexes import index_for
 from pocketmcp.settings import SETTINGS, env_example, settings_table
 
 
