@@ -41,11 +41,27 @@ class SqlitePlace(msgspec.Struct, frozen=True):
         return recorded_identity(self.path) if self.path.is_file() else None
 
     def folder(self) -> FolderRecord | None:
-        from pocketmcp.store.sqlite.reads import recorded_value  # the engine, see above
+        # One row, read with the standard library's sqlite3 (no extension needed): a stdio
+        # server told no folder asks it before choosing to bridge, and loads no engine.
+        import sqlite3
 
         if not self.path.is_file():
             return None
-        return FolderRecord.decode(recorded_value(self.path, FOLDER_KEY))
+        try:
+            conn = sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True,
+                                   timeout=5)
+            try:
+                row = conn.execute("SELECT value FROM meta WHERE key = ?",
+                                   (FOLDER_KEY,)).fetchone()
+            finally:
+                conn.close()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return None  # not made yet
+            raise StoreError(f"cannot read {self.describe()}: {exc}") from exc
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot read {self.describe()}: {exc}") from exc
+        return FolderRecord.decode(None if row is None else str(row[0]))
 
     def reader(self, dim: int, *, root: Path | None = None) -> SqliteIndex:
         from pocketmcp.store.sqlite.reads import SqliteIndex  # the engine, see above

@@ -10,10 +10,7 @@ from typing import TypeVar
 import anyio
 
 from pocketmcp.core.identity import Identity
-from pocketmcp.errors import StoreError
 from pocketmcp.store.api import F32, Found, Reader
-from pocketmcp.store.sqlite import schema
-from pocketmcp.store.sqlite.connect import open_sync_reader, sqlite_errors
 from pocketmcp.store.sqlite.keywords.lengths import ChunkLengths
 from pocketmcp.store.sqlite.keywords.textsearch import TermCounts
 from pocketmcp.store.sqlite.queries import SqliteReader
@@ -30,17 +27,6 @@ def recorded_identity(path: Path) -> Identity | None:
         return reader.identity()
     finally:
         reader.close()
-
-
-def recorded_value(path: Path, key: str) -> str | None:
-    """The meta row `key` of the index at `path` (blocking); None when there is none."""
-    conn = open_sync_reader(path)
-    try:
-        return schema.recorded_value(conn, key)
-    except sqlite_errors() as exc:
-        raise StoreError(f"{path}: {exc}") from exc
-    finally:
-        conn.close()
 
 
 class ReaderPool:

@@ -190,14 +190,6 @@ def scan_recorded(conn: Any) -> bool:
     return row is None or row[0] == "done"
 
 
-def recorded_value(conn: Any, key: str) -> str | None:
-    """The meta row `key`; None when there is none (or no schema yet)."""
-    if not _one(conn, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"):
-        return None
-    row = _one(conn, "SELECT value FROM meta WHERE key = ?", (key,))
-    return None if row is None else str(row[0])
-
-
 def _one(conn: Any, sql: str, args: tuple[Any, ...] = ()) -> Any:
     return conn.execute(sql, args).fetchone()
 
