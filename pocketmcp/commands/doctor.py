@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 
 from pocketmcp import indexes
+from pocketmcp.commands.choosing import no_index
 from pocketmcp.commands.clients import Client, read_config
 from pocketmcp.commands.setup import chosen_clients
 from pocketmcp.config import Config
@@ -58,7 +59,7 @@ def _check_folder(config: Config, report: Report) -> Path | None:
     from pocketmcp.commands.progress import count_files  # lists the folder
 
     if not config.watch_dir_given and not config.watch_dir.is_dir():
-        report.fail(f"no folder named, and no index found for {Path.cwd()}",
+        report.fail(str(no_index(config)),
                     "`pocketmcp doctor FOLDER` checks a folder's setup; `pocketmcp index "
                     "FOLDER` indexes one")
         return None

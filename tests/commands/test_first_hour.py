@@ -67,7 +67,7 @@ async def _editors_server(entry: dict[str, Any], home: Path, cwd: Path) -> str:
     """Start the server as the editor would from its entry, wait for its first scan, stop
     it; its log."""
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home),
-           "XDG_DATA_HOME": str(home / ".local" / "share"), **entry["env"]}
+           "XDG_DATA_HOME": str(home / ".local" / "share"), **entry.get("env", {})}
     for key in ("POCKETMCP_CACHE", "XDG_CACHE_HOME", "PYTHONPATH"):
         if key in os.environ:
             env[key] = os.environ[key]
@@ -111,6 +111,13 @@ async def test_index_search_elsewhere_init_and_the_editors_server_share_one_inde
     assert _index_files(home) == [index]
     assert list(start.iterdir()) == [] and sorted(p.name for p in other.iterdir()) == [
         "server.err"]
+    # A bare `pocketmcp` started inside the folder serves (and watches) that same index.
+    log = await _editors_server({"command": sys.executable, "args": ["-m", "pocketmcp"]},
+                                home, notes)
+    serving = next(json.loads(line) for line in log.splitlines() if '"serving"' in line)
+    assert (serving["index"], serving["watch_dir"]) == (str(index), str(notes))
+    assert _index_files(home) == [index]
+    (notes / "server.err").unlink()
 
 
 def test_a_bare_pocketmcp_in_an_empty_folder_leaves_nothing_there(tmp_path: Path) -> None:
