@@ -180,7 +180,10 @@ async def _check_server(config: Config, report: Report) -> None:
         report.ok("no HTTP server serves this index (`pocketmcp serve --transport http` "
                   "starts one for many clients and the web page)")
     elif found.token is None:
-        report.fail(f"{found.problem}", "then `pocketmcp doctor` again")
+        problem, _, fix = (found.problem or "").partition(": set ")
+        fix = fix.removesuffix(" and run this again")
+        report.fail(problem, (f"set {fix}" if fix else "check POCKETMCP_TOKEN")
+                    + ", then `pocketmcp doctor` again")
     else:
         report.ok(f"HTTP server at {found.server.url} (pid {found.server.pid}) serves this "
                   "index and takes this shell's token (`pocketmcp open` opens its page)")

@@ -168,6 +168,11 @@ def test_a_server_that_refuses_this_shells_token_is_named_with_what_to_set(
         assert unset.returncode == 1
         assert f"the HTTP server at {server.url}" in unset.stderr
         assert "POCKETMCP_TOKEN is not set here" in unset.stderr
+        no_client = ("--client", "cursor", "--config-file", str(tmp_path / "none.json"))
+        doctor = run_cli(tmp_path, "doctor", *no_client, env=at)
+        assert doctor.returncode == 1
+        assert f"FAIL  the HTTP server at {server.url}" in doctor.stdout
+        assert "-> set POCKETMCP_TOKEN to that server's token" in doctor.stdout
         wrong = {**at, "POCKETMCP_TOKEN": "another-token"}
         refused = run_cli(tmp_path, "open", env=wrong)
         assert refused.returncode == 1
@@ -178,6 +183,10 @@ def test_a_server_that_refuses_this_shells_token_is_named_with_what_to_set(
         assert json.loads(found.stdout)["via"] == "local"
         right = run_cli(tmp_path, "open", env={**at, "POCKETMCP_TOKEN": server.token})
         assert right.returncode == 0 and right.stdout.startswith(server.url), right.stderr
+        doctor = run_cli(tmp_path, "doctor", *no_client,
+                         env={**at, "POCKETMCP_TOKEN": server.token})
+        assert doctor.returncode == 0, doctor.stdout
+        assert f"ok    HTTP server at {server.url}" in doctor.stdout
         page = httpx2.get(server.url + "/", headers={"Accept": "text/html"}, trust_env=False)
         assert page.status_code == 401 and "pocketmcp open" in page.text
     finally:
