@@ -288,6 +288,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _failed(exc: BaseException) -> int:
     if isinstance(exc, KeyboardInterrupt):
         return 130
+    if isinstance(exc, BrokenPipeError):  # the reader went away (`| head`): nothing to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     if isinstance(exc, PocketError):
         print(f"pocketmcp: {exc}", file=sys.stderr)  # noqa: T201
         return 1

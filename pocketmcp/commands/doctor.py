@@ -41,7 +41,8 @@ async def doctor(config: Config, args: argparse.Namespace) -> int:
     report = Report()
     folder = _check_folder(config, report)
     await _check_model(config, report)
-    made = await _check_index(config, report, folder)
+    named = folder is not None or config.watch_dir_given or config.sqlite_path_given
+    made = named and await _check_index(config, report, folder)
     if made:
         await _check_server(config, report)
     for client in chosen_clients(args):

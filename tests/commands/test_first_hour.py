@@ -118,6 +118,21 @@ async def test_index_search_elsewhere_init_and_the_editors_server_share_one_inde
     assert (serving["index"], serving["watch_dir"]) == (str(index), str(notes))
     assert _index_files(home) == [index]
     (notes / "server.err").unlink()
+    # A second folder indexed: from elsewhere the folder must be named; inside one, it is
+    # that folder's index.
+    tea = tmp_path / "tea"
+    tea.mkdir()
+    (tea / "tea.md").write_text("# Tea\n\nGreen tea brews best at 80 degrees.\n")
+    assert run_as_user(home, start, "index", str(tea)).returncode == 0
+    which = run_as_user(home, other, "search", "green tea")
+    assert which.returncode == 1
+    assert f"there are 2: {notes} -> {index}; {tea} -> " in which.stderr
+    assert "--data-folder FOLDER" in which.stderr
+    inside = run_as_user(home, tea, "search", "green tea", "--json")
+    assert json.loads(inside.stdout)["hits"][0]["path"] == "tea.md"
+    named = run_as_user(home, other, "search", "green tea", "--data-folder", str(notes),
+                        "--json", "--min-score", "0")
+    assert {h["path"] for h in json.loads(named.stdout)["hits"]} == {"a.md", "b.md"}
 
 
 def test_a_bare_pocketmcp_in_an_empty_folder_leaves_nothing_there(tmp_path: Path) -> None:
