@@ -6,7 +6,8 @@ path. The index's token, discovery file, vector file and named databases are bes
 Every command and every client entry `pocketmcp init` writes use this rule; SQLITE_PATH (or
 `--db`) names another file instead. Commands that read an index without being told which
 (`search`, `doctor`, `serve`, `open`, ...) take the one of the current directory (or of a
-folder above it), else the only index of a folder inside it, else the only one there is.
+folder above it), else the only index of a folder inside it, else the only index of a
+folder there is.
 """
 
 from __future__ import annotations
@@ -76,7 +77,8 @@ class Found:
 def pick(cwd: Path) -> tuple[Found | None, list[tuple[Path, Path | None]]]:
     """The index a command run in `cwd` means when told none: the index of `cwd` or of a
     folder above it, else of `cwd/kb`, else the only one of a folder inside `cwd`, else the
-    only one there is. With it (or None) the indexes looked at, each with its folder."""
+    only index of a folder there is. With it (or None) the indexes looked at, each with its
+    folder."""
     cwd = _absolute(cwd)
     for folder in (cwd, *cwd.parents):
         index = index_for(folder)
@@ -86,9 +88,12 @@ def pick(cwd: Path) -> tuple[Found | None, list[tuple[Path, Path | None]]]:
     if kb.is_dir() and index_for(kb).is_file():
         return Found(index_for(kb), kb, f"the index of {kb}"), []
     every = [(index, recorded_folder(index)) for index in known()]
-    inside = [(i, f) for i, f in every if f is not None and f.is_relative_to(cwd)]
+    # Indexes of folders: one a server made without a folder (fed by its tools alone) is
+    # taken only when named.
+    folders = [(i, f) for i, f in every if f is not None]
+    inside = [(i, f) for i, f in folders if f is not None and f.is_relative_to(cwd)]
     if len(inside) == 1:
         return Found(*inside[0], f"the only index of a folder in {cwd}"), every
-    if len(every) == 1:
-        return Found(*every[0], "the only index"), every
+    if len(folders) == 1:
+        return Found(*folders[0], "the only index of a folder"), every
     return None, every
