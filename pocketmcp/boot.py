@@ -69,7 +69,13 @@ class Boot:
         once), then the hosts; ready when they are all there."""
         self.readiness.status.phase = "loading_model"
         identity = await self._identity()
-        root = self.pipeline_settings.watched.root.absolute()  # where `file:` documents are
+        # Where `file:` documents are: the folder this process feeds the index from, else
+        # the one the index records (a search from anywhere, a server without WATCH_DIR).
+        recorded = await anyio.to_thread.run_sync(self.place.folder)
+        watched = self.pipeline_settings.watched.root.absolute()
+        feeding = (self.plan.feed != "none" and self.plan.writer != "never"
+                   and watched.is_dir())
+        root = watched if feeding or recorded is None else recorded.root
         main_index = self.place.reader(identity.dim, root=root)
         loaded: list[tuple[Embedder, Chunker]] = []
         opened: list[WriterActor] = []  # filled in its thread: a cancelled wait loses nothing
@@ -85,6 +91,8 @@ class Boot:
                 for embedder, _ in loaded:
                     await embedder.aclose()
             raise
+        if not opened and recorded is not None:  # another process writes: its folder
+            main_index.root = recorded.root
         (embedder, chunker), = loaded
         services = Services(identity, embedder, chunker, Hosts(
             self._host(None, self.place, main_index, identity, embedder, chunker),

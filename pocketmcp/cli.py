@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -13,32 +15,33 @@ import anyio
 from pocketmcp import __version__, logs
 from pocketmcp.config import Config, load
 from pocketmcp.errors import PocketError, single
-from pocketmcp.settings import SETTINGS
-
-# What `search` reads besides the index: where it is, and how to embed the query (the model
-# and provider themselves are what the index records). The other settings are still read
-# from the environment, but not offered as flags: `search --help` lists search options.
-SEARCH_SETTINGS = ("sqlite_path", "model_path", "cache_dir", "embed_base_url",
-                   "embed_api_key_env", "embed_threads", "log_level")
+from pocketmcp.settings import SETTINGS, used_by
 
 
-def _add_settings(parser: argparse.ArgumentParser,
-                  only: tuple[str, ...] | None = None) -> None:
-    title = "settings (each overrides its environment variable)" if only is None else (
-        "settings (each overrides its environment variable; the others are read from the "
-        "environment)")
-    group = parser.add_argument_group(title)
+def _add_settings(parser: argparse.ArgumentParser, command: str) -> None:
+    """The settings `command` reads, as flags; the others do nothing for it (each is still
+    read from the environment, for the commands that use it)."""
+    group = parser.add_argument_group(
+        "settings (each overrides its environment variable)",
+        "only those this command uses: `pocketmcp COMMAND --help` lists another's")
     for s in SETTINGS:
-        if not s.flag or (only is not None and s.field not in only):
-            continue  # environment only
+        if not s.flag or command not in used_by(s.field):
+            continue  # environment only, or not read by this command
         kwargs: dict[str, Any] = {"dest": s.field, "default": None, "metavar": s.env,
                                   # argparse formats help with %: a literal one is %%
-                                  "help": f"{s.help} [{s.env}, default {s.default!r}]"
-                                          .replace("%", "%%")}
+                                  "help": f"{_brief(s.help)} [{s.env}, default "
+                                          f"{s.default!r}]".replace("%", "%%")}
         if s.choices:
             kwargs["choices"] = s.choices
             del kwargs["metavar"]
         group.add_argument(s.flag, **kwargs)
+
+
+def _brief(text: str) -> str:
+    """A setting's help as `--help` shows it: its first sentence (the settings reference
+    has the rest)."""
+    cut = re.search(r"\.\s+[A-Z]", text)
+    return text if cut is None else text[:cut.start() + 1]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -69,11 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="progress on stderr: a bar (on: the same), plain lines every "
                         "10 s and at the end, or none (auto: a bar on a terminal, lines "
                         "elsewhere)")
-    _add_settings(p)
+    _add_log_flags(p)
+    _add_settings(p, "index")
 
     p = sub.add_parser("watch", help="index the folder, then keep the index live")
     p.add_argument("dir", nargs="?", help="folder to watch (default: WATCH_DIR)")
-    _add_settings(p)
+    _add_settings(p, "watch")
 
     p = sub.add_parser("eval", help="measure retrieval quality on a BEIR-format data set")
     p.add_argument("dataset", help="folder with corpus.jsonl, queries.jsonl and qrels/*.tsv")
@@ -88,17 +92,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--params", help="JSON overrides of the search tuning, e.g. "
                                     "'{\"vector_weight\": 0.5}'")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    _add_settings(p)
+    _add_settings(p, "eval")
 
     p = sub.add_parser(
         "serve", help="run the MCP server: on stdio (the default when no command is given), or "
                       "over HTTP for many clients (--transport http)")
     _add_serve_flags(p)
-    _add_settings(p)
+    _add_settings(p, "serve")
 
     p = sub.add_parser("open", help="print a one-time login link to the web page of the "
                                     "HTTP server serving this index")
-    _add_settings(p)
+    _add_settings(p, "open")
 
     p = sub.add_parser("search", help="search the index")
     p.add_argument("query")
@@ -108,13 +112,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--unique-docs", action="store_true", help="one hit per document")
     p.add_argument("--max-per-doc", type=int, default=2,
                    help="hits per document, neighbours merged (default 2; 0: no limit)")
+    p.add_argument("--min-score", type=float, default=None, metavar="SCORE",
+                   help="leave out hits scoring less (0-1; default: the search tool's "
+                        "score_threshold, 0.2; 0 keeps every hit)")
     p.add_argument("--json", action="store_true",
                    help="print hits as JSON (the fields of the search tool's matches)")
     p.add_argument("--local", action="store_true",
                    help="open the index here even when an HTTP server of it runs (by "
                         "default the search is asked of that server: no model to load)")
     _add_filter_flags(p)
-    _add_settings(p, only=SEARCH_SETTINGS)
+    _add_settings(p, "search")
 
     p = sub.add_parser("init", help="write the MCP configuration of Claude Desktop, Cursor, "
                                     "VS Code and Claude Code for a folder (or print it)")
@@ -124,14 +131,24 @@ def build_parser() -> argparse.ArgumentParser:
     _add_client_flags(p)
     p.add_argument("--name", help="the server's name in the clients (default: the folder's)")
     p.add_argument("--index", metavar="FILE",
-                   help="the index file (default: ~/.local/share/pocketmcp/NAME.db)")
+                   help="the index file (default: the folder's own index, the one "
+                        "`pocketmcp index FOLDER` makes)")
     p.add_argument("--title", default="pocketmcp", help="the server's title (--title of serve)")
-    _add_settings(p, only=("log_level",))
+    _add_settings(p, "init")
 
-    p = sub.add_parser("doctor", help="check the model, the folder, the index, its lock and "
-                                      "the clients' configurations; say what to fix")
+    p = sub.add_parser("doctor", help="check a folder's index, its lock, the model or "
+                                      "provider, a running server and the clients' entries; "
+                                      "say what to fix",
+                       description="Check a folder's index, its lock, the model or provider, "
+                                   "a running server and each client entry (with the entry's "
+                                   "own folder and index). Exit code 0 when all is well, 1 "
+                                   "when something FAILs (each FAIL says the command that "
+                                   "fixes it).")
+    p.add_argument("dir", nargs="?", metavar="FOLDER",
+                   help="the folder whose index to check (default: the current directory's "
+                        "index, or the only one)")
     _add_client_flags(p)
-    _add_settings(p)
+    _add_settings(p, "doctor")
 
     for name, help_text in (
         ("export", "write every document, chunk and vector of the index to FILE (JSON Lines)"),
@@ -142,8 +159,17 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text)
         p.add_argument("file", metavar="FILE")
         p.add_argument("--json", action="store_true", help="print the summary as JSON")
-        _add_settings(p)
+        _add_settings(p, name)
     return parser
+
+
+def _add_log_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="print every log line (JSON) on a terminal too; by default a "
+                             "terminal shows the progress and a count of the warnings after "
+                             "it (elsewhere the log lines are printed as they come)")
+    parser.add_argument("--log-file", metavar="FILE",
+                        help="write every log line (JSON) to FILE")
 
 
 def _add_filter_flags(parser: argparse.ArgumentParser) -> None:
@@ -184,11 +210,13 @@ def _add_serve_flags(parser: argparse.ArgumentParser) -> None:
 def _config(args: argparse.Namespace) -> Config:
     overrides = {s.field: getattr(args, s.field, None) for s in SETTINGS}
     if getattr(args, "dir", None):
-        overrides["watch_dir"] = args.dir
+        overrides["watch_dir"] = os.path.abspath(os.path.expanduser(args.dir))
     if getattr(args, "exts", None):
         exts = [e.strip().lstrip("*.").strip() for e in args.exts.split(",")]
         overrides["include"] = ",".join(f"**/*.{e}" for e in exts if e)
-    return load(overrides)
+    from pocketmcp.commands.choosing import choose  # which index a command means
+
+    return choose(load(overrides), args.command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -207,7 +235,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from pocketmcp.commands import indexing
 
             if args.command == "index":
-                return anyio.run(indexing.index, config, args, backend="asyncio")
+                from pocketmcp.commands.progress import held_logs
+
+                with held_logs(args, config.log_level, tty=sys.stderr.isatty()):
+                    return anyio.run(indexing.index, config, args, backend="asyncio")
             return anyio.run(indexing.watch, config, backend="asyncio")
         if args.command == "search":
             from pocketmcp.commands import searching
@@ -217,12 +248,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from pocketmcp.commands import web
 
             return anyio.run(web.login_link, config, args, backend="asyncio")
-        if args.command in ("init", "doctor"):
+        if args.command == "init":
             from pocketmcp.commands import setup
 
-            if args.command == "init":
-                return setup.init(config, args)
-            return anyio.run(setup.doctor, config, args, backend="asyncio")
+            return setup.init(config, args)
+        if args.command == "doctor":
+            from pocketmcp.commands.doctor import doctor
+
+            return anyio.run(doctor, config, args, backend="asyncio")
         if args.command == "eval":
             from pocketmcp.commands import evaluating
 
@@ -255,6 +288,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _failed(exc: BaseException) -> int:
     if isinstance(exc, KeyboardInterrupt):
         return 130
+    if isinstance(exc, BrokenPipeError):  # the reader went away (`| head`): nothing to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     if isinstance(exc, PocketError):
         print(f"pocketmcp: {exc}", file=sys.stderr)  # noqa: T201
         return 1

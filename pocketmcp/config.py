@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from pocketmcp import indexes
 from pocketmcp.convert.limits import Limits
 from pocketmcp.core.net import is_loopback
 from pocketmcp.core.secret import Secret
@@ -32,7 +33,9 @@ if TYPE_CHECKING:  # numpy and the store's interfaces: a stdio bridge imports th
 
 class Config(msgspec.Struct, frozen=True, kw_only=True):
     sqlite_path: Path
+    sqlite_path_given: bool = False  # SQLITE_PATH or --db; else the rule (indexes.py)
     databases_dir: Path
+    databases_dir_given: bool = False
     watch_dir: Path
     watch_dir_given: bool = False  # set by the environment or a flag, not the default
     model_id: str
@@ -139,6 +142,16 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
         """Where the main index is (a SQLite file, or a Postgres schema)."""
         return main_place(self.store_settings())
 
+    def at_index(self, index: Path, folder: Path | None) -> Config:
+        """These settings on the index at `index` (its named databases beside it unless
+        DATABASES_DIR says otherwise), fed from `folder` when given."""
+        changes: dict[str, Any] = {"sqlite_path": index}
+        if not self.databases_dir_given:
+            changes["databases_dir"] = index.parent / "databases"
+        if folder is not None:
+            changes.update(watch_dir=folder, watch_dir_given=True)
+        return self.replace(**changes)
+
     def replace(self, **changes: Any) -> Config:
         return msgspec.structs.replace(self, **changes)
 
@@ -217,6 +230,13 @@ def load(
             values[entry.field] = _parse(entry, entry.default, entry.env)
     values["watch_dir_given"] = (overrides.get("watch_dir") is not None
                                  or "WATCH_DIR" in env)
+    values["sqlite_path_given"] = values["sqlite_path"] is not None
+    values["databases_dir_given"] = values["databases_dir"] is not None
+    if values["sqlite_path"] is None:  # the folder's index, by the rule
+        folder = values["watch_dir"]
+        if not values["watch_dir_given"] and not folder.is_dir():
+            folder = Path.cwd()  # nothing named: the current directory's
+        values["sqlite_path"] = indexes.index_for(folder)
     if values["databases_dir"] is None:
         values["databases_dir"] = values["sqlite_path"].parent / "databases"
     if values["cache_dir"] is None:

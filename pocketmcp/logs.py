@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import IO, Any, TextIO
 
 import structlog
 
@@ -13,8 +13,9 @@ _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARN
            "error": logging.ERROR}
 
 
-def configure(level: str = "info", *, json: bool = True) -> None:
-    """Route structlog, the standard logging module and warnings to stderr."""
+def configure(level: str = "info", *, json: bool = True, out: TextIO | None = None) -> None:
+    """Route structlog, the standard logging module and warnings to stderr (or `out`)."""
+    out = out or sys.stderr
     numeric = _LEVELS[level]
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer()
@@ -31,13 +32,13 @@ def configure(level: str = "info", *, json: bool = True) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.WriteLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.WriteLoggerFactory(file=out),
         cache_logger_on_first_use=False,
     )
     root = logging.getLogger()
     for handler in list(root.handlers):
         root.removeHandler(handler)
-    handler = logging.StreamHandler(sys.stderr)
+    handler = logging.StreamHandler(out)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     root.addHandler(handler)
     root.setLevel(max(numeric, logging.WARNING))
@@ -59,3 +60,70 @@ def events(name: str) -> Callable[[dict[str, Any]], None]:
         log.info(kind, **fields)
 
     return on_event
+
+
+class Held:
+    """Log lines held back from a terminal while a progress bar runs there: each written
+    whole to `file` when given, passed to `echo` when given (printed above the bar), and the
+    warnings and errors counted by event, for a summary after the bar."""
+
+    def __init__(self, file: IO[str] | None = None,
+                 echo: Callable[[str], None] | None = None) -> None:
+        self.file = file
+        self.echo = echo
+        self.problems: dict[tuple[str, str], list[Any]] = {}  # (level, event) -> [n, example]
+        self._partial = ""
+
+    def write(self, text: str) -> int:
+        lines = (self._partial + text).split("\n")
+        self._partial = lines.pop()
+        for line in lines:
+            self._line(line)
+        return len(text)
+
+    def flush(self) -> None:
+        if self.file is not None:
+            self.file.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def _line(self, line: str) -> None:
+        if not line.strip():
+            return
+        if self.file is not None:
+            self.file.write(line + "\n")
+        if self.echo is not None:
+            self.echo(line)
+        level, event, detail = _parsed(line)
+        if level in ("warning", "error", "critical"):
+            seen = self.problems.setdefault((level, event), [0, detail])
+            seen[0] += 1
+
+    def summary(self) -> list[str]:
+        """One line per kind of warning or error: how many, and the first one's details."""
+        out = []
+        for (level, event), (count, detail) in self.problems.items():
+            more = f" (and {count - 1} more)" if count > 1 else ""
+            out.append(f"  {level} {event}: {detail}{more}")
+        return out
+
+
+def _parsed(line: str) -> tuple[str, str, str]:
+    """(level, event, the other fields in short) of a JSON log line, or of a plain one
+    (`LEVEL name: message`, the standard logging module's)."""
+    import json as json_module
+
+    try:
+        fields = json_module.loads(line)
+    except ValueError:
+        fields = None
+    if not isinstance(fields, dict):
+        level, _, rest = line.partition(" ")
+        return level.lower(), rest.split(":", 1)[0], rest.split(":", 1)[-1].strip()[:200]
+    level = str(fields.pop("level", "info"))
+    event = str(fields.pop("event", ""))
+    fields.pop("timestamp", None)
+    fields.pop("exception", None)
+    detail = ", ".join(f"{k}={v}" for k, v in fields.items())
+    return level, event, detail[:200]

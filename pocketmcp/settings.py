@@ -41,8 +41,12 @@ class Setting(msgspec.Struct, frozen=True):
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("sqlite_path", "SQLITE_PATH", "--db", "path", "./data/index.db",
-            "SQLite file holding the index (created with its folder if missing)."),
+    Setting("sqlite_path", "SQLITE_PATH", "--db", "path", None,
+            "SQLite file holding the index (created with its folder if missing). Unset: "
+            "the folder's own index in the user data folder, "
+            "e.g. ~/.local/share/pocketmcp/indexes/notes-1a2b3c4d5e/index.db; commands "
+            "told no folder take the current directory's index, or the only one.",
+            optional=True),
     Setting("databases_dir", "DATABASES_DIR", "--databases-dir", "path", None,
             "Folder of the separate databases made by the create_database tool, one SQLite "
             "file each (default: a folder `databases` next to SQLITE_PATH).", optional=True),
@@ -237,6 +241,48 @@ SETTINGS: tuple[Setting, ...] = (
 )
 
 _BY_FIELD = {s.field: s for s in SETTINGS}
+
+# Which commands read each setting: a command's `--help` lists these alone (the others are
+# still read from the environment, and do nothing for it).
+_INDEX_AT = ("index", "watch", "serve", "search", "open", "doctor", "export", "import",
+             "backup")
+_WRITING = ("index", "watch", "serve", "eval", "import")
+_EMBEDDING = (*_WRITING, "search", "doctor")
+_USES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
+    ((*_INDEX_AT, "init", "eval"), ("log_level",)),
+    (_INDEX_AT, ("sqlite_path", "databases_dir")),
+    ((*_INDEX_AT, "eval"), ("store", "database_url", "pg_schema")),
+    (("index", "watch", "serve", "search", "open", "doctor", "init"), ("watch_dir",)),
+    (("index", "watch", "serve", "doctor", "eval"), ("include", "ignore")),
+    (("index", "watch", "serve", "eval"), (
+        "max_file_mb", "convert_workers", "convert_timeout_s", "convert_memory_mb",
+        "library_from", "read_concurrency", "queue_size", "chunk_size", "chunk_overlap",
+        "max_chunks_per_doc")),
+    ((*_WRITING, "search"), ("default_library",)),
+    (_WRITING, ("write_batch_files", "pg_hnsw_m", "pg_hnsw_ef_construction",
+                "embed_batch_size", "embed_batch_tokens", "embed_concurrency")),
+    (("watch", "serve"), ("debounce_ms",)),
+    (("serve",), ("url_timeout_s", "allowed_roots", "tools", "transport", "host", "port",
+                  "allowed_hosts", "allowed_origins")),
+    (("serve", "search", "open", "doctor"), ("token",)),
+    (("serve", "search", "eval"), ("pg_ef_search",)),
+    # What the index is built with (a search takes it from the index)...
+    ((*_WRITING, "doctor"), ("model_id", "embed_provider", "embed_model", "embed_dimensions",
+                             "embed_doc_prefix", "embed_query_prefix", "embed_input_type",
+                             "embed_max_tokens")),
+    # ... and how to reach the model, which queries need too.
+    (_EMBEDDING, ("model_path", "cache_dir", "embed_base_url", "embed_api_key_env",
+                  "embed_threads", "embed_timeout_s", "embed_retries", "embed_retry_base_s")),
+)
+USED_BY: dict[str, tuple[str, ...]] = {}
+for _commands, _fields in _USES:
+    for _field in _fields:
+        USED_BY[_field] = (*USED_BY.get(_field, ()), *_commands)
+
+
+def used_by(field: str) -> tuple[str, ...]:
+    """The commands that read setting `field`."""
+    return USED_BY.get(field, ())
 
 
 def setting(field: str) -> Setting:

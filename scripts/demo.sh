@@ -5,17 +5,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 echo "demo: setting up .venv (scripts/setup.sh; the first time takes a minute or two)" >&2
 scripts/setup.sh
-export WATCH_DIR="${WATCH_DIR:-examples/kb}" SQLITE_PATH="${SQLITE_PATH:-data/demo.db}"
-echo "demo: indexing $WATCH_DIR into $SQLITE_PATH (pocketmcp index)" >&2
+# The folder's own index, in the user data folder (SQLITE_PATH, when set, names another):
+# a plain `pocketmcp search` from this folder finds it afterwards.
+folder="${WATCH_DIR:-examples/kb}"
+echo "demo: indexing $folder (pocketmcp index $folder)" >&2
 started=$SECONDS
-.venv/bin/pocketmcp index --progress on
+.venv/bin/pocketmcp index "$folder" --progress on
 echo "demo: indexed in $((SECONDS - started)) s" >&2
 for query in "how do I keep a sourdough starter alive" "why are my pods unreachable" \
              "my bike tyre keeps going flat"; do
   echo
   echo "search: $query"
   started=$SECONDS
-  .venv/bin/pocketmcp search "$query" -k 3
+  .venv/bin/pocketmcp search "$query" -k 3 --data-folder "$folder"
   echo "demo: searched in $((SECONDS - started)) s (loads the model each time; an HTTP" \
        "server of the index answers at once, see README)" >&2
 done

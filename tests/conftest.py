@@ -23,6 +23,10 @@ from pocketmcp.embed.local import LocalEmbedder
 from pocketmcp.embed.models import ModelSpec
 from pocketmcp.runtime import Runtime
 
+# Indexes kept by the rule (one per folder in the user data folder) go to a folder of this
+# run, never the user's: a test that names no SQLITE_PATH, and the processes it starts.
+os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="pocketmcp-data-")
+
 
 @pytest.fixture
 def anyio_backend() -> str:

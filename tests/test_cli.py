@@ -3,12 +3,14 @@ stopping start-up with a clear message."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from support.cli import run_cli
 
 from pocketmcp.cli import build_parser
+from pocketmcp.settings import SETTINGS, used_by
 
 
 def test_a_bad_setting_stops_start_up_with_a_clear_message(tmp_path: Path) -> None:
@@ -28,7 +30,25 @@ def test_every_command_prints_its_help(command: str,
     assert done.value.code == 0
     out = capsys.readouterr().out
     assert out.startswith(f"usage: pocketmcp {command}")
-    # search offers search options and where the index is, not indexing settings
-    assert ("EMBED_MAX_TOKENS" in out) == (command not in ("search", "init"))
+    # each command lists the settings it reads, and no other
+    for setting in SETTINGS:
+        if setting.flag:
+            listed = re.search(rf"^  {re.escape(setting.flag)} ", out, re.MULTILINE)
+            assert bool(listed) == (command in used_by(setting.field)), setting.flag
     if command == "search":
         assert "--unique-docs" in out and "--db" in out and "CHUNK_SIZE" not in out
+
+
+def test_a_commands_help_leaves_out_the_settings_it_does_not_read(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    for command, absent, present in (
+            ("index", ("--transport", "--tools", "--port", "--allowed-origins",
+                       "--debounce-ms", "--pg-ef-search"), ("--chunk-size", "--db")),
+            ("search", ("--chunk-size", "--transport", "--convert-workers"),
+             ("--db", "--data-folder", "--min-score")),
+            ("doctor", ("--transport", "--write-batch-files"), ("--db", "--include"))):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args([command, "--help"])
+        out = capsys.readouterr().out
+        assert not [flag for flag in absent if flag in out], command
+        assert all(flag in out for flag in present), command

@@ -6,12 +6,15 @@ import pytest
 
 from pocketmcp.config import load
 from pocketmcp.errors import ConfigError
+from pocketmcp.indexes import index_for
 from pocketmcp.settings import SETTINGS, env_example, settings_table
 
 
 def test_defaults_match_the_documented_values() -> None:
     config = load({}, environ={})
-    assert config.sqlite_path == Path("data/index.db")
+    assert config.sqlite_path == index_for(Path.cwd())  # no ./kb here: this folder's
+    assert not config.sqlite_path_given
+    assert config.databases_dir == config.sqlite_path.parent / "databases"
     assert config.watch_dir == Path("kb")
     assert (config.chunk_size, config.chunk_overlap) == (1000, 120)
     assert config.debounce_ms == 600

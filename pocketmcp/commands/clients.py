@@ -120,8 +120,9 @@ def _parse(path: Path, text: str) -> dict[str, Any]:
 
 
 def merge(client: Client, name: str, server: dict[str, Any]) -> tuple[str, Path | None]:
-    """Put `server` under `name` in the client's file, keeping everything else; ("added" or
-    "replaced", the backup of the previous file or None when there was none)."""
+    """Put `server` under `name` in the client's file, keeping everything else; ("added",
+    "replaced" or "unchanged" (the same entry is there: nothing written), the backup of the
+    previous file or None when there was none)."""
     text = _read_text(client.path)
     data = _parse(client.path, text)
     servers = data.get(client.key)
@@ -130,6 +131,8 @@ def merge(client: Client, name: str, server: dict[str, Any]) -> tuple[str, Path 
     if not isinstance(servers, dict):
         raise PocketError(f"{client.path}: {client.key!r} is not an object; nothing was "
                           "written")
+    if servers.get(name) == server:
+        return "unchanged", None  # nothing written: the file stays as it is
     how = "replaced" if name in servers else "added"
     servers[name] = server
     new_text = _edited(client.path, text, (client.key, name), server, data)

@@ -13,7 +13,7 @@ import anyio
 import msgspec
 
 from pocketmcp import logs
-from pocketmcp.commands.progress import Style, style_of, until_fed
+from pocketmcp.commands.progress import Rechecked, Style, style_of, until_fed
 from pocketmcp.config import Config
 from pocketmcp.embed.models import canonical_id
 from pocketmcp.errors import PocketError, WriterBusyError
@@ -84,6 +84,7 @@ async def index(config: Config, args: argparse.Namespace) -> int:
     plan = msgspec.structs.replace(INDEXING, rebuild=args.rebuild, force=args.force)
     deadline = time.monotonic() + args.wait
     place = config.main_place()
+    rechecked = Rechecked() if args.force else None
     while True:
         # Two runs never both write a SQLite index: the writer lock decides, and a second run
         # waits for it (--wait) or ends with EXIT_BUSY having written nothing. A Postgres
@@ -91,7 +92,8 @@ async def index(config: Config, args: argparse.Namespace) -> int:
         if await wait_for_lock(place, max(deadline - time.monotonic(), 0)):
             try:
                 runtime = await fed(config, plan,
-                                    progress=style_of(args.progress, tty=sys.stderr.isatty()))
+                                    progress=style_of(args.progress, tty=sys.stderr.isatty()),
+                                    on_event=rechecked)
                 break
             except WriterBusyError:  # taken between the check and the start: wait again
                 pass
@@ -118,6 +120,8 @@ async def index(config: Config, args: argparse.Namespace) -> int:
         "provider_retries": usage.retries, "provider_s": round(usage.seconds, 3),
         "skipped_files": [{"path": path, "reason": why} for path, why in s.recent_skips],
     }
+    if rechecked is not None:
+        rechecked.correct(summary)
     spent = (f"  embedding: {identity.provider} {identity.model}, {usage.calls} calls, "
              + (f"{usage.tokens} tokens sent, {usage.retries} retries, " if
                 identity.provider != "local" else "")
@@ -127,10 +131,11 @@ async def index(config: Config, args: argparse.Namespace) -> int:
     else:
         print(  # noqa: T201
             f"indexed {summary['folder']} -> {summary['index']}\n"
-            f"  files: {s.added} added, {s.updated} updated, {s.unchanged} unchanged, "
-            f"{s.removed} removed, {s.skipped} skipped\n"
+            f"  files: {s.added} added, {summary['updated']} updated, "
+            f"{summary['unchanged']} unchanged, {s.removed} removed, {s.skipped} skipped\n"
             f"  chunks: {s.chunks_embedded} embedded, {s.chunks_reused} reused\n"
-            f"{spent}"
+            + (Rechecked.line(summary) if rechecked is not None else "")
+            + f"{spent}"
             f"  elapsed: {summary['elapsed_s']} s"
         )
         if s.skipped:

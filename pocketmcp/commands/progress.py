@@ -2,17 +2,26 @@
 
 The files are counted first (a listing, no reads), so the total is known from the start; the
 last report is written when the scan has finished, so a complete run ends at 100%.
+
+On a terminal the log lines are held back (they would tear the bar): the warnings are counted
+and summed up after it; `-v` prints every line above the bar, `--log-file FILE` keeps them
+all. Elsewhere the log lines go to stderr as they come, JSON, as from every command.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
-from typing import Any, Literal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import IO, Any, Literal
 
 import anyio
 
+from pocketmcp import logs
 from pocketmcp.config import Config
+from pocketmcp.errors import PocketError
 from pocketmcp.pipeline.state import Stats
 from pocketmcp.pipeline.watcher import Folder, path_filter
 from pocketmcp.runtime import Runtime
@@ -110,3 +119,68 @@ async def until_fed(runtime: Runtime, config: Config, style: Style | None) -> No
         tg.cancel_scope.cancel()
     if reporter is not None:
         reporter.finish()
+
+
+@contextmanager
+def held_logs(args: argparse.Namespace, level: str, *, tty: bool) -> Iterator[None]:
+    """The log lines of a run, as the module's docstring says; the summary of warnings is
+    printed when the block ends (after the bar)."""
+    if not tty and not args.log_file:
+        yield  # the JSON lines on stderr, as configured
+        return
+    try:
+        file: IO[str] | None = open(args.log_file, "a", encoding="utf-8") if (  # noqa: SIM115
+            args.log_file) else None
+    except OSError as exc:
+        raise PocketError(f"cannot write the log file {args.log_file}: {exc.strerror}"
+                          ) from None
+    echo = _to_stderr if not tty else _above_the_bar if args.verbose else None
+    held = logs.Held(file, echo)
+    logs.configure(level, out=held)  # type: ignore[arg-type]
+    try:
+        yield
+    finally:
+        logs.configure(level)
+        if file is not None:
+            file.close()
+        if tty and not args.verbose and held.problems:
+            count = sum(n for n, _ in held.problems.values())
+            where = (f"every log line is in {args.log_file}" if args.log_file else
+                     "-v prints every log line, --log-file FILE keeps them")
+            print(f"pocketmcp: {count} warning(s) or error(s) while indexing ({where}):",  # noqa: T201
+                  *held.summary(), sep="\n", file=sys.stderr)
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)  # noqa: T201
+
+
+def _above_the_bar(line: str) -> None:
+    from tqdm import tqdm
+
+    tqdm.write(line, file=sys.stderr)
+
+
+class Rechecked:
+    """What `index --force` re-read: the files written again with the same text are
+    counted (the writer's events), so the summary says they are unchanged, not updated."""
+
+    def __init__(self) -> None:
+        self.same = 0
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        if event.get("event") == "updated" and event.get("status") == "unchanged":
+            self.same += 1
+
+    def correct(self, summary: dict[str, Any]) -> None:
+        """The summary's counts with the files re-read unchanged counted as unchanged."""
+        summary["updated"] -= self.same
+        summary["unchanged"] += self.same
+        summary["rechecked"] = summary["added"] + summary["updated"] + summary["unchanged"]
+
+    @staticmethod
+    def line(summary: dict[str, Any]) -> str:
+        return (f"  --force: {summary['rechecked']} files re-read and checked, "
+                f"{summary['added'] + summary['updated']} changed; "
+                f"{summary['chunks_embedded']} chunks re-embedded, "
+                f"{summary['chunks_reused']} kept (same text, same vector)\n")

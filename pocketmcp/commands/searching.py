@@ -12,11 +12,12 @@ import anyio
 import httpx2
 
 from pocketmcp import __version__, logs
+from pocketmcp.commands.choosing import no_index
+from pocketmcp.commands.upstream import Upstream, locate
 from pocketmcp.config import Config
 from pocketmcp.core.secret import Secret
 from pocketmcp.errors import PocketError
 from pocketmcp.mcp.discovery import Published
-from pocketmcp.mcp.serve import find_upstream
 from pocketmcp.ops.filters import Scope
 from pocketmcp.ops.results import SearchFilter, SearchResult
 
@@ -38,61 +39,120 @@ def scope_of(args: argparse.Namespace) -> Scope | None:
 async def run(config: Config, args: argparse.Namespace) -> int:
     if not 1 <= args.top_k <= 100:
         raise PocketError(f"-k {args.top_k} is not valid: -k accepts 1 to 100")
+    if args.min_score is not None and not 0 <= args.min_score <= 1:
+        raise PocketError(f"--min-score {args.min_score} is not valid: it accepts 0 to 1")
     place = config.main_place()
     if not await anyio.to_thread.run_sync(place.exists):
-        raise PocketError(f"no index at {place.describe()}; run `pocketmcp index` first")
+        raise no_index(config)
     try:
         scope = scope_of(args)
     except ValueError as exc:  # pydantic's, and --metadata that is not JSON
         raise PocketError(f"a filter flag is not valid: {exc}") from None
     if config.log_level == "info":
         logs.configure("warning")  # the hits are the output; start-up chatter is not
-    result, via = None, "local"
-    if not args.local and args.top_k <= MAX_TOOL_TOP_K:
-        # An HTTP server of this index answers at once: no model to load, no index to open.
-        upstream = await find_upstream(config)
-        if upstream is not None:
-            result = await ask_server(*upstream, args)
-            via = upstream[0].url
-    if result is None:
-        # The index and the model, opened here: only when no server answered.
-        from pocketmcp.ops.search import search
-        from pocketmcp.plans import READING
-        from pocketmcp.runtime import open_runtime
+    threshold = args.min_score
+    if threshold is None:
+        from pocketmcp.ops.search import SCORE_THRESHOLD  # the search tool's default
 
-        async with open_runtime(config, READING) as runtime:
-            await runtime.started()
-            result = await search(await runtime.reading(), args.query, top_k=args.top_k,
-                                  mode=args.mode, unique_docs=args.unique_docs, scope=scope,
-                                  max_per_doc=args.max_per_doc)
+        threshold = SCORE_THRESHOLD
+    search = Searcher(config, args, scope)
+    try:
+        result = await search(threshold)
+        best = None
+        if not result.matches and threshold > 0 and not result.notice:
+            best = await search(0, top_k=1)  # why nothing passed: the best there was
+    finally:
+        await search.aclose()
     if result.notice:
         print(f"pocketmcp: {result.notice}", file=sys.stderr)  # noqa: T201
     if args.json:
         # The fields of the MCP tool's matches (ops/results.py), each with its rank.
         hits = [{"rank": i + 1, **m.model_dump()} for i, m in enumerate(result.matches)]
         print(json.dumps({"query": args.query, "mode": args.mode, "hits": hits,  # noqa: T201
-                          "notice": result.notice, "via": via}, ensure_ascii=False))
+                          "notice": result.notice, "via": search.via,
+                          "min_score": threshold}, ensure_ascii=False))
         return 0
     for i, m in enumerate(result.matches, 1):
         mark = "  (file changed since indexed)" if m.stale else ""
-        print(f"{i:>2}. {m.score:.3f}  {m.path or m.title}{mark}\n    {m.preview}")  # noqa: T201
+        print(f"{i:>2}. score {m.score:.3f}  {m.path or m.title}{mark}\n"  # noqa: T201
+              f"    {m.preview}")
     if not result.matches:
-        print("no matches")  # noqa: T201
+        print(nothing_passed(threshold, best, explicit=args.min_score is not None))  # noqa: T201
     return 0
+
+
+def nothing_passed(threshold: float, best: SearchResult | None, *, explicit: bool) -> str:
+    """Why a search printed no hit."""
+    if best is None or not best.matches:
+        return "no matches: nothing in the index matches this query (or these filters)"
+    top = best.matches[0]
+    whose = "" if explicit else " (the search tool's default threshold)"
+    return (f"no matches scoring {threshold:.2f} or more{whose}; the best scored "
+            f"{top.score:.3f}: {top.path or top.title}. `--min-score 0` shows every hit.")
+
+
+class Searcher:
+    """Searches of one command: asked of the HTTP server of this index when one runs and
+    takes this process's token (no model to load), else made here."""
+
+    def __init__(self, config: Config, args: argparse.Namespace, scope: Scope | None) -> None:
+        self.config = config
+        self.args = args
+        self.scope = scope
+        self.via = "local"
+        self._upstream: Upstream | None = None
+        self._asked = False
+        self._opened = contextlib.AsyncExitStack()  # the runtime, once opened here
+        self._reading: Any = None
+
+    async def __call__(self, threshold: float, *, top_k: int | None = None) -> SearchResult:
+        args = self.args
+        top_k = top_k or args.top_k
+        if not self._asked and not args.local and args.top_k <= MAX_TOOL_TOP_K:
+            self._asked = True
+            self._upstream = await locate(self.config)
+            if self._upstream is not None and self._upstream.token is None:
+                print(f"pocketmcp: {self._upstream.problem}. Searching here instead "  # noqa: T201
+                      "(the model loads in this process).", file=sys.stderr)
+        up = self._upstream
+        if up is not None and up.token is not None:
+            result = await ask_server(up.server, up.token, args, threshold, top_k)
+            if result is not None:
+                self.via = up.server.url
+                return result
+            self._upstream = None
+        if self._reading is None:
+            # The index and the model, opened here: only when no server answered.
+            from pocketmcp.plans import READING
+            from pocketmcp.runtime import open_runtime
+
+            runtime = await self._opened.enter_async_context(
+                open_runtime(self.config, READING))
+            await runtime.started()
+            self._reading = await runtime.reading()
+        from pocketmcp.ops.search import search
+
+        self.via = "local"
+        return await search(self._reading, args.query, top_k=top_k, mode=args.mode,
+                            unique_docs=args.unique_docs, scope=self.scope,
+                            max_per_doc=args.max_per_doc, score_threshold=threshold)
+
+    async def aclose(self) -> None:
+        await self._opened.aclose()
 
 
 MAX_TOOL_TOP_K = 50  # the search tool's own limit; more is searched here
 PROTOCOL_VERSION = "2025-06-18"  # asked for; the server answers with the one it speaks
 
 
-async def ask_server(server: Published, token: Secret,
-                     args: argparse.Namespace) -> SearchResult | None:
+async def ask_server(server: Published, token: Secret, args: argparse.Namespace,
+                     threshold: float, top_k: int) -> SearchResult | None:
     """The search tool's answer from the HTTP server of this index; None when it cannot be
     reached (the search is then made here). A refusal of the query is raised."""
     arguments: dict[str, object] = {
-        "query": args.query, "top_k": args.top_k, "mode": args.mode,
+        "query": args.query, "top_k": top_k, "mode": args.mode,
         "unique_docs": args.unique_docs, "max_per_doc": args.max_per_doc,
-        "library": args.library, "score_threshold": 0,  # the CLI keeps every hit
+        "library": args.library, "score_threshold": threshold,
         "filter": filter_of(args).model_dump(exclude_none=True) or None}
     try:
         answer = await call_tool(server.mcp_url, token, "search", arguments)

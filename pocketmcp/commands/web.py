@@ -8,18 +8,20 @@ import argparse
 
 import httpx2
 
+from pocketmcp.commands.upstream import locate
 from pocketmcp.config import Config
 from pocketmcp.errors import PocketError
-from pocketmcp.mcp.serve import find_upstream
 
 
 async def login_link(config: Config, args: argparse.Namespace) -> int:
-    found = await find_upstream(config)
+    found = await locate(config)
     if found is None:
         raise PocketError(
             f"no HTTP server serves {config.sqlite_path}: start one with `pocketmcp serve "
-            "--transport http` (with the same SQLITE_PATH), then run this again")
-    server, token = found
+            "--transport http` (on the same folder or SQLITE_PATH), then run this again")
+    if found.token is None:
+        raise PocketError(f"{found.problem}")
+    server, token = found.server, found.token
     try:
         async with httpx2.AsyncClient(timeout=5, trust_env=False) as client:
             response = await client.post(server.url + "/login/link",

@@ -85,6 +85,7 @@ def _apply_one(writer: StoreWriter, item: ToWriter, position: int, outcome: Outc
             # A file re-read with --force whose text is the same is reported "updated" too:
             # it was read and written again, as asked (its vectors reused).
             "event": "inserted" if written.status == "inserted" else "updated",
+            "status": written.status,  # "unchanged": the same text, written again
             "path": doc.rel, "doc_id": written.doc_id,
             **chunk_counts(written, item.reused), "embed_ms": round(item.embed_ms, 1),
         })

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import msgspec
 
+from pocketmcp.store.folder import FolderRecord
+
 
 class Watched(msgspec.Struct, frozen=True, kw_only=True):
     """The watched folder: where it is, which of its files are documents, their libraries."""
@@ -32,3 +34,9 @@ class PipelineSettings(msgspec.Struct, frozen=True, kw_only=True):
     max_chunks_per_doc: int
     embed_batch_size: int  # the embedder's batching, when it gives none
     embed_batch_tokens: int
+
+
+def folder_record(watched: Watched) -> FolderRecord:
+    """What an index fed from `watched` records of it."""
+    return FolderRecord(path=str(watched.root.resolve()), library_from=watched.library_from,
+                        default_library=watched.default_library)

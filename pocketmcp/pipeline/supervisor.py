@@ -27,7 +27,7 @@ from pocketmcp.messages import Chunked, Event, Hashed, ScanDone, ToWriter
 from pocketmcp.pipeline.chunker import chunk_files
 from pocketmcp.pipeline.embedder import Batcher, EmbedFn, embed_chunks
 from pocketmcp.pipeline.hasher import Hasher, hash_files
-from pocketmcp.pipeline.settings import PipelineSettings
+from pocketmcp.pipeline.settings import PipelineSettings, folder_record
 from pocketmcp.pipeline.state import InFlight, Stats, depth
 from pocketmcp.pipeline.watcher import Folder, Only, path_filter, scan_folder, watch_folder
 from pocketmcp.pipeline.writer import WriterActor
@@ -132,6 +132,8 @@ class Pipeline:
         try:
             # Read-only processes on this index report its first scan as this one does.
             await self.writer.record_scan("done" if self.feed == "none" else "running")
+            if self.feed != "none" and self.source is None:  # readers resolve paths by it
+                await self.writer.record_folder(folder_record(self.settings.watched))
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._write, name="pocketmcp.writer")
                 if self.feed != "none":

@@ -33,6 +33,7 @@ from pocketmcp.messages import (
 from pocketmcp.pipeline.batches import Outcome, apply_batch
 from pocketmcp.pipeline.state import InFlight, Stats, depth
 from pocketmcp.store.api import StoreWriter, View
+from pocketmcp.store.folder import FolderRecord
 
 log = logs.get("pocketmcp.writer")
 
@@ -176,6 +177,10 @@ class WriterActor:
         """Record in the index how far its first scan has come ("running", "done"), before
         `run` (a worker thread: it writes)."""
         await anyio.to_thread.run_sync(self._writer.record_scan, state)
+
+    async def record_folder(self, folder: FolderRecord) -> None:
+        """Record in the index the folder it is fed from, before `run`."""
+        await anyio.to_thread.run_sync(self._writer.record_folder, folder)
 
     def feed(self) -> MemoryObjectSendStream[ToWriter]:
         """A send end for a feed (the embedder); it closes it when it is done."""

@@ -23,6 +23,7 @@ from pocketmcp.core.identity import Identity
 from pocketmcp.messages import Chunk, DocRecord, Removed, Written
 from pocketmcp.store.archive import StoredDoc
 from pocketmcp.store.filters import DocFilter
+from pocketmcp.store.folder import FolderRecord
 from pocketmcp.store.related import MAX_INCOMING, Linker, LinkRow
 from pocketmcp.store.rows import ChunkRow, DocState, DocumentRow, HitRow, Keywords, Sort
 
@@ -136,6 +137,8 @@ class StoreWriter(Protocol):
 
     def record_scan(self, state: str) -> None:
         """Record how far the first scan has come ("running" or "done") for readers."""
+    def record_folder(self, folder: FolderRecord) -> None:
+        """Record the folder the index is fed from (outside a batch: committed at once)."""
     def upsert(self, doc: DocRecord, chunks: Sequence[Chunk], vectors: bytes) -> Written: ...
     def touch(self, external_id: str, size: int, mtime_ns: int) -> None: ...
     def delete(self, external_id: str) -> tuple[int, int] | None: ...
@@ -186,6 +189,9 @@ class Place(Protocol):
     def identity(self) -> Identity | None:
         """What the index records of its embeddings; None when there is none yet
         (blocking)."""
+
+    def folder(self) -> FolderRecord | None:
+        """The folder the index records it indexes; None when it records none (blocking)."""
 
     def reader(self, dim: int, *, root: Path | None = None) -> ReadIndex:
         """The index for searching and listing (`root`: the folder its `file:` documents

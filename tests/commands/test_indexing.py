@@ -22,7 +22,8 @@ def test_index_then_search_finds_the_right_file(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert (summary["added"], summary["chunks_embedded"]) == (2, 2)
-    found = run_cli(tmp_path, "search", "ownership and borrowing", "-k", "2", "--json")
+    found = run_cli(tmp_path, "search", "ownership and borrowing", "-k", "2", "--json",
+                    "--min-score", "0")
     assert found.returncode == 0, found.stderr
     hits = json.loads(found.stdout)["hits"]
     assert [h["path"] for h in hits] == ["b.md", "a.md"]
@@ -73,9 +74,12 @@ def test_each_file_is_counted_once_and_progress_ends_at_the_total(tmp_path: Path
     assert lines[-1].startswith("pocketmcp: indexed 5/5 files (100%), 1 removed")
     forced = run_cli(tmp_path, "index", "--force")
     assert forced.returncode == 3
-    # re-read and written again, vectors reused; d.md skipped again, and named
-    assert "0 added, 4 updated, 0 unchanged, 0 removed, 1 skipped" in forced.stdout
+    # re-read and checked, nothing changed: unchanged, not "updated"; no vector made again;
+    # d.md skipped again, and named
+    assert "0 added, 0 updated, 4 unchanged, 0 removed, 1 skipped" in forced.stdout
     assert "chunks: 0 embedded, 4 reused" in forced.stdout
+    assert ("--force: 4 files re-read and checked, 0 changed; 0 chunks re-embedded, 4 kept"
+            in forced.stdout)
     assert "skipped:\n  d.md: binary content" in forced.stdout
 
 

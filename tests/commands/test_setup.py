@@ -44,9 +44,18 @@ def test_init_merges_into_an_existing_file_keeping_other_servers_with_a_backup(
     assert Path(ours["command"]).is_absolute()
     assert json.loads((tmp_path / "cursor.json.bak").read_text()) == before
     assert "added the server 'notes'" in capsys.readouterr().out
-    # Again: the entry is replaced, not duplicated.
+    # Again, the same: said unchanged, and nothing written (the backup is still the first).
+    written = config.read_bytes()
+    config.with_name("cursor.json.bak").write_text("previous")
     assert main(["init", str(tmp_path / "notes"), "--client", "cursor", "--config-file",
                  str(config), "--index", str(tmp_path / "i.db")]) == 0
+    assert "the server 'notes' in " in (out := capsys.readouterr().out) and "unchanged" in out
+    assert "replaced" not in out and "added" not in out
+    assert config.read_bytes() == written
+    assert config.with_name("cursor.json.bak").read_text() == "previous"
+    # Another index: the entry is replaced, not duplicated.
+    assert main(["init", str(tmp_path / "notes"), "--client", "cursor", "--config-file",
+                 str(config), "--index", str(tmp_path / "j.db")]) == 0
     assert list(json.loads(config.read_text())["mcpServers"]) == ["other", "notes"]
     assert "replaced the server 'notes'" in capsys.readouterr().out
 
@@ -71,9 +80,9 @@ def test_init_keeps_the_comments_and_trailing_commas_of_an_editors_json_file(
     text = ('{\n  // servers I use\n  "servers": {\n    "other": {"command": "x"}, // keep\n'
             '  },\n  /* inputs,\n     two lines */\n  "inputs": [1, 2,],\n}\n')
     config.write_text(text)
-    for _ in range(2):  # added, then replaced in place
+    for name in ("i.db", "j.db"):  # added, then replaced in place
         assert main(["init", str(tmp_path / "notes"), "--client", "vscode", "--config-file",
-                     str(config), "--index", str(tmp_path / "i.db")]) == 0
+                     str(config), "--index", str(tmp_path / name)]) == 0
     after = config.read_text()
     for kept in ("// servers I use", '"other": {"command": "x"}, // keep',
                  "/* inputs,\n     two lines */", '"inputs": [1, 2,],'):
@@ -113,7 +122,8 @@ def test_doctor_names_a_broken_client_config_and_a_missing_folder(
     assert f"FAIL  folder {tmp_path / 'gone'} does not exist" in out
     assert "Claude Desktop" in out and "is not valid JSON" in out
     assert "ok    model" in out
-    assert "2 problem(s) to fix" in out
+    assert f"FAIL  index {tmp_path / 'i.db'} does not exist yet" in out
+    assert "3 problem(s) to fix" in out
 
 
 def test_init_run_from_uvs_cache_says_the_entry_lasts_only_as_long_as_the_cache(

@@ -73,6 +73,7 @@ def test_the_wheel_installs_and_indexes_and_searches_offline(installed: Path,
     assert indexed.returncode == 0, indexed.stderr[-3000:]
     assert json.loads(indexed.stdout)["added"] == 2
     found = _run(installed / "pocketmcp", "search", "fixing a puncture", "-k", "1", "--json",
+                 "--min-score", "0",
                  cwd=tmp_path, env=env)
     assert found.returncode == 0, found.stderr[-3000:]
     assert json.loads(found.stdout)["hits"][0]["path"] == "bike.md"

@@ -12,6 +12,7 @@ import msgspec
 
 from pocketmcp.core.identity import Identity
 from pocketmcp.errors import NotSupported
+from pocketmcp.store.folder import FOLDER_KEY, FolderRecord
 from pocketmcp.store.pg.target import PgTarget, schema_of
 
 if TYPE_CHECKING:
@@ -27,6 +28,11 @@ class PgPlace(PgTarget, frozen=True):
         from pocketmcp.store.pg import reads  # psycopg: only with STORE=postgres
 
         return reads.recorded_identity(self)
+
+    def folder(self) -> FolderRecord | None:
+        from pocketmcp.store.pg import reads  # psycopg: only with STORE=postgres
+
+        return FolderRecord.decode(reads.recorded_value(self, FOLDER_KEY))
 
     def reader(self, dim: int, *, root: Path | None = None) -> PgIndex:
         from pocketmcp.store.pg.reads import PgIndex  # psycopg: only with STORE=postgres

@@ -246,6 +246,17 @@ def recorded_identity(place: PgTarget) -> Identity | None:
         conn.close()
 
 
+def recorded_value(place: PgTarget, key: str) -> str | None:
+    """The meta row `key` of the index (blocking; one connection of its own)."""
+    conn = connect.connect(place, autocommit=True)
+    try:
+        return schema.recorded_value(conn, place, key)
+    except psycopg.Error as exc:
+        raise connect.store_error(exc, place) from exc
+    finally:
+        conn.close()
+
+
 class PgIndex:
     """One Postgres index (a schema) as searches and listings see it."""
 

@@ -157,6 +157,15 @@ def stored_identity(conn: psycopg.Connection[Any], place: PgTarget) -> Identity 
     return Identity.from_meta({str(k): str(v) for k, v in rows})
 
 
+def recorded_value(conn: psycopg.Connection[Any], place: PgTarget, key: str) -> str | None:
+    """The meta row `key`; None when there is none (or no schema yet)."""
+    if not _exists(conn, f'"{place.schema}".meta'):
+        return None
+    row = conn.execute(sql.SQL("SELECT value FROM {}.meta WHERE key = %s").format(
+        sql.Identifier(place.schema)), (key,)).fetchone()
+    return None if row is None else str(row[0])
+
+
 def migrate(conn: psycopg.Connection[Any], place: PgTarget, identity: Identity, *,
             rebuild: bool = False) -> int:
     """Create or bring the schema to SCHEMA_VERSION in one transaction (one process at a

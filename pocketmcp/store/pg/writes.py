@@ -32,6 +32,7 @@ from pocketmcp.errors import StoreError
 from pocketmcp.messages import Chunk, DocFacts, DocRecord, Removed, Written
 from pocketmcp.store import facts
 from pocketmcp.store.api import remove_documents
+from pocketmcp.store.folder import FOLDER_KEY, FolderRecord
 from pocketmcp.store.pg import connect, schema
 from pocketmcp.store.pg.reads import PgIndex
 from pocketmcp.store.pg.target import PgTarget
@@ -159,6 +160,13 @@ class PgWriter:
         try:
             self._sql("INSERT INTO meta(key, value) VALUES (%s, %s) ON CONFLICT (key) "
                       "DO UPDATE SET value = excluded.value", (SCAN_KEY, state))
+        except psycopg.Error as exc:
+            raise connect.store_error(exc, self.place) from exc
+
+    def record_folder(self, folder: FolderRecord) -> None:
+        try:
+            self._sql("INSERT INTO meta(key, value) VALUES (%s, %s) ON CONFLICT (key) "
+                      "DO UPDATE SET value = excluded.value", (FOLDER_KEY, folder.encode()))
         except psycopg.Error as exc:
             raise connect.store_error(exc, self.place) from exc
 

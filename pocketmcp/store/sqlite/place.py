@@ -12,6 +12,7 @@ from filelock import FileLock, Timeout
 
 from pocketmcp.core.identity import Identity
 from pocketmcp.errors import StoreError
+from pocketmcp.store.folder import FOLDER_KEY, FolderRecord
 from pocketmcp.store.sqlite.files import BESIDE, beside, lock_path
 
 # The engine (SQLite, numpy, the vector file) is imported by the methods that open the index:
@@ -38,6 +39,29 @@ class SqlitePlace(msgspec.Struct, frozen=True):
         from pocketmcp.store.sqlite.reads import recorded_identity  # the engine, see above
 
         return recorded_identity(self.path) if self.path.is_file() else None
+
+    def folder(self) -> FolderRecord | None:
+        # One row, read with the standard library's sqlite3 (no extension needed): a stdio
+        # server told no folder asks it before choosing to bridge, and loads no engine.
+        import sqlite3
+
+        if not self.path.is_file():
+            return None
+        try:
+            conn = sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True,
+                                   timeout=5)
+            try:
+                row = conn.execute("SELECT value FROM meta WHERE key = ?",
+                                   (FOLDER_KEY,)).fetchone()
+            finally:
+                conn.close()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return None  # not made yet
+            raise StoreError(f"cannot read {self.describe()}: {exc}") from exc
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot read {self.describe()}: {exc}") from exc
+        return FolderRecord.decode(None if row is None else str(row[0]))
 
     def reader(self, dim: int, *, root: Path | None = None) -> SqliteIndex:
         from pocketmcp.store.sqlite.reads import SqliteIndex  # the engine, see above

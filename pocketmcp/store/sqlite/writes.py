@@ -26,6 +26,7 @@ from pocketmcp.errors import StoreError, WriterBusyError
 from pocketmcp.messages import Chunk, DocFacts, DocRecord, Removed, Written
 from pocketmcp.store import facts
 from pocketmcp.store.api import remove_documents
+from pocketmcp.store.folder import FOLDER_KEY, FolderRecord
 from pocketmcp.store.sqlite import schema
 from pocketmcp.store.sqlite.connect import open_sync_writer, sqlite_errors
 from pocketmcp.store.sqlite.files import lock_path
@@ -87,6 +88,9 @@ class SqliteWriter:
         """Record how far the first scan of the watched folder has come ("running" or
         "done") for read-only processes; inside the current transaction when there is one."""
         self._sql("INSERT OR REPLACE INTO meta VALUES (?, ?)", (schema.SCAN_KEY, state))
+
+    def record_folder(self, folder: FolderRecord) -> None:
+        self._sql("INSERT OR REPLACE INTO meta VALUES (?, ?)", (FOLDER_KEY, folder.encode()))
 
     @property
     def where(self) -> str:

@@ -1,0 +1,44 @@
+"""What an index records of the folder it indexes: the folder itself (absolute) and how its
+documents fall into libraries, so that every process reading the index (a search from another
+directory, a server started without WATCH_DIR) resolves stale marks, file links and paths
+against it. Kept as one meta row, `folder`, in either store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+
+FOLDER_KEY = "folder"  # meta key: this record, as JSON
+
+
+class FolderRecord(msgspec.Struct, frozen=True, kw_only=True):
+    path: str  # the indexed folder, absolute
+    library_from: str = "folder"  # LIBRARY_FROM when it was indexed
+    default_library: str = "default"
+
+    @property
+    def root(self) -> Path:
+        return Path(self.path)
+
+    def library_root(self, library: str) -> Path:
+        """The folder a library's watched files are in: its top folder under the indexed
+        folder (LIBRARY_FROM=folder), or the folder itself (the default library, or
+        LIBRARY_FROM=none)."""
+        if self.library_from == "folder" and library != self.default_library:
+            return self.root / library
+        return self.root
+
+    def encode(self) -> str:
+        return msgspec.json.encode(self).decode()
+
+    @classmethod
+    def decode(cls, text: str | None) -> FolderRecord | None:
+        """The record kept in the meta row; None when there is none (an index made before
+        the folder was recorded, or one fed by tools alone) or it cannot be read."""
+        if not text:
+            return None
+        try:
+            return msgspec.json.decode(text, type=cls)
+        except msgspec.DecodeError:
+            return None
