@@ -6,19 +6,32 @@ from __future__ import annotations
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
+from mcp_types import Tool
 
 from pocketmcp import __version__
-from pocketmcp.mcp import tools_index, tools_read, tools_write
+from pocketmcp.mcp import schemas, tools_index, tools_read, tools_write
 from pocketmcp.mcp.texts import instructions_for
 from pocketmcp.runtime import Runtime
 from pocketmcp.settings import TOOL_NAMES
 
 
+class PocketServer(MCPServer):
+    """The SDK's server, listing each tool with its schemas made small and self-contained
+    (mcp/schemas.py)."""
+
+    async def list_tools(self) -> list[Tool]:
+        return schemas.published(await super().list_tools())
+
+    async def sdk_tools(self) -> list[Tool]:
+        """The tools as the SDK makes them, their schemas whole (for the docs)."""
+        return await super().list_tools()
+
+
 def build_server(rt: Runtime, *, name: str = "pocketmcp", instructions: str | None = None,
                  token_verifier: TokenVerifier | None = None,
-                 auth: AuthSettings | None = None) -> MCPServer:
+                 auth: AuthSettings | None = None) -> PocketServer:
     """The server over `rt`; over HTTP with the verifier of the bearer token and its auth."""
-    mcp: MCPServer = MCPServer(
+    mcp = PocketServer(
         name=name, instructions=instructions or instructions_for(rt.config.tools),
         version=__version__, token_verifier=token_verifier, auth=auth)
     tools_read.register(mcp, rt)

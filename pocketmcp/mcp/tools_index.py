@@ -18,12 +18,10 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
     @mcp.tool(name="reindex", title="Rescan the watched folder", annotations=WRITES)
     async def reindex_tool(
         ctx: Context,
-        force: Annotated[bool, Field(
-            description="Re-read and re-embed every file, even unchanged ones.")] = False,
-        path_glob: Annotated[str | None, Field(
-            description="Only rescan files whose path matches this glob.")] = None,
+        force: Annotated[bool, Field(description="Also re-embed unchanged files.")] = False,
+        path_glob: str | None = None,
     ) -> ReindexResult:
-        """Scan the watched folder again and bring the index up to date."""
+        """Rescan the watched folder and update the index."""
         async with tool_call("reindex", force=force) as counts:
             pipeline = await rt.rescanner()
             result = await index.reindex(pipeline, await rt.read_index(), force=force,
@@ -33,6 +31,6 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
 
     @mcp.tool(name="status", title="Index status", annotations=READ_ONLY)
     async def status_tool() -> StatusResult:
-        """Documents, chunks, model, index path, queues and progress of indexing."""
+        """Documents, chunks, model and indexing progress."""
         async with tool_call("status"):
             return render(await rt.status_report())
