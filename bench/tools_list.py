@@ -10,7 +10,7 @@ the output schemas), and `whole`, the answer with its output schemas; with their
 `.venv/bin/pip install bpe-openai`), their tokens in o200k_base too.
 
     .venv/bin/python bench/tools_list.py
-    ../r/.venv/bin/python bench/tools_list.py --as-baseline   # an earlier checkout's package
+    ../OLD/.venv/bin/python bench/tools_list.py --as-baseline   # an earlier checkout's package
 
 Results: bench/results/tools_list.json (tools_list.baseline.json).
 """
