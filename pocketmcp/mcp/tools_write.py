@@ -75,8 +75,8 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
     async def delete_tool(
         doc_ids: list[int] | None = None, external_ids: list[str] | None = None,
     ) -> DeleteResult:
-        """Remove documents. A watched file comes back when it changes: delete the file
-        to remove it for good."""
+        """Remove documents. A watched file comes back when it changes or at the next
+        start: delete the file to remove it for good."""
         async with tool_call("delete_documents") as counts:
             result = await documents.delete(rt.writing, doc_ids, external_ids)
             counts["deleted"] = len(result.deleted_doc_ids)

@@ -100,3 +100,33 @@ async def test_a_shared_argument_points_to_search_only_when_search_is_listed(
         "type": "object", "description": "As search's."}
     alone = filter_of(await listed(tmp_path / "b", "list_documents"))
     assert {"tags", "modified_after", "metadata"} <= set(alone["properties"])
+
+
+def test_unions_and_nested_models_are_published_whole_and_still_validate() -> None:
+    """What no tool has today but a new field may bring: a nested model used twice, a
+    union of several types with null."""
+    from pydantic import BaseModel, Field
+
+    from pocketmcp.mcp import schemas
+
+    class Span(BaseModel):
+        start: int = Field(description="First\n        offset.")
+        end: int | None = None
+
+    class Args(BaseModel):
+        first: Span
+        others: list[Span] = Field(default_factory=list)
+        key: int | str | None = None
+
+    inputs = schemas.input_schema(Args.model_json_schema())
+    outputs = schemas.output_schema(Args.model_json_schema())
+    assert outputs is not None
+    assert "$ref" not in json.dumps(inputs) + json.dumps(outputs)
+    assert inputs["properties"]["first"]["properties"]["start"]["description"] == (
+        "First offset.")
+    assert inputs["properties"]["key"] == {"anyOf": [{"type": "integer"}, {"type": "string"}]}
+    assert inputs["required"] == ["first"]
+    value = Args(first=Span(start=1), others=[Span(start=2, end=3)]).model_dump(mode="json")
+    Draft202012Validator(outputs).validate(value)  # `end` and `key` are null
+    assert outputs["properties"]["key"]["anyOf"][-1] == {"type": "null"}
+    assert outputs["properties"]["first"]["properties"]["end"]["type"] == ["integer", "null"]
