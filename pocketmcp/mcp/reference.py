@@ -13,6 +13,7 @@ from mcp import Client
 from mcp.server.mcpserver import MCPServer
 from mcp_types import Tool
 
+from pocketmcp.core.argdoc import DOC
 from pocketmcp.mcp import schemas
 
 Listed = list[dict[str, Any]]  # the tools of a tools/list answer, as sent
@@ -91,28 +92,35 @@ def tools_page(listings: Mapping[str, Listed], sdk: Listed) -> str:
         size = sizes(listed)
         rows.append(f"| `{name}` | {size['count']} | {size['model']:,} | {size['whole']:,} |")
     everything = next(iter(listings.values()))
-    results = {t["name"]: t.get("outputSchema") for t in sdk}
+    made = {t["name"]: t for t in sdk}
     sets = {t["name"]: [n for n, listed in listings.items()
                         if any(x["name"] == t["name"] for x in listed)] for t in everything}
     parts = [HEADER + "\n".join(rows) + "\n" + NOTES]
-    parts += [_tool_section(t, results.get(t["name"]), sets[t["name"]]) for t in everything]
+    parts += [_tool_section(t, made[t["name"]], sets[t["name"]]) for t in everything]
     return "\n".join(parts)
 
 
-def _tool_section(tool: Mapping[str, Any], result: Mapping[str, Any] | None,
-                  sets: list[str]) -> str:
+def _tool_section(tool: Mapping[str, Any], made: Mapping[str, Any], sets: list[str]) -> str:
+    """A tool's section: its definition as listed, its arguments and result fields as the
+    SDK made them (whole, with what the docs add)."""
     marks = [f"*{tool.get('title') or tool['name']}*", _effect(tool.get("annotations") or {}),
              "in " + ", ".join(f"`{s}`" for s in sets)]
     lines = [f"## {tool['name']}", "", " · ".join(marks), "", tool.get("description") or "", ""]
     size = chars(model_part(tool))
     lines += [f"Definition: {size:,} characters, {chars(dict(tool)):,} with its result schema.",
               ""]
-    inputs = list(_rows(tool["inputSchema"], "", args=True))
+    arguments = schemas.input_schema(made["inputSchema"], documented=True)
+    listed = tool["inputSchema"]["properties"]
+    for name, arg in schemas.SHARED:  # said once, in the tool that spells it out
+        if name == tool["name"] and "properties" not in listed.get(arg, {"properties": {}}):
+            arguments["properties"][arg] = listed[arg]
+    inputs = list(_rows(arguments, "", args=True))
     if inputs:
         lines += ["| Argument | Type | Default | Description |", "|---|---|---|---|"]
         lines += [f"| `{p}` | {t} | {d} | {_cell(text)} |" for p, t, d, text in inputs]
     else:
         lines.append("No arguments.")
+    result = made.get("outputSchema")
     documented = schemas.output_schema(dict(result), documented=True) if result else None
     if documented:
         lines += ["", "| Result field | Type | Description |", "|---|---|---|"]
@@ -139,7 +147,8 @@ def _rows(node: Mapping[str, Any], prefix: str, *, args: bool
                 f"`{json.dumps(field['default'])}`" if "default" in field else "")
         else:
             default = ""
-        yield path, _type(field), default, field.get("description", "")
+        text = " ".join(t for t in (field.get("description"), field.get(DOC)) if t)
+        yield path, _type(field), default, text
         if "properties" in field:
             yield from _rows(field, path + ".", args=args)
         elif "properties" in field.get("items", {}):

@@ -17,7 +17,9 @@ model on every turn, so this rewrites each schema once:
   as `"type": [T, "null"]`, so a client validating results against it accepts them;
 - a result's schema keeps its structure and types, not its descriptions nor which fields are
   required (docs/tools.md has them): clients validate results with it, models rarely see it;
-- an argument another listed tool spells out the same (SHARED) points to it in words.
+- an argument another listed tool spells out the same (SHARED) points to it in words;
+- what the docs say of an argument beyond its description (ops/results.py's `doc`) is
+  left to the docs.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from __future__ import annotations
 from typing import Any
 
 from mcp_types import Tool
+
+from pocketmcp.core.argdoc import DOC
 
 Schema = dict[str, Any]
 
@@ -56,9 +60,10 @@ def published(tools: list[Tool]) -> list[Tool]:
     return out
 
 
-def input_schema(schema: Schema) -> Schema:
-    """A tool's input schema as published."""
-    return _walk(schema, schema.get("$defs", {}), output=False, root=True)
+def input_schema(schema: Schema, *, documented: bool = False) -> Schema:
+    """A tool's input schema as published; `documented`, with what `doc` adds, for the
+    docs."""
+    return _walk(schema, schema.get("$defs", {}), output=False, root=True, bare=not documented)
 
 
 def output_schema(schema: Schema | None, *, documented: bool = False) -> Schema | None:
@@ -83,7 +88,7 @@ def _walk(node: Schema, defs: dict[str, Schema], *, output: bool, root: bool = F
     for key, value in node.items():
         if key in ("$defs", "title") or (key == "default" and (value is None or output)):
             continue
-        if output and bare and key in ("description", "required"):
+        if bare and (key == DOC or (output and key in ("description", "required"))):
             continue
         if (key == "additionalProperties" and value is True) or key in _LENGTHS:
             continue

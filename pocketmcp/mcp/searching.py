@@ -8,23 +8,32 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from pocketmcp.core.argdoc import doc
 from pocketmcp.ops import search
 from pocketmcp.ops.checks import check_score
 from pocketmcp.ops.results import SearchFilter, SearchResult
 from pocketmcp.plans import Open, Reading
 
-Query = Annotated[str, Field(min_length=1, max_length=4000)]
+Query = Annotated[str, Field(min_length=1, max_length=4000, json_schema_extra=doc(
+    "Natural language, 1 to 4,000 characters."))]
 TopK = Annotated[int, Field(ge=1, le=50)]
 Library = Annotated[str | None, Field(max_length=100, description="Only this library.")]
-# `score` is relevance from 0 to 1 on the same scale in every mode: 0.2 drops what shares
-# neither words nor much meaning with the query, 0.3 keeps close matches only.
-Threshold = Annotated[float, Field(ge=0, le=1, description="Drop matches scoring less.")]
+Threshold = Annotated[float, Field(
+    ge=0, le=1, description="Drop matches scoring less.", json_schema_extra=doc(
+        "`score` is relevance from 0 to 1 on the same scale in every mode: 0.2 drops what "
+        "shares neither words nor much meaning with the query, 0.3 keeps close matches "
+        "only, 0 keeps everything."))]
 Mode = Annotated[Literal["hybrid", "vector", "keyword"], Field(
-    description="vector: meaning only; keyword: BM25 words only.")]
+    description="vector: meaning only; keyword: BM25 words only.",
+    json_schema_extra=doc("hybrid fuses the two (best overall)."))]
 UniqueDocs = Annotated[bool, Field(description="One match per document.")]
 MaxPerDoc = Annotated[int, Field(
-    ge=0, le=50, description="Matches per document (0: any); adjacent ones merge.")]
-Context = Annotated[int, Field(ge=0, le=3, description="Neighbour chunks to add each side.")]
+    ge=0, le=50, description="Matches per document (0: any); adjacent ones merge.",
+    json_schema_extra=doc("A match next to a better one is merged into it as one passage "
+                          "(`context`, `merged_idx`); 0 merges nothing."))]
+Context = Annotated[int, Field(
+    ge=0, le=3, description="Neighbour chunks to add each side.",
+    json_schema_extra=doc("Joined with the chunk in the match's `context`."))]
 
 
 class SearchArgs(BaseModel):

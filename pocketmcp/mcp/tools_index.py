@@ -7,6 +7,7 @@ from typing import Annotated
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
+from pocketmcp.core.argdoc import doc
 from pocketmcp.mcp.calls import READ_ONLY, WRITES, render, tool_call
 from pocketmcp.ops import index
 from pocketmcp.ops.results import ReindexResult, StatusResult
@@ -19,7 +20,8 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
     async def reindex_tool(
         ctx: Context,
         force: Annotated[bool, Field(description="Also re-embed unchanged files.")] = False,
-        path_glob: str | None = None,
+        path_glob: Annotated[str | None, Field(json_schema_extra=doc(
+            "Only files whose path matches this glob."))] = None,
     ) -> ReindexResult:
         """Rescan the watched folder and update the index."""
         async with tool_call("reindex", force=force) as counts:

@@ -10,6 +10,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from pydantic import Field, WithJsonSchema
 
+from pocketmcp.core.argdoc import doc
 from pocketmcp.core.safe import safe
 from pocketmcp.errors import NotFound
 from pocketmcp.mcp import searching
@@ -56,7 +57,8 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
     @mcp.tool(name="find_similar_documents", title="Find similar documents",
               annotations=READ_ONLY)
     async def find_tool(
-        text: str,
+        text: Annotated[str, Field(json_schema_extra=doc(
+            "Text to find passages similar in meaning to."))],
         top_k: Annotated[int, Field(ge=1, le=search.MAX_SIMILAR)] = 10,
         db_name: Annotated[str | None, Field(description=DB_NAME)] = None,
     ) -> FindSimilarResult:
@@ -73,10 +75,12 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
         page: Page | None = None,
         library: searching.Library = None,
         metadata: Annotated[dict[str, str | int | float | bool] | None, WithJsonSchema(
-            {"type": "object", "description": "Top-level values to match."})] = None,
+            {"type": "object", "description": "Top-level values to match.", **doc(
+                "Only documents with all of them.")})] = None,
         filter: SearchFilter | None = None,
         sort: Annotated[Literal["doc_id", "modified"], Field(
-            description="modified: last changed first.")] = "doc_id",
+            description="modified: last changed first.",
+            json_schema_extra=doc("doc_id: oldest first."))] = "doc_id",
     ) -> DocumentList:
         """Indexed documents, a page at a time."""
         page = page or Page(limit=50, cursor=None)

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
+from pocketmcp.core.argdoc import doc
 from pocketmcp.errors import NotFound
 from pocketmcp.mcp.calls import (
     DB_NAME,
@@ -100,8 +101,10 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
     async def ingest_file_tool(
         path: Annotated[str, Field(min_length=1, max_length=4096, description=(
             "In the watched folder (or relative to it) or ALLOWED_ROOTS."))],
-        library: Annotated[str | None, Field(max_length=100)] = None,
-        metadata: dict[str, Any] | None = None,
+        library: Annotated[str | None, Field(max_length=100, json_schema_extra=doc(
+            "Default: DEFAULT_LIBRARY, or its folder's library for a watched file."))] = None,
+        metadata: Annotated[dict[str, Any] | None, Field(json_schema_extra=doc(
+            "Your fields, returned with it and usable as search filters."))] = None,
     ) -> IngestResult:
         """Convert (PDF, Office, HTML, EPUB, CSV, text) and index a file; searchable when
         this returns."""
@@ -114,9 +117,12 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
 
     @mcp.tool(name="ingest_url", title="Index a web page", annotations=FETCHES)
     async def ingest_url_tool(
-        url: Annotated[str, Field(min_length=1, max_length=4096)],
-        library: Annotated[str | None, Field(max_length=100)] = None,
-        metadata: dict[str, Any] | None = None,
+        url: Annotated[str, Field(min_length=1, max_length=4096, json_schema_extra=doc(
+            "HTML, PDF, Office or text, within MAX_FILE_MB and URL_TIMEOUT_S."))],
+        library: Annotated[str | None, Field(max_length=100, json_schema_extra=doc(
+            "Default: DEFAULT_LIBRARY."))] = None,
+        metadata: Annotated[dict[str, Any] | None, Field(json_schema_extra=doc(
+            "Your fields, returned with it and usable as search filters."))] = None,
     ) -> IngestResult:
         """Download an http(s) page or document, convert and index it."""
         async with tool_call("ingest_url", library=library) as counts:

@@ -2,8 +2,9 @@
 output schemas, the CLI prints them as JSON, and the operations build them directly.
 
 Descriptions of arguments are published in the tools' input schemas, sent to the client's
-model on every turn: a few words where a name does not say enough, none where it does. Those
-of results are published in the tools reference (docs/tools.md), not in the output schemas.
+model on every turn: a few words where a name does not say enough, none where it does; what
+`doc` adds to one is for the tools reference (docs/tools.md) only. Descriptions of results are
+in the tools reference, not in the published output schemas.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, WithJsonSchema
+
+from pocketmcp.core.argdoc import DOC, doc
 
 # -- arguments with structure ------------------------------------------------------------------
 
@@ -33,18 +36,21 @@ class Range(BaseModel):
 MetadataFilter = Annotated[dict[str, Scalar | list[Scalar] | Range] | None, WithJsonSchema({
     "type": "object",
     "description": "Field: a value, a list (any of) or a range (gt, gte, lt, lte, exists), "
-                   "e.g. {\"status\": \"draft\", \"due\": {\"lt\": \"7d\"}}."})]
+                   "e.g. {\"status\": \"draft\", \"due\": {\"lt\": \"7d\"}}.",
+    DOC: "Metadata or front matter fields. A range's bounds are numbers, or dates as the "
+         "filter's; all given must hold; `exists`: true, the field is set, false, unset."})]
 
 
 class SearchFilter(BaseModel):
     """All given must hold. Dates: ISO, or back from now (12h, 7d, 2w, 3m, 1y)."""
 
-    doc_ids: list[int] | None = None
-    path_glob: str | None = Field(None, description="e.g. 'notes/**/*.md'")
+    doc_ids: list[int] | None = Field(None, json_schema_extra=doc("Only these documents."))
+    path_glob: str | None = Field(None, description="Glob, e.g. 'notes/**/*.md'.",
+                                  json_schema_extra=doc("Only files whose path matches it."))
     metadata: MetadataFilter = None
     tags: list[str] | None = Field(None, description="Any of these; 'a' matches 'a/b'.")
     tags_all: list[str] | None = Field(None, description="All of these.")
-    modified_after: str | None = None
+    modified_after: str | None = Field(None, json_schema_extra=doc("Changed at or after."))
     modified_before: str | None = None
     created_after: str | None = None
     created_before: str | None = None
@@ -59,7 +65,7 @@ class NewDocument(BaseModel):
 
 
 class Page(BaseModel):
-    limit: int = Field(50, ge=1, le=500)
+    limit: int = Field(50, ge=1, le=500, json_schema_extra=doc("Documents per page."))
     cursor: str | None = Field(None, description="The last page's next_cursor.")
 
 

@@ -13,6 +13,7 @@ from jsonschema import Draft202012Validator
 from support.runtime import fake, make_config, running
 from support.tools import Tools, refused_by_schema
 
+from pocketmcp.core.argdoc import DOC
 from pocketmcp.mcp import reference
 from pocketmcp.mcp.server import build_server
 
@@ -38,6 +39,7 @@ async def test_every_schema_is_self_contained_and_valid(tmp_path: Path) -> None:
     for tool in await listed(tmp_path, "all"):
         text = json.dumps(tool)
         assert "$ref" not in text and "$defs" not in text, tool["name"]
+        assert DOC not in text, tool["name"]  # what only the docs say
         for key in ("inputSchema", "outputSchema"):
             Draft202012Validator.check_schema(tool[key])
             assert tool[key]["type"] == "object"
@@ -87,6 +89,8 @@ async def test_docs_tools_md_is_what_the_definitions_say(tmp_path: Path) -> None
     assert (ROOT / "docs" / "tools.md").read_text() == page, "run scripts/gen_docs.py"
     for tool in listings["all"]:
         assert f"## {tool['name']}\n" in page
+    assert "0.3 keeps close matches only" in page  # what only the docs say of an argument
+    assert "| `filter` | object |  | As search's. |" in page  # said once, in search's
 
 
 async def test_a_shared_argument_points_to_search_only_when_search_is_listed(
