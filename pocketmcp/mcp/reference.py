@@ -82,8 +82,6 @@ characters. An error is a tool error whose text starts with its code (`NOT_FOUND
 """
 
 
-
-
 def tools_page(listings: Mapping[str, Listed], sdk: Listed) -> str:
     """docs/tools.md: `listings` by TOOLS value (the first one lists every tool), `sdk` the
     same tools as the SDK makes them (their results' descriptions)."""

@@ -52,8 +52,10 @@ def published(tools: list[Tool]) -> list[Tool]:
     for tool in tools:
         inputs = input_schema(tool.input_schema)
         for (name, arg), source in SHARED.items():
-            if name == tool.name and source in names and arg in inputs["properties"]:
-                inputs["properties"][arg] = {"type": "object", "description": f"As {source}'s."}
+            spelled = inputs["properties"].get(arg) if name == tool.name else None
+            if spelled is not None and source in names:
+                inputs["properties"][arg] = {"type": spelled.get("type", "object"),
+                                             "description": f"As {source}'s."}
         out.append(tool.model_copy(update={
             "description": tool.description and folded(tool.description),
             "input_schema": inputs, "output_schema": output_schema(tool.output_schema)}))

@@ -3,6 +3,8 @@ tools the TOOLS setting offers."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
@@ -19,8 +21,22 @@ class PocketServer(MCPServer):
     """The SDK's server, listing each tool with its schemas made small and self-contained
     (mcp/schemas.py)."""
 
+    _published: list[Tool] | None = None
+
+    def add_tool(self, *args: Any, **kwargs: Any) -> None:
+        self._published = None
+        super().add_tool(*args, **kwargs)
+
+    def remove_tool(self, name: str) -> None:
+        self._published = None
+        super().remove_tool(name)
+
     async def list_tools(self) -> list[Tool]:
-        return schemas.published(await super().list_tools())
+        """The tools as published, made once for the tools registered (it takes about 4 ms,
+        forty times the SDK's own listing)."""
+        if self._published is None:
+            self._published = schemas.published(await super().list_tools())
+        return list(self._published)
 
     async def sdk_tools(self) -> list[Tool]:
         """The tools as the SDK makes them, their schemas whole (for the docs)."""

@@ -77,6 +77,24 @@ async def test_results_with_nulls_fit_the_published_output_schemas(fake_tools: T
     assert status["documents"] == 2 and status["last_error"] is None
 
 
+async def test_a_tool_removed_or_added_after_a_listing_is_listed_so(fake_service: Any
+                                                                    ) -> None:
+    server = build_server(fake_service)
+    tools = Tools(fake_service, server)
+    assert "links" in {t.name for t in await tools.list_tools()}
+    server.remove_tool("links")
+    assert "links" not in {t.name for t in await tools.list_tools()}
+
+    async def echo(text: str) -> str:
+        """Says it back."""
+        return text
+
+    server.add_tool(echo, name="echo")
+    echoed = next(t for t in await tools.list_tools() if t.name == "echo")
+    assert echoed.description == "Says it back." and "title" not in echoed.input_schema[
+        "properties"]["text"]
+
+
 async def test_docs_tools_md_is_what_the_definitions_say(tmp_path: Path) -> None:
     """Fails when a tool's definition changed and the page was not made again: run
     `.venv/bin/python scripts/gen_docs.py`."""
