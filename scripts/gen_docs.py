@@ -1,10 +1,14 @@
-"""Regenerates .env.example and the settings table of docs/settings.md from
-pocketmcp.settings.SETTINGS (tests/docs checks that both are current)."""
+"""Regenerates .env.example, the settings table of docs/settings.md from
+pocketmcp.settings.SETTINGS, and docs/tools.md from the tools' definitions as a client lists
+them (tests/docs and tests/mcp check that all three are current)."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
+
+import anyio
 
 from pocketmcp.settings import env_example, settings_table
 
@@ -19,7 +23,27 @@ def page_with_settings(text: str) -> str:
     return pattern.sub(lambda _: f"{START}\n{settings_table()}\n{END}", text)
 
 
+async def tools_reference() -> str:
+    """docs/tools.md: the tools of TOOLS=all and core, listed by a client of each server."""
+    from pocketmcp.config import load
+    from pocketmcp.mcp import reference
+    from pocketmcp.mcp.server import build_server
+    from pocketmcp.plans import serving
+    from pocketmcp.runtime import Runtime
+
+    listings: dict[str, reference.Listed] = {}
+    sdk: reference.Listed = []
+    for tools in ("all", "core"):
+        config = load({}, environ={"TOOLS": tools, "SQLITE_PATH": os.devnull})
+        server = build_server(Runtime(config, serving(False)))  # listing needs no index
+        listings[tools] = await reference.listing(server)
+        if tools == "all":
+            sdk = reference.wire(await server.sdk_tools())
+    return reference.tools_page(listings, sdk)
+
+
 def main() -> None:
+    (ROOT / "docs" / "tools.md").write_text(anyio.run(tools_reference))
     (ROOT / ".env.example").write_text(env_example())
     SETTINGS_PAGE.write_text(page_with_settings(SETTINGS_PAGE.read_text()))
 

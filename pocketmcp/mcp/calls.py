@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
+from pydantic import Field, WithJsonSchema
 
 from pocketmcp.core.safe import safe_text
 from pocketmcp.errors import PocketError
@@ -18,14 +19,14 @@ from pocketmcp.mcp.calllog import error_text, logged_call
 from pocketmcp.mcp.calllog import render as render  # the tools' modules take it from here
 from pocketmcp.pipeline.prepare import Progress
 
-READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
-                            open_world_hint=False)
-WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
-                         open_world_hint=False)
-DELETES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
-                          open_world_hint=False)
-FETCHES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
-                          open_world_hint=True)
+# Each says only what differs from the protocol's defaults (readOnlyHint false,
+# destructiveHint true, idempotentHint false, openWorldHint true), and only the hints clients
+# act on (whether a tool changes or destroys anything): every tool's annotations are sent to
+# the client's model with its definition. A tool that deletes is all defaults.
+READ_ONLY = ToolAnnotations(read_only_hint=True)
+WRITES = ToolAnnotations(destructive_hint=False)
+DELETES: ToolAnnotations | None = None
+FETCHES = ToolAnnotations(destructive_hint=False)
 
 
 @asynccontextmanager
@@ -39,9 +40,11 @@ async def tool_call(tool: str, **fields: Any) -> AsyncIterator[dict[str, Any]]:
         raise ToolError(error_text(exc)) from exc
 
 
-DB_NAME = ("Name of a database made by create_database: 1-64 letters, digits, '_' or '-'. "
-           "Leave it out to use the main index.")
+DB_NAME = "From create_database; default: the main index."
 MAX_ID = 2**63 - 1  # SQLite's largest rowid: doc_id and chunk_id are at most this
+# A doc_id argument, published without its upper bound (more digits than a JavaScript
+# client holds exactly; the SDK still checks it).
+DocId = Annotated[int, Field(ge=1, le=MAX_ID), WithJsonSchema({"type": "integer", "minimum": 1})]
 
 
 def logged(value: str | None, limit: int = 80) -> str | None:

@@ -8,33 +8,32 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from pocketmcp.core.argdoc import doc
 from pocketmcp.ops import search
 from pocketmcp.ops.checks import check_score
 from pocketmcp.ops.results import SearchFilter, SearchResult
 from pocketmcp.plans import Open, Reading
 
-Query = Annotated[str, Field(min_length=1, max_length=4000,
-                             description="What to look for, in natural language.")]
-TopK = Annotated[int, Field(ge=1, le=50, description="Number of matches.")]
-Library = Annotated[str | None, Field(
-    max_length=100, description="Only this library (see list_libraries); all when omitted.")]
+Query = Annotated[str, Field(min_length=1, max_length=4000, json_schema_extra=doc(
+    "Natural language, 1 to 4,000 characters."))]
+TopK = Annotated[int, Field(ge=1, le=50)]
+Library = Annotated[str | None, Field(max_length=100, description="Only this library.")]
 Threshold = Annotated[float, Field(
-    ge=0, le=1, description="Drop matches whose `score` (relevance from 0 to 1, the same scale "
-                            "in every mode) is below this: 0.2 drops what shares neither words "
-                            "nor much meaning with the query, 0.3 keeps close matches only, 0 "
-                            "keeps everything.")]
+    ge=0, le=1, description="Drop matches scoring less.", json_schema_extra=doc(
+        "`score` is relevance from 0 to 1 on the same scale in every mode: 0.2 drops what "
+        "shares neither words nor much meaning with the query, 0.3 keeps close matches "
+        "only, 0 keeps everything."))]
 Mode = Annotated[Literal["hybrid", "vector", "keyword"], Field(
-    description="hybrid: meaning and keywords fused (best overall); vector: meaning only; "
-                "keyword: BM25 on words only.")]
-UniqueDocs = Annotated[bool, Field(
-    description="At most one match (the best chunk) per document.")]
+    description="vector: meaning only; keyword: BM25 words only.",
+    json_schema_extra=doc("hybrid fuses the two (best overall)."))]
+UniqueDocs = Annotated[bool, Field(description="One match per document.")]
 MaxPerDoc = Annotated[int, Field(
-    ge=0, le=50, description="At most this many matches from one document; a match next to a "
-                             "better one is merged into it as one passage (`context`, "
-                             "`merged_idx`). 0: no limit, no merging.")]
+    ge=0, le=50, description="Matches per document (0: any); adjacent ones merge.",
+    json_schema_extra=doc("A match next to a better one is merged into it as one passage "
+                          "(`context`, `merged_idx`); 0 merges nothing."))]
 Context = Annotated[int, Field(
-    ge=0, le=3, description="Also return this many neighbouring chunks on each side, joined, "
-                            "in `context`.")]
+    ge=0, le=3, description="Neighbour chunks to add each side.",
+    json_schema_extra=doc("Joined with the chunk in the match's `context`."))]
 
 
 class SearchArgs(BaseModel):

@@ -7,6 +7,7 @@ from typing import Annotated
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
+from pocketmcp.core.argdoc import doc
 from pocketmcp.mcp.calls import READ_ONLY, WRITES, render, tool_call
 from pocketmcp.ops import index
 from pocketmcp.ops.results import ReindexResult, StatusResult
@@ -18,12 +19,11 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
     @mcp.tool(name="reindex", title="Rescan the watched folder", annotations=WRITES)
     async def reindex_tool(
         ctx: Context,
-        force: Annotated[bool, Field(
-            description="Re-read and re-embed every file, even unchanged ones.")] = False,
-        path_glob: Annotated[str | None, Field(
-            description="Only rescan files whose path matches this glob.")] = None,
+        force: Annotated[bool, Field(description="Also re-embed unchanged files.")] = False,
+        path_glob: Annotated[str | None, Field(json_schema_extra=doc(
+            "Only files whose path matches this glob."))] = None,
     ) -> ReindexResult:
-        """Scan the watched folder again and bring the index up to date."""
+        """Rescan the watched folder and update the index."""
         async with tool_call("reindex", force=force) as counts:
             pipeline = await rt.rescanner()
             result = await index.reindex(pipeline, await rt.read_index(), force=force,
@@ -33,6 +33,6 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
 
     @mcp.tool(name="status", title="Index status", annotations=READ_ONLY)
     async def status_tool() -> StatusResult:
-        """Documents, chunks, model, index path, queues and progress of indexing."""
+        """Documents, chunks, model and indexing progress."""
         async with tool_call("status"):
             return render(await rt.status_report())

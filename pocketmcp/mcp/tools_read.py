@@ -8,12 +8,13 @@ from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 
+from pocketmcp.core.argdoc import doc
 from pocketmcp.core.safe import safe
 from pocketmcp.errors import NotFound
 from pocketmcp.mcp import searching
-from pocketmcp.mcp.calls import DB_NAME, MAX_ID, READ_ONLY, logged, render, tool_call
+from pocketmcp.mcp.calls import DB_NAME, READ_ONLY, DocId, logged, render, tool_call
 from pocketmcp.ops import documents, links, search
 from pocketmcp.ops.results import (
     Document,
@@ -43,7 +44,8 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
         max_per_doc: searching.MaxPerDoc = search.MAX_PER_DOC,
         context: searching.Context = 0,
     ) -> SearchResult:
-        """Find the passages most relevant to a query, best first."""
+        """Passages relevant to a query, best first. A match's `resource` reads its exact
+        text; `stale`: the file changed since it was indexed."""
         # The parameters are searching.SearchArgs', validated by the SDK already.
         args = searching.SearchArgs.model_construct(
             query=query, top_k=top_k, library=library, filter=filter,
@@ -55,13 +57,12 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
     @mcp.tool(name="find_similar_documents", title="Find similar documents",
               annotations=READ_ONLY)
     async def find_tool(
-        text: Annotated[str, Field(description="Text to find passages similar in meaning to.")],
-        top_k: Annotated[int, Field(ge=1, le=search.MAX_SIMILAR,
-                                    description="Number of results.")] = 10,
+        text: Annotated[str, Field(json_schema_extra=doc(
+            "Text to find passages similar in meaning to."))],
+        top_k: Annotated[int, Field(ge=1, le=search.MAX_SIMILAR)] = 10,
         db_name: Annotated[str | None, Field(description=DB_NAME)] = None,
     ) -> FindSimilarResult:
-        """The chunks closest in meaning to `text` by cosine similarity, best first. Returns
-        an object {results: [...]} because MCP structured output must be an object."""
+        """Chunks closest in meaning to `text` (cosine similarity), best first."""
         async with tool_call("find_similar_documents", db=logged(db_name),
                              top_k=top_k) as counts:
             result = await search.find_similar(lambda: rt.reading(db_name), text, top_k,
@@ -72,17 +73,16 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
     @mcp.tool(name="list_documents", title="List documents", annotations=READ_ONLY)
     async def list_tool(
         page: Page | None = None,
-        library: Annotated[str | None, Field(
-            max_length=100, description="Only this library; all when omitted.")] = None,
-        metadata: Annotated[dict[str, str | int | float | bool] | None, Field(
-            description="Only documents whose metadata has these top-level values.")] = None,
+        library: searching.Library = None,
+        metadata: Annotated[dict[str, str | int | float | bool] | None, WithJsonSchema(
+            {"type": "object", "description": "Top-level values to match.", **doc(
+                "Only documents with all of them.")})] = None,
         filter: SearchFilter | None = None,
         sort: Annotated[Literal["doc_id", "modified"], Field(
-            description="doc_id: oldest first; modified: most recently changed first.")
-        ] = "doc_id",
+            description="modified: last changed first.",
+            json_schema_extra=doc("doc_id: oldest first."))] = "doc_id",
     ) -> DocumentList:
-        """Indexed documents, a page at a time, in doc_id order or by last change; `filter`
-        takes the same conditions as search's (tags, dates, path glob, metadata)."""
+        """Indexed documents, a page at a time."""
         page = page or Page(limit=50, cursor=None)
         async with tool_call("list_documents", limit=page.limit, library=library,
                              sort=sort) as counts:
@@ -93,17 +93,16 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
             return render(result)
 
     @mcp.tool(name="links", title="Links of a document", annotations=READ_ONLY)
-    async def links_tool(doc_id: Annotated[int, Field(ge=1, le=MAX_ID)]) -> LinksResult:
-        """The notes a document links to (wiki links and relative Markdown links, each with
-        the indexed documents it points to) and the notes linking to it."""
+    async def links_tool(doc_id: DocId) -> LinksResult:
+        """Notes a document links to (wiki and Markdown links) and notes linking to it."""
         async with tool_call("links", doc_id=doc_id) as counts:
             result = await links.links(await rt.read_index(), doc_id)
             counts.update(outgoing=len(result.outgoing), incoming=len(result.incoming))
             return render(result)
 
     @mcp.tool(name="get_document", title="Get a whole document", annotations=READ_ONLY)
-    async def get_tool(doc_id: Annotated[int, Field(ge=1, le=MAX_ID)]) -> Document:
-        """The whole text of one document, with its metadata."""
+    async def get_tool(doc_id: DocId) -> Document:
+        """One document's whole text and metadata."""
         async with tool_call("get_document", doc_id=doc_id) as counts:
             result = await documents.get_document(await rt.read_index(), doc_id)
             counts["chars"] = len(result.text)
@@ -111,7 +110,7 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
 
     @mcp.tool(name="list_libraries", title="List libraries", annotations=READ_ONLY)
     async def list_libraries_tool() -> LibraryList:
-        """Libraries (named collections) with their document and chunk counts."""
+        """Libraries (named collections) with document and chunk counts."""
         async with tool_call("list_libraries") as counts:
             result = await documents.libraries(await rt.read_index(), config.default_library)
             counts["libraries"] = len(result.libraries)

@@ -9,13 +9,14 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
+from pocketmcp.core.argdoc import doc
 from pocketmcp.errors import NotFound
 from pocketmcp.mcp.calls import (
     DB_NAME,
     DELETES,
     FETCHES,
-    MAX_ID,
     WRITES,
+    DocId,
     logged,
     progress_of,
     render,
@@ -43,10 +44,9 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
         ctx: Context,
         docs: Annotated[list[NewDocument], Field(
             min_length=1, max_length=MAX_DOCS_PER_CALL,
-            description="Documents to insert, or update by external_id.")],
+            description="New ones, or updates by external_id.")],
     ) -> UpsertResult:
-        """Index text given directly; it is searchable as soon as this returns. Progress
-        (chunks embedded, then the commit) is reported to a client that asks for it."""
+        """Index given texts; searchable when this returns."""
         async with tool_call("upsert_documents", docs=len(docs)) as counts:
             result = await documents.upsert(rt.writing, docs, max_bytes=config.max_file_bytes,
                                             progress=progress_of(ctx))
@@ -56,12 +56,12 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
     @mcp.tool(name="insert_document", title="Insert a document", annotations=WRITES)
     async def insert_tool(
         ctx: Context,
-        text: Annotated[str, Field(description="The document's text (Markdown or plain).")],
+        text: str,
         metadata: dict[str, Any] | None = None,
         db_name: Annotated[str | None, Field(description=DB_NAME)] = None,
     ) -> InsertDocumentResult:
-        """Chunk, embed and store one document; searchable as soon as this returns. The same
-        text inserted again is the same document (its metadata is updated)."""
+        """Index one text; searchable when this returns. The same text again updates its
+        metadata."""
         async with tool_call("insert_document", db=logged(db_name)) as counts:
             doc = NewDocument.model_construct(text=text, metadata=metadata, external_id=None,
                                               title=None)  # checked by the operation itself
@@ -76,8 +76,8 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
     async def delete_tool(
         doc_ids: list[int] | None = None, external_ids: list[str] | None = None,
     ) -> DeleteResult:
-        """Remove documents and their chunks. A deleted file of the watched folder comes back
-        when it changes or at the next start; delete the file itself to remove it for good."""
+        """Remove documents. A watched file comes back when it changes or at the next
+        start: delete the file to remove it for good."""
         async with tool_call("delete_documents") as counts:
             result = await documents.delete(rt.writing, doc_ids, external_ids)
             counts["deleted"] = len(result.deleted_doc_ids)
@@ -85,10 +85,10 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
 
     @mcp.tool(name="delete_document", title="Delete a document", annotations=DELETES)
     async def delete_one_tool(
-        doc_id: Annotated[int, Field(ge=1, le=MAX_ID)],
+        doc_id: DocId,
         db_name: Annotated[str | None, Field(description=DB_NAME)] = None,
     ) -> DeleteDocumentResult:
-        """Remove one document and its chunks. An unknown doc_id is a NOT_FOUND error."""
+        """Remove one document; NOT_FOUND when there is none."""
         async with tool_call("delete_document", db=logged(db_name), doc_id=doc_id) as counts:
             result = await documents.delete(lambda: rt.writing(db_name), [doc_id], None)
             if not result.deleted_doc_ids:
@@ -100,17 +100,14 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
     @mcp.tool(name="ingest_file", title="Index a file", annotations=WRITES)
     async def ingest_file_tool(
         path: Annotated[str, Field(min_length=1, max_length=4096, description=(
-            "The file: absolute, or relative to the watched folder. It must lie inside the "
-            "watched folder or ALLOWED_ROOTS."))],
-        library: Annotated[str | None, Field(
-            max_length=100, description="Library to put it in (default: DEFAULT_LIBRARY, or "
-                                        "its folder's library for a watched file).")] = None,
-        metadata: Annotated[dict[str, Any] | None, Field(
-            description="Your fields, returned with it and usable as search filters.")] = None,
+            "In the watched folder (or relative to it) or ALLOWED_ROOTS."))],
+        library: Annotated[str | None, Field(max_length=100, json_schema_extra=doc(
+            "Default: DEFAULT_LIBRARY, or its folder's library for a watched file."))] = None,
+        metadata: Annotated[dict[str, Any] | None, Field(json_schema_extra=doc(
+            "Your fields, returned with it and usable as search filters."))] = None,
     ) -> IngestResult:
-        """Convert (PDF, Word, HTML, PowerPoint, Excel, EPUB, CSV, text) and index one file
-        now; searchable when this returns. Asking again re-reads it: unchanged content is
-        skipped."""
+        """Convert (PDF, Office, HTML, EPUB, CSV, text) and index a file; searchable when
+        this returns."""
         async with tool_call("ingest_file", library=library) as counts:
             result = await ingest.ingest_file(
                 rt.writing, rt.converter, rt.ingest_settings, path, library=library,
@@ -120,16 +117,14 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
 
     @mcp.tool(name="ingest_url", title="Index a web page", annotations=FETCHES)
     async def ingest_url_tool(
-        url: Annotated[str, Field(min_length=1, max_length=4096,
-                                  description="An http or https URL.")],
-        library: Annotated[str | None, Field(
-            max_length=100, description="Library to put it in (default: DEFAULT_LIBRARY).")
-        ] = None,
-        metadata: Annotated[dict[str, Any] | None, Field(
-            description="Your fields, returned with it and usable as search filters.")] = None,
+        url: Annotated[str, Field(min_length=1, max_length=4096, json_schema_extra=doc(
+            "HTML, PDF, Office or text, within MAX_FILE_MB and URL_TIMEOUT_S."))],
+        library: Annotated[str | None, Field(max_length=100, json_schema_extra=doc(
+            "Default: DEFAULT_LIBRARY."))] = None,
+        metadata: Annotated[dict[str, Any] | None, Field(json_schema_extra=doc(
+            "Your fields, returned with it and usable as search filters."))] = None,
     ) -> IngestResult:
-        """Download a page or document (HTML, PDF, Office, text; within MAX_FILE_MB and
-        URL_TIMEOUT_S), convert it to text and index it."""
+        """Download an http(s) page or document, convert and index it."""
         async with tool_call("ingest_url", library=library) as counts:
             result = await ingest.ingest_url(rt.writing, rt.converter, rt.ingest_settings, url,
                                              library=library, metadata=metadata)
@@ -138,11 +133,10 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
 
     @mcp.tool(name="create_database", title="Create a separate database", annotations=WRITES)
     async def create_tool(
-        db_name: Annotated[str, Field(description="1-64 letters, digits, '_' or '-'.")],
+        db_name: Annotated[str, Field(description="1-64 letters, digits, _ or -.")],
     ) -> CreateDatabaseResult:
-        """Create a separate, empty database (its own SQLite file, or Postgres schema) to
-        insert documents into and search apart from the main index. Creating one that
-        exists is fine: `created` says which happened."""
+        """Create an empty database apart from the main index, for the tools taking
+        `db_name`. One that exists is kept."""
         async with tool_call("create_database", db=logged(db_name)) as counts:
             path, created = await rt.create_database(db_name)
             counts["created"] = created

@@ -1,15 +1,19 @@
 """What the operations take and give, once: the MCP tools publish these as their input and
 output schemas, the CLI prints them as JSON, and the operations build them directly.
 
-Field descriptions are what a client's model reads about each result, so they say what a
-value means and how to use it.
+Descriptions of arguments are published in the tools' input schemas, sent to the client's
+model on every turn: a few words where a name does not say enough, none where it does; what
+`doc` adds to one is for the tools reference (docs/tools.md) only. Descriptions of results are
+in the tools reference, not in the published output schemas.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, WithJsonSchema
+
+from pocketmcp.core.argdoc import DOC, doc
 
 # -- arguments with structure ------------------------------------------------------------------
 
@@ -17,47 +21,52 @@ Scalar = str | int | float | bool
 
 
 class Range(BaseModel):
-    """Bounds of one field (numbers, or dates as in the filter's); all given must hold."""
+    """Bounds of one field (numbers, or dates as in the filter's); all given must hold.
+    Published inside the filter's `metadata` description, not as a schema of its own."""
 
     gt: float | str | None = None
     gte: float | str | None = None
     lt: float | str | None = None
     lte: float | str | None = None
-    exists: bool | None = Field(None, description="true: the field is set; false: unset.")
+    exists: bool | None = None  # true: the field is set; false: unset
+
+
+# A filter's metadata conditions as published: the union of values and ranges spelled out
+# as a schema is long and trips some clients; its description says the same in one line.
+MetadataFilter = Annotated[dict[str, Scalar | list[Scalar] | Range] | None, WithJsonSchema({
+    "type": "object",
+    "description": "Field: a value, a list (any of) or a range (gt, gte, lt, lte, exists), "
+                   "e.g. {\"status\": \"draft\", \"due\": {\"lt\": \"7d\"}}.",
+    DOC: "Metadata or front matter fields. A range's bounds are numbers, or dates as the "
+         "filter's; all given must hold; `exists`: true, the field is set, false, unset."})]
 
 
 class SearchFilter(BaseModel):
-    """All conditions given must hold. Dates: ISO (2024-03-01, 2024-03-01T09:30Z) or a span
-    back from now (12h, 7d, 2w, 3m, 1y)."""
+    """All given must hold. Dates: ISO, or back from now (12h, 7d, 2w, 3m, 1y)."""
 
-    doc_ids: list[int] | None = Field(None, description="Only these documents.")
-    path_glob: str | None = Field(
-        None, description="Only files whose path matches this glob, e.g. 'notes/**/*.md'.")
-    metadata: dict[str, Scalar | list[Scalar] | Range] | None = Field(
-        None, description=(
-            "Metadata or front matter fields: a value, a list (any of them) or a range, e.g. "
-            "{\"status\": \"draft\", \"priority\": {\"gte\": 2}, \"due\": {\"lt\": \"7d\"}}."))
-    tags: list[str] | None = Field(
-        None, description="Any of these tags ('project' matches 'project/apollo').")
-    tags_all: list[str] | None = Field(None, description="All of these tags.")
-    modified_after: str | None = Field(None, description="Changed at or after this.")
+    doc_ids: list[int] | None = Field(None, json_schema_extra=doc("Only these documents."))
+    path_glob: str | None = Field(None, description="Glob, e.g. 'notes/**/*.md'.",
+                                  json_schema_extra=doc("Only files whose path matches it."))
+    metadata: MetadataFilter = None
+    tags: list[str] | None = Field(None, description="Any of these; 'a' matches 'a/b'.")
+    tags_all: list[str] | None = Field(None, description="All of these.")
+    modified_after: str | None = Field(None, json_schema_extra=doc("Changed at or after."))
     modified_before: str | None = None
     created_after: str | None = None
     created_before: str | None = None
 
 
 class NewDocument(BaseModel):
-    text: str = Field(min_length=1, description="The document's text (Markdown or plain).")
+    text: str = Field(min_length=1, description="Markdown or plain text.")
     external_id: str | None = Field(
-        None, max_length=512,
-        description="Your id for it; upserting the same id again updates it.")
+        None, max_length=512, description="Your id; the same id again updates it.")
     title: str | None = Field(None, max_length=1000)
     metadata: dict[str, Any] | None = None
 
 
 class Page(BaseModel):
-    limit: int = Field(50, ge=1, le=500)
-    cursor: str | None = Field(None, description="next_cursor of the previous page.")
+    limit: int = Field(50, ge=1, le=500, json_schema_extra=doc("Documents per page."))
+    cursor: str | None = Field(None, description="The last page's next_cursor.")
 
 
 # -- search ------------------------------------------------------------------------------------

@@ -227,10 +227,10 @@ async def test_writes_from_many_sessions_at_once_all_land(server: HttpServer) ->
 
 async def test_a_client_that_never_reads_its_stream_does_not_stall_the_others(
         server: HttpServer) -> None:
-    """The stalled client asks for more than the socket buffers hold (600 tools/list answers
-    of about 20 KB) and reads nothing; the others are answered meanwhile, and the stalled
+    """The stalled client asks for more than the socket buffers hold (900 tools/list answers
+    of about 13 KB) and reads nothing; the others are answered meanwhile, and the stalled
     one still gets every answer once it reads."""
-    asked = 600
+    asked = 900
     with anyio.fail_after(90):
         stream = await anyio.connect_tcp("127.0.0.1", server.port)
         async with stream:
@@ -270,7 +270,7 @@ async def test_a_client_that_never_reads_its_stream_does_not_stall_the_others(
                 chunk = await stream.receive()
                 received += chunk
                 answers = received.count(b"event: message")
-    assert len(received) > asked * 15_000
+    assert len(received) > asked * 12_000
 
 
 def test_the_health_routes_need_no_token_and_show_no_paths(server: HttpServer) -> None:
