@@ -81,7 +81,7 @@ class _Bad:
         self.why = why
 
 
-class _Loader(_Base):  # type: ignore[misc,valid-type]
+class _Loader(_Base):  # type: ignore[misc]
     """The safe loader, where a timestamp or integer that cannot be built becomes a _Bad
     value instead of an error that would drop the whole front matter."""
 
