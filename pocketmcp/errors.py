@@ -36,6 +36,24 @@ class NotSupported(InvalidRequest):
     code = "NOT_SUPPORTED"
 
 
+class InvalidPattern(InvalidRequest):
+    """A glob or pattern that cannot be read, or longer than its cap."""
+
+    code = "INVALID_PATTERN"
+
+
+class LimitExceeded(InvalidRequest):
+    """A request larger than a documented cap (filter keys, values, body size)."""
+
+    code = "LIMIT_EXCEEDED"
+
+
+class DeadlineExceeded(PocketError):
+    """A search ran past SEARCH_TIMEOUT_S; it was stopped and nothing was answered."""
+
+    code = "DEADLINE_EXCEEDED"
+
+
 class NotFound(PocketError):
     """What the request names does not exist."""
 
@@ -129,6 +147,12 @@ class WriterBusyError(StoreError):
             f"another PocketMCP process holds the writer lock of {db_path}; "
             "this one can only read the index"
         )
+
+
+class DiskFull(StoreError):
+    """The disk holding the index (or a file being written) is full."""
+
+    code = "DISK_FULL"
 
 
 class VectorFileError(StoreError):
