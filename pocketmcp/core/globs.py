@@ -209,8 +209,11 @@ class GlobSet:
     """Patterns as in a .gitignore file: blank lines and `#` comments skipped, `!` negates,
     the last pattern that matches decides."""
 
-    def __init__(self, lines: Iterable[str]) -> None:
+    def __init__(self, lines: Iterable[str], *, skip_bad: bool = False) -> None:
+        """GlobError for a line that cannot be read, unless `skip_bad`: then it is left out
+        and listed in `skipped` as (line, why)."""
         self._globs: list[tuple[Glob, bool]] = []
+        self.skipped: list[tuple[str, str]] = []
         for raw in lines:
             line = raw.rstrip("\n")
             if line.endswith(" ") and not line.endswith("\\ "):
@@ -220,8 +223,14 @@ class GlobSet:
             negate = line.startswith("!")
             if negate or line.startswith("\\!") or line.startswith("\\#"):
                 line = line[1:]
-            if line:
+            if not line:
+                continue
+            try:
                 self._globs.append((Glob(line), negate))
+            except GlobError as exc:
+                if not skip_bad:
+                    raise GlobError(f"{line[:80]!r}: {exc}") from None
+                self.skipped.append((line[:80], str(exc)))
 
     def match(self, path: str) -> bool:
         for glob, negate in reversed(self._globs):

@@ -3,6 +3,7 @@ served, a coded error that says what to change: on the SQLite and the Postgres s
 
 from __future__ import annotations
 
+import json
 import time
 from contextlib import suppress
 from pathlib import Path
@@ -12,6 +13,7 @@ import pathspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.cli import run_cli
 from support.runtime import fake, make_config, running
 from support.tools import Tools, refused
 
@@ -103,3 +105,20 @@ async def test_a_pathological_path_glob_answers_at_once(tmp_path: Path) -> None:
         found = await tools.search("bread", filter={"path_glob": "*a" * 12 + "b"})
         took = time.perf_counter() - started
         assert found == [] and took < 5, took
+
+
+@pytest.mark.timeout(120)
+def test_a_hostile_gitignore_neither_hangs_nor_stops_indexing(tmp_path: Path) -> None:
+    """A .gitignore in the folder with a pile of stars and an unreadable line: the bad line
+    is left out, the rest applies, and every name is matched at once."""
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / ".gitignore").write_text("*a" * 14 + "b\n\\\nsecret/\n")
+    (kb / ("a" * 200 + ".md")).write_text("# Long\n\nA note with a long name about bread.\n")
+    (kb / "secret").mkdir()
+    (kb / "secret" / "x.md").write_text("# Secret\n\nNot indexed.\n")
+    started = time.perf_counter()
+    done = run_cli(tmp_path, "index", "--json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["added"] == 1
+    assert time.perf_counter() - started < 60
