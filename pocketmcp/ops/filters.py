@@ -21,6 +21,7 @@ from pocketmcp.core.notes import clean_tag
 from pocketmcp.core.paths import path_of
 from pocketmcp.core.safe import safe_text
 from pocketmcp.errors import InvalidPattern, InvalidRequest, LimitExceeded
+from pocketmcp.ops import deadline
 from pocketmcp.ops.checks import check_ids
 from pocketmcp.ops.results import Range, SearchFilter
 from pocketmcp.store.api import Reader
@@ -67,7 +68,7 @@ class Scope(msgspec.Struct, frozen=True, kw_only=True):
         """The documents in scope, by doc_id (blocking); None when every one is."""
         allowed = None if self.where.empty() else reader.doc_ids_where(self.where)
         if self.path_glob:
-            matching = glob_doc_ids(reader, self.path_glob)
+            matching = glob_doc_ids(reader, self.path_glob, deadline.check)
             allowed = matching if allowed is None else sorted(set(allowed) & set(matching))
         return allowed
 
@@ -84,12 +85,12 @@ def compile_glob(glob: str) -> Glob:
 def glob_doc_ids(reader: Reader, glob: str, check: Callable[[], None] = lambda: None
                  ) -> list[int]:
     """Documents whose path (files) or external id (others) matches a gitignore-style glob,
-    in time linear in each path (core/globs.py). `check` runs every 1,000 documents (a
+    in time linear in each path (core/globs.py). `check` runs every 100 documents (a
     search's deadline)."""
     spec = compile_glob(glob)
     out = []
     for n, (doc_id, ext) in enumerate(reader.all_external_ids()):
-        if n % 1000 == 999:
+        if n % 100 == 99:
             check()
         name = (path_of(ext, "file") if ext.startswith(("file:", "path:")) else None) or ext
         if spec.match(name):
