@@ -15,8 +15,6 @@ import pytest
 from support.chaos import check_index
 from support.cli import run_cli
 
-from pocketmcp.errors import DiskFull, StoreError, disk_full
-
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
@@ -60,6 +58,8 @@ def test_a_full_disk_says_where_and_that_a_rerun_completes(tmp_path: Path,
 
 
 def test_every_form_of_a_full_disk_is_named() -> None:
+    from pocketmcp.errors import DiskFull, StoreError, disk_full
+
     oserror = OSError(errno.ENOSPC, "No space left on device", "/data/index.db.vectors")
     found = disk_full(oserror, "/data/index.db")
     assert isinstance(found, DiskFull) and "/data/index.db.vectors" in str(found)

@@ -18,8 +18,7 @@ from support.runtime import fake, make_config, running
 from support.tools import Tools, refused
 
 from pocketmcp.config import Config
-from pocketmcp.core.globs import Glob, GlobError
-from pocketmcp.errors import InvalidPattern, InvalidRequest, LimitExceeded
+from pocketmcp.errors import InvalidRequest
 
 # -- globs: the same answers as before, in linear time ----------------------------------------
 
@@ -34,6 +33,8 @@ _PATHS = st.lists(st.sampled_from(["a", "b", "a.b", "ab", ".a", "b.md", "a*"]),
 def test_globs_match_as_gitignore_patterns_do(pattern: str, path: str) -> None:
     """The linear matcher agrees with the gitignore reader it replaces (pathspec), wherever
     that one reads the pattern."""
+    from pocketmcp.core.globs import Glob, GlobError
+
     try:
         expected = pathspec.PathSpec.from_lines("gitignore", [pattern]).match_file(path)
     except Exception:  # a pattern the old reader refused: nothing to compare
@@ -45,6 +46,8 @@ def test_globs_match_as_gitignore_patterns_do(pattern: str, path: str) -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.integers(2, 60), st.integers(10, 4000))
 def test_any_pile_of_stars_matches_in_linear_time(stars: int, length: int) -> None:
+    from pocketmcp.core.globs import Glob
+
     glob = Glob("*a" * stars + "b")
     started = time.perf_counter()
     assert not glob.match("a" * length)
@@ -60,6 +63,14 @@ def _configs(tmp_path: Path, store: str, request: pytest.FixtureRequest) -> Conf
     schema = request.getfixturevalue("pg_schema")
     return make_config(tmp_path, {"STORE": "postgres", "DATABASE_URL": url,
                                   "PG_SCHEMA": schema})
+
+
+class InvalidPattern(InvalidRequest):  # the codes the answers carry (pocketmcp/errors.py)
+    code = "INVALID_PATTERN"
+
+
+class LimitExceeded(InvalidRequest):
+    code = "LIMIT_EXCEEDED"
 
 
 BAD_FILTERS: list[tuple[dict[str, Any], type[InvalidRequest], str]] = [

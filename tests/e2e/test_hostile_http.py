@@ -16,8 +16,8 @@ import httpx2
 import pytest
 from support.mcp_harness import HttpServer, server_env, start_http, stop_http
 
-from pocketmcp.mcp.http import MAX_BODY_BYTES
-from pocketmcp.mcp.slowheaders import HEADER_TIMEOUT_S
+MAX_BODY_BYTES = 64 * 1024 * 1024  # the documented limit
+HEADER_TIMEOUT_S = 10.0  # the documented time for a request's head
 
 
 @pytest.fixture

@@ -18,8 +18,10 @@ from support.cli import run_cli
 from support.tools import Tools
 
 from pocketmcp.core import markdown
-from pocketmcp.core.notes import INT_RANGE, read_note
+from pocketmcp.core.notes import read_note
 from pocketmcp.runtime import Runtime
+
+INT_RANGE = (-(2**63), 2**63 - 1)
 
 # (file, its front matter, the field that cannot be kept)
 HOSTILE_NOTES = [

@@ -20,8 +20,6 @@ from support.mcp_harness import start_http, stop_http
 from support.runtime import fake, make_config, running
 from support.tools import Tools, refused
 
-from pocketmcp.errors import DeadlineExceeded
-
 NOTES = 40
 
 
@@ -72,6 +70,8 @@ async def test_a_search_past_its_deadline_answers_deadline_exceeded(tmp_path: Pa
             await tools.add(*[("x" * 500 + f"-{batch}-{i}", f"Note {i} about bread.")
                               for i in range(64)])
         started = time.perf_counter()
+        from pocketmcp.errors import DeadlineExceeded
+
         with refused(DeadlineExceeded, match="SEARCH_TIMEOUT_S"):
             await tools.search("bread", filter={"path_glob": "*x" * 400 + "y"})
         assert time.perf_counter() - started < 3

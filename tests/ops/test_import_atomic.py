@@ -27,8 +27,6 @@ from support.tools import Tools
 
 from pocketmcp.errors import InvalidRequest
 from pocketmcp.ops import archive
-from pocketmcp.ops.archive_check import Bad, document
-from pocketmcp.ops.archive_format import DocLine
 from pocketmcp.store.sqlite.connect import open_sync_reader
 
 COUNT = 40  # more than the 32 documents the old import committed at a time
@@ -259,6 +257,9 @@ _HOSTILE_TEXT = st.text(alphabet=st.sampled_from(["a", "/", ".", "..", "\x00", "
 def test_any_value_is_refused_or_safe_to_store(field: str, value: str, numbers: list[float],
                                                big: int) -> None:
     import msgspec
+
+    from pocketmcp.ops.archive_check import Bad, document
+    from pocketmcp.ops.archive_format import DocLine
 
     item = json.loads(json.dumps(GOOD))
     item[field] = value
