@@ -214,7 +214,10 @@ def is_stale(root: Path | None, external_id: str, source: str, size: int | None,
     """Whether the file behind a document differs from what was indexed, by its size and
     modification time (a stat; blocking). None when it is no file, or nothing was recorded
     to compare with."""
-    path = path_of(external_id, source)
+    try:
+        path = path_of(external_id, source)
+    except IndexError:  # `path:` without its parts: no file to compare with
+        return None
     if path is None or size is None or mtime_ns is None:
         return None
     if external_id.startswith("file:"):
@@ -225,6 +228,6 @@ def is_stale(root: Path | None, external_id: str, source: str, size: int | None,
         full = Path(path)
     try:
         st = os.stat(full)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL in a path written by an old import
         return True  # gone (or unreadable) since it was indexed
     return (st.st_size, st.st_mtime_ns) != (size, mtime_ns)
