@@ -136,8 +136,14 @@ def test_any_front_matter_reads_without_error_and_keeps_only_valid_values(
     assert "tag" in note.facts.tags
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.text(alphabet="-:T0123456789 +Z", min_size=1, max_size=40))
+_DATE_LIKE = st.one_of(
+    st.from_regex(r"\d{4}-\d{1,2}-\d{1,2}([ T]\d{1,2}:\d{2}(:\d{2})?(Z|[+-]\d{2}:\d{2})?)?",
+                  fullmatch=True),
+    st.text(alphabet="-:T0123456789 +Z", min_size=1, max_size=40))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_DATE_LIKE)
 def test_any_date_like_scalar_is_a_date_a_string_or_a_dropped_field(value: str) -> None:
     note = read_note(f"---\nwhen: {value}\n---\nbody\n")
     if note.problem is None:
