@@ -20,7 +20,9 @@ from support.mcp_harness import start_http, stop_http
 from support.runtime import fake, make_config, running
 from support.tools import Tools, refused
 
-NOTES = 40
+from pocketmcp.store.sqlite.connect import open_sync_reader
+
+NOTES = 60
 
 
 def _folder(tmp_path: Path) -> Path:
@@ -32,22 +34,41 @@ def _folder(tmp_path: Path) -> Path:
     return kb
 
 
+def _committed(db: Path) -> int:
+    """Documents the index at `db` holds (0 while it cannot be read yet)."""
+    if not db.exists():
+        return 0
+    try:
+        conn = open_sync_reader(db)
+    except Exception:  # being made: not readable yet
+        return 0
+    try:
+        return int(conn.execute("SELECT count(*) FROM documents").fetchone()[0])
+    except Exception:
+        return 0
+    finally:
+        conn.close()
+
+
 @pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_an_interrupted_index_exits_with_the_signal_and_names_what_it_left(
         tmp_path: Path, sig: signal.Signals, code: int) -> None:
     kb = _folder(tmp_path)
     env = {**os.environ, "SQLITE_PATH": str(tmp_path / "idx" / "index.db"),
            "WATCH_DIR": str(kb)}
-    process = subprocess.Popen([sys.executable, "-m", "pocketmcp", "index", "--json"],
-                               env=env, cwd=tmp_path, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
-    assert process.stderr is not None
-    for line in process.stderr:  # the first progress line: indexing is under way
-        if line.startswith("pocketmcp: indexed"):
-            break
+    db = tmp_path / "idx" / "index.db"
+    with open(tmp_path / "index.err", "w") as errors:
+        process = subprocess.Popen([sys.executable, "-m", "pocketmcp", "index", "--json"],
+                                   env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                                   stderr=errors, text=True)
+    deadline = time.monotonic() + 120
+    while _committed(db) < 3:  # a few files committed: indexing is under way
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)
     process.send_signal(sig)
     sent = time.monotonic()
-    out, err = process.communicate(timeout=60)
+    out, _ = process.communicate(timeout=60)
+    err = (tmp_path / "index.err").read_text()
     took = time.monotonic() - sent
     assert process.returncode == code, err[-2000:]
     assert took < 5, took
