@@ -191,6 +191,9 @@ def _config(args: argparse.Namespace) -> Config:
     return load(overrides)
 
 
+_WHERE: str | None = None  # the index, named by a DISK_FULL message
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -252,9 +255,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     parser.error(f"unknown command {args.command}")
     return 2
-
-
-_WHERE: str | None = None  # the index, named by a DISK_FULL message
 
 
 def _failed(exc: BaseException) -> int:
