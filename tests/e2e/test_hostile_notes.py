@@ -137,7 +137,8 @@ def test_any_front_matter_reads_without_error_and_keeps_only_valid_values(
 
 
 _DATE_LIKE = st.one_of(
-    st.from_regex(r"\d{4}-\d{1,2}-\d{1,2}([ T]\d{1,2}:\d{2}(:\d{2})?(Z|[+-]\d{2}:\d{2})?)?",
+    st.from_regex(r"[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}([ T][0-9]{1,2}:[0-9]{2}(:[0-9]{2})?"
+                  r"(Z|[+-][0-9]{2}:[0-9]{2})?)?",
                   fullmatch=True),
     st.text(alphabet="-:T0123456789 +Z", min_size=1, max_size=40))
 
