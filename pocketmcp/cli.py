@@ -14,7 +14,7 @@ import anyio
 
 from pocketmcp import __version__, logs
 from pocketmcp.config import Config, load
-from pocketmcp.errors import PocketError, single
+from pocketmcp.errors import PocketError, disk_full, single
 from pocketmcp.settings import SETTINGS, used_by
 
 
@@ -219,15 +219,20 @@ def _config(args: argparse.Namespace) -> Config:
     return choose(load(overrides), args.command)
 
 
+_WHERE: str | None = None  # the index, named by a DISK_FULL message
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
         argv.insert(0, "serve")  # what editors launch: `pocketmcp` with flags only
     args = parser.parse_args(argv)
+    global _WHERE
     try:
         config = _config(args)
         logs.configure(config.log_level)
+        _WHERE = config.main_place().describe()
         # Each command imports its own modules here: `index` does not pay for the MCP server,
         # nor `--help` for anything. `serve` on stdio imports the MCP SDK in a worker thread
         # while the runtime starts (mcp/host.py).
@@ -291,6 +296,10 @@ def _failed(exc: BaseException) -> int:
     if isinstance(exc, BrokenPipeError):  # the reader went away (`| head`): nothing to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    full = disk_full(exc, _WHERE)
+    if full is not None:
+        print(f"pocketmcp: {full.code}: {full}", file=sys.stderr)  # noqa: T201
+        return 1
     if isinstance(exc, PocketError):
         print(f"pocketmcp: {exc}", file=sys.stderr)  # noqa: T201
         return 1

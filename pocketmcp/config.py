@@ -89,6 +89,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     pg_ef_search: int = 1000
     pg_hnsw_m: int = 16
     pg_hnsw_ef_construction: int = 64
+    search_timeout_s: float = 30.0
 
     @property
     def max_file_bytes(self) -> int:

@@ -6,6 +6,7 @@ built from structured arguments where the same error is raised in several places
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,24 @@ class NotSupported(InvalidRequest):
     """The index's store cannot do this yet (a feature of SQLite indexes only, so far)."""
 
     code = "NOT_SUPPORTED"
+
+
+class InvalidPattern(InvalidRequest):
+    """A glob or pattern that cannot be read, or longer than its cap."""
+
+    code = "INVALID_PATTERN"
+
+
+class LimitExceeded(InvalidRequest):
+    """A request larger than a documented cap (filter keys, values, body size)."""
+
+    code = "LIMIT_EXCEEDED"
+
+
+class DeadlineExceeded(PocketError):
+    """A search ran past SEARCH_TIMEOUT_S; it was stopped and nothing was answered."""
+
+    code = "DEADLINE_EXCEEDED"
 
 
 class NotFound(PocketError):
@@ -131,6 +150,12 @@ class WriterBusyError(StoreError):
         )
 
 
+class DiskFull(StoreError):
+    """The disk holding the index (or a file being written) is full."""
+
+    code = "DISK_FULL"
+
+
 class VectorFileError(StoreError):
     """An index's vector file is missing, damaged or out of step; searches answer from
     SQLite until it is rebuilt."""
@@ -182,6 +207,28 @@ class DocumentError(PocketError):
         self.path = path
         self.reason = reason
         super().__init__(f"{path}: {reason}")
+
+
+def disk_full(exc: BaseException, where: str | None = None) -> DiskFull | None:
+    """DISK_FULL, naming the path and what to do, when `exc` or what caused it is a full
+    disk (ENOSPC, or SQLite's "database or disk is full"); None otherwise. `where`: the
+    index, named when the error does not say which file it was writing."""
+    seen: BaseException | None = exc
+    for _ in range(10):  # the chain of causes, bounded
+        if seen is None:
+            return None
+        path = None
+        if isinstance(seen, OSError) and seen.errno == errno.ENOSPC:
+            path = seen.filename
+        elif "database or disk is full" not in str(seen):
+            seen = seen.__cause__ or seen.__context__
+            continue
+        place = str(path or where or "the index")
+        return DiskFull(
+            f"the disk holding {place} is full. What was committed before is intact; free "
+            "some space there (or point SQLITE_PATH at a disk with room) and run the same "
+            "command again: it completes what is missing")
+    return None
 
 
 def single(group: BaseExceptionGroup[Any]) -> BaseException:

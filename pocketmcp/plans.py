@@ -64,6 +64,7 @@ class Reading:
     index: ReadIndex
     embedder: Embedder
     complete: bool
+    deadline_s: float | None = None  # SEARCH_TIMEOUT_S: a search's time limit
 
     def require_complete(self) -> None:
         """NOT_READY when the first scan has not finished: an empty answer would mislead."""

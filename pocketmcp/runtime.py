@@ -269,7 +269,8 @@ class Runtime:
         host = await services.hosts.get(db_name)
         complete = await self.readiness.scan_settled(host.pipeline) if (
             db_name is None) else True
-        return Reading(host.index, services.embedder, complete)
+        return Reading(host.index, services.embedder, complete,
+                       deadline_s=self.config.search_timeout_s)
 
     async def writing(self, db_name: str | None = None) -> Writing:
         """The main index (or database `db_name`) for writing: READ_ONLY while another

@@ -133,6 +133,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("url_timeout_s", "URL_TIMEOUT_S", "--url-timeout-s", "int", 30,
             "Time limit of one ingest_url download (its size limit is MAX_FILE_MB).",
             minimum=1, maximum=600),
+    Setting("search_timeout_s", "SEARCH_TIMEOUT_S", "--search-timeout-s", "float", 30,
+            "A search still running after this many seconds is stopped and answered with "
+            "DEADLINE_EXCEEDED; other requests and /health answer meanwhile.",
+            minimum=0.1, maximum=3600),
     Setting("default_library", "DEFAULT_LIBRARY", "--default-library", "str", "default",
             "Library of documents that name none."),
     Setting("library_from", "LIBRARY_FROM", "--library-from", "choice", "folder",

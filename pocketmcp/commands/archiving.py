@@ -40,7 +40,8 @@ async def restore(config: Config, args: argparse.Namespace) -> int:
     async with open_runtime(config, IMPORTING) as runtime:
         await runtime.started()
         result = await archive.import_file(runtime.writing, Path(args.file),
-                                           identity=runtime.services.identity)
+                                           identity=runtime.services.identity,
+                                           roots=config.ingest_settings().roots())
     how = "vectors reused" if result.same_model else (
         f"another model: {result.chunks_embedded} chunks embedded again")
     _print(result, args.json, f"imported {result.documents} documents ({result.chunks} "

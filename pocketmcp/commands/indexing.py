@@ -14,6 +14,7 @@ import msgspec
 
 from pocketmcp import logs
 from pocketmcp.commands.progress import Rechecked, Style, style_of, until_fed
+from pocketmcp.commands.unfinished import unfinished
 from pocketmcp.config import Config
 from pocketmcp.embed.models import canonical_id
 from pocketmcp.errors import PocketError, WriterBusyError
@@ -23,10 +24,12 @@ from pocketmcp.runtime import Runtime, on_signals, open_runtime
 from pocketmcp.store.api import Place
 
 
-def stopper(runtime: Runtime, everything: anyio.CancelScope) -> Callable[[str], None]:
+def stopper(runtime: Runtime, everything: anyio.CancelScope,
+            signals: list[str] | None = None) -> Callable[[str], None]:
     """What a signal does: the first stops, committing what is in flight; the second stops
-    at once (a transaction already started still commits or rolls back whole)."""
-    signals: list[str] = []
+    at once (a transaction already started still commits or rolls back whole). The names
+    of the signals received are added to `signals`."""
+    signals = [] if signals is None else signals
 
     def stop(name: str) -> None:
         signals.append(name)
@@ -39,13 +42,15 @@ def stopper(runtime: Runtime, everything: anyio.CancelScope) -> Callable[[str], 
 
 
 async def fed(config: Config, plan: Plan, *, progress: Style | None = None,
-              on_event: Any = None) -> Runtime:
+              on_event: Any = None, signals: list[str] | None = None) -> Runtime:
     """Open the runtime and wait until its feed has run to its end (a scan), or until
-    SIGINT/SIGTERM; the runtime, closed, with its pipeline's counts."""
+    SIGINT/SIGTERM (their names added to `signals`); the runtime, closed, with its
+    pipeline's counts."""
     with anyio.CancelScope() as everything:
         async with open_runtime(config, plan, on_event=on_event
                                 ) as runtime, anyio.create_task_group() as tg:
-            tg.start_soon(on_signals, stopper(runtime, everything), name="pocketmcp.signals")
+            tg.start_soon(on_signals, stopper(runtime, everything, signals),
+                          name="pocketmcp.signals")
             await until_fed(runtime, config, progress)
             tg.cancel_scope.cancel()
     if everything.cancelled_caught:
@@ -55,10 +60,13 @@ async def fed(config: Config, plan: Plan, *, progress: Style | None = None,
     return runtime
 
 
-# `pocketmcp index` exit codes (README "Scheduled indexing"); 1 is any failure, 130 Ctrl-C.
+# `pocketmcp index` exit codes (README "Scheduled indexing"); 1 is any failure.
 EXIT_OK = 0  # every file indexed (or unchanged)
 EXIT_PARTIAL = 3  # indexed, but some files were skipped: the summary names them
 EXIT_BUSY = 4  # another process holds the index's writer lock: nothing written
+# Stopped by a signal (128 + its number): what was committed stays, the summary names the
+# files left unfinished, and the next run completes them.
+EXIT_SIGNAL = {"SIGINT": 130, "SIGTERM": 143}
 LOCK_POLL_S = 0.5
 
 
@@ -85,6 +93,7 @@ async def index(config: Config, args: argparse.Namespace) -> int:
     deadline = time.monotonic() + args.wait
     place = config.main_place()
     rechecked = Rechecked() if args.force else None
+    signals: list[str] = []
     while True:
         # Two runs never both write a SQLite index: the writer lock decides, and a second run
         # waits for it (--wait) or ends with EXIT_BUSY having written nothing. A Postgres
@@ -93,7 +102,7 @@ async def index(config: Config, args: argparse.Namespace) -> int:
             try:
                 runtime = await fed(config, plan,
                                     progress=style_of(args.progress, tty=sys.stderr.isatty()),
-                                    on_event=rechecked)
+                                    on_event=rechecked, signals=signals)
                 break
             except WriterBusyError:  # taken between the check and the start: wait again
                 pass
@@ -122,6 +131,12 @@ async def index(config: Config, args: argparse.Namespace) -> int:
     }
     if rechecked is not None:
         rechecked.correct(summary)
+    left: list[str] = []
+    if signals:
+        left, cut = await unfinished(config, runtime.services.main.index.dim,
+                                     {path for path, _ in s.recent_skips})
+        summary.update(interrupted_by=signals[0], unfinished_files=left,
+                       unfinished_listed_in_full=not cut)
     spent = (f"  embedding: {identity.provider} {identity.model}, {usage.calls} calls, "
              + (f"{usage.tokens} tokens sent, {usage.retries} retries, " if
                 identity.provider != "local" else "")
@@ -143,6 +158,13 @@ async def index(config: Config, args: argparse.Namespace) -> int:
                 f" (the last {len(s.recent_skips)} of {s.skipped})")
             print(f"skipped{shown}:", *(f"  {path}: {why}" for path, why in s.recent_skips),  # noqa: T201
                   sep="\n")
+        if signals:
+            more = " (and more)" if summary["unfinished_listed_in_full"] is False else ""
+            print(f"interrupted by {signals[0]}: {len(left)} files unfinished{more}; the "  # noqa: T201
+                  "next `pocketmcp index` completes them:",
+                  *(f"  {path}" for path in left), sep="\n")
+    if signals:
+        return EXIT_SIGNAL.get(signals[0], 130)
     return EXIT_PARTIAL if s.skipped else EXIT_OK
 
 

@@ -40,7 +40,10 @@ def normalise(value: object) -> str | None:
     """A date or moment as stored, from what YAML or a document property holds (a date, a
     datetime, or an ISO 8601 string); None when it is not one."""
     if isinstance(value, dt.datetime):
-        return iso(value)
+        try:
+            return iso(value)
+        except (OverflowError, ValueError):  # a moment whose zone takes it past year 1 or 9999
+            return None
     if isinstance(value, dt.date):
         return value.isoformat()
     if not isinstance(value, str):
@@ -52,7 +55,7 @@ def normalise(value: object) -> str | None:
         if len(text) == 10:
             return dt.date.fromisoformat(text).isoformat()
         return iso(dt.datetime.fromisoformat(text.replace(" ", "T", 1)))
-    except ValueError:
+    except (ValueError, OverflowError):
         return None
 
 
@@ -81,7 +84,11 @@ def bound(text: str, *, at: dt.datetime | None = None) -> str:
     relative = _RELATIVE.match(text)
     if relative:
         days = int(relative.group(1)) * _UNIT_DAYS[relative.group(2).lower()]
-        return iso((at or now()) - dt.timedelta(days=days))
+        try:
+            return iso((at or now()) - dt.timedelta(days=days))
+        except (OverflowError, ValueError):
+            raise ValueError(f"{text!r} reaches back before the year 1: give a shorter span "
+                             "(at most 9000y) or an ISO date") from None
     found = normalise(text)
     if found is None:
         raise ValueError(f"{text!r} is not a date: give an ISO date or time (2024-03-01, "

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import re
 
-_VALUE = r"""(?:"[^"\n]*"|'[^'\n]*'|[^\s}"']+)"""
-_ATTR = rf"(?:[#.][\w:-]+|[\w:-]+={_VALUE})"
+# Every repeat is bounded, so each place in a text costs a bounded number of steps: a line
+# of a million spaces or braces is cleaned in linear time, not quadratic.
+_VALUE = r"""(?:"[^"\n]{0,200}"|'[^'\n]{0,200}'|[^\s{}"']{1,200})"""
+_ATTR = rf"(?:[#.][\w:-]{{1,100}}|[\w:-]{{1,100}}={_VALUE})"
 # `{ #id .class key=value }` or `{: ... }`: only attribute syntax inside, so code such as
 # `{args}` or `{ return x }` is left alone.
-ATTR_LIST = re.compile(rf"[ \t]*\{{:?[ \t]*{_ATTR}(?:[ \t]+{_ATTR})*[ \t]*\}}")
-_EMPTY_ATTR = re.compile(r"\{:[ \t]*\}")
+ATTR_LIST = re.compile(
+    rf"[ \t]{{0,16}}\{{:?[ \t]{{0,16}}{_ATTR}(?:[ \t]{{1,16}}{_ATTR}){{0,32}}[ \t]{{0,16}}\}}")
+_EMPTY_ATTR = re.compile(r"\{:[ \t]{0,16}\}")
 COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
 _FRONT_MATTER = re.compile(r"\A(?:\ufeff)?---[ \t]*\n.*?\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)",
                            re.DOTALL)

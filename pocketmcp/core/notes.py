@@ -4,7 +4,10 @@ Front matter is the YAML block between `---` lines at the very start of a Markdo
 is read with PyYAML's safe loader (plain data only: nothing named in the YAML is ever
 constructed or run), bounded in size and in nodes, and turned into JSON values (dates become
 ISO strings, see core/dates.py). A block that does not parse is reported and the note is
-indexed without it; its text is still the note's body.
+indexed without it; its text is still the note's body. A field whose value does not parse as
+its type (an impossible date such as `2024-04-31`, a time zone beyond a day, an integer
+beyond 64 bits, a structure nested too deeply or with too many values) is left out on its
+own, with a warning naming it (`Note.dropped`); the rest of the front matter is kept.
 
 Tags are the front matter's `tags` (a list, or a string of words separated by commas or
 spaces) and every inline `#tag` outside code. Links are wiki links (`[[Note]]`,
@@ -16,6 +19,7 @@ resolved when they are read, whichever note was indexed first.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import posixpath
 import re
@@ -49,26 +53,76 @@ _CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*$\n?", re.MULTILINE)
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,}).*?(?:^ {0,3}\1[`~]*[ \t]*$|\Z)",
                     re.MULTILINE | re.DOTALL)
 # Inline code spans may cross lines, not paragraphs.
-_INLINE_CODE = re.compile(r"(`+)(?!`)(?:(?!\n[ \t]*\n).)+?(?<!`)\1(?!`)", re.DOTALL)
+# Repeats are bounded (a code span of at most 4,000 characters), so a line of a million
+# backticks costs linear time, not quadratic.
+_INLINE_CODE = re.compile(r"(`{1,32})(?!`)(?:(?!\n[ \t]{0,64}\n).){1,4000}?(?<!`)\1(?!`)",
+                          re.DOTALL)
 _TAG = re.compile(r"(?<!\S)#([\w/-]+)")
 _WIKI = re.compile(r"\[\[([^\[\]\n]+?)\]\]")
-_MARKDOWN = re.compile(r"(?<![!\\])\[[^\]\n]*\]\(\s*<?([^)\s>]+)>?(?:\s+[\"'(][^)\n]*)?\)")
+# A link's text and target hold no brackets, so no place in a text is scanned from more
+# than one opening bracket.
+_MARKDOWN = re.compile(r"(?<![!\\])\[[^\[\]\n]{0,1000}\]\(\s{0,64}<?([^()\[\]\s>]{1,2000})>?"
+                       r"(?:\s{1,64}[\"'(][^()\[\]\n]{0,1000})?\)")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
+INT_RANGE = (-(2**63), 2**63 - 1)  # integers a store keeps exactly
+
 try:  # the C loader is several times faster; the pure-Python one is the same safe subset
-    _Loader: Any = yaml.CSafeLoader
+    _Base: Any = yaml.CSafeLoader
 except AttributeError:  # PyYAML built without libyaml
-    _Loader = yaml.SafeLoader
+    _Base = yaml.SafeLoader
+
+
+class _Bad:
+    """A scalar that does not parse as the type YAML gives it; its field is dropped."""
+
+    def __init__(self, text: str, why: str) -> None:
+        self.text = text
+        self.why = why
+
+
+class _Loader(_Base):  # type: ignore[misc]
+    """The safe loader, where a timestamp or integer that cannot be built becomes a _Bad
+    value instead of an error that would drop the whole front matter."""
+
+
+def _guarded(tag: str, kind: str) -> None:
+    build = _Base.yaml_constructors[tag]
+
+    def construct(loader: Any, node: Any) -> Any:
+        try:
+            value = build(loader, node)
+        except (ValueError, OverflowError, TypeError) as exc:
+            return _Bad(str(node.value), f"{str(node.value)[:60]!r} is not a valid {kind} "
+                                         f"({exc})")
+        if isinstance(value, int) and not isinstance(value, bool) and not (
+                INT_RANGE[0] <= value <= INT_RANGE[1]):
+            return _Bad(str(node.value), f"{str(node.value)[:60]!r} is beyond the 64-bit "
+                                         "integers a field may hold")
+        return value
+
+    _Loader.add_constructor(tag, construct)
+
+
+_guarded("tag:yaml.org,2002:timestamp", "date")
+_guarded("tag:yaml.org,2002:int", "integer")
+_guarded("tag:yaml.org,2002:float", "number")
 
 
 class Note(msgspec.Struct, frozen=True):
     facts: DocFacts
     title: str | None  # the front matter's title, else the first heading of the body
     problem: str | None = None  # why the front matter was left out, when it was
+    dropped: tuple[tuple[str, str], ...] = ()  # (field, why) of each field left out
 
 
 class _TooComplex(Exception):
     pass
+
+
+class _Dropped(Exception):
+    def __init__(self, why: str) -> None:
+        self.why = why
 
 
 def split_front_matter(text: str) -> tuple[str | None, int]:
@@ -84,35 +138,67 @@ def split_front_matter(text: str) -> tuple[str | None, int]:
 
 
 def parse_front_matter(block: str) -> tuple[dict[str, Any], str | None]:
-    """(the front matter as JSON values, None), or ({}, why it cannot be used)."""
+    """(the front matter as JSON values, None), or ({}, why it cannot be used). Fields
+    whose values do not parse are left out silently here; `read_fields` names them."""
+    fields, problem, _ = read_fields(block)
+    return fields, problem
+
+
+def read_fields(block: str) -> tuple[dict[str, Any], str | None, list[tuple[str, str]]]:
+    """(the front matter as JSON values, why it cannot be used at all or None, (field, why)
+    of each field left out because its value does not parse as its type)."""
     if len(block) > MAX_FRONT_MATTER:
-        return {}, f"front matter longer than {MAX_FRONT_MATTER} characters"
+        return {}, f"front matter longer than {MAX_FRONT_MATTER} characters", []
     try:
         data = yaml.load(block, Loader=_Loader)  # a safe loader: plain data only
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 2})" if mark is not None else ""
         problem = getattr(exc, "problem", None) or type(exc).__name__
-        return {}, f"front matter is not valid YAML{where}: {problem}"
-    except RecursionError:
-        return {}, "front matter is nested too deeply"
+        return {}, f"front matter is not valid YAML{where}: {problem}", []
+    except (RecursionError, MemoryError):
+        return {}, "front matter is nested too deeply", []
     if data is None:
-        return {}, None
+        return {}, None, []
     if not isinstance(data, dict):
-        return {}, f"front matter is a {type(data).__name__}, not a mapping of fields"
-    try:
-        return _plain(data, [MAX_NODES], 0), None
-    except _TooComplex:
-        return {}, f"front matter holds more than {MAX_NODES} values or is nested deeper " \
-                   f"than {MAX_DEPTH}"
+        return {}, f"front matter is a {type(data).__name__}, not a mapping of fields", []
+    fields: dict[str, Any] = {}
+    dropped: list[tuple[str, str]] = []
+    budget = [MAX_NODES]
+    for raw_key, raw_value in data.items():
+        try:
+            key = _key(raw_key)
+        except _Dropped as exc:
+            dropped.append((_shown(raw_key), exc.why))
+            continue
+        left = budget[0]
+        try:
+            fields[key] = _plain(raw_value, budget, 1)
+            continue
+        except _Dropped as exc:
+            why = exc.why
+        except (_TooComplex, RecursionError):
+            why = (f"more than {MAX_NODES} values in the front matter, or nested deeper than "
+                   f"{MAX_DEPTH}")
+        budget[0] = left  # what a dropped field used counts for nothing
+        dropped.append((key, why))
+    return fields, None, dropped
+
+
+def _shown(key: object) -> str:
+    text = key.text if isinstance(key, _Bad) else str(key)
+    return text[:80]
 
 
 def _plain(value: Any, budget: list[int], depth: int) -> Any:
     """YAML data as JSON values, within the node budget (aliases are counted every time they
-    are used, so a few lines of anchors cannot expand to millions of values)."""
+    are used, so a few lines of anchors cannot expand to millions of values). _Dropped when
+    a value does not parse as its type."""
     budget[0] -= 1
     if budget[0] < 0 or depth > MAX_DEPTH:
         raise _TooComplex
+    if isinstance(value, _Bad):
+        raise _Dropped(value.why)
     if value is None or isinstance(value, bool | int | str):
         return value
     if isinstance(value, float):
@@ -124,12 +210,17 @@ def _plain(value: Any, budget: list[int], depth: int) -> Any:
     when = dates.normalise(value)
     if when is not None:
         return when
+    if isinstance(value, dt.date):
+        raise _Dropped(f"{value!s} cannot be a stored date (it falls outside the years 1 to "
+                       "9999 in UTC)")
     if isinstance(value, bytes):
         return f"<{len(value)} bytes>"
     return str(value)
 
 
 def _key(key: object) -> str:
+    if isinstance(key, _Bad):
+        raise _Dropped(f"its name {key.why}")
     when = dates.normalise(key)
     return when if when is not None else str(key)
 
@@ -238,7 +329,7 @@ def read_note(text: str, *, folder: str = "", modified: str | None = None) -> No
     relative links); `modified` the file's own modification time, used when the front matter
     names none."""
     block, body_start = split_front_matter(text)
-    fields, problem = parse_front_matter(block) if block is not None else ({}, None)
+    fields, problem, dropped = read_fields(block) if block is not None else ({}, None, [])
     if problem is not None:
         body_start = 0  # perhaps no front matter at all: every line of it stays searchable
     body = text[body_start:]
@@ -250,7 +341,7 @@ def read_note(text: str, *, folder: str = "", modified: str | None = None) -> No
     facts = DocFacts(properties=fields, tags=merge_tags(field_tags(fields), inline_tags(body)),
                      links=links(body, folder), created=created, modified=changed,
                      body_start=body_start)
-    return Note(facts, title, problem)
+    return Note(facts, title, problem, tuple(dropped))
 
 
 def doc_keys(external_id: str, source: str, properties: Mapping[str, Any]) -> tuple[str, ...]:

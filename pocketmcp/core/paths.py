@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import pathspec
+from pocketmcp.core.globs import GlobError, GlobSet
+from pocketmcp.errors import ConfigError
 
 # Temp and editor files, and everything hidden. Gitignore syntax.
 ALWAYS_IGNORED = (
@@ -27,21 +28,30 @@ ALWAYS_IGNORED = (
 
 
 class PathFilter:
-    """Include globs minus ignore patterns, matched on POSIX paths relative to the root."""
+    """Include globs minus ignore patterns, matched on POSIX paths relative to the root in
+    time linear in the path (core/globs.py). A line of the folder's .gitignore that cannot
+    be read is left out (listed in `skipped`); a bad INCLUDE_GLOBS or IGNORE_PATTERNS entry
+    is a ConfigError naming the setting."""
 
     def __init__(self, include: Iterable[str], ignore: Iterable[str] = (),
                  gitignore: Iterable[str] = ()) -> None:
-        self._include = pathspec.PathSpec.from_lines("gitignore", list(include))
-        self._ignore = pathspec.GitIgnoreSpec.from_lines(
-            [*ALWAYS_IGNORED, *gitignore, *ignore]
-        )
+        include, ignore = list(include), list(ignore)
+        for variable, given in (("INCLUDE_GLOBS", include), ("IGNORE_PATTERNS", ignore)):
+            try:
+                GlobSet(given)
+            except GlobError as exc:
+                raise ConfigError(variable, ",".join(given), f"gitignore-style patterns "
+                                  f"({exc})") from None
+        self._include = GlobSet(include)
+        self._ignore = GlobSet([*ALWAYS_IGNORED, *gitignore, *ignore], skip_bad=True)
+        self.skipped = self._ignore.skipped
 
     def wants_file(self, rel: str) -> bool:
-        return self._include.match_file(rel) and not self._ignore.match_file(rel)
+        return self._include.match(rel) and not self._ignore.match(rel)
 
     def wants_dir(self, rel: str) -> bool:
         """False for folders whose whole content is ignored (not descended into)."""
-        return not self._ignore.match_file(rel.rstrip("/") + "/")
+        return not self._ignore.match(rel.rstrip("/") + "/")
 
 
 # -- the identity of a document in the index ---------------------------------------------------

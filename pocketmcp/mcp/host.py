@@ -124,6 +124,7 @@ async def host_http(config: Config, title: str, instructions: str | None) -> int
 
     started = time.perf_counter()
     token, token_path = _token(config)
+    http.check_token(token.reveal(), config.host)  # a short token only on loopback
     running = discovery.find(config.sqlite_path)
     if running is not None and await discovery.answers(running.url) is not None:
         raise AlreadyServing(

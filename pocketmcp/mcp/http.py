@@ -44,7 +44,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pocketmcp import logs
 from pocketmcp.core.safe import safe_text
+from pocketmcp.errors import ConfigError
 from pocketmcp.mcp import jsonrpc
+from pocketmcp.mcp.slowheaders import SlowHeadersClosed
 from pocketmcp.ops.results import HealthResult
 from pocketmcp.web.auth import COOKIE, Logins
 from pocketmcp.web.routes import is_web_path, signin_needed
@@ -55,8 +57,10 @@ OPEN_PATHS = frozenset({"/health", "/health/ready"})  # no token needed
 LOGIN_PATH = "/login"  # checks its one-time code itself
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 CLIENT_ID = "pocketmcp-token"
-# The largest body a POST to /mcp may have: the same bound as a line on stdio.
+# The largest body a request may have (a POST to /mcp or /messages/ above all): the same
+# bound as a line on stdio. Larger ones get a JSON 413, whatever their path or content type.
 MAX_BODY_BYTES = 64 * 1024 * 1024
+MIN_TOKEN_CHARS = 16  # a token for a server listening beyond the loopback interface
 
 
 class BearerToken:
@@ -72,6 +76,26 @@ class BearerToken:
         if not self.matches(token):
             return None
         return AccessToken(token=token, client_id=CLIENT_ID, scopes=[])
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a server bound to `host` is reachable from this machine only."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_token(token: str, host: str) -> None:
+    """ConfigError when the token is too short for a server reachable beyond loopback."""
+    if not is_loopback(host) and len(token) < MIN_TOKEN_CHARS:
+        raise ConfigError("POCKETMCP_TOKEN", f"<{len(token)} characters>",
+                          f"a token of at least {MIN_TOKEN_CHARS} characters when MCP_HOST "
+                          f"({host or 'all interfaces'}) is reachable from other machines; "
+                          "make a long random one (`openssl rand -hex 32`), or unset it to "
+                          "use the token file beside the index")
 
 
 def auth_settings(url: str) -> AuthSettings:
@@ -98,11 +122,13 @@ def allowed(port: int, *, bound: str, hosts: tuple[str, ...] = (),
         names.append(url_host(bound))
     allowed_hosts: list[str] = []
     for name in [*names, *hosts]:
+        name = name.lower()  # host names compare without case (the Host header is lowered)
         entry = name if _has_port(name) else f"{url_host(name)}:{port}"
         if entry not in allowed_hosts:
             allowed_hosts.append(entry)
     allowed_origins = [f"http://{h}" for h in allowed_hosts]
-    allowed_origins += [o.rstrip("/") for o in origins if o.rstrip("/") not in allowed_origins]
+    allowed_origins += [o.rstrip("/").lower() for o in origins
+                        if o.rstrip("/").lower() not in allowed_origins]
     return TransportSecuritySettings(enable_dns_rebinding_protection=True,
                                      allowed_hosts=allowed_hosts,
                                      allowed_origins=allowed_origins)
@@ -140,8 +166,9 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        scope = _lowered(scope)
         request = Request(scope)
-        refused = await self._check(request)
+        refused = _too_large(scope) or await self._check(request)
         if refused is not None:
             client = request.client.host if request.client else None
             log.warning("http_refused", status=refused.status_code, path=safe_text(
@@ -187,6 +214,37 @@ class Guard:
                 "the bearer token is wrong: use the one from POCKETMCP_TOKEN, or from the "
                 "token file beside the index (SQLITE_PATH.token)"), **challenge)
         return None
+
+
+def _lowered(scope: Scope) -> Scope:
+    """The scope with its Host and Origin headers in lower case: host names compare without
+    case (RFC 9110), and the SDK's own checks inside compare exactly."""
+    headers = scope.get("headers", ())
+    if not any(n in (b"host", b"origin") and v != v.lower() for n, v in headers):
+        return scope
+    return {**scope, "headers": [(n, v.lower() if n in (b"host", b"origin") else v)
+                                 for n, v in headers]}
+
+
+def _declared_size(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+def _too_large(scope: Scope) -> Response | None:
+    """A JSON 413 for a request that declares a body over MAX_BODY_BYTES."""
+    size = _declared_size(scope)
+    if size is None or size <= MAX_BODY_BYTES:
+        return None
+    return _refusal(413, "request_too_large", (
+        f"the request body is {size} bytes; this server takes at most {MAX_BODY_BYTES} "
+        f"bytes ({MAX_BODY_BYTES // (1024 * 1024)} MiB) in one request: send less at once "
+        "(fewer or smaller documents per call)"))
 
 
 class Screened:
@@ -259,10 +317,13 @@ def build_app(server: MCPServer, *, security: TransportSecuritySettings, token: 
     """The ASGI app over `server`, with the web page's routes `web` (signed in through
     `logins`) when given. Call once per server: the Streamable HTTP session manager it
     creates must then be run around serving (`server.session_manager.run()`)."""
+    # The SDK's apps take the same body limit as Screened, so a body is refused once, with
+    # JSON, and never by the SDK's own smaller default (4 MiB) in plain text.
     streamable = server.streamable_http_app(streamable_http_path="/mcp",
-                                            transport_security=security)
+                                            transport_security=security,
+                                            max_request_body_size=MAX_BODY_BYTES + 1)
     sse = server.sse_app(sse_path="/sse", message_path="/messages/",
-                         transport_security=security)
+                         transport_security=security, max_request_body_size=MAX_BODY_BYTES + 1)
 
     async def tools(request: Request) -> Response:
         listed = await server.list_tools()
@@ -303,7 +364,10 @@ class Listener(uvicorn.Server):
 
 def listener(app: Starlette, *, grace_s: int) -> Listener:
     """A uvicorn server for `app`, logging through the standard logging set up by logs.py,
-    without access logs (their query strings carry session ids)."""
+    without access logs (their query strings carry session ids), closing connections that
+    are slow to send a request head (HEADER_TIMEOUT_S)."""
     config = uvicorn.Config(app, lifespan="off", log_config=None, access_log=False,
-                                 log_level="warning", timeout_graceful_shutdown=grace_s)
+                            log_level="warning", timeout_graceful_shutdown=grace_s,
+                            http=SlowHeadersClosed)
     return Listener(config)
+

@@ -12,9 +12,16 @@ The export format (`pocketmcp export FILE`) is JSON Lines, UTF-8, one object a l
    embedding as little-endian float32, base64;
 3. a trailer: `{"type": "end", "documents": N, "chunks": M}`, so a cut-off file is noticed.
 
-`pocketmcp import FILE` writes the documents through the index's writer, in transactions of
-up to IMPORT_BATCH documents. When the file's model is the index's, the stored vectors are
-used and nothing is embedded; otherwise each document is chunked and embedded again.
+`pocketmcp import FILE` is all or nothing. Every line is checked before anything changes:
+the header, each document's ids (no control characters; `file:` paths relative without `..`;
+`path:` paths inside WATCH_DIR or ALLOWED_ROOTS), library, values (integers within 64 bits,
+dates), chunk offsets, vector sizes and finite values, and the end line's counts; the first
+problem is refused with its line number. The documents are then written through the index's
+writer in one transaction, so an import interrupted at any point (a signal, a full disk, a
+killed process) leaves the index as it was. The file's documents are held in memory until
+that transaction (about the size of the file). When the file's model is the index's, the
+stored vectors are used and nothing is embedded; otherwise each document is chunked and
+embedded again, IMPORT_BATCH documents at a time, before the transaction.
 """
 
 from __future__ import annotations
@@ -22,79 +29,30 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import Iterator
-from itertools import islice
 from pathlib import Path
-from typing import Any, Literal
 
 import anyio
 import msgspec
 
 from pocketmcp.core import dates
 from pocketmcp.core.identity import Identity
+from pocketmcp.core.safe import safe_text
 from pocketmcp.errors import InvalidRequest, StoreError
-from pocketmcp.messages import Chunk, DocFacts, DocRecord, Link, PreparedDoc
+from pocketmcp.messages import Chunk, DocFacts, DocRecord, PreparedDoc
+from pocketmcp.ops import archive_check as checks
+from pocketmcp.ops.archive_format import (
+    FORMAT,
+    IMPORT_BATCH,
+    VERSION,
+    ChunkLine,
+    DocLine,
+    EndLine,
+    Header,
+)
 from pocketmcp.ops.results import BackupResult, ExportResult, ImportResult
 from pocketmcp.plans import Open, Writing
 from pocketmcp.store import archive
 from pocketmcp.store.api import Place, Reader
-
-FORMAT = "pocketmcp-export"
-VERSION = 1
-IMPORT_BATCH = 32  # documents per transaction
-
-
-class Header(msgspec.Struct, frozen=True):
-    format: str
-    version: int
-    model_id: str
-    dim: int
-    vector: str = "float32-le-base64"
-    exported_at: str = ""
-    # What made the vectors (provider, prefixes: core/identity.py); older files name the
-    # model alone, which then means the built-in provider without prefixes.
-    embedding: dict[str, str] = msgspec.field(default_factory=dict)
-
-    def identity(self) -> Identity:
-        return (Identity.from_meta(self.embedding)
-                or Identity(model=self.model_id, dim=self.dim))
-
-
-class ChunkLine(msgspec.Struct, frozen=True):
-    idx: int
-    start: int
-    end: int
-    tokens: int
-    sha256: str
-    section: str
-    vector: str
-
-
-class DocLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="document"):
-    external_id: str
-    source: Literal["file", "url", "raw"]
-    uri: str | None
-    title: str
-    library: str
-    metadata: dict[str, Any]
-    properties: dict[str, Any]
-    tags: list[str]
-    created: str | None
-    modified: str | None
-    links: list[Link]
-    content: str
-    sha256: str
-    size_bytes: int | None
-    mtime_ns: int | None
-    first_indexed_at: str = ""
-    indexed_at: str = ""
-    chunks: list[ChunkLine]
-
-
-class EndLine(msgspec.Struct, frozen=True, tag_field="type", tag="end"):
-    documents: int
-    chunks: int
-
 
 # -- export ------------------------------------------------------------------------------------
 
@@ -163,31 +121,6 @@ async def export(place: Place, out: Path) -> ExportResult:
 
 # -- import ------------------------------------------------------------------------------------
 
-def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    """(line number, line) of each line that is not blank (blocking)."""
-    try:
-        with open(path, "rb") as handle:
-            for number, line in enumerate(handle, 1):
-                if line.strip():
-                    yield number, line
-    except OSError as exc:
-        raise InvalidRequest(f"cannot read {path}: {exc}") from None
-
-
-def _header(line: bytes, path: Path) -> Header:
-    try:
-        header = msgspec.json.decode(line, type=Header)
-    except msgspec.DecodeError:
-        header = None
-    if header is None or header.format != FORMAT:
-        raise InvalidRequest(f"{path} is not a PocketMCP export: its first line is not the "
-                             f"{FORMAT} header")
-    if header.version > VERSION or header.vector != "float32-le-base64":
-        raise InvalidRequest(f"{path} is export format version {header.version} "
-                             f"({header.vector}); this PocketMCP reads version {VERSION}")
-    return header
-
-
 def _record(doc: DocLine) -> DocRecord:
     # Chunks start after a note's front matter: chunked again (another model), they still do.
     facts = DocFacts(properties=doc.properties, tags=tuple(doc.tags), links=tuple(doc.links),
@@ -199,78 +132,77 @@ def _record(doc: DocLine) -> DocRecord:
                      mtime_ns=doc.mtime_ns, facts=facts)
 
 
-def _prepared(doc: DocLine, dim: int, where: str) -> PreparedDoc:
+def _prepared(doc: DocLine, vectors: list[bytes]) -> PreparedDoc:
     """The document with its stored chunks and vectors, nothing embedded."""
-    vectors = []
-    chunks = []
-    for c in doc.chunks:
-        try:
-            vector = base64.b64decode(c.vector, validate=True)
-        except ValueError:
-            vector = b""
-        if len(vector) != dim * 4 or not 0 <= c.start <= c.end <= len(doc.content):
-            raise InvalidRequest(f"{where}: chunk {c.idx} of {doc.external_id!r} has a vector "
-                                 f"of {len(vector)} bytes (expected {dim * 4}) or offsets "
-                                 "outside its content")
-        vectors.append(vector)
-        chunks.append(Chunk(idx=c.idx, start=c.start, end=c.end,
-                            text=doc.content[c.start:c.end], tokens=c.tokens, sha256=c.sha256,
-                            section=c.section))
-    return PreparedDoc(_record(doc), tuple(chunks), b"".join(vectors), reused=len(chunks))
+    chunks = tuple(Chunk(idx=c.idx, start=c.start, end=c.end, text=doc.content[c.start:c.end],
+                         tokens=c.tokens, sha256=c.sha256, section=c.section)
+                   for c in doc.chunks)
+    return PreparedDoc(_record(doc), chunks, b"".join(vectors), reused=len(chunks))
 
 
-async def import_file(open_writing: Open[Writing], path: Path, *,
-                      identity: Identity) -> ImportResult:
-    """Write the documents of an export into the index; stored vectors are used when the
-    export was made with the index's model, provider and prefixes (`identity`), else
-    documents are embedded again. The file is read a few hundred lines at a time."""
-    started = time.perf_counter()
-    lines = _lines(path)
-    first = await anyio.to_thread.run_sync(lambda: next(lines, None))
+def _read(path: Path, identity: Identity, roots: tuple[Path, ...]
+          ) -> tuple[bool, list[PreparedDoc | DocRecord]]:
+    """Every line of the export checked (blocking): (same model, its documents).
+    InvalidRequest names the first line that cannot be imported."""
+    numbered = checks.lines(path)
+    first = next(numbered, None)
     if first is None:
         raise InvalidRequest(f"{path} is empty")
-    header = _header(first[1], path)
+    header = checks.header(first[1], path)
     same_model = header.identity() == identity
-    dim = identity.dim
-    writing = await open_writing()
     decoder = msgspec.json.Decoder(DocLine | EndLine)
-    docs = chunks = embedded = 0
+    docs: list[PreparedDoc | DocRecord] = []
+    ids: set[str] = set()
+    chunks = 0
     ended: EndLine | None = None
-    batch: list[PreparedDoc | DocRecord] = []
-
-    async def flush() -> None:
-        nonlocal docs, chunks, embedded
-        ready = [b for b in batch if isinstance(b, PreparedDoc)]
-        records = [b for b in batch if isinstance(b, DocRecord)]
-        if records:  # another model: chunked and embedded again
-            ready += await writing.prepare.prepare(records, writing.index)
-            embedded += sum(len(p.chunks) - p.reused for p in ready)
-        await writing.writes.store(ready)
-        docs += len(ready)
-        chunks += sum(len(p.chunks) for p in ready)
-        batch.clear()
-
-    while part := await anyio.to_thread.run_sync(lambda: list(islice(lines, 256))):
-        for number, line in part:
-            where = f"{path}, line {number}"
+    for number, line in numbered:
+        try:
             if ended is not None:
-                raise InvalidRequest(f"{where}: a line after the end line")
-            try:
-                item = decoder.decode(line)
-            except msgspec.DecodeError as exc:
-                raise InvalidRequest(f"{where}: {exc}") from None
+                raise checks.Bad("a line after the end line")
+            item = checks.decode(decoder, line)
             if isinstance(item, EndLine):
                 ended = item
                 continue
-            batch.append(_prepared(item, dim, where) if same_model else _record(item))
-            if len(batch) >= IMPORT_BATCH:
-                await flush()
-    if batch:
-        await flush()
-    if ended is None or (ended.documents, ended.chunks) != (docs, chunks):
-        raise InvalidRequest(f"{path} is cut short or altered: its end line is missing or "
-                             f"does not match; {docs} documents were imported")
-    return ImportResult(path=str(path), documents=docs, chunks=chunks, chunks_embedded=embedded,
+            vectors = checks.document(item, header.dim, roots)
+            if item.external_id in ids:
+                raise checks.Bad(f"document {safe_text(item.external_id[:80])!r} comes twice")
+        except checks.Bad as exc:
+            raise InvalidRequest(f"{path}, line {number}: {exc}; nothing was imported") from None
+        ids.add(item.external_id)
+        docs.append(_prepared(item, vectors) if same_model else _record(item))
+        chunks += len(item.chunks)
+    if ended is None or (ended.documents, ended.chunks) != (len(docs), chunks):
+        raise InvalidRequest(
+            f"{path} is cut short or altered: its end line is missing or does not match "
+            f"({len(docs)} documents and {chunks} chunks read); nothing was imported")
+    if same_model and header.dim != identity.dim:
+        raise InvalidRequest(f"{path}: its vectors have {header.dim} dimensions, the index's "
+                             f"{identity.dim}; nothing was imported")
+    return same_model, docs
+
+
+async def import_file(open_writing: Open[Writing], path: Path, *, identity: Identity,
+                      roots: tuple[Path, ...] = ()) -> ImportResult:
+    """Write the documents of an export into the index, all or nothing: every line is
+    checked first (ids, paths, values, offsets, vectors, the end line's counts), then the
+    documents are written in one transaction. Stored vectors are used when the export was
+    made with the index's model, provider and prefixes (`identity`), else documents are
+    embedded again (before the transaction). Ingested files (`path:` ids) are accepted only
+    inside `roots`."""
+    started = time.perf_counter()
+    same_model, items = await anyio.to_thread.run_sync(_read, path, identity, roots)
+    writing = await open_writing()
+    ready = [i for i in items if isinstance(i, PreparedDoc)]
+    records = [i for i in items if isinstance(i, DocRecord)]
+    embedded = 0
+    for at in range(0, len(records), IMPORT_BATCH):  # another model: embedded again
+        done = await writing.prepare.prepare(records[at:at + IMPORT_BATCH], writing.index)
+        embedded += sum(len(p.chunks) - p.reused for p in done)
+        ready += done
+    if ready:
+        await writing.writes.store(ready)
+    return ImportResult(path=str(path), documents=len(ready),
+                        chunks=sum(len(p.chunks) for p in ready), chunks_embedded=embedded,
                         same_model=same_model,
                         elapsed_ms=round((time.perf_counter() - started) * 1000))
 

@@ -7,25 +7,31 @@ cannot address.
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
 import msgspec
-import pathspec
 
 from pocketmcp.core import dates
+from pocketmcp.core.globs import Glob, GlobError
 from pocketmcp.core.notes import clean_tag
 from pocketmcp.core.paths import path_of
 from pocketmcp.core.safe import safe_text
-from pocketmcp.errors import InvalidRequest
+from pocketmcp.errors import InvalidPattern, InvalidRequest, LimitExceeded
+from pocketmcp.ops import deadline
 from pocketmcp.ops.checks import check_ids
 from pocketmcp.ops.results import Range, SearchFilter
 from pocketmcp.store.api import Reader
 from pocketmcp.store.filters import Compare, DocFilter, Op
 
 MAX_VALUES = 100  # tags or values of one `in` condition
+MAX_CONDITIONS = 64  # metadata keys of one filter
+MAX_KEY = 200  # characters of a metadata key
+MAX_TEXT = 2_000  # characters of a metadata value
+INT64 = (-(2**63), 2**63 - 1)
 
 
 class Scope(msgspec.Struct, frozen=True, kw_only=True):
@@ -52,6 +58,8 @@ class Scope(msgspec.Struct, frozen=True, kw_only=True):
             created_before=_date(flt.created_before, "created_before"),
             metadata=tuple(conditions))
         glob = flt.path_glob or None
+        if glob is not None:
+            compile_glob(glob)  # refused now, before any search runs
         if where.empty() and glob is None:
             return None
         return cls(where=where, path_glob=glob)
@@ -60,18 +68,32 @@ class Scope(msgspec.Struct, frozen=True, kw_only=True):
         """The documents in scope, by doc_id (blocking); None when every one is."""
         allowed = None if self.where.empty() else reader.doc_ids_where(self.where)
         if self.path_glob:
-            matching = glob_doc_ids(reader, self.path_glob)
+            matching = glob_doc_ids(reader, self.path_glob, deadline.check)
             allowed = matching if allowed is None else sorted(set(allowed) & set(matching))
         return allowed
 
 
-def glob_doc_ids(reader: Reader, glob: str) -> list[int]:
-    """Documents whose path (files) or external id (others) matches a gitignore-style glob."""
-    spec = pathspec.PathSpec.from_lines("gitignore", [glob])
+def compile_glob(glob: str) -> Glob:
+    """A path_glob, compiled for linear-time matching; INVALID_PATTERN says what is wrong."""
+    try:
+        return Glob(glob)
+    except GlobError as exc:
+        raise InvalidPattern(f"path_glob {safe_text(glob[:80])!r}: {exc}. A path_glob is a "
+                             "gitignore-style pattern such as notes/**/*.md") from None
+
+
+def glob_doc_ids(reader: Reader, glob: str, check: Callable[[], None] = lambda: None
+                 ) -> list[int]:
+    """Documents whose path (files) or external id (others) matches a gitignore-style glob,
+    in time linear in each path (core/globs.py). `check` runs every 100 documents (a
+    search's deadline)."""
+    spec = compile_glob(glob)
     out = []
-    for doc_id, ext in reader.all_external_ids():
+    for n, (doc_id, ext) in enumerate(reader.all_external_ids()):
+        if n % 100 == 99:
+            check()
         name = (path_of(ext, "file") if ext.startswith(("file:", "path:")) else None) or ext
-        if spec.match_file(name):
+        if spec.match(name):
             out.append(doc_id)
     return out
 
@@ -102,6 +124,9 @@ def _tags(tags: list[str] | None, name: str) -> tuple[str, ...]:
 
 
 def _key(key: str) -> str:
+    if len(key) > MAX_KEY:
+        raise LimitExceeded(f"metadata filter key {safe_text(key[:40])!r}... is {len(key)} "
+                            f"characters long; keys have at most {MAX_KEY}")
     if not key or '"' in key or "\\" in key:
         raise InvalidRequest(f"metadata filter key {safe_text(key)!r} is not usable: it must "
                              "be non-empty and hold no quotes or backslashes")
@@ -110,11 +135,28 @@ def _key(key: str) -> str:
 
 def _scalar(value: Any, key: str) -> str | int | float | bool:
     if isinstance(value, str):
+        if len(value) > MAX_TEXT:
+            raise LimitExceeded(f"metadata filter {safe_text(key)!r}: a value of "
+                                f"{len(value)} characters; at most {MAX_TEXT}")
         return safe_text(value)
     if isinstance(value, bool | int | float):
-        return value
+        return _number(value, key)
     raise InvalidRequest(f"metadata filter {safe_text(key)!r} must be a string, number or "
                          "boolean, a list of them, or a range {gt, gte, lt, lte}")
+
+
+def _number(value: float | bool, key: str) -> float | bool:
+    """A number an index compares: integers within 64 bits, floats finite."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and not INT64[0] <= value <= INT64[1]:
+        raise InvalidRequest(f"metadata filter {safe_text(key)!r}: {value} is beyond the "
+                             "64-bit integers an index holds (-2^63 to 2^63-1); give a smaller "
+                             "number")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidRequest(f"metadata filter {safe_text(key)!r}: {value} is not a finite "
+                             "number")
+    return value
 
 
 def _bound(value: float | str, key: str) -> float | str:
@@ -128,13 +170,16 @@ def _bound(value: float | str, key: str) -> float | str:
     if isinstance(value, bool):
         raise InvalidRequest(f"metadata filter {safe_text(key)!r}: a range takes numbers or "
                              "dates, not booleans")
-    return value
+    return _number(value, key)
 
 
 def metadata_conditions(metadata: Mapping[str, Any] | None) -> list[Compare]:
     """Conditions of a `metadata` filter: a value (equality), a list (any of them) or a
     range."""
     out: list[Compare] = []
+    if metadata and len(metadata) > MAX_CONDITIONS:
+        raise LimitExceeded(f"the metadata filter has {len(metadata)} keys; at most "
+                            f"{MAX_CONDITIONS}: filter on fewer fields")
     for key, value in (metadata or {}).items():
         key = _key(key)
         if isinstance(value, Range | dict):
@@ -169,7 +214,10 @@ def is_stale(root: Path | None, external_id: str, source: str, size: int | None,
     """Whether the file behind a document differs from what was indexed, by its size and
     modification time (a stat; blocking). None when it is no file, or nothing was recorded
     to compare with."""
-    path = path_of(external_id, source)
+    try:
+        path = path_of(external_id, source)
+    except IndexError:  # `path:` without its parts: no file to compare with
+        return None
     if path is None or size is None or mtime_ns is None:
         return None
     if external_id.startswith("file:"):
@@ -180,6 +228,6 @@ def is_stale(root: Path | None, external_id: str, source: str, size: int | None,
         full = Path(path)
     try:
         st = os.stat(full)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL in a path written by an old import
         return True  # gone (or unreadable) since it was indexed
     return (st.st_size, st.st_mtime_ns) != (size, mtime_ns)

@@ -7,13 +7,13 @@ from collections.abc import Awaitable, Callable, Sized
 from typing import Protocol
 
 import anyio
-import pathspec
 
 from pocketmcp import __version__
 from pocketmcp.core.safe import safe_text
 from pocketmcp.embed.base import Embedder
 from pocketmcp.embed.models import canonical_id
 from pocketmcp.errors import Busy, PocketError
+from pocketmcp.ops.filters import compile_glob
 from pocketmcp.ops.results import (
     EmbeddingStatus,
     HealthResult,
@@ -47,8 +47,7 @@ async def reindex(pipeline: Rescanner, index: ReadIndex, *, force: bool, path_gl
                   progress: Progress | None = None) -> ReindexResult:
     """Scan the watched folder again inside the running pipeline; `progress(done, total,
     message)` is called every PROGRESS_EVERY_S while it runs."""
-    only = pathspec.PathSpec.from_lines("gitignore", [path_glob]).match_file if (
-        path_glob) else None
+    only = compile_glob(path_glob).match if path_glob else None
     started = time.perf_counter()
     stats = pipeline.stats
     before, seen_before = stats.processed + stats.removed, stats.seen

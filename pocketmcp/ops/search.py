@@ -27,6 +27,7 @@ from pocketmcp.core import fusion
 from pocketmcp.core.paths import path_of
 from pocketmcp.core.safe import preview, safe_text
 from pocketmcp.errors import EmbeddingError, InvalidRequest
+from pocketmcp.ops import deadline
 from pocketmcp.ops.calibrate import model_background
 from pocketmcp.ops.filters import Scope, is_stale
 from pocketmcp.ops.ranking import (
@@ -80,10 +81,11 @@ async def search(reading: Reading, query: str, *, top_k: int = 8, scope: Scope |
     without `fallback` they raise instead."""
     if max_per_doc < 0:
         raise InvalidRequest("max_per_doc must be 0 (no limit) or more")
-    hits, notice = await _ranked(reading, query, top_k=top_k, scope=scope,
-                                 score_threshold=score_threshold, mode=mode,
-                                 unique_docs=unique_docs, context=context, params=params,
-                                 per_doc=max_per_doc, fallback=fallback)
+    async with deadline.within(reading.deadline_s):  # SEARCH_TIMEOUT_S
+        hits, notice = await _ranked(reading, query, top_k=top_k, scope=scope,
+                                     score_threshold=score_threshold, mode=mode,
+                                     unique_docs=unique_docs, context=context, params=params,
+                                     per_doc=max_per_doc, fallback=fallback)
     return SearchResult(matches=[_match(h) for h in hits], notice=notice)
 
 

@@ -150,6 +150,8 @@ class Hasher:
                 text, folder=posixpath.dirname(rel), modified=modified))
             if note.problem is not None:
                 log.warning("front_matter_skipped", path=rel, reason=note.problem)
+            for field, why in note.dropped:
+                log.warning("front_matter_field_dropped", path=rel, field=field, reason=why)
             title, facts = note.title, note.facts
         return FileHashed(
             rel=rel, seq=self.inflight.begin(rel, digest), uri=(self.root / rel).as_uri(),

@@ -66,11 +66,13 @@ def _error(exc: PocketError) -> HTMLResponse:
 
 
 def _doc_id(request: Request) -> int:
-    try:
-        value = int(request.path_params["doc_id"])
-    except ValueError:
-        raise NotFound("no such document") from None
-    if value < 1:
+    """The document number in the path: plain ASCII digits within 64 bits; anything else
+    names no document (404), whatever it holds."""
+    given = str(request.path_params["doc_id"])
+    if not (given.isascii() and given.isdigit()) or len(given) > 19:
+        raise NotFound("no such document")
+    value = int(given)
+    if not 1 <= value < 2**63:
         raise NotFound("no such document")
     return value
 

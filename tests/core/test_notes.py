@@ -71,9 +71,6 @@ def test_a_note_without_front_matter_dates_falls_back_to_the_file_time() -> None
     ("title: [unclosed\n", "not valid YAML (line 3)"),
     ("- a list\n- not a mapping\n", "not a mapping"),
     ("x: !!python/object/apply:os.system ['echo hi']\n", "not valid YAML"),
-    ("a: &a [1, 2, 3, 4, 5, 6, 7, 8, 9]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
-     "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
-     "e: [*d, *d, *d, *d, *d, *d, *d, *d, *d]\n", "more than 5000 values"),
 ])
 def test_unusable_front_matter_is_reported_and_every_line_stays_in_the_body(
     block: str, reason: str

@@ -1,0 +1,157 @@
+"""Stops and deadlines: an interrupted `index` says so in its exit code and names the files
+it left; a search that runs too long answers DEADLINE_EXCEEDED; a hostile search neither
+blocks /health nor shutdown. Real processes, real signals."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx2
+import pytest
+from support.cli import run_cli
+from support.mcp_harness import start_http, stop_http
+from support.runtime import fake, make_config, running
+from support.tools import Tools, refused
+
+from pocketmcp.store.sqlite.connect import open_sync_reader
+
+NOTES = 60
+
+
+def _folder(tmp_path: Path) -> Path:
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    words = " ".join(["otter heron lichen basalt quartz fjord"] * 25)
+    for i in range(NOTES):
+        (kb / f"n{i:03d}.md").write_text(f"# Note {i}\n\n{words} {i}\n")
+    return kb
+
+
+def _committed(db: Path) -> int:
+    """Documents the index at `db` holds (0 while it cannot be read yet)."""
+    if not db.exists():
+        return 0
+    try:
+        conn = open_sync_reader(db)
+    except Exception:  # being made: not readable yet
+        return 0
+    try:
+        return int(conn.execute("SELECT count(*) FROM documents").fetchone()[0])
+    except Exception:
+        return 0
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_an_interrupted_index_exits_with_the_signal_and_names_what_it_left(
+        tmp_path: Path, sig: signal.Signals, code: int) -> None:
+    kb = _folder(tmp_path)
+    env = {**os.environ, "SQLITE_PATH": str(tmp_path / "idx" / "index.db"),
+           "WATCH_DIR": str(kb)}
+    db = tmp_path / "idx" / "index.db"
+    with open(tmp_path / "index.err", "w") as errors:
+        process = subprocess.Popen([sys.executable, "-m", "pocketmcp", "index", "--json"],
+                                   env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                                   stderr=errors, text=True)
+    deadline = time.monotonic() + 120
+    while _committed(db) < 3:  # a few files committed: indexing is under way
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)
+    process.send_signal(sig)
+    sent = time.monotonic()
+    out, _ = process.communicate(timeout=60)
+    err = (tmp_path / "index.err").read_text()
+    took = time.monotonic() - sent
+    assert process.returncode == code, err[-2000:]
+    assert took < 5, took
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["interrupted_by"] == sig.name
+    left = summary["unfinished_files"]
+    assert left, summary  # it was stopped before the end
+    assert summary["added"] + len(left) == NOTES, summary
+    again = run_cli(tmp_path, "index", "--json")
+    assert again.returncode == 0, again.stderr[-2000:]
+    done = json.loads(again.stdout)
+    assert done["added"] == len(left) and done["unchanged"] == summary["added"]
+
+
+async def test_a_search_past_its_deadline_answers_deadline_exceeded(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {"SEARCH_TIMEOUT_S": "0.1"})
+    async with running(config, embedding=fake(config)) as rt:
+        tools = Tools(rt)
+        for batch in range(20):
+            await tools.add(*[("x" * 500 + f"-{batch}-{i}", f"Note {i} about bread.")
+                              for i in range(64)])
+        started = time.perf_counter()
+        from pocketmcp.errors import DeadlineExceeded
+
+        with refused(DeadlineExceeded, match="SEARCH_TIMEOUT_S"):
+            await tools.search("bread", filter={"path_glob": "*x" * 400 + "y"})
+        assert time.perf_counter() - started < 3
+        # the server goes on answering
+        assert (await tools("status"))["documents"] == 20 * 64
+
+
+@pytest.mark.timeout(180)
+def test_a_hostile_search_blocks_neither_health_nor_shutdown(tmp_path: Path) -> None:
+    (tmp_path / "kb").mkdir()
+    deep = tmp_path / "kb" / ("a" * 120) / ("a" * 120)
+    deep.mkdir(parents=True)
+    for i in range(5):
+        (deep / f"{'a' * 100}{i}.md").write_text(f"# Bread {i}\n\nSourdough bread {i}.\n")
+    server = start_http(tmp_path)
+    try:
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "search", "arguments": {"query": "bread",
+                                            "filter": {"path_glob": "*a" * 14 + "b"}}}}
+        headers = {**server.auth, "Accept": "application/json, text/event-stream",
+                   "Content-Type": "application/json"}
+        answers: list[float] = []
+
+        def hostile() -> None:
+            with httpx2.Client(trust_env=False, timeout=120) as http:
+                init = http.post(server.url + "/mcp", headers=headers, json={
+                    "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                        "protocolVersion": "2025-06-18", "capabilities": {},
+                        "clientInfo": {"name": "t", "version": "1"}}})
+                session = init.headers.get("mcp-session-id", "")
+                more = {**headers, "mcp-session-id": session} if session else headers
+                http.post(server.url + "/mcp", headers=more,
+                          json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+                started = time.monotonic()
+                http.post(server.url + "/mcp", headers=more, json=call)
+                answers.append(time.monotonic() - started)
+
+        workers = [threading.Thread(target=hostile, daemon=True) for _ in range(3)]
+        for worker in workers:
+            worker.start()
+        worst = 0.0
+        for _ in range(10):  # /health answers at once while the searches run
+            started = time.monotonic()
+            health = httpx2.get(server.url + "/health", trust_env=False, timeout=5)
+            worst = max(worst, time.monotonic() - started)
+            assert health.status_code == 200
+            time.sleep(0.1)
+        assert worst < 2, worst
+        for worker in workers:
+            worker.join(30)
+        assert len(answers) == 3 and max(answers) < 10, answers
+        # shutdown within 5 s while the same searches are running again
+        workers = [threading.Thread(target=hostile, daemon=True) for _ in range(3)]
+        for worker in workers:
+            worker.start()
+        time.sleep(0.3)
+        started = time.monotonic()
+        server.process.send_signal(signal.SIGTERM)
+        server.process.wait(30)
+        assert time.monotonic() - started < 5
+    finally:
+        stop_http(server)
