@@ -24,7 +24,15 @@ from pocketmcp.messages import Chunk, DocRecord, Removed, Written
 from pocketmcp.store.archive import StoredDoc
 from pocketmcp.store.filters import DocFilter
 from pocketmcp.store.related import MAX_INCOMING, Linker, LinkRow
-from pocketmcp.store.rows import ChunkRow, DocState, DocumentRow, HitRow, Keywords, Sort
+from pocketmcp.store.rows import (
+    ChunkRow,
+    DocState,
+    DocumentRow,
+    HitRow,
+    Keywords,
+    Sort,
+    WaitingDoc,
+)
 
 T = TypeVar("T")
 I64 = npt.NDArray[np.int64]
@@ -48,6 +56,10 @@ class Reader(Protocol):
                       title_weight: float, total: int, documents: bool,
                       alone: bool = False) -> Keywords: ...
     def hits(self, chunk_ids: Sequence[int]) -> dict[int, HitRow]: ...
+    def embed_backlog(self, limit: int, skip: Sequence[int] = ()) -> list[WaitingDoc]:
+        """Documents whose chunks wait for vectors, most recently changed first."""
+    def waiting_among(self, chunk_ids: Sequence[int]) -> set[int]:
+        """Which of these chunks wait for their vectors."""
     def neighbours(self, doc_id: int, first: int,
                    last: int) -> list[tuple[int, int, int, str]]: ...
     def vectors_by_ids(self, ids: Sequence[int], dim: int) -> Vectors: ...
@@ -136,7 +148,15 @@ class StoreWriter(Protocol):
 
     def record_scan(self, state: str) -> None:
         """Record how far the first scan has come ("running" or "done") for readers."""
-    def upsert(self, doc: DocRecord, chunks: Sequence[Chunk], vectors: bytes) -> Written: ...
+    def upsert(self, doc: DocRecord, chunks: Sequence[Chunk], vectors: bytes | None, *,
+               rank: int = 0) -> Written:
+        """Insert or replace a document with its chunks (unchanged text keeps them). Without
+        `vectors` the chunks are written for keyword search and wait for their vectors,
+        queued at `rank` (higher first)."""
+    def add_vectors(self, doc_id: int, sha256: str, chunks: Sequence[Chunk],
+                    vectors: bytes) -> bool:
+        """The vectors of a document's waiting chunks, for its text `sha256`; False (nothing
+        written) when it changed since, is gone, or has them already."""
     def touch(self, external_id: str, size: int, mtime_ns: int) -> None: ...
     def delete(self, external_id: str) -> tuple[int, int] | None: ...
     def remove(self, doc_ids: Sequence[int], external_ids: Sequence[str]) -> Removed: ...
