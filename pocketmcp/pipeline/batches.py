@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from pocketmcp.core.paths import watched_id
+from pocketmcp.core.paths import path_of, watched_id
 from pocketmcp.errors import InvalidRequest, PocketError, StoreError
 from pocketmcp.messages import (
     DocRecord,
@@ -109,6 +109,7 @@ def _apply_one(writer: StoreWriter, item: ToWriter, position: int, outcome: Outc
     elif isinstance(item, VectorsFound):
         if writer.add_vectors(item.doc_id, item.sha256, item.chunks, item.vectors):
             events.append({"event": "embedded", "external_id": item.external_id,
+                           "path": path_of(item.external_id, "file") or item.external_id,
                            "doc_id": item.doc_id, "chunks": len(item.chunks),
                            "chunks_embedded": len(item.chunks) - item.reused,
                            "chunks_reused": item.reused, "embed_ms": round(item.embed_ms, 1)})

@@ -92,6 +92,10 @@ async def write_index(
                     inflight.done(item.rel, item.seq)
                 elif isinstance(item, DocsSubmitted | RemovalAsked):
                     _answer(item, outcome.answers.get(position))
+            if backlog is not None:  # a new version the provider may take this time
+                for event in outcome.events:
+                    if "chunks_waiting" in event:
+                        backlog.refused.discard(event["doc_id"])
             _count(outcome, stats, write_ms, len(work), on_event)
             if after_commit is not None:
                 after_commit()
