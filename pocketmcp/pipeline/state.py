@@ -57,6 +57,7 @@ class Stats(msgspec.Struct, kw_only=True):
     chunks_reused: int = 0
     chunks_written: int = 0  # written for keyword search (stage one)
     chunks_vectors: int = 0  # given their vectors (stage two), embedded or reused
+    chunks_waiting: int = 0  # in the index, still waiting for vectors, as of the run's end
     embed_ms: float = 0.0
     scan_done: bool = False
     last_error: str | None = None

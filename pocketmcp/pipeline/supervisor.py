@@ -36,7 +36,7 @@ from pocketmcp.pipeline.settings import PipelineSettings
 from pocketmcp.pipeline.state import Backlog, InFlight, Stats, depth
 from pocketmcp.pipeline.watcher import Folder, Only, path_filter, scan_folder, watch_folder
 from pocketmcp.pipeline.writer import WriterActor
-from pocketmcp.store.api import View
+from pocketmcp.store.api import Reader, View
 
 Source = Callable[[MemoryObjectSendStream[Event]], Coroutine[Any, Any, None]]
 Feed = Literal["none", "scan", "follow"]
@@ -151,6 +151,8 @@ class Pipeline:
                     self._start_feed(tg)
                 if not self.accept_requests:
                     self.requests.close()
+            if self._view is not None:  # what is left for a later run (keywords first)
+                self.stats.chunks_waiting = await self._view.run(_waiting_count)
         finally:
             self._running = False
             for done in self._scans.values():
@@ -215,3 +217,7 @@ class Pipeline:
         await chunk_files(inbox, outbox, chunker=self.chunker, inflight=self.inflight,
                           stats=self.stats, most=self.settings.max_chunks_per_doc,
                           stop=self._stop)
+
+
+def _waiting_count(reader: Reader) -> int:
+    return reader.waiting_count()

@@ -58,6 +58,8 @@ class Reader(Protocol):
     def hits(self, chunk_ids: Sequence[int]) -> dict[int, HitRow]: ...
     def embed_backlog(self, limit: int, skip: Sequence[int] = ()) -> list[WaitingDoc]:
         """Documents whose chunks wait for vectors, most recently changed first."""
+    def waiting_count(self) -> int:
+        """How many chunks wait for their vectors (an indexed count)."""
     def waiting_among(self, chunk_ids: Sequence[int]) -> set[int]:
         """Which of these chunks wait for their vectors."""
     def neighbours(self, doc_id: int, first: int,

@@ -83,8 +83,11 @@ class PgReader:
 
     def counts(self) -> dict[str, int]:
         docs = self._rows("SELECT count(*), coalesce(sum(chunk_count), 0) FROM documents")[0]
-        waiting = self._rows("SELECT count(*) FROM chunks WHERE embedding IS NULL")[0][0]
-        return {"documents": int(docs[0]), "chunks": int(docs[1]), "waiting": int(waiting)}
+        return {"documents": int(docs[0]), "chunks": int(docs[1]),
+                "waiting": self.waiting_count()}
+
+    def waiting_count(self) -> int:
+        return int(self._rows("SELECT count(*) FROM chunks WHERE embedding IS NULL")[0][0])
 
     def embed_backlog(self, limit: int, skip: Sequence[int] = ()) -> list[WaitingDoc]:
         """As the SQLite store's: documents whose chunks wait for vectors, newest first."""
