@@ -178,10 +178,11 @@ async def _ranked(reading: Reading, query: str, *, top_k: int, scope: Scope | No
     stage, query_vector, notice = await gather(
         reading, query, mode=mode, depth=depth, scope=scope, params=params,
         unique_docs=unique_docs, fallback=fallback)
+    asked = mode
     if notice is not None:
         mode, score_threshold = "keyword", None
     scores = fuse(stage, mode, params, unique_docs)
-    waiting_count, waiting = (0, set()) if mode == "keyword" else await index.run(
+    waiting_count, waiting = (0, set()) if asked == "keyword" else await index.run(
         partial(waiting_of, list(scores)))
     if mode == "hybrid":
         keywords_alone(stage, scores, waiting, params)
@@ -265,7 +266,7 @@ async def _ranked(reading: Reading, query: str, *, top_k: int, scope: Scope | No
     hits = await index.run(details) if order else []
     if not hits:
         reading.require_complete()
-    return hits, notice, pending_notice(waiting_count, mode)
+    return hits, notice, pending_notice(waiting_count, asked)
 
 
 def _exact_scores(reader: Reader, index: ReadIndex, chunk_ids: Sequence[int],

@@ -86,7 +86,7 @@ async def _found(index: ReadIndex, words: str) -> set[int]:
 
 async def _nearest_docs(index: ReadIndex, query: np.ndarray) -> list[int]:
     await index.open_vectors()
-    ids, _, docs = await index.run(lambda r: index.nearest(r, query, 10, 1000, None))
+    _, _, docs = await index.run(lambda r: index.nearest(r, query, 10, 1000, None))
     return docs.tolist()
 
 
