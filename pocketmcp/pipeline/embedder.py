@@ -126,6 +126,8 @@ class Batcher:
                 for slot in self.slots:  # those complete still go; the others stay waiting
                     if not slot.missing and not slot.dropped:
                         await self._send(outbox, slot)
+                    else:
+                        self.backlog.sent.discard(slot.doc.doc_id)
                 log.info("vectors_left_waiting", reason=f"{exc}; they are embedded at the "
                                                         "next start")
 
@@ -136,14 +138,15 @@ class Batcher:
             await self.backlog.wait(seconds=min(0.5, until - time.monotonic()))
         while not self._halted():
             scanned = self.scan_done.is_set()
-            if not await self._fetch():
+            # Two batches ahead at most: a note edited meanwhile is taken soon after.
+            while len(self.todo) < 2 * self.batch_size and await self._fetch():
+                await self._send_done(outbox)  # those whose vectors were all known
+            if not self.todo:
                 if self.finish and scanned and not self.backlog.sent:
                     return
                 await self.backlog.wait(seconds=IDLE_S)
                 continue
-            while self.todo:
-                await self.run_batch()
-                await self._send_done(outbox)
+            await self.run_batch()
             await self._send_done(outbox)
 
     async def _fetch(self) -> bool:
@@ -151,6 +154,7 @@ class Batcher:
         once); whether any came."""
         docs, known = await self.view.run(partial(_backlog, FETCH_DOCS, self.backlog.skip()))
         for doc in docs:
+            self.backlog.sent.add(doc.doc_id)  # taken: not fetched again until written
             slot = _Slot(doc, self.dim)
             missing = reuse(slot.chunks, known, slot.vectors)
             slot.reused = len(slot.chunks) - len(missing)
@@ -171,7 +175,6 @@ class Batcher:
         self.slots = keep
 
     async def _send(self, outbox: MemoryObjectSendStream[ToWriter], slot: _Slot) -> None:
-        self.backlog.sent.add(slot.doc.doc_id)
         self.stats.chunks_reused += slot.reused
         await outbox.send(slot.found())
 
@@ -225,6 +228,7 @@ class Batcher:
         if slot.dropped:
             return
         slot.dropped = True
+        self.backlog.sent.discard(slot.doc.doc_id)
         self.backlog.refused.add(slot.doc.doc_id)
         where = path_of(slot.doc.external_id, "file") or slot.doc.external_id
         why = (f"the embedding provider refused a chunk: {reason}; the document stays "

@@ -82,8 +82,8 @@ def depth(stream: MemoryObjectSendStream[Any]) -> dict[str, int]:
 
 
 class Backlog:
-    """Between the writer and the embedder of one pipeline: the documents whose vectors are
-    on their way to the writer (not to be fetched again meanwhile), those the provider
+    """Between the writer and the embedder of one pipeline: the documents taken for their
+    vectors and not yet written (not to be fetched again meanwhile), those the provider
     refused (left waiting, keyword-searchable, until the next start), and a wake-up for the
     embedder when the writer has committed something it may want."""
 

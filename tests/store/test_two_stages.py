@@ -170,3 +170,40 @@ async def test_an_edit_keeps_the_vectors_of_its_unchanged_chunks(store) -> None:
     assert counts == {"documents": 1, "chunks": 2, "waiting": 0}
     rows = await index.run(lambda r: r.neighbours(written.doc_id, 0, 5))
     assert [r[3] for r in rows] == [c.text for c in edited]
+
+
+async def test_bm25_over_a_folder_written_in_two_stages_is_as_over_one_written_at_once(
+        tmp_path: Path) -> None:
+    """FTS5's totals (rows, tokens: what BM25 weighs words by) count each chunk once, though
+    its keyword row was written twice (and a waiting version was replaced by an edit)."""
+    texts = [("a", "Herons wade in the marsh at dawn. "), ("b", "Otters dive for fish. "),
+             ("c", "Herons and otters share the river.")]
+    at_once = SqlitePlace(tmp_path / "once.db", tmp_path / "d1")
+    staged = SqlitePlace(tmp_path / "staged.db", tmp_path / "d2")
+    one, two = at_once.writer(IDENTITY), staged.writer(IDENTITY)
+    try:
+        for i, (ext, text) in enumerate(texts):
+            chunks = _chunks(text)
+            doc, vectors = _doc(ext, text), _vectors(1, seed=i).tobytes()
+            one.batch(lambda d=doc, c=chunks, v=vectors: one.upsert(d, c, v), [ext])
+            if ext == "c":  # a version replaced while it waits
+                first = _chunks("An old draft about kingfishers and herons.")
+                _keywords(two, _doc(ext, first[0].text), first)
+            written = _keywords(two, _doc(ext, text), chunks)
+            assert _vectors_of(two, written.doc_id, sha256(text), chunks,
+                               _vectors(1, seed=i), ext)
+        two.batch(lambda: None, [])  # the next transaction settles the totals
+    finally:
+        one.close()
+        two.close()
+    results = []
+    for place in (at_once, staged):
+        index = place.reader(DIM)
+        try:
+            rows = await index.run(lambda r: r.fts_rows())  # type: ignore[attr-defined]
+            found = await index.run(lambda r: r.keyword_stage(
+                "herons otters", 10, None, title_weight=1.0, total=3, documents=False))
+            results.append((rows, sorted(found.keyword.values())))
+        finally:
+            index.close()
+    assert results[0] == results[1] and results[0][0] == 3

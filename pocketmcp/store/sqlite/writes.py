@@ -110,6 +110,7 @@ class SqliteWriter(StagedWrites):
         """`work()` in one transaction. The file's writer lock already keeps every other
         writer out, so `keys` need no locks of their own and nothing is retried."""
         with self.transaction():
+            self.settle_keywords()
             return work()
 
     @property
@@ -305,7 +306,9 @@ class SqliteWriter(StagedWrites):
         if rows:
             self._many("DELETE FROM vec_chunks WHERE chunk_id = ?",
                        [(i,) for i, waiting in rows if not waiting])
-            self._many("DELETE FROM chunks_fts WHERE rowid = ?", [(i,) for i, _ in rows])
+            self._many("DELETE FROM chunks_fts WHERE rowid = ?",
+                       [(i,) for i, waiting in rows if not waiting])
+            self._forget_keywords([i for i, waiting in rows if waiting])
             self._sql("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
         self._sql("DELETE FROM embed_queue WHERE doc_id = ?", (doc_id,))
         return len(rows)
