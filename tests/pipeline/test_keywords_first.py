@@ -121,6 +121,9 @@ async def test_an_edit_in_the_gap_replaces_the_old_text(
         assert await found("herons") == []  # the old text went with the edit, whole
         result = await _search(rt, "otters riverbank", score_threshold=0)
         assert "1 chunks still wait for their vectors" in result["notice"]
+        status = await Tools(rt)("status")
+        assert status["chunks_waiting"] == 1
+        assert status["vectors_eta_s"] is None  # nothing embedded yet: no speed to go by
         fake_provider.always = None  # the provider returns: the new text gets its vector
 
         async def embedded() -> bool:
@@ -132,6 +135,7 @@ async def test_an_edit_in_the_gap_replaces_the_old_text(
         assert by_meaning["notice"] is None
         status = await Tools(rt)("status")
         assert (status["documents"], status["chunks"]) == (1, 1)
+        assert (status["chunks_waiting"], status["vectors_eta_s"]) == (0, 0.0)
 
 
 async def test_the_newest_notes_and_an_edit_get_their_vectors_first(
@@ -151,3 +155,15 @@ async def test_the_newest_notes_and_an_edit_get_their_vectors_first(
     order = [text.split(" about")[0] for text in index.embedded]
     assert order == ["Note 2", "Note 7", "Note 6", "Note 5", "Note 4", "Note 3", "Note 1",
                      "Note 0"]
+
+
+def test_the_time_left_for_vectors_is_the_waiting_chunks_at_the_speed_measured() -> None:
+    from pocketmcp.ops.index import vectors_eta
+    from pocketmcp.pipeline.state import Stats
+
+    class Feed:
+        stats = Stats(chunks_embedded=40, embed_ms=2000.0)  # 20 chunks a second
+
+    assert vectors_eta(100, Feed()) == 5.0  # type: ignore[arg-type]
+    assert vectors_eta(0, Feed()) == 0.0  # type: ignore[arg-type]
+    assert vectors_eta(100, None) is None
