@@ -41,8 +41,9 @@ from pocketmcp.store.api import Reader, View
 Source = Callable[[MemoryObjectSendStream[Event]], Coroutine[Any, Any, None]]
 Feed = Literal["none", "scan", "follow"]
 # The embedder waits this long at most for the first scan's keywords before it starts: on
-# two cores the model would otherwise slow the scan that makes the folder findable.
-GIVE_WAY_S = 60.0
+# two cores the model (which takes every core) would slow the scan that makes the folder
+# findable by as much as it gains, and the scan is a small part of the embedding's time.
+GIVE_WAY_S = 600.0
 
 
 class Pipeline:
