@@ -40,9 +40,10 @@ from pocketmcp.store.api import Reader, View
 
 Source = Callable[[MemoryObjectSendStream[Event]], Coroutine[Any, Any, None]]
 Feed = Literal["none", "scan", "follow"]
-# The embedder waits this long at most for the first scan's keywords before it starts: on
-# two cores the model (which takes every core) would slow the scan that makes the folder
-# findable by as much as it gains, and the scan is a small part of the embedding's time.
+# Watching, the embedder waits this long at most for the first scan's keywords before it
+# starts: on two cores the model (which takes every core) would slow the scan that makes
+# the folder findable, and the scan is a small part of the embedding's time. One scan
+# (`index`) embeds from the start, as it always has: it returns when complete.
 GIVE_WAY_S = 600.0
 
 
@@ -180,7 +181,8 @@ class Pipeline:
                               batching=self.batching, backlog=self.backlog,
                               scan_done=self.scan_done, finish=self.feed == "scan",
                               stop=self._stop if self.wait_for_provider else None,
-                              halt=self._stop, give_way_s=self.give_way_s)
+                              halt=self._stop,
+                              give_way_s=self.give_way_s if self.feed == "follow" else 0.0)
             tg.start_soon(batcher.run, self.writer.feed(), name="pocketmcp.embedder")
         tg.start_soon(self._chunk, hashed_rx, self.writer.feed(), name="pocketmcp.chunker")
         tg.start_soon(self._hash, events_rx, hashed_tx, hasher, name="pocketmcp.hasher")
