@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import DATASET, add_result_args, load_1min, write_results
+from common import DATASET, add_result_args, cpu_s, load_1min, write_results
 from data import corpus
 
 PER_FOLDER = 500
@@ -106,6 +106,10 @@ def findable(folder: Path, last: str, db: Path, follow_s: float, timeout_s: floa
             elapsed = time.perf_counter() - started
             if now["found"] and "found_s" not in result:
                 result["found_s"] = round(elapsed, 2)
+                # CPU seconds the server used until then (every thread): what a quiet
+                # machine's wall time is made of, whatever else ran beside it.
+                result["found_cpu_s"] = cpu_s(child.pid)
+                result["load_1min_at_found"] = load_1min()
             if now["scan_done"] and "scan_done_s" not in result:
                 result["scan_done_s"] = round(elapsed, 2)
                 result["chunks"] = now["chunks"]
@@ -172,13 +176,20 @@ def evaluate(python: str, dataset: Path, cwd: Path) -> dict[str, Any]:
     """`pocketmcp eval` by `python` (its checkout's code): the report, and the wall time."""
     env = {**os.environ, "LOG_LEVEL": "error"}
     started = time.perf_counter()
-    done = subprocess.run([python, "-m", "pocketmcp", "eval", str(dataset), "--json"],
-                          env=env, cwd=cwd, capture_output=True, text=True, timeout=3600)
-    if done.returncode:
-        raise SystemExit(f"pocketmcp eval failed:\n{done.stderr[-3000:]}")
-    report = json.loads(done.stdout)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        child = subprocess.Popen([python, "-m", "pocketmcp", "eval", str(dataset), "--json"],
+                                 env=env, cwd=cwd, stdout=out, stderr=err)
+        _, status, usage = os.wait4(child.pid, 0)
+        out.seek(0)
+        err.seek(0)
+        if os.waitstatus_to_exitcode(status):
+            raise SystemExit(f"pocketmcp eval failed:\n{err.read().decode()[-3000:]}")
+        report = json.loads(out.read())
     return {"index": report["index"], "chunks": report["chunks"],
             "wall_s": round(time.perf_counter() - started, 1),
+            # CPU seconds of the whole run (every thread): steadier than wall time when
+            # other jobs share the machine.
+            "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
             "modes": {m: {k: round(v, 4) for k, v in values.items() if k != "ms_per_query"}
                       for m, values in report["modes"].items()}}
 
@@ -220,16 +231,21 @@ def main() -> None:
                 runs["other"].append(evaluate(other, dataset, base))
             best = {k: min(v, key=lambda r: r["index"]["seconds"]) for k, v in runs.items()}
             ratio = best["other"]["index"]["seconds"] / best["this"]["index"]["seconds"]
+            cpu = {k: min(r["cpu_s"] for r in v) for k, v in runs.items()}
             results["complete"] = {
                 "other": str(args.other), "runs": runs,
                 "this_index_s": best["this"]["index"]["seconds"],
                 "other_index_s": best["other"]["index"]["seconds"],
                 "speed_ratio": round(ratio, 3),  # other's time / this one's: >1 is faster
+                "this_cpu_s": cpu["this"], "other_cpu_s": cpu["other"],
+                "cpu_ratio": round(cpu["other"] / cpu["this"], 3),
                 "quality": {code: best[code]["modes"] for code in best}}
             print(f"complete: {results['subset']['documents']} abstracts, "
                   f"{best['this']['chunks']} chunks; every vector in after "
                   f"{best['this']['index']['seconds']} s (previous code "
-                  f"{best['other']['index']['seconds']} s): speed ratio {ratio:.3f}")
+                  f"{best['other']['index']['seconds']} s): speed ratio {ratio:.3f}; CPU "
+                  f"{cpu['this']} s against {cpu['other']} s: ratio "
+                  f"{cpu['other'] / cpu['this']:.3f}")
             for mode, values in best["this"]["modes"].items():
                 print(f"  {mode}: nDCG@10 {values['ndcg@10']} (previous "
                       f"{best['other']['modes'][mode]['ndcg@10']}), recall@100 "
