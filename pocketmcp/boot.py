@@ -177,7 +177,7 @@ class Boot:
                 force=self.plan.force, accept_requests=self.plan.requests,
                 batching=embedder.batching,
                 # Watching, a failing provider is waited for; one scan ends with its error.
-                wait_for_provider=feed == "follow")
+                wait_for_provider=feed == "follow", keywords_first=self.plan.keywords_first)
 
         return IndexHost(name, place, index, identity=identity,
                          queue_size=self.pipeline_settings.queue_size,

@@ -64,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true",
                    help="re-read every file even when its size and time are unchanged")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--keywords-first", action="store_true",
+                   help="return once every file is searchable by keywords, leaving their "
+                        "vectors to a running server or a later run")
     p.add_argument("--wait", type=float, default=0, metavar="SECONDS",
                    help="when another process is writing the index, wait up to SECONDS for "
                         "it (default 0: exit at once with code 4)")

@@ -61,6 +61,7 @@ class FileHashed(msgspec.Struct, frozen=True):
     mtime_ns: int
     library: str = "default"
     facts: DocFacts = msgspec.field(default_factory=DocFacts)
+    edit: bool = False  # the index held another version: its vectors jump the queue
 
 
 class FileTouched(msgspec.Struct, frozen=True):
@@ -100,6 +101,19 @@ class FileEmbedded(msgspec.Struct, frozen=True):
     """Every chunk of `doc` has a vector; `reused` of them came from the index itself."""
 
     doc: FileHashed
+    chunks: tuple[Chunk, ...]
+    vectors: bytes  # float32, len(chunks) x dim, row-major
+    reused: int
+    embed_ms: float
+
+
+class VectorsFound(msgspec.Struct, frozen=True):
+    """The vectors of a document whose chunks waited for them (written for keyword search
+    first), for its text `sha256`."""
+
+    doc_id: int
+    external_id: str
+    sha256: str
     chunks: tuple[Chunk, ...]
     vectors: bytes  # float32, len(chunks) x dim, row-major
     reused: int
@@ -148,6 +162,7 @@ class Written(msgspec.Struct, frozen=True):
     status: Literal["inserted", "updated", "unchanged"]
     chunks: int
     chunks_removed: int
+    waiting: int = 0  # chunks written for keywords, waiting for their vectors
 
 
 class Removed(msgspec.Struct, frozen=True):
@@ -181,4 +196,4 @@ Event = FileSeen | FileGone | ScanDone
 Hashed = FileHashed | FileTouched | FileGone | ScanDone
 Chunked = FileChunked | FileTouched | FileGone | ScanDone
 Embedded = FileEmbedded | FileTouched | FileGone | ScanDone
-ToWriter = Embedded | DocsSubmitted | RemovalAsked
+ToWriter = Embedded | FileChunked | VectorsFound | DocsSubmitted | RemovalAsked

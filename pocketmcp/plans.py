@@ -33,6 +33,7 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
     search: bool = True  # the vector file mapped and the query session warm before `ready`
     rebuild: bool = False  # empty the main index first
     force: bool = False  # re-read and re-embed every file
+    keywords_first: bool = False  # one scan returns once keyword-searchable, vectors later
     keep_serving: bool = False  # a failure is recorded and reads go on, instead of raising
 
 

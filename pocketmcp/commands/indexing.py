@@ -89,7 +89,8 @@ async def index(config: Config, args: argparse.Namespace) -> int:
     if not config.watch_dir.is_dir():
         raise PocketError(f"WATCH_DIR={config.watch_dir} is not a folder")
     started = time.perf_counter()
-    plan = msgspec.structs.replace(INDEXING, rebuild=args.rebuild, force=args.force)
+    plan = msgspec.structs.replace(INDEXING, rebuild=args.rebuild, force=args.force,
+                                   keywords_first=getattr(args, "keywords_first", False))
     deadline = time.monotonic() + args.wait
     place = config.main_place()
     rechecked = Rechecked() if args.force else None
@@ -122,6 +123,8 @@ async def index(config: Config, args: argparse.Namespace) -> int:
         "files_seen": s.seen, "added": s.added, "updated": s.updated,
         "unchanged": s.unchanged, "removed": s.removed, "skipped": s.skipped,
         "chunks_embedded": s.chunks_embedded, "chunks_reused": s.chunks_reused,
+        "chunks_keywords": s.chunks_written, "chunks_vectors": s.chunks_vectors,
+        "chunks_waiting": s.chunks_waiting,
         "elapsed_s": round(time.perf_counter() - started, 2),
         "pipeline_s": round(runtime.fed_seconds, 3), "embed_s": round(s.embed_ms / 1000, 3),
         "provider": identity.provider, "model": identity.model,
@@ -148,7 +151,8 @@ async def index(config: Config, args: argparse.Namespace) -> int:
             f"indexed {summary['folder']} -> {summary['index']}\n"
             f"  files: {s.added} added, {summary['updated']} updated, "
             f"{summary['unchanged']} unchanged, {s.removed} removed, {s.skipped} skipped\n"
-            f"  chunks: {s.chunks_embedded} embedded, {s.chunks_reused} reused\n"
+            f"  chunks: {s.chunks_embedded} embedded, {s.chunks_reused} reused "
+            f"({s.chunks_written} keyword-indexed, {s.chunks_waiting} waiting for vectors)\n"
             + (Rechecked.line(summary) if rechecked is not None else "")
             + f"{spent}"
             f"  elapsed: {summary['elapsed_s']} s"

@@ -49,8 +49,9 @@ def line(stats: Stats, total: int, seconds: float) -> str:
     done = stats.processed
     share = 100 if total == 0 else min(100, done * 100 // total)
     removed = f", {stats.removed} removed" if stats.removed else ""
-    return (f"pocketmcp: indexed {done}/{total} files ({share}%){removed}, "
-            f"{stats.chunks_embedded} chunks embedded, {seconds:.0f} s")
+    return (f"pocketmcp: indexed {done}/{total} files ({share}%){removed}, chunks: "
+            f"{stats.chunks_written} keyword-indexed, {stats.chunks_vectors} with vectors, "
+            f"{seconds:.0f} s")
 
 
 class Reporter:
@@ -90,7 +91,7 @@ class Reporter:
         stats = self._stats()
         bar.total = self._total(stats)
         bar.n = stats.processed
-        bar.set_postfix(chunks=stats.chunks_embedded, reused=stats.chunks_reused,
+        bar.set_postfix(keywords=stats.chunks_written, vectors=stats.chunks_vectors,
                         removed=stats.removed, refresh=False)
         bar.refresh()
 

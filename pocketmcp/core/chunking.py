@@ -223,6 +223,16 @@ def _body_offset(piece: str) -> int:
     return len(piece) - len(piece.lstrip())
 
 
+def stored_chunk(idx: int, start: int, end: int, text: str, tokens: int, sha: str,
+                 section: str) -> Chunk:
+    """A chunk as an index stores it, with its embedding form (prefix, cleaned text) worked
+    out again as `split_capped` makes it."""
+    body = markdown.clean(text)
+    return Chunk(idx=idx, start=start, end=end, text=text, tokens=tokens, sha256=sha,
+                 section=section, prefix=_prefix(text, section),
+                 indexed="" if body == text else body)
+
+
 def _prefix(piece: str, path: str) -> str:
     """What goes before a chunk's text when it is embedded: its section path, unless the
     chunk starts with its own heading: then only the headings above it."""

@@ -122,8 +122,21 @@ async def status(state: Status, *, model: str, embedder: Embedder | None, index_
                                    if pipeline else 0),
         last_error=safe_text(state.last_error) if state.last_error else None,
         embedding=embedding_status(embedder) if embedder is not None else None,
+        chunks_waiting=counts["waiting"] if counts else None,
+        vectors_eta_s=vectors_eta(counts["waiting"] if counts else 0, pipeline),
         version=__version__,
     )
+
+
+def vectors_eta(waiting: int, pipeline: Rescanner | None) -> float | None:
+    """Seconds until `waiting` chunks have their vectors, at the speed the pipeline has
+    embedded so far (None: no speed measured yet)."""
+    if not waiting:
+        return 0.0
+    s = pipeline.stats if pipeline is not None else None
+    if s is None or s.embed_ms <= 0 or s.chunks_embedded <= 0:
+        return None
+    return round(waiting / (s.chunks_embedded / (s.embed_ms / 1000)), 1)
 
 
 def progress(pipeline: Rescanner | None, size: int) -> IndexProgress:

@@ -329,6 +329,11 @@ class StatusResult(BaseModel):
     files_indexed_since_start: int
     last_error: str | None
     embedding: EmbeddingStatus | None = None
+    chunks_waiting: int | None = Field(
+        default=None, description="Chunks searchable by keywords, still waiting for vectors.")
+    vectors_eta_s: float | None = Field(
+        default=None, description="Expected seconds until they have them, at the embedding "
+                                  "speed measured since start (null: not known yet).")
     version: str
 
 

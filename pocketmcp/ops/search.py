@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from functools import partial
 
 import anyio
 import msgspec
@@ -30,6 +31,7 @@ from pocketmcp.errors import EmbeddingError, InvalidRequest
 from pocketmcp.ops import deadline
 from pocketmcp.ops.calibrate import model_background
 from pocketmcp.ops.filters import Scope, is_stale
+from pocketmcp.ops.pending import keywords_alone, pending_notice, waiting_of
 from pocketmcp.ops.ranking import (
     DEFAULT_PARAMS,
     MODES,
@@ -82,10 +84,12 @@ async def search(reading: Reading, query: str, *, top_k: int = 8, scope: Scope |
     if max_per_doc < 0:
         raise InvalidRequest("max_per_doc must be 0 (no limit) or more")
     async with deadline.within(reading.deadline_s):  # SEARCH_TIMEOUT_S
-        hits, notice = await _ranked(reading, query, top_k=top_k, scope=scope,
-                                     score_threshold=score_threshold, mode=mode,
-                                     unique_docs=unique_docs, context=context, params=params,
-                                     per_doc=max_per_doc, fallback=fallback)
+        hits, notice, pending = await _ranked(reading, query, top_k=top_k, scope=scope,
+                                              score_threshold=score_threshold, mode=mode,
+                                              unique_docs=unique_docs, context=context,
+                                              params=params, per_doc=max_per_doc,
+                                              fallback=fallback)
+    notice = "; ".join(n for n in (notice, pending) if n) or None
     return SearchResult(matches=[_match(h) for h in hits], notice=notice)
 
 
@@ -99,10 +103,11 @@ async def find_similar(open_reading: Open[Reading], text: str, top_k: int = 10, 
         raise InvalidRequest("text is empty: give the text to find similar documents to")
     if len(query.encode("utf-8")) > max_bytes:
         raise InvalidRequest(f"text is larger than MAX_FILE_MB ({max_bytes} bytes)")
-    hits, notice = await _ranked(await open_reading(), query, top_k=top_k, mode="vector",
-                                 exact=True)
+    hits, notice, pending = await _ranked(await open_reading(), query, top_k=top_k,
+                                          mode="vector", exact=True)
     if notice:
         notice += "; `score` is then a keyword score, not a cosine similarity"
+    notice = "; ".join(n for n in (notice, pending) if n) or None
     return FindSimilarResult(results=[  # the cosine itself, as documented
         SimilarChunk(chunk_id=h.row.chunk_id, doc_id=h.row.doc_id, text=h.row.text,
                      score=round(h.score if h.vector_score is None else h.vector_score, 6))
@@ -162,9 +167,11 @@ async def _ranked(reading: Reading, query: str, *, top_k: int, scope: Scope | No
                   score_threshold: float | None = None, mode: Mode = "hybrid",
                   unique_docs: bool = False, context: int = 0,
                   params: Params = DEFAULT_PARAMS, exact: bool = False,
-                  per_doc: int = 0, fallback: bool = True) -> tuple[list[_Hit], str | None]:
-    """The best hits, and a notice when they are keyword hits only because the query could
-    not be embedded; with `exact`, vector scores come from the stored float32 vectors (a
+                  per_doc: int = 0, fallback: bool = True
+                  ) -> tuple[list[_Hit], str | None, str | None]:
+    """The best hits, a notice when they are keyword hits only because the query could
+    not be embedded, and one when chunks wait for their vectors (ops/pending.py); with
+    `exact`, vector scores come from the stored float32 vectors (a
     lookup per hit, about 0.3 ms each at 50k chunks) instead of the float16 copies. With
     `per_doc`, at most that many hits per document, neighbours merged."""
     index = reading.index
@@ -173,9 +180,14 @@ async def _ranked(reading: Reading, query: str, *, top_k: int, scope: Scope | No
     stage, query_vector, notice = await gather(
         reading, query, mode=mode, depth=depth, scope=scope, params=params,
         unique_docs=unique_docs, fallback=fallback)
+    asked = mode
     if notice is not None:
         mode, score_threshold = "keyword", None
     scores = fuse(stage, mode, params, unique_docs)
+    waiting_count, waiting = (0, set()) if asked == "keyword" else await index.run(
+        partial(waiting_of, list(scores)))
+    if mode == "hybrid":
+        keywords_alone(stage, scores, waiting, params)
     order: list[int] = []
     seen_docs: set[int] = set()
     for chunk_id in fusion.ranked(scores):
@@ -211,7 +223,8 @@ async def _ranked(reading: Reading, query: str, *, top_k: int, scope: Scope | No
             vec = looked_up.get(chunk_id, stage.vector.get(chunk_id))
             kw = words.get(stage.doc_of[chunk_id]) if words is not None else (
                 stage.keyword.get(chunk_id))
-            score = relevance(vec, kw, mode, params, stage.keyword_ref, base)
+            score = relevance(vec, kw, "keyword" if chunk_id in waiting else mode, params,
+                              stage.keyword_ref, base)
             if score_threshold is not None and score < score_threshold:
                 continue
             if chunk_id not in rows:
@@ -255,7 +268,7 @@ async def _ranked(reading: Reading, query: str, *, top_k: int, scope: Scope | No
     hits = await index.run(details) if order else []
     if not hits:
         reading.require_complete()
-    return hits, notice
+    return hits, notice, pending_notice(waiting_count, asked)
 
 
 def _exact_scores(reader: Reader, index: ReadIndex, chunk_ids: Sequence[int],

@@ -4,20 +4,24 @@ that come of it. Blocking; run by the writer actor (pipeline/writer.py) in its t
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
-from pocketmcp.core.paths import watched_id
+from pocketmcp.core.paths import path_of, watched_id
 from pocketmcp.errors import InvalidRequest, PocketError, StoreError
 from pocketmcp.messages import (
     DocRecord,
     DocsSubmitted,
+    FileChunked,
     FileEmbedded,
     FileGone,
+    FileHashed,
     FileTouched,
     RemovalAsked,
     ScanDone,
     ToWriter,
+    VectorsFound,
     Written,
 )
 from pocketmcp.store.api import StoreWriter
@@ -46,8 +50,10 @@ def _keys(items: Sequence[ToWriter]) -> list[str]:
     """The external ids `items` write, to lock (a removal by doc_id locks its row instead)."""
     keys: set[str] = set()
     for item in items:
-        if isinstance(item, FileEmbedded):
+        if isinstance(item, FileEmbedded | FileChunked):
             keys.add(watched_id(item.doc.rel))
+        elif isinstance(item, VectorsFound):
+            keys.add(item.external_id)
         elif isinstance(item, FileGone | FileTouched):
             keys.add(watched_id(item.rel))
         elif isinstance(item, DocsSubmitted):
@@ -68,8 +74,9 @@ def _apply_all(writer: StoreWriter, items: Sequence[ToWriter]) -> Outcome:
                 outcome.answers[position] = exc if isinstance(exc, PocketError) else (
                     InvalidRequest(f"cannot be stored: {exc}"))
             else:
-                rel = item.doc.rel if isinstance(item, FileEmbedded) else getattr(
-                    item, "rel", "")
+                rel = item.doc.rel if isinstance(item, FileEmbedded | FileChunked) else (
+                    item.external_id if isinstance(item, VectorsFound) else getattr(
+                        item, "rel", ""))
                 outcome.events.append({"event": "skipped", "path": rel,
                                        "reason": f"cannot be stored: {exc}",
                                        "error": True})
@@ -89,6 +96,24 @@ def _apply_one(writer: StoreWriter, item: ToWriter, position: int, outcome: Outc
             "path": doc.rel, "doc_id": written.doc_id,
             **chunk_counts(written, item.reused), "embed_ms": round(item.embed_ms, 1),
         })
+    elif isinstance(item, FileChunked):  # keywords now, vectors when they come
+        doc = item.doc
+        written = writer.upsert(doc_record_of(item), item.chunks, None, rank=rank_of(doc))
+        events.append({
+            "event": "inserted" if written.status == "inserted" else "updated",
+            "path": doc.rel, "doc_id": written.doc_id, "chunks": written.chunks,
+            # Chunks whose text the index held already have their vectors at once.
+            "chunks_reused": written.chunks - written.waiting,
+            "chunks_waiting": written.waiting,
+            "chunks_removed": written.chunks_removed,
+        })
+    elif isinstance(item, VectorsFound):
+        if writer.add_vectors(item.doc_id, item.sha256, item.chunks, item.vectors):
+            events.append({"event": "embedded", "external_id": item.external_id,
+                           "path": path_of(item.external_id, "file") or item.external_id,
+                           "doc_id": item.doc_id, "chunks": len(item.chunks),
+                           "chunks_embedded": len(item.chunks) - item.reused,
+                           "chunks_reused": item.reused, "embed_ms": round(item.embed_ms, 1)})
     elif isinstance(item, FileGone):
         gone = writer.delete(watched_id(item.rel))
         if gone is not None:
@@ -129,7 +154,13 @@ def chunk_counts(written: Written, reused: int) -> dict[str, int]:
             "chunks_removed": max(written.chunks_removed - reused, 0)}
 
 
-def doc_record_of(item: FileEmbedded) -> DocRecord:
+def rank_of(doc: FileHashed) -> int:
+    """Where a document's chunks wait for vectors: by its file's modification time, newest
+    first, and an edit (the index held another version) by now, ahead of the rest."""
+    return max(doc.mtime_ns, time.time_ns()) if doc.edit else doc.mtime_ns
+
+
+def doc_record_of(item: FileEmbedded | FileChunked) -> DocRecord:
     """The document row of a watched file."""
     doc = item.doc
     return DocRecord(external_id=watched_id(doc.rel), source="file", uri=doc.uri,

@@ -1,20 +1,20 @@
-"""Batches chunks across files for the model, reusing vectors of text already indexed.
+"""The second stage: vectors for the chunks that wait for them, most recent change first.
 
-Batches are bounded by count and by tokens: padded (longest chunk x count) for the local
-model, whose memory grows with both, summed for a remote provider. A batch goes to the model
-as soon as it is full or the inbox is empty, so nothing waits on a timer. Files leave in the
-order they came.
+Documents are written for keyword search as soon as they are chunked: their chunks wait,
+ranked in the index's embed queue (writer.py, batches.py). This actor takes the waiting
+documents from the index itself, a few at a time and the most recently changed first, so a
+note edited now goes ahead of the rest of a folder's first scan. Vectors of text the index
+already holds are reused (by digest); the rest go to the model in batches bounded by count
+and by tokens: padded (longest chunk x count) for the local model, whose memory grows with
+both, summed for a remote provider. Each document's vectors go to the writer, which writes
+them only if the document has not changed meanwhile.
 
-A remote provider can fail. When it refuses some texts, their files are skipped (logged, not
-recorded: a later scan tries them again) and the rest go on. When it fails a whole batch,
-the batch goes back to the head of the queue and, when watching, the stage waits until the
-provider is to be tried again: everything upstream waits with it (backpressure), nothing is
-recorded as indexed meanwhile, and stopping abandons the waiting files to the next start.
-One scan (`pocketmcp index`) ends with the error instead.
-
-A stop (EOF, SIGTERM) lets the batch at hand finish, then starts no other: files with all
-their vectors go on to be committed, the others are left unrecorded for the next start, so
-a stop never waits for a long file's hundreds of chunks.
+The queue is the index, so a stop or a crash loses nothing: the chunks still waiting are
+found again at the next start, and written once. A provider that fails a whole batch is
+waited for when watching (the first stage goes on meanwhile: new and edited notes stay
+searchable by keywords); one scan (`pocketmcp index`) ends with the error, its documents
+written for keywords and waiting. A provider that refuses some texts leaves their documents
+waiting until the next start. A stop lets the batch at hand finish and starts no other.
 """
 
 from __future__ import annotations
@@ -22,22 +22,28 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 
 import anyio
 import numpy as np
 import numpy.typing as npt
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectSendStream
 
 from pocketmcp import logs
+from pocketmcp.core.chunking import stored_chunk
+from pocketmcp.core.paths import path_of
 from pocketmcp.embed.base import Batching
 from pocketmcp.errors import InputRejected, ProviderError
-from pocketmcp.messages import Chunk, Chunked, Embedded, FileChunked, FileEmbedded
-from pocketmcp.pipeline.state import InFlight, Stats
-from pocketmcp.store.api import View
+from pocketmcp.messages import Chunk, ToWriter, VectorsFound
+from pocketmcp.pipeline.state import Backlog, Stats
+from pocketmcp.store.api import Reader, View
+from pocketmcp.store.rows import WaitingDoc
 
 log = logs.get("pocketmcp.embedder")
 
 EmbedFn = Callable[[list[str]], Awaitable[npt.NDArray[np.float32]]]
+FETCH_DOCS = 16  # waiting documents taken from the index at a time
+IDLE_S = 5.0  # nothing waiting: look again after this long, or when the writer wakes it
 
 
 def reuse(chunks: Sequence[Chunk], known: Mapping[str, bytes], out: npt.NDArray[np.float32]
@@ -56,26 +62,42 @@ def reuse(chunks: Sequence[Chunk], known: Mapping[str, bytes], out: npt.NDArray[
 
 
 class _Slot:
-    """One file waiting for its vectors."""
+    """One document waiting for its vectors."""
 
-    def __init__(self, item: FileChunked, dim: int) -> None:
-        self.item = item
-        self.vectors = np.zeros((len(item.chunks), dim), dtype=np.float32)
-        self.missing = len(item.chunks)
+    def __init__(self, doc: WaitingDoc, dim: int) -> None:
+        self.doc = doc
+        self.chunks = tuple(stored_chunk(c.idx, c.start_off, c.end_off, c.text, c.tokens,
+                                         c.text_sha256, c.section) for c in doc.chunks)
+        self.vectors = np.zeros((len(self.chunks), dim), dtype=np.float32)
+        self.missing = len(self.chunks)
         self.reused = 0
         self.embed_ms = 0.0
         self.dropped = False  # the provider refused one of its chunks
 
+    def found(self) -> VectorsFound:
+        return VectorsFound(self.doc.doc_id, self.doc.external_id, self.doc.sha256,
+                            self.chunks, self.vectors.tobytes(), self.reused, self.embed_ms)
+
 
 class Abandoned(Exception):
-    """Stopping (while waiting for the provider, or with chunks still to embed): the files
-    not fully embedded are left for the next start."""
+    """Stopping (while waiting for the provider, or with chunks still to embed): the
+    documents not fully embedded stay waiting in the index for the next start."""
+
+
+def _backlog(limit: int, skip: list[int],
+             reader: Reader) -> tuple[list[WaitingDoc], dict[str, bytes]]:
+    docs = reader.embed_backlog(limit, skip)
+    digests = [c.text_sha256 for d in docs for c in d.chunks]
+    return docs, reader.vectors_for(digests) if digests else {}
 
 
 class Batcher:
-    def __init__(self, *, embed: EmbedFn, dim: int, view: View | None, stats: Stats,
-                 batching: Batching, inflight: InFlight | None = None,
-                 stop: anyio.Event | None = None, halt: anyio.Event | None = None) -> None:
+    """Takes waiting documents from the index and sends their vectors to the writer."""
+
+    def __init__(self, *, embed: EmbedFn, dim: int, view: View, stats: Stats,
+                 batching: Batching, backlog: Backlog, scan_done: anyio.Event,
+                 finish: bool = False, stop: anyio.Event | None = None,
+                 halt: anyio.Event | None = None, give_way_s: float = 0.0) -> None:
         self.embed = embed
         self.dim = dim
         self.view = view
@@ -83,36 +105,78 @@ class Batcher:
         self.batch_size = batching.size
         self.batch_tokens = batching.tokens
         self.padded = batching.padded
-        self.inflight = inflight if inflight is not None else InFlight()  # empty is falsy
+        self.backlog = backlog
+        self.scan_done = scan_done  # the first scan's keywords are committed
+        self.finish = finish  # return once nothing waits (one scan), else follow for ever
         self.stop = stop  # set: a failing provider is waited for until this is set
-        self.halt = halt  # once set, no new batch starts: a stop never waits for long files
+        self.halt = halt  # once set, no new batch starts: a stop never waits for long
+        self.give_way_s = give_way_s  # wait this long at most for the first scan's keywords
         self.waits = 0  # waits for the provider in a row
-        self.queue: deque[_Slot | Embedded] = deque()  # in arrival order
+        self.slots: list[_Slot] = []
         self.todo: deque[tuple[_Slot, int]] = deque()  # chunks waiting for the model
 
-    async def add(self, item: Chunked) -> None:
-        if not isinstance(item, FileChunked):
-            self.queue.append(item)
-            return
-        slot = _Slot(item, self.dim)
-        self.queue.append(slot)
-        known: dict[str, bytes] = {}
-        if self.view is not None and item.chunks:
-            digests = [c.sha256 for c in item.chunks]
-            known = await self.view.run(lambda reader: reader.vectors_for(digests))
-        missing = reuse(item.chunks, known, slot.vectors)
-        slot.reused = len(item.chunks) - len(missing)
-        slot.missing = len(missing)
-        self.todo.extend((slot, i) for i in missing)
+    def _halted(self) -> bool:
+        return self.halt is not None and self.halt.is_set()
 
-    def full(self) -> bool:
-        return len(self.todo) >= self.batch_size or self._tokens_waiting() >= self.batch_tokens
+    async def run(self, outbox: MemoryObjectSendStream[ToWriter]) -> None:
+        async with outbox:
+            try:
+                await self._run(outbox)
+            except Abandoned as exc:
+                for slot in self.slots:  # those complete still go; the others stay waiting
+                    if not slot.missing and not slot.dropped:
+                        await self._send(outbox, slot)
+                    else:
+                        self.backlog.sent.discard(slot.doc.doc_id)
+                log.info("vectors_left_waiting", reason=f"{exc}; they are embedded at the "
+                                                        "next start")
 
-    def _tokens_waiting(self) -> int:
-        counts = [s.item.chunks[i].tokens for s, i in self.todo]
-        if not self.padded:
-            return sum(counts)
-        return max(counts, default=0) * len(counts)
+    async def _run(self, outbox: MemoryObjectSendStream[ToWriter]) -> None:
+        # The first scan's keywords first: they make the notes findable.
+        until = time.monotonic() + self.give_way_s
+        while not (self.scan_done.is_set() or self._halted()) and time.monotonic() < until:
+            await self.backlog.wait(seconds=min(0.5, until - time.monotonic()))
+        while not self._halted():
+            scanned = self.scan_done.is_set()
+            # Two batches ahead at most: a note edited meanwhile is taken soon after.
+            while len(self.todo) < 2 * self.batch_size and await self._fetch():
+                await self._send_done(outbox)  # those whose vectors were all known
+            if not self.todo:
+                if self.finish and scanned and not self.backlog.sent:
+                    return
+                await self.backlog.wait(seconds=IDLE_S)
+                continue
+            await self.run_batch()
+            await self._send_done(outbox)
+
+    async def _fetch(self) -> bool:
+        """Take the next waiting documents (those whose vectors are all known are done at
+        once); whether any came."""
+        docs, known = await self.view.run(partial(_backlog, FETCH_DOCS, self.backlog.skip()))
+        for doc in docs:
+            self.backlog.sent.add(doc.doc_id)  # taken: not fetched again until written
+            slot = _Slot(doc, self.dim)
+            missing = reuse(slot.chunks, known, slot.vectors)
+            slot.reused = len(slot.chunks) - len(missing)
+            slot.missing = len(missing)
+            self.slots.append(slot)
+            self.todo.extend((slot, i) for i in missing)
+        return bool(docs)
+
+    async def _send_done(self, outbox: MemoryObjectSendStream[ToWriter]) -> None:
+        keep: list[_Slot] = []
+        for slot in self.slots:
+            if slot.dropped:
+                continue
+            if slot.missing:
+                keep.append(slot)
+            else:
+                await self._send(outbox, slot)
+        self.slots = keep
+
+    async def _send(self, outbox: MemoryObjectSendStream[ToWriter], slot: _Slot) -> None:
+        self.stats.chunks_reused += slot.reused
+        await outbox.send(slot.found())
 
     def _take(self) -> list[tuple[_Slot, int]]:
         batch: list[tuple[_Slot, int]] = []
@@ -122,7 +186,7 @@ class Batcher:
             if slot.dropped:
                 self.todo.popleft()
                 continue
-            tokens = slot.item.chunks[i].tokens
+            tokens = slot.chunks[i].tokens
             cost = max(longest, tokens) * (len(batch) + 1) if self.padded else total + tokens
             if batch and cost > self.batch_tokens:
                 break
@@ -132,16 +196,16 @@ class Batcher:
         return batch
 
     async def run_batch(self) -> None:
-        if self.halt is not None and self.halt.is_set():
+        if self._halted():
             raise Abandoned("stopping")
         batch = self._take()
         if not batch:
             return
-        texts = [slot.item.chunks[i].embed_text for slot, i in batch]
+        texts = [slot.chunks[i].embed_text for slot, i in batch]
         started = time.perf_counter()
         try:
             vectors = await self.embed(texts)
-        except InputRejected as exc:  # some texts refused: their files are skipped
+        except InputRejected as exc:  # some texts refused: their documents stay waiting
             vectors = exc.vectors
             for position, reason in exc.rejected.items():
                 self._drop(batch[position][0], reason)
@@ -164,10 +228,13 @@ class Batcher:
         if slot.dropped:
             return
         slot.dropped = True
-        self.inflight.done(slot.item.doc.rel, slot.item.doc.seq)
-        why = f"the embedding provider refused a chunk: {reason}"
-        self.stats.skip(slot.item.doc.rel, why)
-        log.warning("skipped", path=slot.item.doc.rel, reason=why)
+        self.backlog.sent.discard(slot.doc.doc_id)
+        self.backlog.refused.add(slot.doc.doc_id)
+        where = path_of(slot.doc.external_id, "file") or slot.doc.external_id
+        why = (f"the embedding provider refused a chunk: {reason}; the document stays "
+               "searchable by keywords")
+        self.stats.skip(where, why)
+        log.warning("vectors_refused", path=where, reason=why)
 
     async def _wait_for_provider(self, exc: ProviderError) -> None:
         """Wait until the provider is to be tried again; Abandoned when stopping meanwhile.
@@ -178,101 +245,9 @@ class Batcher:
         delay = exc.retry_in if exc.retry_in is not None else min(60.0, 2.0 ** self.waits)
         self.stats.last_error = str(exc)
         log.warning("embedding_waits", error=str(exc), retry_in_s=round(delay, 3),
-                    chunks_waiting=len(self.todo), files_waiting=self._files_waiting())
+                    chunks_waiting=len(self.todo),
+                    documents_waiting=sum(1 for s in self.slots if s.missing))
         with anyio.move_on_after(delay):
             await self.stop.wait()
         if self.stop.is_set():
             raise Abandoned("stopping while the embedding provider fails")
-
-    def _files_waiting(self) -> int:
-        return sum(1 for item in self.queue if isinstance(item, _Slot) and not item.dropped)
-
-    def abandon(self, why: str) -> list[Embedded]:
-        """Give up the files still waiting for vectors (they stay unrecorded, for the next
-        start); files with all their vectors, and what else is queued (removals, stat
-        updates, scan markers), still go on."""
-        out: list[Embedded] = []
-        dropped = 0
-        for item in self.queue:
-            if not isinstance(item, _Slot):
-                out.append(item)
-            elif item.dropped:
-                continue
-            elif item.missing == 0:
-                self.stats.chunks_reused += item.reused
-                out.append(FileEmbedded(item.item.doc, item.item.chunks,
-                                        item.vectors.tobytes(), item.reused, item.embed_ms))
-            else:
-                dropped += 1
-                self.inflight.done(item.item.doc.rel, item.item.doc.seq)
-        self.queue.clear()
-        self.todo.clear()
-        if dropped:
-            log.warning("abandoned", files=dropped,
-                        reason=f"{why}; they are indexed at the next start")
-        return out
-
-    def ready(self) -> list[Embedded]:
-        """Items at the head of the queue whose vectors are all there."""
-        out: list[Embedded] = []
-        while self.queue:
-            head = self.queue[0]
-            if isinstance(head, _Slot) and head.dropped:
-                self.queue.popleft()
-                continue
-            if isinstance(head, _Slot):
-                if head.missing:
-                    break
-                self.stats.chunks_reused += head.reused
-                out.append(FileEmbedded(head.item.doc, head.item.chunks, head.vectors.tobytes(),
-                                        head.reused, head.embed_ms))
-            else:
-                out.append(head)
-            self.queue.popleft()
-        return out
-
-
-async def embed_chunks(
-    inbox: MemoryObjectReceiveStream[Chunked], outbox: MemoryObjectSendStream[Embedded], *,
-    batcher: Batcher,
-) -> None:
-    async with inbox, outbox:
-        try:
-            await _embed_all(inbox, outbox, batcher)
-        except Abandoned as exc:
-            for out in batcher.abandon(str(exc)):
-                await outbox.send(out)
-            async for item in inbox:  # the feed has stopped: what is left drains unembedded
-                if isinstance(item, FileChunked):
-                    batcher.inflight.done(item.doc.rel, item.doc.seq)
-                else:
-                    await outbox.send(item)
-
-
-async def _embed_all(inbox: MemoryObjectReceiveStream[Chunked],
-                     outbox: MemoryObjectSendStream[Embedded], batcher: Batcher) -> None:
-    done = False
-    while not done:
-        try:
-            item = inbox.receive_nowait()
-        except anyio.WouldBlock:
-            if batcher.todo:
-                await batcher.run_batch()
-            else:
-                try:
-                    item = await inbox.receive()
-                except anyio.EndOfStream:
-                    done = True
-                else:
-                    await batcher.add(item)
-        except anyio.EndOfStream:
-            done = True
-        else:
-            await batcher.add(item)
-        while batcher.full():
-            await batcher.run_batch()
-        if done:
-            while batcher.todo:
-                await batcher.run_batch()
-        for out in batcher.ready():
-            await outbox.send(out)

@@ -157,6 +157,7 @@ class Hasher:
             rel=rel, seq=self.inflight.begin(rel, digest), uri=(self.root / rel).as_uri(),
             title=title or title_of(text, Path(rel).stem), text=text, sha256=digest,
             size=read.size, mtime_ns=read.mtime_ns, library=library, facts=facts,
+            edit=known is not None,
         )
 
     async def work(self, inbox: MemoryObjectReceiveStream[Event],

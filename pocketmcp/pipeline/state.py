@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import anyio
 import msgspec
 from anyio.streams.memory import MemoryObjectSendStream
 
@@ -54,7 +55,9 @@ class Stats(msgspec.Struct, kw_only=True):
     skipped: int = 0
     chunks_embedded: int = 0
     chunks_reused: int = 0
-    chunks_written: int = 0
+    chunks_written: int = 0  # written for keyword search (stage one)
+    chunks_vectors: int = 0  # given their vectors (stage two), embedded or reused
+    chunks_waiting: int = 0  # in the index, still waiting for vectors, as of the run's end
     embed_ms: float = 0.0
     scan_done: bool = False
     last_error: str | None = None
@@ -76,3 +79,31 @@ def depth(stream: MemoryObjectSendStream[Any]) -> dict[str, int]:
     st = stream.statistics()
     return {"used": st.current_buffer_used, "max": int(st.max_buffer_size),
             "waiting_senders": st.tasks_waiting_send}
+
+
+class Backlog:
+    """Between the writer and the embedder of one pipeline: the documents taken for their
+    vectors and not yet written (not to be fetched again meanwhile), those the provider
+    refused (left waiting, keyword-searchable, until the next start), and a wake-up for the
+    embedder when the writer has committed something it may want."""
+
+    def __init__(self) -> None:
+        self.sent: set[int] = set()
+        self.refused: set[int] = set()
+        self._wake = anyio.Event()
+
+    def skip(self) -> list[int]:
+        return sorted(self.sent | self.refused)
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def wait(self, *, seconds: float) -> None:
+        """Until `wake` (or `seconds`), then arm the next wake-up."""
+        with anyio.move_on_after(seconds):
+            await self._wake.wait()
+        self._wake = anyio.Event()
+
+    def committed(self, doc_id: int) -> None:
+        self.sent.discard(doc_id)
+        self.wake()

@@ -1,12 +1,17 @@
 """One index file's writer actor and what feeds it, wired with bounded streams.
 
-    watcher -> hasher -> chunker -> embedder --\\
-                                                 >--> writer --> SQLite
+    watcher -> hasher -> chunker ---------------\\
+                                                 >--> writer --> the index
+    the index's waiting chunks -> embedder -----<
                           tool requests -------/
 
-The feed is optional: a named database has only tool requests. Closing the feed's source
-ends the stages in order; the writer commits its last batch and returns once the feed and
-the request inbox are both closed.
+Two stages per document: the chunker's documents are written for keyword search at once
+(their chunks wait for vectors), and the embedder takes the waiting chunks from the index,
+most recently changed first, and sends their vectors to the writer. The feed is optional:
+a named database has only tool requests. Closing the feed's source ends the stages in
+order; one scan ends when every chunk has its vector (or, keywords first, when every file
+is written for keywords), a watch when stopped; the writer commits its last batch and
+returns once the feeds and the request inbox are all closed.
 """
 
 from __future__ import annotations
@@ -23,18 +28,23 @@ from pocketmcp.convert.pool import Converter
 from pocketmcp.core.chunking import Chunker
 from pocketmcp.embed.base import Batching
 from pocketmcp.errors import Busy, Stopping
-from pocketmcp.messages import Chunked, Event, Hashed, ScanDone, ToWriter
+from pocketmcp.messages import Chunked, Event, Hashed, ScanDone
 from pocketmcp.pipeline.chunker import chunk_files
-from pocketmcp.pipeline.embedder import Batcher, EmbedFn, embed_chunks
+from pocketmcp.pipeline.embedder import Batcher, EmbedFn
 from pocketmcp.pipeline.hasher import Hasher, hash_files
 from pocketmcp.pipeline.settings import PipelineSettings, folder_record
-from pocketmcp.pipeline.state import InFlight, Stats, depth
+from pocketmcp.pipeline.state import Backlog, InFlight, Stats, depth
 from pocketmcp.pipeline.watcher import Folder, Only, path_filter, scan_folder, watch_folder
 from pocketmcp.pipeline.writer import WriterActor
-from pocketmcp.store.api import View
+from pocketmcp.store.api import Reader, View
 
 Source = Callable[[MemoryObjectSendStream[Event]], Coroutine[Any, Any, None]]
 Feed = Literal["none", "scan", "follow"]
+# Watching, the embedder waits this long at most for the first scan's keywords before it
+# starts: on two cores the model (which takes every core) would slow the scan that makes
+# the folder findable, and the scan is a small part of the embedding's time. One scan
+# (`index`) embeds from the start, as it always has: it returns when complete.
+GIVE_WAY_S = 600.0
 
 
 class Pipeline:
@@ -47,6 +57,7 @@ class Pipeline:
         converter: Converter | None = None, force: bool = False,
         source: Source | None = None, accept_requests: bool = True,
         batching: Batching | None = None, wait_for_provider: bool = True,
+        keywords_first: bool = False, give_way_s: float = GIVE_WAY_S,
     ) -> None:
         if feed != "none" and (embed is None or chunker is None or converter is None):
             raise ValueError("a fed pipeline needs an embedder, a chunker and a converter")
@@ -63,6 +74,9 @@ class Pipeline:
         self.batching = batching or Batching(size=settings.embed_batch_size,
                                              tokens=settings.embed_batch_tokens)
         self.wait_for_provider = wait_for_provider
+        self.keywords_first = keywords_first  # one scan: vectors left to a later run
+        self.give_way_s = give_way_s
+        self.backlog = Backlog()
         self.stats = Stats()
         self.inflight = InFlight()
         self.scan_done = anyio.Event()
@@ -82,6 +96,7 @@ class Pipeline:
         """Stop the feed and take no new requests; what is in flight drains and commits, then
         run() returns."""
         self._stop.set()
+        self.backlog.wake()  # the embedder, if idle, sees the stop at once
         self.requests.close()
         self.writer.stop_repair()
 
@@ -140,6 +155,8 @@ class Pipeline:
                     self._start_feed(tg)
                 if not self.accept_requests:
                     self.requests.close()
+            if self._view is not None:  # what is left for a later run (keywords first)
+                self.stats.chunks_waiting = await self._view.run(_waiting_count)
         finally:
             self._running = False
             for done in self._scans.values():
@@ -154,21 +171,22 @@ class Pipeline:
         size = self.settings.queue_size
         events_tx, events_rx = anyio.create_memory_object_stream[Event](size)
         hashed_tx, hashed_rx = anyio.create_memory_object_stream[Hashed](size)
-        chunked_tx, chunked_rx = anyio.create_memory_object_stream[Chunked](size)
-        self._sends.update({"events": events_tx, "hashed": hashed_tx, "chunked": chunked_tx})
+        self._sends.update({"events": events_tx, "hashed": hashed_tx})
         view = self._view = self.writer.view()
         watched = self.settings.watched
         folder = self._folder = Folder(watched.root, path_filter(watched))
         hasher = Hasher(root=folder.real, view=view, inflight=self.inflight, stats=self.stats,
                         max_bytes=self.settings.max_file_bytes, converter=self.converter,
                         library_of=watched.library_of, force=self.force)
-        batcher = Batcher(embed=self._embed, dim=self.dim, view=view, stats=self.stats,
-                          batching=self.batching, inflight=self.inflight,
-                          stop=self._stop if self.wait_for_provider else None,
-                          halt=self._stop)
-        tg.start_soon(self._embed_chunks, chunked_rx, self.writer.feed(), batcher,
-                      name="pocketmcp.embedder")
-        tg.start_soon(self._chunk, hashed_rx, chunked_tx, name="pocketmcp.chunker")
+        if not (self.feed == "scan" and self.keywords_first):
+            batcher = Batcher(embed=self._embed, dim=self.dim, view=view, stats=self.stats,
+                              batching=self.batching, backlog=self.backlog,
+                              scan_done=self.scan_done, finish=self.feed == "scan",
+                              stop=self._stop if self.wait_for_provider else None,
+                              halt=self._stop,
+                              give_way_s=self.give_way_s if self.feed == "follow" else 0.0)
+            tg.start_soon(batcher.run, self.writer.feed(), name="pocketmcp.embedder")
+        tg.start_soon(self._chunk, hashed_rx, self.writer.feed(), name="pocketmcp.chunker")
         tg.start_soon(self._hash, events_rx, hashed_tx, hasher, name="pocketmcp.hasher")
         if self.source is not None:
             tg.start_soon(self.source, events_tx, name="pocketmcp.watcher")
@@ -181,13 +199,9 @@ class Pipeline:
         assert self.embed is not None
         return await self.embed(texts)  # looked up per call: tests may swap the model
 
-    async def _embed_chunks(self, inbox: MemoryObjectReceiveStream[Chunked],
-                            outbox: MemoryObjectSendStream[ToWriter], batcher: Batcher) -> None:
-        await embed_chunks(inbox, outbox, batcher=batcher)
-
     async def _write(self) -> None:
         await self.writer.run(inflight=self.inflight, stats=self.stats,
-                              on_scan_done=self._scan_finished)
+                              on_scan_done=self._scan_finished, backlog=self.backlog)
 
     async def _watch(self, outbox: MemoryObjectSendStream[Event], folder: Folder,
                      view: View) -> None:
@@ -208,3 +222,7 @@ class Pipeline:
         await chunk_files(inbox, outbox, chunker=self.chunker, inflight=self.inflight,
                           stats=self.stats, most=self.settings.max_chunks_per_doc,
                           stop=self._stop)
+
+
+def _waiting_count(reader: Reader) -> int:
+    return reader.waiting_count()

@@ -21,6 +21,7 @@ from pocketmcp import logs
 from pocketmcp.errors import PocketError, Stopping, StoreError, single
 from pocketmcp.messages import (
     DocsSubmitted,
+    FileChunked,
     FileEmbedded,
     FileGone,
     PreparedDoc,
@@ -28,10 +29,11 @@ from pocketmcp.messages import (
     Removed,
     ScanDone,
     ToWriter,
+    VectorsFound,
     Written,
 )
 from pocketmcp.pipeline.batches import Outcome, apply_batch
-from pocketmcp.pipeline.state import InFlight, Stats, depth
+from pocketmcp.pipeline.state import Backlog, InFlight, Stats, depth
 from pocketmcp.store.api import StoreWriter, View
 from pocketmcp.store.folder import FolderRecord
 
@@ -51,9 +53,11 @@ async def write_index(
     inbox: MemoryObjectReceiveStream[ToWriter], *, writer: StoreWriter, inflight: InFlight,
     stats: Stats, batch_files: int, on_event: EventHook | None = None,
     on_scan_done: Callable[[ScanDone], None] | None = None,
-    after_commit: Callable[[], None] | None = None,
+    after_commit: Callable[[], None] | None = None, backlog: Backlog | None = None,
 ) -> None:
-    """Commit what arrives until every sender has closed its end of `inbox`."""
+    """Commit what arrives until every sender has closed its end of `inbox`; `backlog`
+    hears of documents written for keywords (their vectors are wanted) and of vectors
+    written."""
 
     async def flush(items: list[ToWriter]) -> None:
         # The first scan's marker is recorded in the index, in the same transaction as what
@@ -78,12 +82,21 @@ async def write_index(
                 raise
             write_ms = round((time.perf_counter() - started) * 1000, 1)
             for position, item in enumerate(work):
-                if isinstance(item, FileEmbedded):
+                if isinstance(item, FileEmbedded | FileChunked):
                     inflight.done(item.doc.rel, item.doc.seq)
+                    if backlog is not None:
+                        backlog.wake()
+                elif isinstance(item, VectorsFound):
+                    if backlog is not None:
+                        backlog.committed(item.doc_id)
                 elif isinstance(item, FileGone):
                     inflight.done(item.rel, item.seq)
                 elif isinstance(item, DocsSubmitted | RemovalAsked):
                     _answer(item, outcome.answers.get(position))
+            if backlog is not None:  # a new version the provider may take this time
+                for event in outcome.events:
+                    if "chunks_waiting" in event:
+                        backlog.refused.discard(event["doc_id"])
             _count(outcome, stats, write_ms, len(work), on_event)
             if after_commit is not None:
                 after_commit()
@@ -150,8 +163,13 @@ def _count(outcome: Outcome, stats: Stats, write_ms: float, batch: int,
                 stats.removed += 1
             elif kind == "skipped" and event.get("error"):
                 stats.skip(event["path"], event["reason"])
-            if kind != "skipped":
+            if kind == "embedded":
+                stats.chunks_vectors += event["chunks"]
+            elif kind != "skipped":
                 stats.chunks_written += event.get("chunks", 0)
+            if "chunks_waiting" in event:  # written for keywords: some vectors reused
+                stats.chunks_reused += event["chunks_reused"]
+                stats.chunks_vectors += event["chunks_reused"]
         event["write_ms"] = write_ms
         event["batch"] = batch
         event["commit"] = outcome.commit
@@ -200,7 +218,8 @@ class WriterActor:
         return depth(self._send)
 
     async def run(self, *, inflight: InFlight, stats: Stats,
-                  on_scan_done: Callable[[ScanDone], None] | None = None) -> None:
+                  on_scan_done: Callable[[ScanDone], None] | None = None,
+                  backlog: Backlog | None = None) -> None:
         """Commit what arrives until the feeds and `requests` are all closed. Meanwhile a
         background thread brings the index's vector file up to date and checks it; once the
         inbox is closed that is awaited, unless `stop_repair` was called."""
@@ -215,7 +234,7 @@ class WriterActor:
                 await write_index(self._inbox, writer=self._writer, inflight=inflight,
                                   stats=stats, batch_files=self.batch_files,
                                   on_event=self.on_event, on_scan_done=on_scan_done,
-                                  after_commit=repair_if_needed)
+                                  after_commit=repair_if_needed, backlog=backlog)
         except BaseExceptionGroup as group:  # a failed transaction, as callers expect it
             raise single(group) from None
 

@@ -25,7 +25,15 @@ from pocketmcp.store.archive import StoredDoc
 from pocketmcp.store.filters import DocFilter
 from pocketmcp.store.folder import FolderRecord
 from pocketmcp.store.related import MAX_INCOMING, Linker, LinkRow
-from pocketmcp.store.rows import ChunkRow, DocState, DocumentRow, HitRow, Keywords, Sort
+from pocketmcp.store.rows import (
+    ChunkRow,
+    DocState,
+    DocumentRow,
+    HitRow,
+    Keywords,
+    Sort,
+    WaitingDoc,
+)
 
 T = TypeVar("T")
 I64 = npt.NDArray[np.int64]
@@ -49,6 +57,12 @@ class Reader(Protocol):
                       title_weight: float, total: int, documents: bool,
                       alone: bool = False) -> Keywords: ...
     def hits(self, chunk_ids: Sequence[int]) -> dict[int, HitRow]: ...
+    def embed_backlog(self, limit: int, skip: Sequence[int] = ()) -> list[WaitingDoc]:
+        """Documents whose chunks wait for vectors, most recently changed first."""
+    def waiting_count(self) -> int:
+        """How many chunks wait for their vectors (an indexed count)."""
+    def waiting_among(self, chunk_ids: Sequence[int]) -> set[int]:
+        """Which of these chunks wait for their vectors."""
     def neighbours(self, doc_id: int, first: int,
                    last: int) -> list[tuple[int, int, int, str]]: ...
     def vectors_by_ids(self, ids: Sequence[int], dim: int) -> Vectors: ...
@@ -139,7 +153,15 @@ class StoreWriter(Protocol):
         """Record how far the first scan has come ("running" or "done") for readers."""
     def record_folder(self, folder: FolderRecord) -> None:
         """Record the folder the index is fed from (outside a batch: committed at once)."""
-    def upsert(self, doc: DocRecord, chunks: Sequence[Chunk], vectors: bytes) -> Written: ...
+    def upsert(self, doc: DocRecord, chunks: Sequence[Chunk], vectors: bytes | None, *,
+               rank: int = 0) -> Written:
+        """Insert or replace a document with its chunks (unchanged text keeps them). Without
+        `vectors` the chunks are written for keyword search and wait for their vectors,
+        queued at `rank` (higher first)."""
+    def add_vectors(self, doc_id: int, sha256: str, chunks: Sequence[Chunk],
+                    vectors: bytes) -> bool:
+        """The vectors of a document's waiting chunks, for its text `sha256`; False (nothing
+        written) when it changed since, is gone, or has them already."""
     def touch(self, external_id: str, size: int, mtime_ns: int) -> None: ...
     def delete(self, external_id: str) -> tuple[int, int] | None: ...
     def remove(self, doc_ids: Sequence[int], external_ids: Sequence[str]) -> Removed: ...

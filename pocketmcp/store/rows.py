@@ -83,3 +83,25 @@ class Keywords(msgspec.Struct):
     reference: float = 1.0
     doc_keyword: dict[int, float] = msgspec.field(default_factory=dict)
     first_chunk: dict[int, int] = msgspec.field(default_factory=dict)
+
+
+class WaitingChunk(msgspec.Struct, frozen=True):
+    """A chunk written for keyword search whose vector has not come yet."""
+
+    idx: int
+    start_off: int
+    end_off: int
+    tokens: int
+    text_sha256: str
+    section: str
+    text: str
+
+
+class WaitingDoc(msgspec.Struct, frozen=True):
+    """A document whose chunks wait for their vectors, as the index holds it now."""
+
+    doc_id: int
+    external_id: str
+    sha256: str
+    title: str
+    chunks: tuple[WaitingChunk, ...]

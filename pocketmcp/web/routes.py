@@ -189,6 +189,9 @@ def routes(rt: Runtime, logins: Logins) -> list[BaseRoute]:
         state = await rt.status_report()
         progress = await anyio.to_thread.run_sync(rt.progress)
         data: dict[str, Any] = safe({**state.model_dump(), **progress.model_dump()})
+        eta = state.vectors_eta_s
+        data["vectors_eta"] = "–" if eta is None else (
+            "done" if not state.chunks_waiting else f"about {max(1, round(eta / 60))} min")
         data["index_size"] = human_bytes(progress.index_bytes)
         data["queued"] = sum(q["used"] for q in state.queue_depths.values())
         data["phase_text"] = phase_text(state.phase, bool(data.get("watch_dir")))

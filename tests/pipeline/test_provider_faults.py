@@ -1,5 +1,6 @@
-"""The pipeline with a remote provider that fails: nothing unembedded is recorded, the queues
-stay bounded while it waits, and the folder is indexed once the provider is well again."""
+"""The pipeline with a remote provider that fails: new and edited notes are written for
+keyword search all the same, their chunks wait for vectors (queues bounded, nothing
+duplicated), and get them once the provider is well again."""
 
 from __future__ import annotations
 
@@ -36,13 +37,21 @@ async def until(check: Callable[[], Awaitable[Any] | Any], seconds: float = 20) 
             await anyio.sleep(0.02)
 
 
-async def documents(rt: Runtime) -> int:
+async def counts(rt: Runtime) -> dict[str, int]:
     index = rt.opened()
     assert index is not None
-    return (await index.run(lambda r: r.counts()))["documents"]
+    return await index.run(lambda r: r.counts())
 
 
-async def test_while_the_provider_fails_the_pipeline_waits_with_bounded_queues_and_records_nothing(
+async def documents(rt: Runtime) -> int:
+    return (await counts(rt))["documents"]
+
+
+async def waiting(rt: Runtime) -> int:
+    return (await counts(rt))["waiting"]
+
+
+async def test_while_the_provider_fails_notes_are_keyword_searchable_and_vectors_follow(
     tmp_path: Path, fake_provider: ProviderServer
 ) -> None:
     provider = fake_provider
@@ -56,22 +65,33 @@ async def test_while_the_provider_fails_the_pipeline_waits_with_bounded_queues_a
         pipeline = rt.pipeline
         assert pipeline is not None
         usage = rt.services.embedder.usage
+        # The first scan is not held back by the provider: every note is written.
+        await until(lambda: pipeline.scan_done.is_set(), 30)
         await until(lambda: usage.failures >= 2)  # failed, waited, failed again
         depths = pipeline.queue_depths()
         assert all(d["used"] <= d["max"] for d in depths.values()), depths
-        assert depths["events"]["waiting_senders"] >= 1  # the watcher itself is held back
-        assert len(pipeline.inflight) < files  # bounded by the buffers, not the folder
-        assert await documents(rt) == 0 and pipeline.stats.added == 0
+        assert await documents(rt) == files and pipeline.stats.added == files
+        assert await waiting(rt) == files  # one chunk each, all waiting for vectors
+        found = await Tools(rt).search("owls tides bread number 7")
+        assert found and found[0]["path"] == "n07.md"  # by keywords, in hybrid mode
         status = (await Tools(rt)("status"))["embedding"]
         assert status["failures"] >= 2 and "503" in status["last_error"]
         provider.always = None
-        await until(lambda: pipeline.scan_done.is_set(), 30)
-        assert await documents(rt) == files and pipeline.stats.added == files
+        await until(lambda: _none(waiting(rt)), 30)  # then every vector comes
+        assert (await counts(rt))["chunks"] == files  # none written twice
         found = await Tools(rt).search("owls tides bread number 7", mode="vector")
         assert found and (await Tools(rt)("status"))["embedding"]["available"]
 
 
-async def test_stopping_while_the_provider_fails_leaves_the_files_to_the_next_start(
+async def _none(value: Awaitable[int]) -> bool:
+    return await value == 0
+
+
+async def _one(value: Awaitable[int]) -> bool:
+    return await value == 1
+
+
+async def test_stopping_while_the_provider_fails_leaves_the_vectors_to_the_next_start(
     tmp_path: Path, fake_provider: ProviderServer
 ) -> None:
     provider = fake_provider
@@ -83,16 +103,17 @@ async def test_stopping_while_the_provider_fails_leaves_the_files_to_the_next_st
         async with running(config, serving(True)) as rt:
             pipeline = rt.pipeline
             assert pipeline is not None
-            await until(lambda: pipeline.stats.last_error)  # the pipeline waits for it
-            assert await documents(rt) == 0
+            await until(lambda: pipeline.stats.last_error)  # the embedder waits for it
+            assert await documents(rt) == 3 and await waiting(rt) == 3
     provider.always = None
     async with running(config, serving(True)) as rt:
         assert rt.pipeline is not None
-        await until(lambda: rt.pipeline.scan_done.is_set())  # type: ignore[union-attr]
-        assert await documents(rt) == 3
+        await until(lambda: _none(waiting(rt)))
+        assert await documents(rt) == 3 and (await counts(rt))["chunks"] == 3
+        assert rt.pipeline.stats.added == 0  # the files were not read again
 
 
-async def test_a_file_whose_text_the_provider_refuses_is_skipped_and_indexed_once_fixed(
+async def test_a_note_whose_text_the_provider_refuses_stays_keyword_searchable(
     tmp_path: Path, fake_provider: ProviderServer
 ) -> None:
     provider = fake_provider
@@ -102,19 +123,20 @@ async def test_a_file_whose_text_the_provider_refuses_is_skipped_and_indexed_onc
     async with running(remote_config(tmp_path, provider), serving(True)) as rt:
         pipeline = rt.pipeline
         assert pipeline is not None
-        await until(lambda: pipeline.scan_done.is_set())
-        assert await documents(rt) == 2 and pipeline.stats.skipped == 1
-        # No threshold: in a two-note index BM25 gives a word in one of them no weight.
+        await until(lambda: pipeline.stats.skipped == 1)
+        await until(lambda: _one(waiting(rt)))  # the others' vectors come, b.md's waits
+        assert await documents(rt) == 3
+        # No threshold: in a small index BM25 gives a word in one note little weight.
         paths = {m["path"] for m in await Tools(rt).search("bread alpacas cormorants",
                                                             mode="keyword", score_threshold=0)}
-        assert paths == {"a.md", "c.md"}  # b.md was never recorded as indexed
+        assert paths == {"a.md", "b.md", "c.md"}
         write(tmp_path, "b.md", "Bread rises overnight.")
-        await until(lambda: documents(rt), 20)
-        await until(lambda: pipeline.stats.added == 3)
-        assert await documents(rt) == 3
+        await until(lambda: pipeline.stats.updated == 1)
+        await until(lambda: _none(waiting(rt)))  # the new text is embedded
+        assert await documents(rt) == 3 and (await counts(rt))["chunks"] == 3
 
 
-async def test_one_scan_ends_with_the_providers_refusal_and_records_nothing(
+async def test_one_scan_ends_with_the_providers_refusal_its_keywords_written(
     tmp_path: Path, fake_provider: ProviderServer
 ) -> None:
     provider = fake_provider
@@ -128,6 +150,14 @@ async def test_one_scan_ends_with_the_providers_refusal_and_records_nothing(
 
     reader = SqliteReader(config.sqlite_path)
     try:
-        assert reader.counts()["documents"] == 0
+        assert reader.counts() == {"documents": 1, "chunks": 1, "waiting": 1}
+    finally:
+        reader.close()
+    provider.always = None
+    async with open_runtime(config, INDEXING) as rt:  # the next run embeds what waits
+        await rt.fed.wait()
+    reader = SqliteReader(config.sqlite_path)
+    try:
+        assert reader.counts() == {"documents": 1, "chunks": 1, "waiting": 0}
     finally:
         reader.close()

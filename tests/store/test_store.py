@@ -242,6 +242,20 @@ def test_a_failed_batch_leaves_nothing_behind(db: Path) -> None:
     assert _rows(db, "SELECT count(*) FROM vec_chunks") == [(0,)]
 
 
+def _undo_migration_6(conn) -> None:
+    """Take out what schema 6 added (chunks that wait for vectors), as an older file lacks
+    it."""
+    conn.execute("DROP TABLE embed_queue")
+    conn.execute("DROP INDEX chunks_waiting")
+    conn.execute("DROP TRIGGER chunk_added")
+    conn.execute("DROP TRIGGER chunk_removed")
+    conn.execute("ALTER TABLE chunks DROP COLUMN waiting")
+    conn.execute("CREATE TRIGGER chunk_added AFTER INSERT ON chunks BEGIN INSERT INTO "
+                 "chunk_log(chunk_id, added) VALUES (new.chunk_id, 1); END")
+    conn.execute("CREATE TRIGGER chunk_removed AFTER DELETE ON chunks BEGIN INSERT INTO "
+                 "chunk_log(chunk_id, added) VALUES (old.chunk_id, 0); END")
+
+
 def _undo_migration_5(conn) -> None:
     """Take out what schema 5 added (document facts), as an older file lacks it."""
     for table in ("doc_tags", "links", "doc_keys"):
@@ -279,6 +293,7 @@ def test_migration_4_reindexes_cjk_rows_as_bigrams_and_leaves_others_alone(db: P
         conn.execute("DELETE FROM chunks_fts WHERE rowid = ?", (chunk_id,))
         conn.execute("INSERT INTO chunks_fts(rowid, title, text) VALUES (?, ?, ?)",
                      (chunk_id, head, text))
+    _undo_migration_6(conn)
     _undo_migration_5(conn)
     conn.execute("PRAGMA user_version = 3")
     conn.close()

@@ -89,7 +89,7 @@ async def test_a_document_reads_back_as_written_with_its_chunks(store) -> None:
     row = await index.run(lambda r: r.document(written.doc_id))
     assert row is not None and row.external_id == "a" and row.chunk_count == 2
     assert await index.run(lambda r: r.content(written.doc_id)) == "alpha beta. gamma delta."
-    assert await index.run(lambda r: r.counts()) == {"documents": 1, "chunks": 2}
+    assert await index.run(lambda r: r.counts()) == {"documents": 1, "chunks": 2, "waiting": 0}
     assert await index.run(lambda r: r.libraries()) == [("default", 1, 2)]
     parts = await index.run(lambda r: r.neighbours(written.doc_id, 0, 5))
     assert [p[3] for p in parts] == ["alpha beta. ", "gamma delta."]
@@ -115,7 +115,7 @@ async def test_removing_documents_names_what_was_not_there(store) -> None:
     removed = writer.batch(lambda: writer.remove([a.doc_id, 999], ["nope"]), ["nope"])
     assert removed.doc_ids == (a.doc_id,) and removed.chunks == 1
     assert set(removed.not_found) == {"999", "nope"}
-    assert await index.run(lambda r: r.counts()) == {"documents": 0, "chunks": 0}
+    assert await index.run(lambda r: r.counts()) == {"documents": 0, "chunks": 0, "waiting": 0}
 
 
 async def test_the_nearest_chunk_to_a_stored_vector_is_its_own(store) -> None:
@@ -316,7 +316,7 @@ async def test_a_batch_whose_connection_drops_is_run_again_on_a_new_one(
 
     written = writer.batch(work, ["r"])
     assert len(runs) == 2 and written.status == "inserted"
-    assert await index.run(lambda r: r.counts()) == {"documents": 1, "chunks": 1}
+    assert await index.run(lambda r: r.counts()) == {"documents": 1, "chunks": 1, "waiting": 0}
 
 
 def test_a_server_that_cannot_be_reached_is_a_store_error_without_the_password(

@@ -7,8 +7,9 @@ server as a subprocess on real files.
 
 Invariants of an index after any stop, however abrupt:
 - `PRAGMA integrity_check` is ok;
-- no partial document: every document has exactly `chunk_count` chunks, each with a vector,
-  and no chunk or vector belongs to no document;
+- no partial document: every document has exactly `chunk_count` chunks, each with a vector
+  unless it waits for one (written for keywords first), and no chunk or vector belongs to
+  no document;
 - every write a client was told had committed is there;
 - after a recovery run (`pocketmcp index`), the watched documents are exactly the folder's
   files.
@@ -80,7 +81,8 @@ def check_index(db: Path, acknowledged: set[str] | None = None) -> Findings:
         found.documents = conn.execute("SELECT count(*) FROM documents").fetchone()[0]
         found.partial = [r[0] for r in conn.execute(
             "SELECT d.doc_id FROM documents d WHERE d.chunk_count != "
-            "(SELECT count(*) FROM chunks c WHERE c.doc_id = d.doc_id) OR d.chunk_count != "
+            "(SELECT count(*) FROM chunks c WHERE c.doc_id = d.doc_id) OR "
+            "(SELECT count(*) FROM chunks c WHERE c.doc_id = d.doc_id AND c.waiting = 0) != "
             "(SELECT count(*) FROM vec_chunks v WHERE v.doc_id = d.doc_id)")]
         found.orphans = conn.execute(
             "SELECT (SELECT count(*) FROM chunks WHERE doc_id NOT IN "

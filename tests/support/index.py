@@ -81,11 +81,22 @@ class Index:
         conn = open_sync_reader(self.config.sqlite_path)
         try:
             rows = conn.execute(
-                "SELECT v.text FROM vec_chunks v JOIN documents d ON d.doc_id = v.doc_id "
-                "WHERE d.external_id = ? ORDER BY v.idx", ("file:" + rel,)).fetchall()
+                "SELECT substr(d.content, c.start_off + 1, c.end_off - c.start_off) FROM chunks c "
+                "JOIN documents d ON d.doc_id = c.doc_id WHERE d.external_id = ? ORDER BY c.idx",
+                ("file:" + rel,)).fetchall()
         finally:
             conn.close()
         return "\n".join(r[0] for r in rows)
+
+    def documents(self) -> list[str]:
+        """The external ids the index holds."""
+        from pocketmcp.store.sqlite.connect import open_sync_reader
+
+        conn = open_sync_reader(self.config.sqlite_path)
+        try:
+            return [r[0] for r in conn.execute("SELECT external_id FROM documents")]
+        finally:
+            conn.close()
 
     def search(self, query: str, k: int = 5) -> list[str]:
         from pocketmcp.store.sqlite.queries import SqliteReader

@@ -154,6 +154,10 @@ async def test_an_edit_shows_up_in_the_status_and_in_search(
         "# Tardigrades\n\nWater bears survive the vacuum of space and boiling water.\n")
     # No reload: the page's script polls the status.
     await expect(indexed).to_have_text(str(before + 1), timeout=30_000)
+    # Its keywords first, its vector after: the page shows none waiting once it has it.
+    await expect(page.locator('[data-field="chunks_waiting"]')).to_have_text(
+        "0", timeout=30_000)
+    await expect(page.locator('[data-field="vectors_eta"]')).to_have_text("done")
     await expect(page.locator("[data-updated]")).to_be_visible()
     await expect(page.locator('[data-field="phase_text"]')).to_have_text(
         "Ready: the index is up to date with the folder")

@@ -23,7 +23,16 @@ from pocketmcp.store.filters import DocFilter
 from pocketmcp.store.pg import archive, connect, filters, keywords, schema
 from pocketmcp.store.pg.target import PgTarget
 from pocketmcp.store.related import MAX_INCOMING, Linker, LinkRow
-from pocketmcp.store.rows import ChunkRow, DocState, DocumentRow, HitRow, Keywords, Sort
+from pocketmcp.store.rows import (
+    ChunkRow,
+    DocState,
+    DocumentRow,
+    HitRow,
+    Keywords,
+    Sort,
+    WaitingChunk,
+    WaitingDoc,
+)
 
 T = TypeVar("T")
 
@@ -74,7 +83,34 @@ class PgReader:
 
     def counts(self) -> dict[str, int]:
         docs = self._rows("SELECT count(*), coalesce(sum(chunk_count), 0) FROM documents")[0]
-        return {"documents": int(docs[0]), "chunks": int(docs[1])}
+        return {"documents": int(docs[0]), "chunks": int(docs[1]),
+                "waiting": self.waiting_count()}
+
+    def waiting_count(self) -> int:
+        return int(self._rows("SELECT count(*) FROM chunks WHERE embedding IS NULL")[0][0])
+
+    def embed_backlog(self, limit: int, skip: Sequence[int] = ()) -> list[WaitingDoc]:
+        """As the SQLite store's: documents whose chunks wait for vectors, newest first."""
+        found: list[WaitingDoc] = []
+        for doc_id, external_id, sha, title, content in self._rows(
+                "SELECT q.doc_id, d.external_id, d.content_sha256, d.title, d.content "
+                "FROM embed_queue q JOIN documents d ON d.doc_id = q.doc_id "
+                "WHERE NOT (q.doc_id = ANY(%s)) ORDER BY q.rank DESC, q.doc_id DESC LIMIT %s",
+                (list(skip), limit)):
+            chunks = tuple(WaitingChunk(int(i), int(a), int(b), int(t), str(h), str(sec),
+                                        content[a:b]) for i, a, b, t, h, sec in self._rows(
+                "SELECT idx, start_off, end_off, tokens, text_sha256, section FROM chunks "
+                "WHERE doc_id = %s AND embedding IS NULL ORDER BY idx", (doc_id,)))
+            found.append(WaitingDoc(int(doc_id), str(external_id), str(sha), str(title),
+                                    chunks))
+        return found
+
+    def waiting_among(self, chunk_ids: Sequence[int]) -> set[int]:
+        if not chunk_ids:
+            return set()
+        return {int(r[0]) for r in self._rows(
+            "SELECT chunk_id FROM chunks WHERE chunk_id = ANY(%s) AND embedding IS NULL",
+            (list(chunk_ids),))}
 
     def doc_state(self, external_id: str) -> DocState | None:
         rows = self._rows("SELECT content_sha256, size_bytes, mtime_ns, library FROM documents "
@@ -86,7 +122,8 @@ class PgReader:
         if not wanted:
             return {}
         rows = self._rows("SELECT DISTINCT ON (text_sha256) text_sha256, embedding FROM chunks "
-                          "WHERE text_sha256 = ANY(%s) ORDER BY text_sha256, chunk_id",
+                          "WHERE text_sha256 = ANY(%s) AND embedding IS NOT NULL "
+                          "ORDER BY text_sha256, chunk_id",
                           (wanted,))
         return {str(sha): np.asarray(vec.to_numpy(), np.float32).tobytes()
                 for sha, vec in rows}
@@ -124,7 +161,8 @@ class PgReader:
 
     def vectors_by_ids(self, ids: Sequence[int], dim: int) -> Vectors:
         rows = self._rows("SELECT chunk_id, doc_id, embedding FROM chunks "
-                          "WHERE chunk_id = ANY(%s) ORDER BY chunk_id", (sorted(set(ids)),))
+                          "WHERE chunk_id = ANY(%s) AND embedding IS NOT NULL "
+                          "ORDER BY chunk_id", (sorted(set(ids)),))
         vectors = np.zeros((len(rows), dim), np.float32)
         for i, row in enumerate(rows):
             vectors[i] = row[2].to_numpy()
@@ -138,8 +176,10 @@ class PgReader:
         documents' chunks are found."""
         if allowed is not None and not allowed:
             return (np.zeros(0, np.int64), np.zeros(0, np.float32), np.zeros(0, np.int64))
-        where, args = ("", []) if allowed is None else ("WHERE doc_id = ANY(%s)",
-                                                        [list(allowed)])
+        # Chunks waiting for their vectors (NULL) are not in the HNSW index; a plan that
+        # scans the table instead must leave them out too.
+        where, args = ("WHERE embedding IS NOT NULL", []) if allowed is None else (
+            "WHERE embedding IS NOT NULL AND doc_id = ANY(%s)", [list(allowed)])
         try:
             with self._conn.transaction():
                 self._conn.execute(b"SELECT set_config('hnsw.ef_search', %s, true)",

@@ -139,6 +139,18 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
         "CREATE INDEX doc_keys_doc ON doc_keys(doc_id)",
         _links_of_documents,
     ),
+    (
+        # Two stages per document, as the SQLite store's: chunks are written for keyword
+        # search as soon as they are chunked (no vector yet: NULL, which HNSW leaves out),
+        # and get their vectors when the embedder returns them; embed_queue ranks the
+        # documents that wait, most recent change first.
+        "ALTER TABLE chunks ALTER COLUMN embedding DROP NOT NULL",
+        "CREATE INDEX chunks_waiting ON chunks(doc_id) WHERE embedding IS NULL",
+        """CREATE TABLE embed_queue(
+               doc_id bigint PRIMARY KEY REFERENCES documents(doc_id) ON DELETE CASCADE,
+               rank bigint NOT NULL)""",
+        "CREATE INDEX embed_queue_rank ON embed_queue(rank DESC, doc_id DESC)",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -170,10 +170,12 @@ class PgWriter:
         except psycopg.Error as exc:
             raise connect.store_error(exc, self.place) from exc
 
-    def upsert(self, doc: DocRecord, chunks: Sequence[Chunk], vectors: bytes) -> Written:
+    def upsert(self, doc: DocRecord, chunks: Sequence[Chunk], vectors: bytes | None, *,
+               rank: int = 0) -> Written:
         """As the SQLite store's: a document whose text, title, library and metadata are
-        unchanged keeps its chunks; only its stat, and its facts when they changed."""
-        if len(vectors) != len(chunks) * self.dim * 4:
+        unchanged keeps its chunks; only its stat, and its facts when they changed. Without
+        `vectors`, its chunks wait for theirs, queued at `rank`."""
+        if vectors is not None and len(vectors) != len(chunks) * self.dim * 4:
             raise StoreError(f"{doc.external_id}: {len(chunks)} chunks but "
                              f"{len(vectors)} bytes of vectors (dim {self.dim})")
         row = self._sql("SELECT doc_id, content_sha256, title, library, metadata, created, "
@@ -202,6 +204,10 @@ class PgWriter:
             return Written(row[0], "updated", len(chunks), 0)
         removed = 0
         meta_json = json.dumps(doc.metadata, ensure_ascii=False, sort_keys=True)
+        # Without vectors, those of text the index holds already (the document's old
+        # version, before it goes) are taken at once: only the rest wait.
+        rows: list[Any] = list(np.frombuffer(vectors, np.float32).reshape(
+            len(chunks), self.dim)) if vectors is not None else self._known(chunks)
         if row is None:
             doc_id = self._sql(
                 "INSERT INTO documents(external_id, source, uri, title, library, metadata, "
@@ -221,8 +227,44 @@ class PgWriter:
                 (doc.source, doc.uri, _text(doc.title), doc.library, _text(meta_json), content,
                  doc.sha256, doc.size_bytes, doc.mtime_ns, len(chunks), now, doc_id))
         self._write_facts(doc_id, doc, self._dated(doc, now, row[5] if row else None))
-        self._insert_chunks(doc_id, doc.title, chunks, vectors)
-        return Written(doc_id, "inserted" if row is None else "updated", len(chunks), removed)
+        self._insert_chunks(doc_id, doc.title, chunks, rows)
+        self._sql("DELETE FROM embed_queue WHERE doc_id = %s", (doc_id,))
+        waiting = sum(1 for r in rows if r is None)
+        if waiting:
+            self._sql("INSERT INTO embed_queue(doc_id, rank) VALUES (%s, %s)", (doc_id, rank))
+        return Written(doc_id, "inserted" if row is None else "updated", len(chunks), removed,
+                       waiting)
+
+    def _known(self, chunks: Sequence[Chunk]) -> list[Any]:
+        """The stored vector of each chunk whose text the index holds with one, else None."""
+        wanted = sorted({c.sha256 for c in chunks})
+        found = {sha: np.asarray(vec.to_numpy(), np.float32) for sha, vec in self._sql(
+            "SELECT DISTINCT ON (text_sha256) text_sha256, embedding FROM chunks "
+            "WHERE text_sha256 = ANY(%s) AND embedding IS NOT NULL "
+            "ORDER BY text_sha256, chunk_id", (wanted,)).fetchall()} if wanted else {}
+        return [found.get(c.sha256) for c in chunks]
+
+    def add_vectors(self, doc_id: int, sha256: str, chunks: Sequence[Chunk],
+                    vectors: bytes) -> bool:
+        """As the SQLite store's; here the chunks keep their ids and get their vectors."""
+        if len(vectors) != len(chunks) * self.dim * 4:
+            raise StoreError(f"document {doc_id}: {len(chunks)} chunks but "
+                             f"{len(vectors)} bytes of vectors (dim {self.dim})")
+        row = self._sql("SELECT d.content_sha256 FROM embed_queue q JOIN documents d "
+                        "ON d.doc_id = q.doc_id WHERE q.doc_id = %s FOR UPDATE OF q",
+                        (doc_id,)).fetchone()
+        if row is None or row[0] != sha256:
+            return False
+        have = self._sql("SELECT idx, text_sha256 FROM chunks WHERE doc_id = %s AND "
+                         "embedding IS NULL ORDER BY idx", (doc_id,)).fetchall()
+        if [tuple(r) for r in have] != [(c.idx, c.sha256) for c in chunks]:
+            return False
+        matrix = np.frombuffer(vectors, np.float32).reshape(len(chunks), self.dim)
+        self._conn.cursor().executemany(
+            b"UPDATE chunks SET embedding = %b WHERE doc_id = %s AND idx = %s",
+            [(matrix[i], doc_id, c.idx) for i, c in enumerate(chunks)])
+        self._sql("DELETE FROM embed_queue WHERE doc_id = %s", (doc_id,))
+        return True
 
     @staticmethod
     def _dated(doc: DocRecord, fallback: str, created: str | None) -> DocFacts:
@@ -249,10 +291,10 @@ class PgWriter:
             doc.external_id, doc.source, {**found.properties, **doc.metadata}))
 
     def _insert_chunks(self, doc_id: int, title: str, chunks: Sequence[Chunk],
-                       vectors: bytes) -> None:
+                       matrix: Sequence[Any]) -> None:
+        """Chunks with their vectors; those without (None) wait for them."""
         if not chunks:
             return
-        matrix = np.frombuffer(vectors, np.float32).reshape(len(chunks), self.dim)
         self._conn.cursor().executemany(
             b"INSERT INTO chunks(doc_id, idx, start_off, end_off, tokens, text_sha256, "
             b"section, title, words, embedding) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %b)",

@@ -100,7 +100,7 @@ class ChunkLog:
         return vector_arrays(rows, dim)
 
     def chunk_count(self) -> int:
-        return int(self._rows("SELECT count(*) FROM chunks")[0][0])
+        return int(self._rows("SELECT count(*) FROM chunks WHERE waiting = 0")[0][0])
 
     def snapshot(self, dim: int, on_start: Callable[[int, int], None],
                  on_block: Callable[[I64, I64, F32], None], block: int = 16384) -> int:
@@ -120,7 +120,7 @@ class ChunkLog:
     def id_stats(self) -> tuple[int, int, int]:
         """(count, sum, mix) of every chunk id, to check a vector file against."""
         row = self._rows(f"SELECT count(*), coalesce(sum(chunk_id), 0), coalesce({_MIX}, 0) "
-                         "FROM chunks")[0]
+                         "FROM chunks WHERE waiting = 0")[0]
         return int(row[0]), int(row[1]), int(row[2])
 
     def token(self) -> bytes | None:

@@ -29,6 +29,7 @@ from pocketmcp.store.sqlite.keywords.lengths import ChunkLengths, averages
 from pocketmcp.store.sqlite.keywords.textsearch import TermCounts
 from pocketmcp.store.sqlite.log import TOKEN_KEY, VECTOR_BY_ID, ChunkLog, Vectors
 from pocketmcp.store.sqlite.threads import Threads
+from pocketmcp.store.sqlite.waiting import WaitingReads
 
 READ_MAP_BYTES = 1 << 36  # how much of the index file readers map (all of it, in practice)
 
@@ -36,14 +37,12 @@ _CHUNK_TEXT = "substr(d.content, c.start_off + 1, c.end_off - c.start_off)"
 # What a search match shows of its document, after its chunk's own columns.
 _HIT_DOC = ("d.external_id, d.uri, d.title, d.source, c.section, d.library, d.size_bytes, "
             "d.mtime_ns, d.created, d.modified, d.updated_at, d.tags")
-
-
 _DOC_COLUMNS = ("d.doc_id, d.external_id, d.source, d.uri, d.title, d.library, d.metadata, "
                 "d.content_sha256, d.chunk_count, d.created_at, d.updated_at, d.properties, "
                 "d.tags, d.created, d.modified, d.size_bytes, d.mtime_ns")
 
 
-class SqliteReader:
+class SqliteReader(WaitingReads):
     """One read-only connection. Not thread-safe: one caller at a time. `helpers`: threads
     its index lends it for large chunk queries in two halves (without them, those run
     whole)."""
@@ -136,7 +135,8 @@ class SqliteReader:
             part = wanted[start:start + 500]
             marks = ",".join("?" * len(part))
             for sha, chunk_id in self._rows(
-                f"SELECT text_sha256, chunk_id FROM chunks WHERE text_sha256 IN ({marks})", part,
+                f"SELECT text_sha256, chunk_id FROM chunks WHERE text_sha256 IN ({marks}) "
+                "AND waiting = 0", part,
             ):
                 owners.setdefault(sha, chunk_id)
         found: dict[str, bytes] = {}
@@ -156,7 +156,8 @@ class SqliteReader:
 
     def counts(self) -> dict[str, int]:
         docs = self._rows("SELECT count(*), coalesce(sum(chunk_count), 0) FROM documents")[0]
-        return {"documents": int(docs[0]), "chunks": int(docs[1])}
+        return {"documents": int(docs[0]), "chunks": int(docs[1]),
+                "waiting": self.waiting_count()}  # chunks whose vectors have not come yet
 
     def search_vector(self, query: bytes, k: int,
                       doc_ids: Sequence[int] | None = None) -> list[VectorHit]:
@@ -191,7 +192,8 @@ class SqliteReader:
                 state = self._conn.execute(
                     "SELECT (SELECT value FROM meta WHERE key = ?), (SELECT schema_version "
                     "FROM pragma_schema_version), (SELECT seq FROM sqlite_sequence WHERE "
-                    "name = 'chunk_log')", (TOKEN_KEY,)).fetchone()
+                    "name = 'chunk_log'), (SELECT seq FROM sqlite_sequence WHERE name = "
+                    "'chunks')", (TOKEN_KEY,)).fetchone()  # chunks: keyword-only ones too
             except sqlite_errors():  # an index not made (or migrated) yet: not remembered
                 return self._count_terms(terms)
             return self._terms.get(tuple(state), terms, self._count_terms)

@@ -171,6 +171,22 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
         *facts.MIGRATION,
         _note_facts,
     ),
+    (
+        # Two stages per document: its chunks are written for keyword search as soon as it
+        # is chunked (`waiting`, ranked in embed_queue, most recent change first), and get
+        # their vectors when the embedder returns them. Waiting chunks stay out of the chunk
+        # log, so vector files only ever hold chunks with vectors.
+        "ALTER TABLE chunks ADD COLUMN waiting INTEGER NOT NULL DEFAULT 0",
+        "CREATE INDEX chunks_waiting ON chunks(doc_id) WHERE waiting = 1",
+        "CREATE TABLE embed_queue(doc_id INTEGER PRIMARY KEY, rank INTEGER NOT NULL)",
+        "CREATE INDEX embed_queue_rank ON embed_queue(rank DESC, doc_id DESC)",
+        "DROP TRIGGER chunk_added",
+        "DROP TRIGGER chunk_removed",
+        """CREATE TRIGGER chunk_added AFTER INSERT ON chunks WHEN new.waiting = 0 BEGIN
+               INSERT INTO chunk_log(chunk_id, added) VALUES (new.chunk_id, 1); END""",
+        """CREATE TRIGGER chunk_removed AFTER DELETE ON chunks WHEN old.waiting = 0 BEGIN
+               INSERT INTO chunk_log(chunk_id, added) VALUES (old.chunk_id, 0); END""",
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

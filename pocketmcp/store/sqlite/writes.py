@@ -32,6 +32,7 @@ from pocketmcp.store.sqlite.connect import open_sync_writer, sqlite_errors
 from pocketmcp.store.sqlite.files import lock_path
 from pocketmcp.store.sqlite.log import TOKEN_KEY, ChunkLog
 from pocketmcp.store.sqlite.reads import ReaderPool
+from pocketmcp.store.sqlite.staged import StagedWrites
 from pocketmcp.store.sqlite.vectors.file import new_token
 from pocketmcp.store.sqlite.vectors.writer import VectorFileWriter
 
@@ -43,7 +44,7 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-class SqliteWriter:
+class SqliteWriter(StagedWrites):
     """Holds the writer lock of one index file and its only writing connection."""
 
     def __init__(self, db_path: Path, identity: Identity, *, rebuild: bool = False) -> None:
@@ -113,6 +114,7 @@ class SqliteWriter:
         """`work()` in one transaction. The file's writer lock already keeps every other
         writer out, so `keys` need no locks of their own and nothing is retried."""
         with self.transaction():
+            self.settle_keywords()
             return work()
 
     @property
@@ -198,11 +200,13 @@ class SqliteWriter:
 
     # -- writes (call between begin() and commit()) --------------------------------------------
 
-    def upsert(self, doc: DocRecord, chunks: Sequence[Chunk], vectors: bytes) -> Written:
+    def upsert(self, doc: DocRecord, chunks: Sequence[Chunk], vectors: bytes | None, *,
+               rank: int = 0) -> Written:
         """Insert or replace one document and all its chunks. A document whose text, title,
         library and metadata are unchanged keeps its chunks: only its stat, and its facts
-        when they changed, are written."""
-        if len(vectors) != len(chunks) * self.dim * 4:
+        when they changed, are written. Without `vectors` its chunks are written for keyword
+        search and wait for their vectors (`add_vectors`), queued at `rank` (higher first)."""
+        if vectors is not None and len(vectors) != len(chunks) * self.dim * 4:
             raise StoreError(f"{doc.external_id}: {len(chunks)} chunks but "
                              f"{len(vectors)} bytes of vectors (dim {self.dim})")
         row = self._sql("SELECT doc_id, content_sha256, title, library, metadata, created "
@@ -227,6 +231,10 @@ class SqliteWriter:
             self._sql("UPDATE documents SET updated_at = ? WHERE doc_id = ?", (now, row[0]))
             return Written(row[0], "updated", len(chunks), 0)
         removed = 0
+        # Without vectors, those of text the index holds already (the document's old
+        # version, before it goes) are taken at once: only the rest wait.
+        rows = self._rows_of(chunks, vectors) if vectors is not None else (
+            self._known(chunks))
         if row is None:
             doc_id = self._sql(
                 "INSERT INTO documents(external_id, source, uri, title, library, metadata, "
@@ -250,8 +258,12 @@ class SqliteWriter:
             self._sql("DELETE FROM documents_fts WHERE rowid = ?", (doc_id,))
         self._sql("INSERT INTO documents_fts(rowid, title, content) VALUES (?, ?, ?)",
                   (doc_id, index_text(doc.title), index_text(markdown.clean(doc.content))))
-        self._insert_chunks(doc_id, doc.title, chunks, vectors)
-        return Written(doc_id, "inserted" if row is None else "updated", len(chunks), removed)
+        self._insert_chunks(doc_id, doc.title, chunks, rows)
+        waiting = rows.count(None)
+        if waiting:
+            self._sql("INSERT INTO embed_queue(doc_id, rank) VALUES (?, ?)", (doc_id, rank))
+        return Written(doc_id, "inserted" if row is None else "updated", len(chunks), removed,
+                       waiting)
 
     @staticmethod
     def _dated(doc: DocRecord, fallback: str, created: str | None) -> DocFacts:
@@ -269,37 +281,41 @@ class SqliteWriter:
                     source=doc.source, facts=found, metadata=doc.metadata)
 
     def _insert_chunks(self, doc_id: int, title: str, chunks: Sequence[Chunk],
-                       vectors: bytes) -> None:
+                       vectors: Sequence[bytes | None]) -> None:
+        """Chunks with their vectors; those without (None) wait for them."""
         if not chunks:
             return
         self._many(
-            "INSERT INTO chunks(doc_id, idx, start_off, end_off, tokens, text_sha256, section) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(doc_id, c.idx, c.start, c.end, c.tokens, c.sha256, c.section) for c in chunks],
+            "INSERT INTO chunks(doc_id, idx, start_off, end_off, tokens, text_sha256, section, "
+            "waiting) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [(doc_id, c.idx, c.start, c.end, c.tokens, c.sha256, c.section, int(v is None))
+             for c, v in zip(chunks, vectors, strict=True)],
         )
         ids = dict(self._sql("SELECT idx, chunk_id FROM chunks WHERE doc_id = ?",
                              (doc_id,)).fetchall())
-        width = self.dim * 4
-        for i, c in enumerate(chunks):
-            self._fresh[ids[c.idx]] = (doc_id, vectors[i * width:(i + 1) * width])
-        self._many(
-            "INSERT INTO vec_chunks(chunk_id, embedding, doc_id, idx, start_off, end_off, text) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(ids[c.idx], vectors[i * width:(i + 1) * width], doc_id, c.idx, c.start, c.end,
-              c.text) for i, c in enumerate(chunks)],
-        )
         self._many("INSERT INTO chunks_fts(rowid, title, text) VALUES (?, ?, ?)",
                    [(ids[c.idx], index_text(c.section or title), index_text(c.keyword_text))
                     for c in chunks])
+        rows = [(ids[c.idx], v, doc_id, c.idx, c.start, c.end, c.text)
+                for c, v in zip(chunks, vectors, strict=True) if v is not None]
+        for chunk_id, vector, *_ in rows:
+            self._fresh[chunk_id] = (doc_id, vector)
+        self._many(
+            "INSERT INTO vec_chunks(chunk_id, embedding, doc_id, idx, start_off, end_off, text) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
 
     def _delete_chunks(self, doc_id: int) -> int:
-        ids = [r[0] for r in self._sql("SELECT chunk_id FROM chunks WHERE doc_id = ?",
-                                       (doc_id,)).fetchall()]
-        if ids:
-            self._many("DELETE FROM vec_chunks WHERE chunk_id = ?", [(i,) for i in ids])
-            self._many("DELETE FROM chunks_fts WHERE rowid = ?", [(i,) for i in ids])
+        rows = self._sql("SELECT chunk_id, waiting FROM chunks WHERE doc_id = ?",
+                         (doc_id,)).fetchall()
+        if rows:
+            self._many("DELETE FROM vec_chunks WHERE chunk_id = ?",
+                       [(i,) for i, waiting in rows if not waiting])
+            self._many("DELETE FROM chunks_fts WHERE rowid = ?",
+                       [(i,) for i, waiting in rows if not waiting])
+            self._forget_keywords([i for i, waiting in rows if waiting])
             self._sql("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
-        return len(ids)
+        self._sql("DELETE FROM embed_queue WHERE doc_id = ?", (doc_id,))
+        return len(rows)
 
     def touch(self, external_id: str, size: int, mtime_ns: int) -> None:
         self._sql("UPDATE documents SET size_bytes = ?, mtime_ns = ? WHERE external_id = ?",

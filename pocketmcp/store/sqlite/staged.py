@@ -1,0 +1,156 @@
+"""The two stages of writing a document to a SQLite index (the writer's side).
+
+A document is written for keyword search as soon as it is chunked: chunks whose text the
+index already holds get that vector at once, the others are written `waiting` (no row in
+vec_chunks, no entry in the chunk log) and the document is queued in `embed_queue`. When
+the embedder returns their vectors, `add_vectors` writes those chunks again with them,
+under new chunk ids: ids only grow, as the vector file and the chunk lengths that follow
+the chunk log need. Both stages run inside the writer's transactions, so neither is ever
+half-written, and the second finds the document as the first left it or writes nothing.
+
+A contentless FTS5 table keeps, in its totals (rows, and tokens per column: what BM25's
+document frequencies and average length come from), every row ever inserted: its deletes
+cannot take theirs off. The keyword rows of waiting chunks, written once more with their
+vectors, would count twice, and BM25 over a folder indexed in two stages would differ from
+one indexed in one. So what those rows added is noted (`fts_debt` in meta) when they go,
+and taken off the totals at the start of the next transaction, before FTS5 reads them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from pocketmcp.errors import StoreError
+from pocketmcp.messages import Chunk
+from pocketmcp.store.sqlite.keywords.lengths import varint
+from pocketmcp.store.sqlite.log import VECTOR_BY_ID
+
+DEBT_KEY = "fts_debt"  # meta: [rows, [tokens per column]] to take off chunks_fts's totals
+
+
+class StagedWrites:
+    """Mixed into SqliteWriter, whose connection and chunk writing it uses."""
+
+    dim: int
+
+    def _sql(self, sql: str, args: Sequence[Any] = ()) -> Any:
+        raise NotImplementedError
+
+    def _many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        raise NotImplementedError
+
+    def _insert_chunks(self, doc_id: int, title: str, chunks: Sequence[Chunk],
+                       vectors: Sequence[bytes | None]) -> None:
+        raise NotImplementedError
+
+    def _rows_of(self, chunks: Sequence[Chunk], vectors: bytes) -> list[bytes | None]:
+        """Each chunk's vector, cut from the float32 matrix `vectors`."""
+        width = self.dim * 4
+        return [vectors[i * width:(i + 1) * width] for i in range(len(chunks))]
+
+    def _known(self, chunks: Sequence[Chunk]) -> list[bytes | None]:
+        """The stored vector of each chunk whose text the index holds with one (by digest),
+        else None."""
+        wanted = sorted({c.sha256 for c in chunks})
+        owners: dict[str, int] = {}
+        for start in range(0, len(wanted), 500):
+            for sha, chunk_id in self._sql(
+                    "SELECT text_sha256, chunk_id FROM chunks WHERE waiting = 0 AND "
+                    "text_sha256 IN (SELECT value FROM json_each(?))",
+                    (_texts(wanted[start:start + 500]),)).fetchall():
+                owners.setdefault(sha, chunk_id)
+        found: dict[str, bytes] = {}
+        for sha, chunk_id in owners.items():
+            row = self._sql(VECTOR_BY_ID, (chunk_id,)).fetchone()
+            if row is not None and len(row[2]) == self.dim * 4:
+                found[sha] = bytes(row[2])
+        return [found.get(c.sha256) for c in chunks]
+
+    def add_vectors(self, doc_id: int, sha256: str, chunks: Sequence[Chunk],
+                    vectors: bytes) -> bool:
+        """The vectors of a document's waiting `chunks`, as the embedder returned them for
+        its text `sha256`: those chunks are written again with them. False, and nothing
+        written, when the document has changed since (another version waits, or it is
+        gone) or has its vectors already."""
+        if len(vectors) != len(chunks) * self.dim * 4:
+            raise StoreError(f"document {doc_id}: {len(chunks)} chunks but "
+                             f"{len(vectors)} bytes of vectors (dim {self.dim})")
+        row = self._sql("SELECT d.content_sha256, d.title FROM embed_queue q JOIN documents d "
+                        "ON d.doc_id = q.doc_id WHERE q.doc_id = ?", (doc_id,)).fetchone()
+        if row is None or row[0] != sha256:
+            return False
+        waiting = self._sql("SELECT chunk_id, idx, text_sha256 FROM chunks WHERE doc_id = ? "
+                            "AND waiting = 1 ORDER BY idx", (doc_id,)).fetchall()
+        if [(r[1], r[2]) for r in waiting] != [(c.idx, c.sha256) for c in chunks]:
+            return False
+        ids = [r[0] for r in waiting]
+        self._forget_keywords(ids)
+        self._many("DELETE FROM chunks WHERE chunk_id = ?", [(i,) for i in ids])  # not logged
+        self._insert_chunks(doc_id, str(row[1]), chunks, self._rows_of(chunks, vectors))
+        self._sql("DELETE FROM embed_queue WHERE doc_id = ?", (doc_id,))
+        return True
+
+
+    def _forget_keywords(self, waiting: Sequence[int]) -> None:
+        """Delete the keyword rows of waiting chunks, noting what they added to the totals
+        (the next transaction takes it off: `settle_keywords`)."""
+        if not waiting:
+            return
+        rows, columns = _debt(self._sql)
+        for (size,) in self._sql("SELECT sz FROM chunks_fts_docsize WHERE id IN "
+                                 "(SELECT value FROM json_each(?))", (_texts(waiting),)):
+            rows += 1
+            blob, at, column = bytes(size), 0, 0
+            while at < len(blob):
+                tokens, at = varint(blob, at)
+                columns += [0] * (column + 1 - len(columns))
+                columns[column] += tokens
+                column += 1
+        self._many("DELETE FROM chunks_fts WHERE rowid = ?", [(i,) for i in waiting])
+        self._sql("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                  (DEBT_KEY, json.dumps([rows, columns])))
+
+    def settle_keywords(self) -> None:
+        """Take what deleted keyword rows of waiting chunks added off chunks_fts's totals;
+        first thing in a transaction, before FTS5 loads them."""
+        rows, columns = _debt(self._sql)
+        if not rows:
+            return
+        found = self._sql("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()
+        if found is not None and found[0]:
+            block = bytes(found[0])
+            total, at = varint(block)
+            totals: list[int] = []
+            while at < len(block):
+                value, at = varint(block, at)
+                totals.append(value)
+            fixed = [max(0, total - rows)] + [max(0, t - (columns[i] if i < len(columns)
+                                                           else 0))
+                                               for i, t in enumerate(totals)]
+            self._sql("UPDATE chunks_fts_data SET block = ? WHERE id = 1",
+                      (b"".join(_varint(v) for v in fixed),))
+        self._sql("DELETE FROM meta WHERE key = ?", (DEBT_KEY,))
+
+
+def _debt(sql: Any) -> tuple[int, list[int]]:
+    row = sql("SELECT value FROM meta WHERE key = ?", (DEBT_KEY,)).fetchone()
+    if row is None:
+        return 0, []
+    rows, columns = json.loads(row[0])
+    return int(rows), [int(c) for c in columns]
+
+
+def _varint(value: int) -> bytes:
+    """An SQLite varint (values below 2**56: seven bits a byte, most significant first)."""
+    out = [value & 0x7F]
+    value >>= 7
+    while value:
+        out.append(0x80 | (value & 0x7F))
+        value >>= 7
+    return bytes(reversed(out))
+
+
+def _texts(values: Sequence[Any]) -> str:
+    return json.dumps([v if isinstance(v, str) else int(v) for v in values])

@@ -1,0 +1,209 @@
+"""Writing a document in two stages, the same over both stores (SQLite files, and Postgres
+with pgvector): its text and keywords first, searchable at once, its vectors when they come;
+an edit in between replaces the old version whole, vectors of an old version are refused,
+and nothing is written twice."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pocketmcp.core.identity import Identity
+from pocketmcp.core.secret import Secret
+from pocketmcp.core.text import sha256
+from pocketmcp.messages import Chunk, DocRecord, Written
+from pocketmcp.store.api import Place, ReadIndex, StoreWriter
+from pocketmcp.store.pg.place import PgPlace
+from pocketmcp.store.sqlite.place import SqlitePlace
+
+DIM = 8
+IDENTITY = Identity(model="m", dim=DIM)
+
+
+def _chunks(*texts: str) -> tuple[Chunk, ...]:
+    out, start = [], 0
+    for i, text in enumerate(texts):
+        out.append(Chunk(idx=i, start=start, end=start + len(text), text=text, tokens=5,
+                         sha256=sha256(text)))
+        start += len(text)
+    return tuple(out)
+
+
+def _vectors(n: int, seed: int = 0) -> np.ndarray:
+    rows = np.random.default_rng(seed).normal(size=(n, DIM)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    return rows
+
+
+def _doc(ext: str, *texts: str) -> DocRecord:
+    content = "".join(texts)
+    return DocRecord(external_id=ext, source="raw", uri=None, title=ext, content=content,
+                     sha256=sha256(content))
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> Place:
+    if request.param == "sqlite":
+        return SqlitePlace(tmp_path / "index.db", tmp_path / "databases")
+    url = request.getfixturevalue("pg_url")
+    return PgPlace(Secret(url), request.getfixturevalue("pg_schema"))
+
+
+@pytest.fixture
+def store(where: Place) -> Iterator[tuple[StoreWriter, ReadIndex]]:
+    writer = where.writer(IDENTITY)
+    index = where.reader(DIM)
+    try:
+        yield writer, index
+    finally:
+        index.close()
+        writer.close()
+
+
+def _keywords(writer: StoreWriter, doc: DocRecord, chunks: tuple[Chunk, ...],
+              rank: int = 0) -> Written:
+    """Stage one: the text and keywords, no vectors."""
+    return writer.batch(lambda: writer.upsert(doc, chunks, None, rank=rank),
+                        [doc.external_id])
+
+
+def _vectors_of(writer: StoreWriter, doc_id: int, sha: str, chunks: tuple[Chunk, ...],
+                vectors: np.ndarray, ext: str) -> bool:
+    """Stage two."""
+    return writer.batch(lambda: writer.add_vectors(doc_id, sha, chunks, vectors.tobytes()),
+                        [ext])
+
+
+async def _found(index: ReadIndex, words: str) -> set[int]:
+    found = await index.run(lambda r: r.keyword_stage(words, 10, None, title_weight=1.0,
+                                                      total=10, documents=False))
+    return set(found.doc_of.values())
+
+
+async def _nearest_docs(index: ReadIndex, query: np.ndarray) -> list[int]:
+    await index.open_vectors()
+    _, _, docs = await index.run(lambda r: index.nearest(r, query, 10, 1000, None))
+    return docs.tolist()
+
+
+async def test_keywords_first_then_vectors_and_never_twice(store) -> None:
+    writer, index = store
+    chunks = _chunks("Lighthouse keepers trim the wick. ", "Gulls circle the lamp.")
+    doc = _doc("a", *[c.text for c in chunks])
+    written = _keywords(writer, doc, chunks)
+    assert (written.status, written.chunks, written.waiting) == ("inserted", 2, 2)
+    # In the gap: found by its words, in no vector search, counted as waiting.
+    assert await _found(index, "lighthouse") == {written.doc_id}
+    vectors = _vectors(2)
+    assert await _nearest_docs(index, vectors[0]) == []
+    assert await index.run(lambda r: r.counts()) == {"documents": 1, "chunks": 2, "waiting": 2}
+    backlog = await index.run(lambda r: r.embed_backlog(10))
+    assert [(d.doc_id, d.sha256, [c.text for c in d.chunks]) for d in backlog] == [
+        (written.doc_id, doc.sha256, [c.text for c in chunks])]
+    waiting = await index.run(lambda r: r.waiting_among([1, 2, 3, 4, 5, 6, 7, 8]))
+    assert len(waiting) == 2
+    # Stage two: the vectors come, once.
+    assert _vectors_of(writer, written.doc_id, doc.sha256, chunks, vectors, "a")
+    assert not _vectors_of(writer, written.doc_id, doc.sha256, chunks, vectors, "a")
+    assert await index.run(lambda r: r.counts()) == {"documents": 1, "chunks": 2, "waiting": 0}
+    assert await index.run(lambda r: r.embed_backlog(10)) == []
+    assert (await _nearest_docs(index, vectors[1]))[:2] == [written.doc_id] * 2
+    assert await _found(index, "gulls") == {written.doc_id}  # keywords kept
+    rows = await index.run(lambda r: r.neighbours(written.doc_id, 0, 5))
+    assert [r[3] for r in rows] == [c.text for c in chunks]
+
+
+async def test_an_edit_in_the_gap_replaces_the_old_text_and_its_late_vectors_are_refused(
+        store) -> None:
+    writer, index = store
+    old = _chunks("Old notes about herons. ", "Herons stand still.")
+    old_doc = _doc("a", *[c.text for c in old])
+    first = _keywords(writer, old_doc, old)
+    new = _chunks("New notes about otters.")
+    new_doc = _doc("a", *[c.text for c in new])
+    second = _keywords(writer, new_doc, new, rank=5)
+    assert (second.doc_id, second.status, second.chunks_removed) == (
+        first.doc_id, "updated", 2)
+    assert await _found(index, "herons") == set()  # the old text is gone, whole
+    assert await _found(index, "otters") == {first.doc_id}
+    # The old version's vectors, arriving late, are refused: nothing written.
+    assert not _vectors_of(writer, first.doc_id, old_doc.sha256, old, _vectors(2), "a")
+    assert await index.run(lambda r: r.counts()) == {"documents": 1, "chunks": 1, "waiting": 1}
+    assert _vectors_of(writer, first.doc_id, new_doc.sha256, new, _vectors(1, seed=2), "a")
+    assert await index.run(lambda r: r.counts()) == {"documents": 1, "chunks": 1, "waiting": 0}
+
+
+async def test_the_most_recently_changed_documents_wait_first(store) -> None:
+    writer, index = store
+    ids = {}
+    for rank, name in enumerate(["old", "middle", "new"]):
+        chunks = _chunks(f"The {name} note.")
+        ids[name] = _keywords(writer, _doc(name, chunks[0].text), chunks, rank=rank).doc_id
+    order = await index.run(lambda r: r.embed_backlog(10))
+    assert [d.doc_id for d in order] == [ids["new"], ids["middle"], ids["old"]]
+    edited = _chunks("The old note, edited now.")
+    _keywords(writer, _doc("old", edited[0].text), edited, rank=100)  # an edit jumps ahead
+    order = await index.run(lambda r: r.embed_backlog(2, [ids["new"]]))
+    assert [d.doc_id for d in order] == [ids["old"], ids["middle"]]  # `new` is on its way
+
+
+async def test_an_edit_keeps_the_vectors_of_its_unchanged_chunks(store) -> None:
+    writer, index = store
+    chunks = _chunks("Same first part. ", "Second part.")
+    doc = _doc("a", *[c.text for c in chunks])
+    vectors = _vectors(2, seed=4)
+    writer.batch(lambda: writer.upsert(doc, chunks, vectors.tobytes()), ["a"])
+    edited = _chunks("Same first part. ", "Second part, changed.")
+    written = _keywords(writer, _doc("a", *[c.text for c in edited]), edited)
+    assert written.waiting == 1  # only the changed chunk waits
+    assert (await _nearest_docs(index, vectors[0]))[:1] == [written.doc_id]
+    backlog = await index.run(lambda r: r.embed_backlog(10))
+    assert [c.text for c in backlog[0].chunks] == ["Second part, changed."]
+    waiting_chunk = tuple(c for c in edited if c.idx == 1)
+    doc_sha = sha256("".join(c.text for c in edited))
+    assert _vectors_of(writer, written.doc_id, doc_sha, waiting_chunk, _vectors(1, seed=5), "a")
+    counts: dict[str, Any] = await index.run(lambda r: r.counts())
+    assert counts == {"documents": 1, "chunks": 2, "waiting": 0}
+    rows = await index.run(lambda r: r.neighbours(written.doc_id, 0, 5))
+    assert [r[3] for r in rows] == [c.text for c in edited]
+
+
+async def test_bm25_over_a_folder_written_in_two_stages_is_as_over_one_written_at_once(
+        tmp_path: Path) -> None:
+    """FTS5's totals (rows, tokens: what BM25 weighs words by) count each chunk once, though
+    its keyword row was written twice (and a waiting version was replaced by an edit)."""
+    texts = [("a", "Herons wade in the marsh at dawn. "), ("b", "Otters dive for fish. "),
+             ("c", "Herons and otters share the river.")]
+    at_once = SqlitePlace(tmp_path / "once.db", tmp_path / "d1")
+    staged = SqlitePlace(tmp_path / "staged.db", tmp_path / "d2")
+    one, two = at_once.writer(IDENTITY), staged.writer(IDENTITY)
+    try:
+        for i, (ext, text) in enumerate(texts):
+            chunks = _chunks(text)
+            doc, vectors = _doc(ext, text), _vectors(1, seed=i).tobytes()
+            one.batch(lambda d=doc, c=chunks, v=vectors: one.upsert(d, c, v), [ext])
+            if ext == "c":  # a version replaced while it waits
+                first = _chunks("An old draft about kingfishers and herons.")
+                _keywords(two, _doc(ext, first[0].text), first)
+            written = _keywords(two, _doc(ext, text), chunks)
+            assert _vectors_of(two, written.doc_id, sha256(text), chunks,
+                               _vectors(1, seed=i), ext)
+        two.batch(lambda: None, [])  # the next transaction settles the totals
+    finally:
+        one.close()
+        two.close()
+    results = []
+    for place in (at_once, staged):
+        index = place.reader(DIM)
+        try:
+            rows = await index.run(lambda r: r.fts_rows())  # type: ignore[attr-defined]
+            found = await index.run(lambda r: r.keyword_stage(
+                "herons otters", 10, None, title_weight=1.0, total=3, documents=False))
+            results.append((rows, sorted(found.keyword.values())))
+        finally:
+            index.close()
+    assert results[0] == results[1] and results[0][0] == 3
