@@ -89,7 +89,7 @@ def pdf(data: bytes, ocr: OcrSpec | None = None) -> Converted:
             if index + 1 in read:
                 page_lines = [(_KEEP, f"## Page {index + 1} (OCR)"), (_KEEP, "")] + [
                     (_KEEP, line) for line in read[index + 1]]
-            elif read:
+            elif read and any(line.strip() for _, line in page_lines):
                 page_lines = [(_KEEP, f"## Page {index + 1}"), (_KEEP, ""), *page_lines]
             lines += page_lines
             lines.append((0.0, ""))

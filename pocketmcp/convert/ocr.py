@@ -183,11 +183,9 @@ def _open(data: bytes, max_pixels: int) -> Any:
     """A PIL image, opened from its header only, within the pixel cap."""
     from PIL import Image, UnidentifiedImageError
 
-    Image.MAX_IMAGE_PIXELS = max_pixels  # Pillow's own guard, for frames it decodes later
+    Image.MAX_IMAGE_PIXELS = None  # checked below, with the setting named
     try:
         image = Image.open(io.BytesIO(data))
-    except Image.DecompressionBombError as exc:
-        raise OcrRefused(f"decompression bomb refused before decoding ({exc})") from None
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
         raise OcrRefused(f"not a readable image ({exc})") from None
     width, height = image.size
@@ -195,6 +193,7 @@ def _open(data: bytes, max_pixels: int) -> Any:
         raise OcrRefused(f"image of {width} x {height} pixels refused before decoding: over "
                          f"the limit of {max_pixels} pixels (OCR_MAX_PIXELS); decompression "
                          "bombs look like this")
+    Image.MAX_IMAGE_PIXELS = max_pixels  # Pillow's own guard, for frames decoded later
     return image
 
 

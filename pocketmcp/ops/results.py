@@ -320,6 +320,8 @@ class StatusResult(BaseModel):
     files_indexed_since_start: int
     last_error: str | None
     embedding: EmbeddingStatus | None = None
+    ocr: str | None = Field(None, description="Whether images and scanned PDF pages are read "
+                                              "by OCR, with what, or why not.")
     version: str
 
 
