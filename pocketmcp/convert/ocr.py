@@ -145,14 +145,24 @@ def _recognise(ocr: Any, pixels: Any) -> list[tuple[list[tuple[float, float]], s
     if boxes is None:
         return []
     crops = ocr.get_crop_img_list(image, boxes)
-    crops, directions, _ = ocr.text_cls(crops)
-    texts, _ = ocr.text_rec(crops, False)
+    as_found = crops
+    crops, directions, _ = ocr.text_cls(crops)  # turns copies of the crops it finds flipped
+    texts = list(ocr.text_rec(crops, False)[0])
+    turned = ["180" in label and certainty > ocr.text_cls.cls_thresh
+              for label, certainty in directions]
+    # The direction model sees a long line squeezed into 192 pixels and sometimes turns an
+    # upright one: each turned line is read both ways, and the likelier reading kept.
+    flipped = [i for i, t in enumerate(turned) if t]
+    if flipped:
+        again, _ = ocr.text_rec([as_found[i] for i in flipped], False)
+        for i, (text, score) in zip(flipped, again, strict=True):
+            if score > texts[i][1]:
+                texts[i], turned[i] = (text, score), False
     corners = ocr._get_origin_points(boxes, record, height, width)
     out = []
-    for box, (text, score), (label, certainty) in zip(corners, texts, directions, strict=True):
+    for box, (text, score), upside_down in zip(corners, texts, turned, strict=True):
         if text.strip() and score >= ocr.text_score:
-            turned = "180" in label and certainty > ocr.text_cls.cls_thresh
-            out.append(([(float(x), float(y)) for x, y in box], str(text), turned))
+            out.append(([(float(x), float(y)) for x, y in box], str(text), upside_down))
     return out
 
 
