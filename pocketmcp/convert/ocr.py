@@ -249,13 +249,27 @@ def read_image(data: bytes, spec: OcrSpec) -> Converted:
             frame.load()
         except (EOFError, OSError, ValueError, Image.DecompressionBombError) as exc:
             raise OcrRefused(f"frame {number} is not a readable image ({exc})") from None
-        frame = _fit(frame)
+        frame = _fit(_on_white(frame))
         lines = read_lines(ocr, frame)
         heading = f"## Page {number} (OCR)" if frames > 1 else "## Image text (OCR)"
         parts.append("\n".join([heading, "", *lines]))
     note = _note(len(spec.pages), frames, time.monotonic() - started)
     return Converted("\n\n".join(parts), None, frames if frames > 1 else None,
                      {"ocr": note})
+
+
+def _on_white(image: Any) -> Any:
+    """The image with any transparency laid on white (dark text on a transparent
+    screenshot would otherwise turn black on black)."""
+    from PIL import Image
+
+    if image.mode == "P" and "transparency" in image.info:
+        image = image.convert("RGBA")
+    if image.mode not in ("RGBA", "LA", "PA"):
+        return image
+    paper = Image.new("RGB", image.size, "white")
+    paper.paste(image.convert("RGBA"), mask=image.convert("RGBA").getchannel("A"))
+    return paper
 
 
 def _fit(image: Any) -> Any:

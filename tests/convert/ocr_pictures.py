@@ -47,6 +47,15 @@ def picture(text: str, *, face: str = "DejaVuSans", size: int = 28, width: int =
     return image.rotate(angle, expand=True, fillcolor=paper) if angle else image
 
 
+def transparent(image: Image.Image) -> Image.Image:
+    """Black text on a transparent ground, as screenshots of text often are."""
+    from PIL import ImageOps
+
+    ink = Image.new("RGBA", image.size, (0, 0, 0, 0))
+    ink.putalpha(ImageOps.invert(image.convert("L")))
+    return ink
+
+
 def save(image: Image.Image, path: Path, **options: Any) -> Path:
     image.save(path, **options)
     return path

@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 import pytest
-from ocr_pictures import picture, png_bomb, save, scanned_pdf
+from ocr_pictures import picture, png_bomb, save, scanned_pdf, transparent
 from support.runtime import make_config, running
 from support.tools import Tools
 
@@ -22,6 +22,7 @@ from pocketmcp.config import Config
 from pocketmcp.convert import ocr
 from pocketmcp.convert.limits import OcrLimits
 from pocketmcp.convert.pool import ocr_off
+from pocketmcp.errors import ConfigError
 from pocketmcp.plans import Plan, serving
 from pocketmcp.runtime import Runtime
 
@@ -65,10 +66,12 @@ async def top_path(tools: Tools, query: str) -> dict[str, Any]:
 
 
 async def test_images_and_scans_are_found_by_meaning(tmp_path: Path) -> None:
-    config = ocr_config(tmp_path)
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    config = ocr_config(tmp_path, ALLOWED_ROOTS=str(inbox))
     kb = config.watch_dir
     (kb / "photos").mkdir()
-    save(picture(INVOICE, face="DejaVuSans", size=26), kb / "invoice.png")
+    save(transparent(picture(INVOICE, face="DejaVuSans", size=26)), kb / "invoice.png")
     save(picture(WHITEBOARD, face="DejaVuSerif", size=30, angle=90).convert("RGB"),
          kb / "whiteboard.jpg", quality=90)
     save(picture(RECEIPT, face="DejaVuSansMono", size=24, angle=180), kb / "receipt.webp")
@@ -124,6 +127,14 @@ async def test_images_and_scans_are_found_by_meaning(tmp_path: Path) -> None:
         match = await top_path(tools, "how much do I owe the plumber for fixing the boiler")
         assert match["path"] == "photos/plumber.png"
 
+        # ingest_file reads an image too (here one whose text the cache holds).
+        (inbox / "scan.webp").write_bytes((kb / "receipt.webp").read_bytes())
+        result = await tools("ingest_file", path=str(inbox / "scan.webp"), library="inbox")
+        assert (result["status"], result["format"]) == ("indexed", "image")
+        found = await tools.search("sourdough bread receipt", library="inbox")
+        assert found[0]["doc_id"] == result["doc_id"]
+        assert converter.ocr_runs == runs
+
 
 async def test_a_long_scan_stops_at_its_page_cap_and_the_folder_is_indexed(
         tmp_path: Path) -> None:
@@ -172,6 +183,19 @@ def test_without_the_extra_the_reason_names_it(monkeypatch: pytest.MonkeyPatch) 
                         lambda name, *a: None if name == "rapidocr_onnxruntime" else real(name))
     assert ocr_off(OcrLimits()) == ("OCR needs rapidocr-onnxruntime, which is not installed: "
                                     "install the OCR extra: pip install 'pocketmcp[ocr]'")
+
+
+def test_ocr_on_without_the_extra_is_refused_at_start(monkeypatch: pytest.MonkeyPatch,
+                                                      tmp_path: Path) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "cv2" else real(name))
+    with pytest.raises(ConfigError, match=r"OCR accepts auto or off: OCR needs "
+                                          r"opencv-python-headless.*pocketmcp\[ocr\]"):
+        ocr_config(tmp_path, OCR="on")
+    assert ocr_config(tmp_path, OCR="auto").convert_limits().ocr.mode == "auto"
 
 
 def test_the_server_imports_no_ocr_engine() -> None:
