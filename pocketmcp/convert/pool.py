@@ -161,6 +161,10 @@ class Converter:
         """The document workers waiting for work."""
         return self._pool._idle
 
+    def may_ocr(self, kind: str | None) -> bool:
+        """Whether converting a `kind` file may run OCR (and so take seconds)."""
+        return kind in OCR_KINDS and self.ocr_off is None
+
     def ocr_status(self) -> str:
         """One line on OCR for the status: on and with what, or why not."""
         if self.ocr_off:

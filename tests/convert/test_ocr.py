@@ -159,6 +159,25 @@ async def test_a_long_scan_stops_at_its_page_cap_and_the_folder_is_indexed(
         assert (await top_path(tools, "boat equipment to replace"))["path"] == "kayak.md"
 
 
+async def test_text_files_are_not_held_up_by_images_waiting_for_ocr(tmp_path: Path) -> None:
+    # One file read at a time, two images first in the scan's order: the note is indexed
+    # while they wait for the OCR worker, not after them.
+    config = ocr_config(tmp_path, READ_CONCURRENCY="1")
+    kb = config.watch_dir
+    save(picture(RECEIPT), kb / "a-receipt.png")
+    save(picture(FLYER), kb / "b-flyer.png")
+    (kb / "c-garden.md").write_text("# Garden\n\nPrune the apple trees in late winter.\n")
+    order: list[str] = []
+    plan = Plan(feed="scan", keep_serving=True)
+    async with running(config, plan, on_event=lambda e: order.append(e.get("path", ""))
+                       if e["event"] == "inserted" else None) as rt:
+        assert rt.pipeline is not None
+        with anyio.fail_after(280):
+            await rt.pipeline.scan_done.wait()
+    assert order[0] == "c-garden.md" and sorted(order) == [
+        "a-receipt.png", "b-flyer.png", "c-garden.md"], order
+
+
 async def test_with_ocr_off_images_are_skipped_saying_why(tmp_path: Path) -> None:
     config = ocr_config(tmp_path, OCR="off")
     kb = config.watch_dir
