@@ -1,6 +1,7 @@
 """The conversion worker: a separate process that turns documents into Markdown.
 
-Run by `convert.pool.Converter` as `python -m pocketmcp.convert.worker MEMORY_MB IDLE_S`.
+Run by `convert.pool.Converter` as `python -m pocketmcp.convert.worker MEMORY_MB IDLE_S
+[NICE]`.
 It caps its own address space, refuses XML entity tricks, and answers one framed request at a
 time on stdin/stdout. It exits after IDLE_S seconds without work, on EOF, and after running
 out of memory (its heap may be left fragmented). Whatever a parser does here, the server
@@ -111,6 +112,8 @@ def answer(request: Request) -> Reply:
 
 def main(argv: list[str]) -> int:
     memory_mb, idle_s = int(argv[0]), float(argv[1])
+    if len(argv) > 2 and int(argv[2]) and hasattr(os, "nice"):
+        os.nice(int(argv[2]))  # a lower priority (OCR)
     _limit_resources(memory_mb)
     defusedxml.defuse_stdlib()  # the stdlib's XML parsers refuse entity declarations
     # Replies go to a private copy of stdout; fd 1 then points at stderr, so a library that
