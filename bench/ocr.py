@@ -1,13 +1,14 @@
 """OCR: seconds per image and per scanned page, character error rate, and what OCR running
 beside them costs plain-text indexing and searches.
 
-    .venv/bin/python bench/ocr.py                     # all four parts, a few minutes
+    .venv/bin/python bench/ocr.py --files 100         # all three parts, about 15 minutes
     .venv/bin/python bench/ocr.py --parts read        # only seconds and error rate
 
 Parts:
 - read: SciFact abstracts rendered at 150 dpi in DejaVu Sans and Serif at 10, 12 and 14 pt,
   as PNG images and as one scanned PDF of those pages, converted by the real converter (the
-  OCR worker, OCR_THREADS as configured: one fewer than the cores). Character error rate
+  OCR worker, OCR_THREADS as configured: one fewer than the cores), in seconds waited and
+  in CPU seconds of the OCR worker (steadier on a shared machine). Character error rate
   (CER): edit distance over the rendered text's length, spaces collapsed; also without spaces.
 - indexing: the same plain-text files indexed into a new index, alone and while the OCR
   worker reads images without pause; rounds alternate. Speed ratio = alone / beside.
@@ -33,7 +34,7 @@ from typing import Any
 import anyio
 import msgspec
 import numpy as np
-from common import Stopwatch, add_result_args, summary, write_results
+from common import Stopwatch, add_result_args, cpu_s, summary, write_results
 from data import corpus
 
 FONTS = Path("/usr/share/fonts/truetype/dejavu")
@@ -109,6 +110,13 @@ def converter(threads: int | None = None) -> Any:
         limits, ocr=msgspec.structs.replace(limits.ocr, cache_dir=None)))
 
 
+def ocr_cpu(conv: Any) -> float:
+    """CPU seconds the OCR worker has used: on a shared machine they vary less than the
+    time waited."""
+    workers = conv._ocr_pool._idle
+    return cpu_s(workers[0].process.pid) if workers else 0.0
+
+
 def png(image: Any) -> bytes:
     buffer = io.BytesIO()
     image.save(buffer, "PNG")
@@ -122,26 +130,30 @@ async def read_part(words: int) -> dict[str, Any]:
     conv = converter()
     try:
         await conv.convert("image", png(rendered[0][2]), "warm.png")  # the engine loads
-        images, per_size = Stopwatch(), {}
+        images, per_size, image_cpu = Stopwatch(), {}, []
         for face, points, image, reference in rendered:
+            before = ocr_cpu(conv)
             with images:
                 got = await conv.convert("image", png(image), f"{face}-{points}.png")
+            image_cpu.append(ocr_cpu(conv) - before)
             per_size[f"{face} {points} pt"] = cer(reference, ocr_text(got.text))
         doc = FPDF(unit="pt")
         for _, _, image, _ in rendered:
             width, height = image.width * 72 / DPI, image.height * 72 / DPI
             doc.add_page(format=(width, height))
             doc.image(io.BytesIO(png(image)), x=0, y=0, w=width, h=height)
-        started = time.perf_counter()
+        started, before = time.perf_counter(), ocr_cpu(conv)
         scanned = await conv.convert("pdf", bytes(doc.output()), "scan.pdf")
-        pdf_s = time.perf_counter() - started
+        pdf_s, pdf_cpu = time.perf_counter() - started, ocr_cpu(conv) - before
         reference = " ".join(r for *_, r in rendered)
         return {
             "words_per_page": words,
             "threads": conv.limits.ocr.threads,
             "image_s": summary([t / 1000 for t in images.times], unit="s"),
             "image_s_mean": round(statistics.mean(images.times) / 1000, 2),
+            "image_cpu_s": summary(image_cpu, unit="s"),
             "pdf_pages": len(rendered), "pdf_s_per_page": round(pdf_s / len(rendered), 2),
+            "pdf_cpu_s_per_page": round(pdf_cpu / len(rendered), 2),
             "cer_by_image": per_size,
             "cer_images_mean": round(statistics.mean(v["cer"] for v in per_size.values()), 4),
             "cer_scanned_pdf": cer(reference, ocr_text(scanned.text)),
