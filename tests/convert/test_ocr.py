@@ -182,6 +182,26 @@ async def test_text_files_are_not_held_up_by_images_waiting_for_ocr(tmp_path: Pa
         "a-receipt.png", "b-flyer.png", "c-garden.md"], order
 
 
+async def test_with_postgres_the_ocr_cache_is_in_the_cache_folder(
+        tmp_path: Path, pg_url: str, pg_schema: str) -> None:
+    config = ocr_config(tmp_path, STORE="postgres", DATABASE_URL=pg_url, PG_SCHEMA=pg_schema,
+                        POCKETMCP_CACHE=str(tmp_path / "cache"))
+    save(picture(RECEIPT, size=22, width=700), config.watch_dir / "receipt.png")
+    cache = tmp_path / "cache" / "ocr" / pg_schema
+    async for rt in indexed(config):
+        assert rt.converter.ocr_runs == 1
+        match = await top_path(Tools(rt), "what bread did I buy at the bakery")
+        assert match["path"] == "receipt.png" and "OCR" in match["section"]
+    assert len(list(cache.glob("*/*.msgpack"))) == 1
+    # The index rebuilt from scratch: its text comes from the cache.
+    async with running(config, Plan(feed="scan", keep_serving=True, rebuild=True)) as rt:
+        assert rt.pipeline is not None
+        with anyio.fail_after(120):
+            await rt.pipeline.scan_done.wait()
+        assert (rt.converter.ocr_runs, rt.converter.cache.hits) == (0, 1)
+        assert rt.progress().files_added == 1
+
+
 async def test_with_ocr_off_images_are_skipped_saying_why(tmp_path: Path) -> None:
     config = ocr_config(tmp_path, OCR="off")
     kb = config.watch_dir
