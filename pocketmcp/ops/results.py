@@ -320,8 +320,8 @@ class StatusResult(BaseModel):
     files_indexed_since_start: int
     last_error: str | None
     embedding: EmbeddingStatus | None = None
-    ocr: str | None = Field(None, description="Whether images and scanned PDF pages are read "
-                                              "by OCR, with what, or why not.")
+    ocr: str | None = Field(None, description="OCR of images and scanned pages: on, or off "
+                                              "and why.")
     version: str
 
 
