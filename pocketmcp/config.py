@@ -122,7 +122,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     def ocr_limits(self) -> OcrLimits:
         """OCR's bounds. Its cache sits beside a SQLite index (so it goes with it), and in the
         cache folder for Postgres, keyed by content only: any store may use it."""
-        cores = os.cpu_count() or 1
+        cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                 else os.cpu_count() or 1)
         cache = (self.cache_dir / "ocr" / self.pg_schema if self.store == "postgres"
                  else self.sqlite_path.with_name(self.sqlite_path.name + ".ocr"))
         return OcrLimits(
