@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from pocketmcp import indexes
-from pocketmcp.convert.limits import Limits
+from pocketmcp.convert.limits import Limits, OcrLimits
+from pocketmcp.convert.ocr import missing as ocr_missing
 from pocketmcp.core.net import is_loopback
 from pocketmcp.core.secret import Secret
 from pocketmcp.embed.settings import EmbedSettings
@@ -90,6 +91,12 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     pg_hnsw_m: int = 16
     pg_hnsw_ef_construction: int = 64
     search_timeout_s: float = 30.0
+    ocr: str = "auto"
+    ocr_max_pixels: int = 40_000_000
+    ocr_max_pages: int = 100
+    ocr_threads: int = 0
+    ocr_memory_mb: int = 2048
+    ocr_model_dir: Path | None = None
 
     @property
     def max_file_bytes(self) -> int:
@@ -113,7 +120,21 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     def convert_limits(self) -> Limits:
         return Limits(workers=self.convert_workers, timeout_s=self.convert_timeout_s,
                       memory_mb=self.convert_memory_mb, max_chars=self.max_file_bytes,
-                      max_unpacked=self.convert_memory_mb * 2**20 // 2)
+                      max_unpacked=self.convert_memory_mb * 2**20 // 2,
+                      ocr=self.ocr_limits())
+
+    def ocr_limits(self) -> OcrLimits:
+        """OCR's bounds. Its cache sits beside a SQLite index (so it goes with it), and in the
+        cache folder for Postgres, keyed by content only: any store may use it."""
+        cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                 else os.cpu_count() or 1)
+        cache = (self.cache_dir / "ocr" / self.pg_schema if self.store == "postgres"
+                 else self.sqlite_path.with_name(self.sqlite_path.name + ".ocr"))
+        return OcrLimits(
+            mode=self.ocr, max_pixels=self.ocr_max_pixels, max_pages=self.ocr_max_pages,
+            threads=self.ocr_threads or max(1, cores - 1), memory_mb=self.ocr_memory_mb,
+            model_dir=str(self.ocr_model_dir) if self.ocr_model_dir else None,
+            cache_dir=cache)
 
     def watched(self) -> Watched:
         return Watched(root=self.watch_dir, include=self.include, ignore=self.ignore,
@@ -257,6 +278,8 @@ def load(
                           "token you chose")
     _store(values)
     _embedding(values, overrides, env)
+    if values["ocr"] == "on" and (why := ocr_missing()):
+        raise ConfigError("OCR", "on", f"auto or off: {why}")
     return Config(**values)
 
 

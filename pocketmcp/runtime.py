@@ -319,7 +319,7 @@ class Runtime:
             self.status, model=booted.identity.model if booted else self._model_named(),
             embedder=booted.embedder if booted else None, index_path=self.place.describe(),
             watch_dir=str(self.config.watch_dir.resolve()) if self.watching else None,
-            pipeline=self.pipeline, index=self.opened())
+            pipeline=self.pipeline, index=self.opened(), ocr=self.converter.ocr_status())
 
     def progress(self) -> IndexProgress:
         """How far the watched folder's feed has come (blocking: it sizes the index)."""

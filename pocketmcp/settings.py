@@ -110,10 +110,12 @@ SETTINGS: tuple[Setting, ...] = (
             minimum=10, maximum=1_000_000),
     Setting("include", "INCLUDE_GLOBS", "--include", "list",
             "**/*.md,**/*.markdown,**/*.txt,**/*.rst,**/*.pdf,**/*.docx,**/*.html,**/*.htm,"
-            "**/*.pptx,**/*.xlsx,**/*.epub,**/*.csv",
+            "**/*.pptx,**/*.xlsx,**/*.epub,**/*.csv,**/*.png,**/*.jpg,**/*.jpeg,**/*.webp,"
+            "**/*.tif,**/*.tiff,**/*.bmp,**/*.gif",
             "Comma-separated gitignore-style globs of files to index. PDF, Word, HTML, "
-            "PowerPoint, Excel, EPUB and CSV files are converted to Markdown; other matches "
-            "are read as text, and binary files of unknown formats are skipped and logged."),
+            "PowerPoint, Excel, EPUB and CSV files are converted to Markdown, images read by "
+            "OCR (see OCR); other matches are read as text, and binary files of unknown "
+            "formats are skipped and logged."),
     Setting("ignore", "IGNORE_PATTERNS", "--ignore", "list", "",
             "Comma-separated gitignore-style patterns to skip, on top of temp/editor files, "
             "dot files and the folder's .gitignore."),
@@ -130,6 +132,29 @@ SETTINGS: tuple[Setting, ...] = (
             "Address-space cap of a conversion worker (Linux); a file needing more is "
             "skipped. Zip containers unpacking to more than half of it are refused.",
             minimum=256, maximum=65536),
+    Setting("ocr", "OCR", "--ocr", "choice", "auto",
+            "Read the text of images (PNG, JPEG, WebP, TIFF, BMP, GIF) and of scanned PDF "
+            "pages by OCR, offline (PP-OCRv4: Chinese and English). auto: when the extra "
+            "pocketmcp[ocr] is installed; without it images are skipped, saying so. on: the "
+            "extra is required. off: never.", choices=("auto", "on", "off")),
+    Setting("ocr_max_pixels", "OCR_MAX_PIXELS", "--ocr-max-pixels", "int", 40_000_000,
+            "An image larger than this many pixels is refused before it is decoded "
+            "(decompression bombs); scanned PDF pages are rendered within it.",
+            minimum=10_000, maximum=1_000_000_000),
+    Setting("ocr_max_pages", "OCR_MAX_PAGES", "--ocr-max-pages", "int", 100,
+            "Most scanned pages of one PDF (or pages of one TIFF) read by OCR; the rest are "
+            "left out and logged. Each page read may take CONVERT_TIMEOUT_S.",
+            minimum=1, maximum=100_000),
+    Setting("ocr_threads", "OCR_THREADS", "--ocr-threads", "int", 0,
+            "Threads of the one OCR worker (0: one fewer than the cores, at least one, so "
+            "searches keep a core while images are read).", minimum=0, maximum=256),
+    Setting("ocr_memory_mb", "OCR_MEMORY_MB", "--ocr-memory-mb", "int", 2048,
+            "Address-space cap of the OCR worker (Linux); an image needing more is skipped.",
+            minimum=512, maximum=65536),
+    Setting("ocr_model_dir", "OCR_MODEL_DIR", "--ocr-model-dir", "path", None,
+            "A folder of PP-OCR ONNX models to use instead of the shipped Chinese and English "
+            "ones: *det*.onnx, *rec*.onnx, optionally *cls*.onnx, and a *.txt character list "
+            "when the recognition model carries none.", optional=True),
     Setting("url_timeout_s", "URL_TIMEOUT_S", "--url-timeout-s", "int", 30,
             "Time limit of one ingest_url download (its size limit is MAX_FILE_MB).",
             minimum=1, maximum=600),

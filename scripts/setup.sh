@@ -23,6 +23,17 @@ done_step
 step "installing PocketMCP and its dependencies (the model comes with them) into .venv"
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[dev]" >&2
 done_step
+# The OCR extra's rapidocr asks for OpenCV's GUI build (it needs libGL); only the headless
+# one, which the extra names too, may provide cv2: both write the same files.
+if .venv/bin/python -m pip show --quiet opencv-python >/dev/null 2>&1; then
+  step "keeping only the headless OpenCV (for OCR)"
+  cv=$(.venv/bin/python -c "import importlib.metadata as m; print(m.version('opencv-python-headless'))")
+  .venv/bin/python -m pip uninstall --quiet --disable-pip-version-check -y opencv-python \
+      opencv-python-headless >&2
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
+      "opencv-python-headless==$cv" >&2
+  done_step
+fi
 # The package is installed editable, so pip compiles none of its modules: compile them now,
 # or the first server start pays for it (a few tenths of a second) before its first answer.
 step "compiling PocketMCP's modules"

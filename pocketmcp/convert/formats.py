@@ -11,13 +11,16 @@ import csv
 import io
 import posixpath
 import re
+import time
 import warnings
 import zipfile
 from collections.abc import Callable, Iterable
 
 from defusedxml import ElementTree
 
+from pocketmcp.convert import ocr as ocr_module
 from pocketmcp.convert.kinds import ZIP_KINDS, Converted
+from pocketmcp.convert.ocr import OcrRefused, OcrSpec
 from pocketmcp.core import dates
 from pocketmcp.core.text import decode
 
@@ -59,8 +62,12 @@ def check_zip(data: bytes, max_unpacked: int, max_members: int = 20_000) -> None
 
 # -- converters --------------------------------------------------------------------------------
 
-def pdf(data: bytes) -> Converted:
-    """Text of each page; lines set clearly larger than the body text become headings."""
+def pdf(data: bytes, ocr: OcrSpec | None = None) -> Converted:
+    """Text of each page; lines set clearly larger than the body text become headings.
+
+    With `ocr`, pages with no text layer that show an image (scanned) are listed in
+    `scanned` (at most OCR_MAX_PAGES of them), and when `ocr.run` the pages it names are read
+    by OCR, each under a heading "Page N (OCR)" (every page then gets a "Page N" heading)."""
     import pypdfium2 as pdfium  # heavy: loaded on first use
 
     try:
@@ -68,16 +75,33 @@ def pdf(data: bytes) -> Converted:
     except pdfium.PdfiumError as exc:
         raise Refused(f"not a readable PDF ({exc})") from None
     try:
+        started = time.monotonic()
+        read = dict(ocr_module.read_pages(document, ocr)) if ocr and ocr.run else {}
         lines: list[tuple[float, str]] = []
+        scanned: list[int] = []
         for index in range(len(document)):
             page = document[index]
             textpage = page.get_textpage()
-            lines += _sized_lines(textpage)
+            page_lines = _sized_lines(textpage)
+            if ocr is not None and ocr_module.is_scanned(
+                    page, "".join(line for _, line in page_lines)):
+                scanned.append(index + 1)
+            if index + 1 in read:
+                page_lines = [(_KEEP, f"## Page {index + 1} (OCR)"), (_KEEP, "")] + [
+                    (_KEEP, line) for line in read[index + 1]]
+            elif read and any(line.strip() for _, line in page_lines):
+                page_lines = [(_KEEP, f"## Page {index + 1}"), (_KEEP, ""), *page_lines]
+            lines += page_lines
             lines.append((0.0, ""))
             textpage.close()
             page.close()
         props = _pdf_properties(document.get_metadata_dict())
-        return Converted(_tidy(_with_headings(lines)), props.get("title"), len(document), props)
+        if read:
+            props["ocr"] = ocr_module.note_pages(sorted(read), len(scanned),
+                                                 time.monotonic() - started)
+        cap = ocr.max_pages if ocr else 0
+        return Converted(_tidy(_with_headings(lines)), props.get("title"), len(document), props,
+                         scanned=tuple(scanned[:cap]), scanned_total=len(scanned))
     finally:
         document.close()
 
@@ -104,16 +128,19 @@ def _sized_lines(textpage: object) -> list[tuple[float, str]]:
     return lines
 
 
+_KEEP = -1.0  # the size of lines kept as they are (OCR text, page headings)
+
+
 def _with_headings(lines: list[tuple[float, str]]) -> str:
     """Markdown: lines whose font is at least 15% larger than the body's (the size holding
     the most characters) are headings, larger sizes ranking higher."""
     weight: dict[float, int] = {}
     for size, line in lines:
-        if line.strip():
+        if line.strip() and size != _KEEP:
             weight[round(size, 1)] = weight.get(round(size, 1), 0) + len(line)
     body = max(weight, key=weight.__getitem__) if weight else 0.0
     larger = sorted({round(size, 1) for size, line in lines
-                     if line.strip() and size >= body * 1.15}, reverse=True)
+                     if line.strip() and size != _KEEP and size >= body * 1.15}, reverse=True)
     level = {size: min(i + 1, 6) for i, size in enumerate(larger)}
     out = []
     for size, line in lines:
@@ -262,8 +289,24 @@ CONVERTERS: dict[str, Callable[[bytes], Converted]] = {
 }
 
 
-def convert(kind: str, data: bytes, *, max_unpacked: int) -> Converted:
-    """Markdown of `data`. Raises Refused for files that are not what they claim to be."""
+def convert(kind: str, data: bytes, *, max_unpacked: int,
+            ocr: OcrSpec | None = None) -> Converted:
+    """Markdown of `data`. Raises Refused for files that are not what they claim to be.
+
+    Images and PDFs take `ocr` (convert.ocr): without `run`, an image only has its limits
+    checked and its frames listed in `scanned`, a PDF its scanned pages."""
+    try:
+        if kind == "image":
+            if ocr is None:
+                raise Refused(f"text in images needs OCR: {ocr_module.EXTRA_HINT}")
+            if not ocr.run:
+                pages = ocr_module.image_pages(data, ocr)
+                return Converted("", scanned=pages, scanned_total=len(pages))
+            return ocr_module.read_image(data, ocr)
+        if kind == "pdf":
+            return pdf(data, ocr)
+    except OcrRefused as exc:
+        raise Refused(str(exc)) from None
     converter = CONVERTERS.get(kind)
     if converter is None:
         raise Refused(f"unsupported format {kind!r}")

@@ -21,6 +21,10 @@ KINDS: dict[str, str] = {
     ".xlsx": "xlsx", ".xlsm": "xlsx",
     ".epub": "epub",
     ".csv": "csv", ".tsv": "csv",
+    # Read by OCR (convert/ocr.py) when the `ocr` extra is installed; skipped, saying so,
+    # when not.
+    ".png": "image", ".jpg": "image", ".jpeg": "image", ".webp": "image", ".tif": "image",
+    ".tiff": "image", ".bmp": "image", ".gif": "image",
 }
 # Known formats that no converter reads: named in the error instead of a generic refusal.
 UNSUPPORTED: dict[str, str] = {
@@ -30,8 +34,7 @@ UNSUPPORTED: dict[str, str] = {
     ".odt": "OpenDocument text", ".ods": "OpenDocument spreadsheet",
     ".odp": "OpenDocument presentation", ".rtf": "RTF", ".pages": "Apple Pages",
     ".key": "Apple Keynote", ".numbers": "Apple Numbers",
-    ".png": "image", ".jpg": "image", ".jpeg": "image", ".gif": "image", ".webp": "image",
-    ".tif": "image", ".tiff": "image", ".heic": "image", ".svg": "image",
+    ".heic": "HEIC image: save it as JPEG or PNG", ".svg": "SVG image",
     ".zip": "archive", ".gz": "archive", ".tar": "archive", ".7z": "archive",
     ".mp3": "audio", ".wav": "audio", ".mp4": "video", ".mov": "video",
     ".exe": "executable", ".dll": "executable", ".so": "executable", ".bin": "binary",
@@ -43,6 +46,8 @@ MIME_KINDS: dict[str, str] = {
     "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": "xlsx",
     "application/epub+zip": "epub", "text/csv": "csv", "text/plain": TEXT,
     "text/markdown": TEXT, "text/x-markdown": TEXT,
+    "image/png": "image", "image/jpeg": "image", "image/webp": "image", "image/tiff": "image",
+    "image/bmp": "image", "image/gif": "image",
 }
 ZIP_KINDS = frozenset({"docx", "pptx", "xlsx", "epub"})
 CONVERTED = frozenset(KINDS.values()) - {TEXT}
@@ -82,3 +87,7 @@ class Converted(msgspec.Struct, frozen=True):
     # The file's own properties: title, author, subject, keywords, created, modified (dates
     # as core/dates.py stores them).
     properties: dict[str, str] = {}
+    # Pages (1-based) with no text layer that OCR reads or would read (scanned PDF pages,
+    # image frames), at most OCR_MAX_PAGES; and how many there are in all.
+    scanned: tuple[int, ...] = ()
+    scanned_total: int = 0

@@ -1,9 +1,12 @@
 """Document conversion, contained: a small pool of worker processes with limits.
 
 Each conversion runs in a `convert.worker` process with an address-space cap
-(CONVERT_MEMORY_MB) and a wall-clock limit (CONVERT_TIMEOUT_S). A file that spins is killed
-with its worker; one that exhausts memory or crashes its parser ends only its worker. Either
-way the file is reported and skipped, and the next conversion gets a fresh worker.
+(CONVERT_MEMORY_MB) and a wall-clock limit (CONVERT_TIMEOUT_S). OCR (images, scanned PDF
+pages) runs in one more worker of the same kind, with its own cap (OCR_MEMORY_MB) and at most
+OCR_THREADS threads, so that indexing never takes every core from searches. A file that
+spins is killed with its worker; one that exhausts memory or crashes its parser ends only
+its worker. Either way the file is reported and skipped, and the next conversion gets a fresh
+worker.
 """
 
 from __future__ import annotations
@@ -18,13 +21,19 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from pocketmcp import logs
+from pocketmcp.convert import ocr
 from pocketmcp.convert.kinds import Converted
-from pocketmcp.convert.limits import Limits
+from pocketmcp.convert.limits import Limits, OcrLimits
+from pocketmcp.convert.ocrcache import OcrCache
 from pocketmcp.convert.worker import HEADER, Reply, Request
 from pocketmcp.errors import DocumentError
 
 log = logs.get("pocketmcp.convert")
 _START_S = 30.0  # longest wait for a new worker to be ready, seconds
+OCR_KINDS = frozenset({"image", "pdf"})  # formats whose text may need OCR
+# OCR is background work: its worker runs at a lower priority, so that searches and the
+# embedding of text files come first when they want the same core.
+OCR_NICE = 5
 
 
 class _Worker:
@@ -56,22 +65,20 @@ class _Worker:
         return code
 
 
-class Converter:
-    """Converts documents in worker processes; at most `workers` at once."""
+class _Pool:
+    """At most `size` worker processes with one memory cap, started on demand."""
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, size: int, memory_mb: int, memory_setting: str,
+                 nice: int = 0) -> None:
         self.limits = limits
-        self._slots = anyio.Semaphore(limits.workers)
+        self.nice = nice
+        self.memory_mb = memory_mb
+        self.memory_setting = memory_setting
+        self._slots = anyio.Semaphore(size)
         self._idle: list[_Worker] = []
-        self._encoder = msgspec.msgpack.Encoder()
-        self.started = 0  # worker processes started, for tests and status
+        self.started = 0
 
-    async def convert(self, kind: str, data: bytes, name: str) -> Converted:
-        """Markdown of `data` (a `kind` file called `name`); DocumentError when it cannot be
-        converted within the limits."""
-        request = self._encoder.encode(Request(
-            kind=kind, data=data, max_chars=self.limits.max_chars,
-            max_unpacked=self.limits.max_unpacked))
+    async def ask(self, request: bytes, kind: str, name: str, timeout_s: float) -> Reply:
         async with self._slots:
             try:
                 worker = await self._take()
@@ -80,19 +87,18 @@ class Converter:
                 raise DocumentError(name, "the converter could not start "
                                           f"({type(exc).__name__})") from None
             try:
-                with anyio.fail_after(self.limits.timeout_s):
+                with anyio.fail_after(timeout_s):
                     reply = await worker.ask(request)
             except TimeoutError:
                 await worker.kill()
-                raise DocumentError(name, f"conversion took longer than "
-                                          f"{self.limits.timeout_s:g} s (CONVERT_TIMEOUT_S) and "
-                                          "was stopped") from None
+                raise DocumentError(name, f"conversion took longer than {timeout_s:g} s "
+                                          "(CONVERT_TIMEOUT_S) and was stopped") from None
             except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError,
                     anyio.ClosedResourceError):
                 code = await worker.kill()
                 raise DocumentError(name, f"the converter stopped ({_exit(code)}) while reading "
                                           f"this {kind} file; it was probably out of memory "
-                                          f"(CONVERT_MEMORY_MB={self.limits.memory_mb}) or hit "
+                                          f"({self.memory_setting}={self.memory_mb}) or hit "
                                           "a parser crash") from None
             except BaseException:
                 await worker.kill()  # cancelled mid-request: its reply would be stale
@@ -104,7 +110,7 @@ class Converter:
                 self._idle.append(worker)
         if not reply.ok:
             raise DocumentError(name, reply.error)
-        return Converted(reply.text, reply.title, reply.pages, reply.properties)
+        return reply
 
     async def _take(self) -> _Worker:
         while self._idle:
@@ -115,8 +121,8 @@ class Converter:
                 return worker
             await worker.kill()
         process = await anyio.open_process(
-            [sys.executable, "-m", "pocketmcp.convert.worker", str(self.limits.memory_mb),
-             str(self.limits.idle_s)],
+            [sys.executable, "-m", "pocketmcp.convert.worker", str(self.memory_mb),
+             str(self.limits.idle_s), str(self.nice)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None)
         self.started += 1
         worker = _Worker(process)
@@ -133,6 +139,101 @@ class Converter:
         workers, self._idle = self._idle, []
         for worker in workers:
             await worker.kill()
+
+
+class Converter:
+    """Converts documents in worker processes; at most `workers` at once, plus one OCR
+    worker (its own memory cap and thread count) for images and scanned PDF pages."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self._pool = _Pool(limits, limits.workers, limits.memory_mb, "CONVERT_MEMORY_MB")
+        self._ocr_pool = _Pool(limits, 1, max(limits.memory_mb, limits.ocr.memory_mb),
+                               "OCR_MEMORY_MB", nice=OCR_NICE)
+        self._encoder = msgspec.msgpack.Encoder()
+        self.ocr_off = ocr_off(limits.ocr)  # why OCR does not run, or None
+        self.cache = OcrCache(None if self.ocr_off else limits.ocr.cache_dir, limits.ocr,
+                              ocr.engine_version() if not self.ocr_off else "")
+        self.ocr_runs = 0  # documents read by OCR (not found in the cache), for tests and bench
+
+    @property
+    def started(self) -> int:
+        """Worker processes started, for tests and status."""
+        return self._pool.started + self._ocr_pool.started
+
+    @property
+    def _idle(self) -> list[_Worker]:
+        """The document workers waiting for work."""
+        return self._pool._idle
+
+    def may_ocr(self, kind: str | None) -> bool:
+        """Whether converting a `kind` file may run OCR (and so take seconds)."""
+        return kind in OCR_KINDS and self.ocr_off is None
+
+    def ocr_status(self) -> str:
+        """One line on OCR for the status: on and with what, or why not."""
+        if self.ocr_off:
+            return f"off: {self.ocr_off}"
+        o = self.limits.ocr
+        return (f"on: {ocr.engine_version()}, PP-OCRv4 "
+                f"{'models in ' + o.model_dir if o.model_dir else 'Chinese and English models'}"
+                f", {o.threads} thread{'s' if o.threads > 1 else ''}")
+
+    async def convert(self, kind: str, data: bytes, name: str) -> Converted:
+        """Markdown of `data` (a `kind` file called `name`); DocumentError when it cannot be
+        converted within the limits. Images and scanned PDF pages are read by OCR, once per
+        content: the text is kept in the OCR cache."""
+        if kind == "image" and self.ocr_off:
+            raise DocumentError(name, f"image not read: {self.ocr_off}")
+        o = self.limits.ocr
+        spec = ocr.OcrSpec(max_pixels=o.max_pixels, max_pages=o.max_pages, threads=o.threads,
+                           model_dir=o.model_dir) if kind in OCR_KINDS else None
+        key = self.cache.key(kind, data) if spec is not None else ""
+        if spec is not None and (cached := await self.cache.get(key)) is not None:
+            return cached
+        first = await self._pool.ask(self._request(kind, data, spec), kind, name,
+                                     self.limits.timeout_s)
+        if spec is None or not first.scanned:
+            return _converted(first)
+        if self.ocr_off:
+            if not first.text.strip():
+                raise DocumentError(name, f"scanned PDF with no text layer not read: "
+                                          f"{self.ocr_off}")
+            log.info("scanned_pages_not_read", path=name, pages=first.scanned_total,
+                     reason=self.ocr_off)
+            return _converted(first)
+        # Each page read by OCR gets the conversion time limit (the page cap bounds them).
+        pages = first.scanned
+        second = await self._ocr_pool.ask(
+            self._request(kind, data, msgspec.structs.replace(spec, run=True, pages=pages)),
+            kind, name, self.limits.timeout_s * (1 + len(pages)))
+        self.ocr_runs += 1
+        if first.scanned_total > len(pages):
+            log.warning("ocr_page_cap", path=name, read=len(pages), scanned=first.scanned_total,
+                        reason="OCR_MAX_PAGES")
+        result = _converted(second)
+        await self.cache.put(key, result)
+        return result
+
+    def _request(self, kind: str, data: bytes, spec: ocr.OcrSpec | None) -> bytes:
+        return self._encoder.encode(Request(
+            kind=kind, data=data, max_chars=self.limits.max_chars,
+            max_unpacked=self.limits.max_unpacked, ocr=spec))
+
+    async def aclose(self) -> None:
+        await self._pool.aclose()
+        await self._ocr_pool.aclose()
+
+
+def ocr_off(limits: OcrLimits) -> str | None:
+    """Why OCR does not run with these settings, or None when it does."""
+    if limits.mode == "off":
+        return "OCR is off (OCR=off)"
+    return ocr.missing()
+
+
+def _converted(reply: Reply) -> Converted:
+    return Converted(reply.text, reply.title, reply.pages, reply.properties)
 
 
 def _exit(code: int | None) -> str:

@@ -1,6 +1,7 @@
 """The conversion worker: a separate process that turns documents into Markdown.
 
-Run by `convert.pool.Converter` as `python -m pocketmcp.convert.worker MEMORY_MB IDLE_S`.
+Run by `convert.pool.Converter` as `python -m pocketmcp.convert.worker MEMORY_MB IDLE_S
+[NICE]`.
 It caps its own address space, refuses XML entity tricks, and answers one framed request at a
 time on stdin/stdout. It exits after IDLE_S seconds without work, on EOF, and after running
 out of memory (its heap may be left fragmented). Whatever a parser does here, the server
@@ -20,6 +21,7 @@ import msgspec
 from defusedxml import DefusedXmlException
 
 from pocketmcp.convert import formats
+from pocketmcp.convert.ocr import OcrSpec
 
 HEADER = struct.Struct(">I")
 
@@ -29,6 +31,7 @@ class Request(msgspec.Struct, frozen=True):
     data: bytes
     max_chars: int
     max_unpacked: int
+    ocr: OcrSpec | None = None
 
 
 class Reply(msgspec.Struct, frozen=True):
@@ -37,6 +40,8 @@ class Reply(msgspec.Struct, frozen=True):
     title: str | None = None
     pages: int | None = None
     properties: dict[str, str] = {}
+    scanned: tuple[int, ...] = ()
+    scanned_total: int = 0
     error: str = ""
     fatal: bool = False  # the worker exits after this reply
 
@@ -79,7 +84,7 @@ def _limit_resources(memory_mb: int) -> None:
 def answer(request: Request) -> Reply:
     try:
         result = formats.convert(request.kind, request.data,
-                                 max_unpacked=request.max_unpacked)
+                                 max_unpacked=request.max_unpacked, ocr=request.ocr)
     except formats.Refused as exc:
         return Reply(ok=False, error=str(exc))
     except DefusedXmlException as exc:
@@ -91,6 +96,9 @@ def answer(request: Request) -> Reply:
     except RecursionError:
         return Reply(ok=False, error="structure nested too deeply to convert")
     except Exception as exc:  # a parser's own error on a malformed file; the file is skipped
+        if "bad_alloc" in str(exc):  # onnxruntime (OCR) out of memory
+            return Reply(ok=False, fatal=True,
+                         error="OCR needs more memory than it may use (OCR_MEMORY_MB)")
         return Reply(ok=False, error=f"could not be read as {request.kind} "
                                      f"({type(exc).__name__}: {str(exc)[:300]})")
     text = result.text.replace("\x00", "")
@@ -98,11 +106,14 @@ def answer(request: Request) -> Reply:
         return Reply(ok=False, error=f"converted text is {len(text)} characters, over the "
                                      f"limit of {request.max_chars} (MAX_FILE_MB)")
     return Reply(ok=True, text=text, title=result.title, pages=result.pages,
-                 properties=result.properties)
+                 properties=result.properties, scanned=result.scanned,
+                 scanned_total=result.scanned_total)
 
 
 def main(argv: list[str]) -> int:
     memory_mb, idle_s = int(argv[0]), float(argv[1])
+    if len(argv) > 2 and int(argv[2]) and hasattr(os, "nice"):
+        os.nice(int(argv[2]))  # a lower priority (OCR)
     _limit_resources(memory_mb)
     defusedxml.defuse_stdlib()  # the stdlib's XML parsers refuse entity declarations
     # Replies go to a private copy of stdout; fd 1 then points at stderr, so a library that

@@ -334,6 +334,8 @@ class StatusResult(BaseModel):
     vectors_eta_s: float | None = Field(
         default=None, description="Expected seconds until they have them, at the embedding "
                                   "speed measured since start (null: not known yet).")
+    ocr: str | None = Field(None, description="OCR of images and scanned pages: on, or off "
+                                              "and why.")
     version: str
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import anyio
 import msgspec
+from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from pocketmcp import logs
@@ -85,7 +86,11 @@ class Hasher:
         self.stats = stats
         self.max_bytes = max_bytes
         self.force = force
-        self._locks: dict[str, tuple[anyio.Lock, int]] = {}
+        self._locks: dict[str, tuple[anyio.Semaphore, int]] = {}
+        # Files that may need OCR are handled in this task group, two at a time (set by
+        # hash_files; None: in turn with the others).
+        self.aside: TaskGroup | None = None
+        self._beside_slots = anyio.Semaphore(2)
         self._busy = 0
         self._idle = anyio.Event()
 
@@ -172,23 +177,43 @@ class Hasher:
                     continue
                 lock = self._lock(event.rel)
                 self._busy += 1
+                if self.aside is not None and self.converter.may_ocr(kinds.kind_of(event.rel)):
+                    # OCR takes seconds a file and runs one file at a time: such files wait
+                    # for it beside the others, so text files go on meanwhile.
+                    await lock.acquire()
+                    self.aside.start_soon(self._beside, event, lock, outbox.clone())
+                    continue
                 try:
                     async with lock:
                         out = await self.handle(event)
                         if out is not None:
                             await outbox.send(out)
                 finally:
-                    self._release(event.rel)
-                    self._busy -= 1
-                    if not self._busy:
-                        self._idle.set()
-                        self._idle = anyio.Event()
+                    self._finished(event.rel)
 
-    def _lock(self, rel: str) -> anyio.Lock:
+    async def _beside(self, event: FileSeen | FileGone, lock: anyio.Semaphore,
+                      outbox: MemoryObjectSendStream[Hashed]) -> None:
+        try:
+            async with outbox, self._beside_slots:
+                out = await self.handle(event)
+                if out is not None:
+                    await outbox.send(out)
+        finally:
+            lock.release()
+            self._finished(event.rel)
+
+    def _finished(self, rel: str) -> None:
+        self._release(rel)
+        self._busy -= 1
+        if not self._busy:
+            self._idle.set()
+            self._idle = anyio.Event()
+
+    def _lock(self, rel: str) -> anyio.Semaphore:
         """A per-path lock, so two events of one file are handled in arrival order."""
         lock, users = self._locks.get(rel, (None, 0))
         if lock is None:
-            lock = anyio.Lock()
+            lock = anyio.Semaphore(1)
         self._locks[rel] = (lock, users + 1)
         return lock
 
@@ -206,6 +231,7 @@ async def hash_files(
 ) -> None:
     """`concurrency` workers share the inbox; per-file order is kept by per-path locks."""
     async with inbox, outbox, anyio.create_task_group() as tg:
+        hasher.aside = tg
         for i in range(concurrency):
             tg.start_soon(hasher.work, inbox.clone(), outbox.clone(),
                           name=f"pocketmcp.hasher.{i}")

@@ -208,7 +208,8 @@ def site(tmp_path: Path) -> Iterator[str]:
                    "/diary": ("application/pdf", pdf),
                    "/huge.html": ("text/html", b"<p>" + b"x" * (2 * 2**20) + b"</p>"),
                    "/slow": ("text/html", page),
-                   "/image.png": ("image/png", b"\x89PNG\r\n\x1a\n" + bytes(300))}
+                   "/image.png": ("image/png", b"\x89PNG\r\n\x1a\n" + bytes(300)),
+                   "/clip.mp4": ("video/mp4", b"\x00\x00\x00\x18ftypmp42" + bytes(300))}
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Site)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -247,7 +248,8 @@ async def test_ingest_url_converts_pages_within_limits(tmp_path: Path) -> None:
             cases = {f"{base}/missing": "NOT_FOUND",
                      f"{base}/huge.html": "INVALID_REQUEST",
                      f"{base}/slow": "FETCH_FAILED",
-                     f"{base}/image.png": "UNSUPPORTED_FORMAT",
+                     f"{base}/image.png": "INVALID_REQUEST",  # read by OCR: not an image
+                     f"{base}/clip.mp4": "UNSUPPORTED_FORMAT",
                      "ftp://127.0.0.1/file.txt": "INVALID_REQUEST",
                      "file:///etc/passwd": "INVALID_REQUEST",
                      "http://127.0.0.1:1/closed": "FETCH_FAILED"}
