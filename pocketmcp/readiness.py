@@ -5,6 +5,7 @@ holding the lock, as the index records it). A part the runtime holds."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import anyio
 import msgspec
@@ -30,6 +31,11 @@ class Readiness:
         self.ready = anyio.Event()  # the model and the index are there
         self.stopping = anyio.Event()
         self.scanned: Stats | None = None  # the feed's counts when its first scan ended
+        # How this process serves: "shared" (an HTTP server, for every client of the index)
+        # or "alone" (stdio, for the one client that started it; a command); and, shared,
+        # how many clients are attached (mcp/sharing.py).
+        self.serving = "alone"
+        self.clients: Callable[[], int] | None = None
 
     def fail(self, error: str) -> None:
         self.status.phase = "failed"

@@ -23,6 +23,10 @@ from pocketmcp.embed.local import LocalEmbedder
 from pocketmcp.embed.models import ModelSpec
 from pocketmcp.runtime import Runtime
 
+# A stdio server a test starts serves on its own, unless the test asks it to share (a shared
+# server is a process of its own, outliving the test by SERVER_IDLE_EXIT_S).
+os.environ.setdefault("SHARE", "off")
+
 
 @pytest.fixture
 def anyio_backend() -> str:

@@ -156,6 +156,11 @@ def alive(pid: int) -> bool:
         return False
     if os.name == "nt":  # no signal 0 there; the caller's HTTP probe decides
         return True
+    try:  # a child of this process (a shared server it started) that ended is reaped
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    except ChildProcessError:  # not a child of this process
+        pass
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
