@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import anyio
 import msgspec
@@ -16,6 +17,9 @@ from pocketmcp.pipeline.state import Stats
 from pocketmcp.pipeline.supervisor import Pipeline
 from pocketmcp.plans import Status
 from pocketmcp.store.api import ReadIndex
+
+if TYPE_CHECKING:
+    from pocketmcp.ops.results import ServingStatus
 
 log = logs.get("pocketmcp.runtime")
 
@@ -102,3 +106,17 @@ class Readiness:
                 self.status.phase = "indexing"
             with anyio.move_on_after(SCAN_POLL_S):
                 await self.stopping.wait()
+
+
+def serving_status(readiness: Readiness, embedder: object | None) -> ServingStatus:
+    """How this process serves, its clients, the model's state and the memory it holds."""
+    from pocketmcp.embed.keeper import rss_mib
+    from pocketmcp.ops.results import ServingStatus  # pydantic's models: when asked for
+
+    # The built-in model has a state (embed/keeper.py); a remote provider's client has none.
+    state = getattr(embedder, "model_state", None)
+    clients = readiness.clients
+    return ServingStatus(
+        serving=readiness.serving, clients=clients() if clients is not None else None,
+        model_state=state.state if state is not None else None,
+        model_unloads=state.unloads if state is not None else 0, memory_mib=rss_mib())

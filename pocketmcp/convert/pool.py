@@ -21,6 +21,7 @@ from pocketmcp import logs
 from pocketmcp.convert.kinds import Converted
 from pocketmcp.convert.limits import Limits
 from pocketmcp.convert.worker import HEADER, Reply, Request
+from pocketmcp.embed.priority import lower
 from pocketmcp.errors import DocumentError
 
 log = logs.get("pocketmcp.convert")
@@ -118,6 +119,7 @@ class Converter:
             [sys.executable, "-m", "pocketmcp.convert.worker", str(self.limits.memory_mb),
              str(self.limits.idle_s)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None)
+        lower(process.pid)  # conversions are indexing: below searches (embed/priority.py)
         self.started += 1
         worker = _Worker(process)
         try:

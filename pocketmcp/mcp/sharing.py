@@ -39,8 +39,10 @@ T = TypeVar("T")
 
 START_S = 60.0  # longest wait for a started server to answer, and for the start lock
 POLL_S = 0.05  # how often the lock and the discovery file are looked at meanwhile
+FIRST_CLIENT_S = 30.0  # a new server waits this long for its first client at least
 IDLE_POLL_S = 1.0  # how often a server started by an editor looks whether it is idle
 OPEN_PATHS = ("/health", "/health/ready")  # probes: not clients
+MCP_PATHS = ("/mcp", "/sse", "/messages/")
 
 
 def lock_file(index: Path) -> Path:
@@ -164,15 +166,18 @@ class Attached:
         self.requests = 0
         self.streams = 0
         self.changed = time.monotonic()
+        self.came = False  # whether a client has come yet
 
     async def __call__(self, scope: dict[str, object], receive: Callable[..., object],
                        send: Callable[..., object]) -> None:
         if scope.get("type") != "http" or scope.get("path") in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
-        stream = scope.get("method") == "GET" and scope.get("path") in ("/mcp", "/sse")
+        stream = scope.get("method") == "GET" and scope.get("path") in MCP_PATHS
         self.requests += 1
         self.streams += stream
+        # A client's MCP session (not a probe of /tools) ends the wait for the first one.
+        self.came = self.came or scope.get("path") in MCP_PATHS
         self.changed = time.monotonic()
         try:
             await self.app(scope, receive, send)
@@ -182,8 +187,15 @@ class Attached:
             self.changed = time.monotonic()
 
     def idle_for(self) -> float:
-        """Seconds since the last request or stream closed; 0 while one is open."""
-        return 0.0 if self.requests else time.monotonic() - self.changed
+        """Seconds since the last request or stream closed; 0 while one is open, and for
+        FIRST_CLIENT_S after start while no client has come yet (the editor that started
+        the server is on its way)."""
+        if self.requests:
+            return 0.0
+        now = time.monotonic()
+        if not self.came and now - self.changed < FIRST_CLIENT_S:
+            return 0.0
+        return now - self.changed
 
 
 async def exit_when_idle(attached: Attached, idle_s: float, stop: Callable[[], None]) -> None:

@@ -19,6 +19,7 @@ from pocketmcp.ops.results import (
     HealthResult,
     IndexProgress,
     ReindexResult,
+    ServingStatus,
     SkippedFile,
     StatusResult,
 )
@@ -108,7 +109,8 @@ def model_named(provider: str, model: str | None, model_id: str) -> str:
 
 async def status(state: Status, *, model: str, embedder: Embedder | None, index_path: str,
                  watch_dir: str | None, pipeline: Rescanner | None,
-                 index: ReadIndex | None) -> StatusResult:
+                 index: ReadIndex | None, serving: ServingStatus | None = None
+                 ) -> StatusResult:
     """What this process serves and how far indexing is; counts once the index is open."""
     counts = await index.run(lambda r: r.counts()) if index is not None else None
     return StatusResult(
@@ -123,7 +125,7 @@ async def status(state: Status, *, model: str, embedder: Embedder | None, index_
                                    if pipeline else 0),
         last_error=safe_text(state.last_error) if state.last_error else None,
         embedding=embedding_status(embedder) if embedder is not None else None,
-        version=__version__,
+        sharing=serving, version=__version__,
     )
 
 
