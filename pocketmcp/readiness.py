@@ -119,4 +119,5 @@ def serving_status(readiness: Readiness, embedder: object | None) -> ServingStat
     return ServingStatus(
         serving=readiness.serving, clients=clients() if clients is not None else None,
         model_state=state.state if state is not None else None,
-        model_unloads=state.unloads if state is not None else 0, memory_mib=rss_mib())
+        model_unloads=state.unloads if state is not None else 0,
+        model_reload_s=state.load_s if state is not None else None, memory_mib=rss_mib())

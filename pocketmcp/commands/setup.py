@@ -95,6 +95,9 @@ async def doctor(config: Config, args: argparse.Namespace) -> int:
     _check_folder(config, report)
     await _check_model(config, report)
     await _check_index(config, report)
+    from pocketmcp.mcp.sharing import described  # the shared server, if one runs
+
+    report.ok(await described(config.sqlite_path, config.token, on=config.share == "on"))
     for client in _chosen(args):
         _check_client(client, report)
     print("all good" if not report.failed else f"{report.failed} problem(s) to fix")  # noqa: T201

@@ -31,6 +31,7 @@ class Published(msgspec.Struct, frozen=True, kw_only=True):
     index: str  # SQLITE_PATH, resolved
     token_file: str | None  # None: the server's token came from POCKETMCP_TOKEN
     version: str
+    started_by: str = "user"  # or "editor": a shared server that exits once idle
 
     @property
     def mcp_url(self) -> str:

@@ -159,7 +159,7 @@ async def host_http(config: Config, title: str, instructions: str | None) -> int
             discovery.publish(config.sqlite_path, discovery.Published(
                 url=url, pid=os.getpid(), index=str(config.sqlite_path.resolve()),
                 token_file=str(token_path.resolve()) if token_path else None,
-                version=__version__))
+                version=__version__, started_by=config.started_by))
             published = True
             async with anyio.create_task_group() as signals:
 

@@ -30,7 +30,8 @@ from typing import TypeVar
 import anyio
 
 from pocketmcp import logs
-from pocketmcp.errors import SharingFailed
+from pocketmcp.core.secret import Secret
+from pocketmcp.errors import PocketError, SharingFailed
 from pocketmcp.mcp import discovery
 
 log = logs.get("pocketmcp.sharing")
@@ -207,3 +208,43 @@ async def exit_when_idle(attached: Attached, idle_s: float, stop: Callable[[], N
             log.info("idle_exit", idle_s=round(idle, 1))
             stop()
             return
+
+
+async def described(index: Path, token: Secret | None, *, on: bool) -> str:
+    """One line for `doctor`: whether editors share a server of `index`, and, while one
+    runs, who started it, its clients, the model's state and its memory."""
+    found = discovery.find(index)
+    if found is None:
+        return ("sharing on: no server of this index runs now; the first editor starts one "
+                f"(its log: {log_file(index)})" if on else
+                "sharing off (SHARE=off): each editor runs a server of its own")
+    who = "an editor (it exits once idle)" if found.started_by == "editor" else "you"
+    line = f"a shared server started by {who} serves this index at {found.url} (pid {found.pid})"
+    if token is None and found.token_file is not None:
+        try:
+            token = discovery.read_token(Path(found.token_file))
+        except PocketError:
+            return line
+    if token is None:
+        return line
+    state = await _status(found.url, token)
+    shared = state.get("sharing") if state is not None else None
+    if not isinstance(shared, dict):
+        return line
+    return (f"{line}: {shared.get('clients')} client(s), model {shared.get('model_state')}, "
+            f"{shared.get('memory_mib')} MiB")
+
+
+async def _status(url: str, token: Secret) -> dict[str, object] | None:
+    import httpx2  # heavy: only when a server runs
+
+    try:
+        async with httpx2.AsyncClient(timeout=5.0, trust_env=False) as client:
+            response = await client.get(url + "/status.json", headers={
+                "Authorization": f"Bearer {token.reveal()}"})
+        if response.status_code != 200:
+            return None
+        found: dict[str, object] = response.json()
+        return found
+    except (httpx2.HTTPError, ValueError):
+        return None

@@ -316,6 +316,8 @@ class ServingStatus(BaseModel):
                                     "MODEL_IDLE_UNLOAD_S unused) or loading; none for a "
                                     "remote provider.")
     model_unloads: int = 0
+    model_reload_s: float | None = Field(None, description="How long the model's last load "
+                                         "after an unload took.")
     memory_mib: float | None = Field(None, description="This process's resident memory.")
 
 

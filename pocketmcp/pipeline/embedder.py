@@ -32,6 +32,7 @@ from pocketmcp import logs
 from pocketmcp.embed.base import Batching
 from pocketmcp.errors import InputRejected, ProviderError
 from pocketmcp.messages import Chunk, Chunked, Embedded, FileChunked, FileEmbedded
+from pocketmcp.pipeline.budget import CpuBudget
 from pocketmcp.pipeline.state import InFlight, Stats
 from pocketmcp.store.api import View
 
@@ -75,8 +76,10 @@ class Abandoned(Exception):
 class Batcher:
     def __init__(self, *, embed: EmbedFn, dim: int, view: View | None, stats: Stats,
                  batching: Batching, inflight: InFlight | None = None,
-                 stop: anyio.Event | None = None, halt: anyio.Event | None = None) -> None:
+                 stop: anyio.Event | None = None, halt: anyio.Event | None = None,
+                 budget: CpuBudget | None = None) -> None:
         self.embed = embed
+        self.budget = budget  # INDEX_CPU_BUDGET: a pause after each batch that needs one
         self.dim = dim
         self.view = view
         self.stats = stats
@@ -151,6 +154,8 @@ class Batcher:
             return
         self.waits = 0
         elapsed = (time.perf_counter() - started) * 1000
+        if self.budget is not None:
+            await self.budget.pace()
         self.stats.embed_ms += elapsed
         self.stats.chunks_embedded += len(batch)
         for row, (slot, i) in enumerate(batch):

@@ -24,6 +24,7 @@ from pocketmcp.core.chunking import Chunker
 from pocketmcp.embed.base import Batching
 from pocketmcp.errors import Busy, Stopping
 from pocketmcp.messages import Chunked, Event, Hashed, ScanDone, ToWriter
+from pocketmcp.pipeline.budget import CpuBudget
 from pocketmcp.pipeline.chunker import chunk_files
 from pocketmcp.pipeline.embedder import Batcher, EmbedFn, embed_chunks
 from pocketmcp.pipeline.hasher import Hasher, hash_files
@@ -163,7 +164,8 @@ class Pipeline:
         batcher = Batcher(embed=self._embed, dim=self.dim, view=view, stats=self.stats,
                           batching=self.batching, inflight=self.inflight,
                           stop=self._stop if self.wait_for_provider else None,
-                          halt=self._stop)
+                          halt=self._stop, budget=CpuBudget(self.settings.cpu_budget) if (
+                              self.settings.cpu_budget) else None)
         tg.start_soon(self._embed_chunks, chunked_rx, self.writer.feed(), batcher,
                       name="pocketmcp.embedder")
         tg.start_soon(self._chunk, hashed_rx, chunked_tx, name="pocketmcp.chunker")

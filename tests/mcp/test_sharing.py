@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -147,3 +149,14 @@ async def test_a_server_the_user_started_stays_after_its_clients(root: Path) -> 
             assert starts(root) == 0  # the editor relayed to it, started nothing
     finally:
         assert stop_http(served) == 0
+
+
+def test_a_bridge_imports_neither_the_mcp_sdk_nor_pydantic() -> None:
+    """What keeps a bridge small and quick to start: one per editor window."""
+    code = ("import sys, pocketmcp.cli, pocketmcp.mcp.serve, pocketmcp.mcp.bridge, "
+            "pocketmcp.mcp.sharing\n"
+            "heavy = [m for m in ('mcp', 'mcp_types', 'pydantic', 'numpy') if m in sys.modules]\n"
+            "assert not heavy, heavy")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
