@@ -37,6 +37,7 @@ import httpx2
 from common import (
     add_result_args,
     children,
+    cpu_s,
     load_1min,
     memory_mib,
     ms_since,
@@ -125,6 +126,7 @@ async def editors(root: Path, count: int, queries: list[str]) -> dict[str, Any]:
         server = discovery.find(index)
         assert server is not None
         bridges = {pid: rss(pid) for pid in children() if pid != server.pid}
+        bridge_cpu = sorted(cpu_s(pid) for pid in bridges)
         server_mib = rss(server.pid)
         status = await call(sessions[-1], "status", {})
     total = server_mib + sum(bridges.values())
@@ -133,6 +135,7 @@ async def editors(root: Path, count: int, queries: list[str]) -> dict[str, Any]:
             "total_vs_alone": round(total / alone_mib, 2),
             "spawn_to_first_search_ms": spawn_ms,
             "later_editors_spawn_to_first_search_ms": summary(spawn_ms[1:]) if count > 1 else {},
+            "bridges_cpu_s_after_their_searches": bridge_cpu,
             "clients_seen_by_server": status["sharing"]["clients"]}
 
 
@@ -140,7 +143,7 @@ async def editors(root: Path, count: int, queries: list[str]) -> dict[str, Any]:
 
 class Served:
     def __init__(self, root: Path, **env: str) -> None:
-        index = root / "data" / "index.db"
+        index = Path(env.get("SQLITE_PATH", root / "data" / "index.db"))
         self.process = subprocess.Popen(
             [sys.executable, "-m", "pocketmcp", "serve", "--transport", "http", "--port", "0"],
             env=environment(root, **env), cwd=root, stdin=subprocess.DEVNULL,
@@ -225,18 +228,23 @@ async def unload(root: Path, queries: list[str], idle_s: int) -> dict[str, Any]:
 # -- indexing -------------------------------------------------------------------------------------
 
 def throughput(root: Path, rounds: int) -> dict[str, Any]:
-    runs: dict[str, list[float]] = {"default": [], "uncapped": []}
+    """`pocketmcp index` with INDEX_THREADS at its default, at 1, and at one per core
+    (uncapped), in alternating order: chunks embedded per second of the whole run."""
+    threads = {"default": None, "one": "1", "uncapped": str(os.cpu_count() or 1)}
+    runs: dict[str, list[float]] = {name: [] for name in threads}
     for r in range(rounds):
-        order = ("default", "uncapped") if r % 2 == 0 else ("uncapped", "default")
-        for name in order:
+        names = list(threads) if r % 2 == 0 else list(reversed(threads))
+        for name in names:
             db = root / "data" / f"tp-{name}-{r}.db"
             env = {"SQLITE_PATH": str(db), "LOG_LEVEL": "warning"}
-            if name == "uncapped":
-                env["INDEX_THREADS"] = str(os.cpu_count() or 1)
+            if threads[name] is not None:
+                env["INDEX_THREADS"] = str(threads[name])
             done = index_cli(root, **env)
             runs[name].append(round(done["chunks_embedded"] / done["seconds"], 1))
-    default, uncapped = (sum(v) / len(v) for v in runs.values())
-    return {"chunks_per_s": runs, "default_vs_uncapped": round(default / uncapped, 2)}
+    mean = {name: sum(v) / len(v) for name, v in runs.items()}
+    return {"chunks_per_s": runs,
+            "default_vs_uncapped": round(mean["default"] / mean["uncapped"], 2),
+            "one_thread_vs_uncapped": round(mean["one"] / mean["uncapped"], 2)}
 
 
 async def searches_while_indexing(root: Path, queries: list[str]) -> dict[str, Any]:

@@ -117,6 +117,8 @@ class Relay:
     async def deliver(self, data: str, *, swallow: Any = None) -> bool:
         """One message from the server to the client (unless it answers `swallow`: then
         True, and it is kept from the client)."""
+        if not data.strip():
+            return False  # an empty body (a notification's answer): nothing to relay
         message = _parsed(data)
         if message is not None and ("result" in message or "error" in message):
             if swallow is not None and message.get("id") == swallow:

@@ -160,3 +160,17 @@ def test_a_bridge_imports_neither_the_mcp_sdk_nor_pydantic() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_server_an_editor_starts_gets_the_editors_settings(tmp_path: Path) -> None:
+    """Its settings pass through the environment, flags included: the same Config."""
+    from pocketmcp.config import child_environment, load
+
+    config = load({"chunk_size": "700", "tools": "core", "embed_doc_prefix": "none",
+                   "embed_query_prefix": "query:\\n"},
+                  environ={"SQLITE_PATH": str(tmp_path / "i.db"), "WATCH_DIR": str(tmp_path),
+                           "INCLUDE_GLOBS": "**/*.md,**/*.txt", "POCKETMCP_TOKEN": "t0ken-x"})
+    assert load({}, environ=child_environment(config)) == config
+    unwatched = load({}, environ={"SQLITE_PATH": str(tmp_path / "i.db")})
+    again = load({}, environ=child_environment(unwatched))
+    assert not again.watch_dir_given and again == unwatched
