@@ -240,28 +240,37 @@ def throughput(root: Path, rounds: int) -> dict[str, Any]:
             if threads[name] is not None:
                 env["INDEX_THREADS"] = str(threads[name])
             done = index_cli(root, **env)
-            runs[name].append(round(done["chunks_embedded"] / done["seconds"], 1))
+            runs[name].append(round(done["chunks_embedded"] / done["pipeline_s"], 1))
     mean = {name: sum(v) / len(v) for name, v in runs.items()}
     return {"chunks_per_s": runs,
             "default_vs_uncapped": round(mean["default"] / mean["uncapped"], 2),
             "one_thread_vs_uncapped": round(mean["one"] / mean["uncapped"], 2)}
 
 
-async def searches_while_indexing(root: Path, queries: list[str]) -> dict[str, Any]:
-    served = Served(root, SQLITE_PATH=str(root / "data" / "live.db"))
+async def searches_while_indexing(root: Path, queries: list[str], n: int) -> dict[str, Any]:
+    """A server watching a folder of a few notes (first scan done), then `n` notes copied in:
+    one client searches without pause while they are indexed, then as many times idle."""
+    live = root / "live"
+    folder = notes(live, 5)
+    served = Served(live, WATCH_DIR=str(folder))
     during: list[float] = []
     idle: list[float] = []
     try:
         stack, enter = served.session()
         async with stack:
             session = await enter()
+            await until(session, lambda s: s["initial_indexing_done"], 600)
+            for source in sorted((root / "kb").iterdir()):
+                (folder / source.name).write_bytes(source.read_bytes())
             i = 0
-            while not (await call(session, "status", {}))["initial_indexing_done"]:
+            began = time.perf_counter()
+            while (await call(session, "status", {}))["documents"] < n:
                 for _ in range(5):
                     started = time.perf_counter()
                     await call(session, "search", {"query": queries[i % len(queries)], **SEARCH})
                     during.append(ms_since(started))
                     i += 1
+            indexing_s = time.perf_counter() - began
             progress = await call(session, "status", {})
             for q in range(max(len(during), 50)):
                 started = time.perf_counter()
@@ -272,7 +281,8 @@ async def searches_while_indexing(root: Path, queries: list[str]) -> dict[str, A
     ratio = summary(during)["p95_ms"] / summary(idle)["p95_ms"] if during and idle else None
     return {"searches_during": len(during), "during_ms": summary(during) if during else {},
             "idle_ms": summary(idle), "p95_during_vs_idle": ratio and round(ratio, 2),
-            "documents": progress["documents"], "chunks": progress["chunks"]}
+            "indexing_s": round(indexing_s, 1), "documents": progress["documents"],
+            "chunks": progress["chunks"]}
 
 
 async def main() -> None:
@@ -304,7 +314,7 @@ async def main() -> None:
             big = Path(tmp) / "big"
             notes(big, args.notes)
             out["indexing"] = {"notes": args.notes,
-                               **await searches_while_indexing(big, queries)}
+                               **await searches_while_indexing(big, queries, args.notes)}
             print(json.dumps(out["indexing"]), file=sys.stderr)
             out["indexing"]["throughput"] = throughput(big, args.rounds)
             print(json.dumps(out["indexing"]["throughput"]), file=sys.stderr)

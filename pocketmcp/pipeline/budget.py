@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 
 import anyio
 
@@ -19,19 +20,26 @@ MAX_PAUSE_S = 2.0  # the longest one pause
 
 
 class CpuBudget:
-    def __init__(self, percent: int, cores: int | None = None) -> None:
+    """`percent` of the machine's `cores`, measured on the clocks `cpu` (the process's CPU
+    time) and `wall`."""
+
+    def __init__(self, percent: int, cores: int | None = None, *,
+                 cpu: Callable[[], float] = time.process_time,
+                 wall: Callable[[], float] = time.monotonic) -> None:
         self.cores_worth = percent / 100 * (cores or os.cpu_count() or 1)
         self.paused_s = 0.0  # time spent pausing, in all
+        self._cpu_clock = cpu
+        self._wall_clock = wall
         self._start()
 
     def _start(self) -> None:
-        self._cpu = time.process_time()
-        self._wall = time.monotonic()
+        self._cpu = self._cpu_clock()
+        self._wall = self._wall_clock()
 
     def owed(self) -> float:
         """Seconds to wait for the CPU used in this window to fit the budget."""
-        used = time.process_time() - self._cpu
-        return used / self.cores_worth - (time.monotonic() - self._wall)
+        used = self._cpu_clock() - self._cpu
+        return used / self.cores_worth - (self._wall_clock() - self._wall)
 
     async def pace(self) -> None:
         """Wait, if need be, after a batch; a new window begins every WINDOW_S."""
@@ -39,5 +47,5 @@ class CpuBudget:
         if wait > 0:
             self.paused_s += wait
             await anyio.sleep(wait)
-        if time.monotonic() - self._wall >= WINDOW_S:
+        if self._wall_clock() - self._wall >= WINDOW_S:
             self._start()
