@@ -41,6 +41,7 @@ from common import (
     load_1min,
     memory_mib,
     ms_since,
+    result_path,
     summary,
     write_results,
 )
@@ -49,6 +50,11 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from pocketmcp.mcp import discovery
+
+
+def stamp() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
 
 SEARCH = {"top_k": 10, "score_threshold": 0, "mode": "hybrid"}
 
@@ -152,6 +158,7 @@ class Served:
         found = discovery.find(index)
         while found is None or found.pid != self.process.pid:
             if self.process.poll() is not None or time.monotonic() > deadline:
+                self.process.kill()
                 raise RuntimeError((root / "http.err").read_text()[-2000:])
             time.sleep(0.05)
             found = discovery.find(index)
@@ -304,21 +311,30 @@ async def main() -> None:
             notes(small, args.small)
             index_cli(small)
         if "editors" in parts:
-            out["editors"] = await editors(small, args.editors, queries)
+            out["editors"] = {"when": stamp(), "load_1min": load_1min(),
+                              **await editors(small, args.editors, queries)}
             print(json.dumps(out["editors"]), file=sys.stderr)
             await anyio.sleep(8)  # the shared server exits once idle
         if "unload" in parts:
-            out["unload"] = await unload(small, queries, args.idle_unload_s)
+            out["unload"] = {"when": stamp(), "load_1min": load_1min(),
+                             **await unload(small, queries, args.idle_unload_s)}
             print(json.dumps(out["unload"]), file=sys.stderr)
         if "indexing" in parts:
             big = Path(tmp) / "big"
             notes(big, args.notes)
-            out["indexing"] = {"notes": args.notes,
+            out["indexing"] = {"when": stamp(), "load_1min": load_1min(), "notes": args.notes,
                                **await searches_while_indexing(big, queries, args.notes)}
             print(json.dumps(out["indexing"]), file=sys.stderr)
             out["indexing"]["throughput"] = throughput(big, args.rounds)
             print(json.dumps(out["indexing"]["throughput"]), file=sys.stderr)
     out["load_1min_after"] = load_1min()
+    # The parts not run this time are kept from the file's last run (each part says when).
+    path = args.out or result_path(args.measure)
+    if path.exists():
+        previous = json.loads(path.read_text(encoding="utf-8"))
+        for part in ("editors", "unload", "indexing"):
+            if part not in out and part in previous:
+                out[part] = previous[part]
     write_results(args, out)
 
 
