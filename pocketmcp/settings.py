@@ -220,8 +220,8 @@ SETTINGS: tuple[Setting, ...] = (
             minimum=0, maximum=10_000_000),
     Setting("index_threads", "INDEX_THREADS", "--index-threads", "int", 0,
             "Most threads the built-in model uses to embed documents (indexing), which run "
-            "at a lower OS priority than searches (0: one per core; EMBED_THREADS, when "
-            "set, is the upper bound).", minimum=0, maximum=256),
+            "at a lower OS priority than searches (0: one per core but one, at least two; "
+            "EMBED_THREADS, when set, is the upper bound).", minimum=0, maximum=256),
     Setting("index_cpu_budget", "INDEX_CPU_BUDGET", "--index-cpu-budget", "int", 0,
             "Share of the machine's CPU indexing may use, in percent: indexing pauses "
             "between batches to stay under it (0: no pauses, priority alone).",

@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from pocketmcp.config import load
-from pocketmcp.embed.local import LocalEmbedder
+from pocketmcp.embed.local import LocalEmbedder, index_threads
 from pocketmcp.embed.models import ModelSpec
 from pocketmcp.embed.priority import NICE
 from pocketmcp.pipeline.budget import CpuBudget
@@ -89,3 +89,12 @@ async def test_a_cpu_budget_pauses_to_stay_under_it() -> None:
     before = budget.paused_s
     await budget.pace()
     assert budget.paused_s == before
+
+
+def test_the_default_thread_cap_leaves_a_core_to_searches_beyond_two() -> None:
+    assert index_threads(None, 0, cores=2) == 2
+    assert index_threads(None, 0, cores=8) == 7
+    assert index_threads(4, 0, cores=8) == 4  # EMBED_THREADS bounds it
+    assert index_threads(None, 3, cores=8) == 3
+    assert index_threads(None, 16, cores=8) == 8
+    assert index_threads(None, 0, cores=1) == 1
