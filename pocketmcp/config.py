@@ -84,6 +84,12 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     allowed_hosts: tuple[str, ...]
     allowed_origins: tuple[str, ...]
     log_level: str
+    share: str = "on"
+    server_idle_exit_s: int = 300
+    started_by: str = "user"
+    model_idle_unload_s: int = 900
+    index_threads: int = 0
+    index_cpu_budget: int = 0
     store: str = "sqlite"
     database_url: Secret | None = None
     pg_schema: str = "pocketmcp"
@@ -115,7 +121,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
             batch_size=self.embed_batch_size, batch_tokens=self.embed_batch_tokens,
             threads=self.embed_threads, concurrency=self.embed_concurrency,
             timeout_s=self.embed_timeout_s, retries=self.embed_retries,
-            retry_base_s=self.embed_retry_base_s)
+            retry_base_s=self.embed_retry_base_s, idle_unload_s=self.model_idle_unload_s,
+            index_threads=self.index_threads)
 
     def convert_limits(self) -> Limits:
         return Limits(workers=self.convert_workers, timeout_s=self.convert_timeout_s,
@@ -145,7 +152,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
             watched=self.watched(), max_file_bytes=self.max_file_bytes,
             debounce_ms=self.debounce_ms, read_concurrency=self.read_concurrency,
             queue_size=self.queue_size, max_chunks_per_doc=self.max_chunks_per_doc,
-            embed_batch_size=self.embed_batch_size, embed_batch_tokens=self.embed_batch_tokens)
+            embed_batch_size=self.embed_batch_size, embed_batch_tokens=self.embed_batch_tokens,
+            cpu_budget=self.index_cpu_budget)
 
     def ingest_settings(self) -> IngestSettings:
         return IngestSettings(
@@ -344,3 +352,28 @@ def _tools(names: tuple[str, ...]) -> tuple[str, ...]:
     if not wanted:
         raise ConfigError("TOOLS", "", "at least one tool name or set (all, core)")
     return tuple(name for name in TOOL_NAMES if name in wanted)
+
+
+def child_environment(config: Config, **changes: str) -> dict[str, str]:
+    """This process's environment with every setting of `config` written back into its
+    variable (then `changes`): a child process started with it loads the same settings,
+    flags included. WATCH_DIR is left out unless it was given (its default is relative)."""
+    env = dict(os.environ)
+    for entry in SETTINGS:
+        if entry.field == "watch_dir" and not config.watch_dir_given:
+            continue
+        value = getattr(config, entry.field, None)
+        if value is None:
+            env.pop(entry.env, None)
+            continue
+        if entry.kind == "secret":
+            text = value.reveal()
+        elif entry.kind == "list":
+            text = ",".join(value)
+        elif entry.kind == "text":
+            text = "none" if value == "" else value.replace("\n", "\\n")
+        else:
+            text = str(value)
+        env[entry.env] = text
+    env.update(changes)
+    return env

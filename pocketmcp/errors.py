@@ -187,6 +187,19 @@ class ProviderRejected(ProviderError):
     code = "EMBEDDING_REJECTED"
 
 
+class ModelLoading(EmbeddingError):
+    """The model is being loaded (at start, or again after it was unloaded when idle):
+    searches answer with keyword results meanwhile."""
+
+    code = "MODEL_LOADING"
+
+
+class SharingFailed(PocketError):
+    """The shared HTTP server of an index could not be started or reached again."""
+
+    code = "SERVER_UNAVAILABLE"
+
+
 class InputRejected(EmbeddingError):
     """The provider refused some texts while it took others. `rejected`: position -> reason;
     `vectors`: every row, the rejected ones zero."""

@@ -5,6 +5,8 @@ holding the lock, as the index records it). A part the runtime holds."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import anyio
 import msgspec
@@ -15,6 +17,9 @@ from pocketmcp.pipeline.state import Stats
 from pocketmcp.pipeline.supervisor import Pipeline
 from pocketmcp.plans import Status
 from pocketmcp.store.api import ReadIndex
+
+if TYPE_CHECKING:
+    from pocketmcp.ops.results import ServingStatus
 
 log = logs.get("pocketmcp.runtime")
 
@@ -30,6 +35,11 @@ class Readiness:
         self.ready = anyio.Event()  # the model and the index are there
         self.stopping = anyio.Event()
         self.scanned: Stats | None = None  # the feed's counts when its first scan ended
+        # How this process serves: "shared" (an HTTP server, for every client of the index)
+        # or "alone" (stdio, for the one client that started it; a command); and, shared,
+        # how many clients are attached (mcp/sharing.py).
+        self.serving = "alone"
+        self.clients: Callable[[], int] | None = None
 
     def fail(self, error: str) -> None:
         self.status.phase = "failed"
@@ -96,3 +106,18 @@ class Readiness:
                 self.status.phase = "indexing"
             with anyio.move_on_after(SCAN_POLL_S):
                 await self.stopping.wait()
+
+
+def serving_status(readiness: Readiness, embedder: object | None) -> ServingStatus:
+    """How this process serves, its clients, the model's state and the memory it holds."""
+    from pocketmcp.embed.keeper import rss_mib
+    from pocketmcp.ops.results import ServingStatus  # pydantic's models: when asked for
+
+    # The built-in model has a state (embed/keeper.py); a remote provider's client has none.
+    state = getattr(embedder, "model_state", None)
+    clients = readiness.clients
+    return ServingStatus(
+        serving=readiness.serving, clients=clients() if clients is not None else None,
+        model_state=state.state if state is not None else None,
+        model_unloads=state.unloads if state is not None else 0,
+        model_reload_s=state.load_s if state is not None else None, memory_mib=rss_mib())

@@ -45,7 +45,7 @@ from pocketmcp.pipeline.state import Stats
 from pocketmcp.pipeline.supervisor import Pipeline
 from pocketmcp.pipeline.writer import EventHook
 from pocketmcp.plans import Plan, Reading, Status, Writing
-from pocketmcp.readiness import Readiness
+from pocketmcp.readiness import Readiness, serving_status
 from pocketmcp.store.api import Place, ReadIndex
 from pocketmcp.store.registry import check_name
 
@@ -319,7 +319,8 @@ class Runtime:
             self.status, model=booted.identity.model if booted else self._model_named(),
             embedder=booted.embedder if booted else None, index_path=self.place.describe(),
             watch_dir=str(self.config.watch_dir.resolve()) if self.watching else None,
-            pipeline=self.pipeline, index=self.opened(), ocr=self.converter.ocr_status())
+            pipeline=self.pipeline, index=self.opened(), ocr=self.converter.ocr_status(),
+            serving=serving_status(self.readiness, booted.embedder if booted else None))
 
     def progress(self) -> IndexProgress:
         """How far the watched folder's feed has come (blocking: it sizes the index)."""

@@ -233,6 +233,32 @@ SETTINGS: tuple[Setting, ...] = (
             "Comma-separated browser Origins (e.g. http://localhost:3000) allowed to call "
             "the HTTP server, besides its own loopback URLs. Other Origins get 403. No CORS "
             "headers are sent either way."),
+    Setting("share", "SHARE", "--share", "choice", "on",
+            "on: `serve` on stdio (what an editor starts) relays to the HTTP server of "
+            "SQLITE_PATH, starting one in the background when none runs (its log in "
+            "SQLITE_PATH.server.log), so that every editor window shares one model. off: "
+            "each stdio process serves on its own.", choices=("on", "off")),
+    Setting("server_idle_exit_s", "SERVER_IDLE_EXIT_S", "--server-idle-exit-s", "int", 300,
+            "A shared server started by an editor exits once its last client has gone and "
+            "this many seconds have passed without one (0: it stays). A server you start "
+            "yourself stays.", minimum=0, maximum=10_000_000),
+    Setting("started_by", "POCKETMCP_STARTED_BY", "", "choice", "user",
+            "Who started an HTTP server: user (it stays until stopped) or editor (set by the "
+            "stdio process that starts a shared server: it exits SERVER_IDLE_EXIT_S after its "
+            "last client). Not meant to be set by hand.", choices=("user", "editor")),
+    Setting("model_idle_unload_s", "MODEL_IDLE_UNLOAD_S", "--model-idle-unload-s", "int", 900,
+            "The built-in model is unloaded from memory after this many seconds without a "
+            "search or an embedding, and loaded again on the next one (searches meanwhile "
+            "answer with keyword results and a notice). 0: it stays loaded.",
+            minimum=0, maximum=10_000_000),
+    Setting("index_threads", "INDEX_THREADS", "--index-threads", "int", 0,
+            "Most threads the built-in model uses to embed documents (indexing), which run "
+            "at a lower OS priority than searches (0: one per core but one, at least two; "
+            "EMBED_THREADS, when set, is the upper bound).", minimum=0, maximum=256),
+    Setting("index_cpu_budget", "INDEX_CPU_BUDGET", "--index-cpu-budget", "int", 0,
+            "Share of the machine's CPU indexing may use, in percent: indexing pauses "
+            "between batches to stay under it (0: no pauses, priority alone).",
+            minimum=0, maximum=100),
     Setting("log_level", "LOG_LEVEL", "--log-level", "choice", "info",
             "Log verbosity (logs go to stderr as JSON lines).",
             choices=("debug", "info", "warning", "error")),

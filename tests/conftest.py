@@ -26,6 +26,9 @@ from pocketmcp.runtime import Runtime
 # Indexes kept by the rule (one per folder in the user data folder) go to a folder of this
 # run, never the user's: a test that names no SQLITE_PATH, and the processes it starts.
 os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="pocketmcp-data-")
+# A stdio server a test starts serves on its own, unless the test asks it to share (a shared
+# server is a process of its own, outliving the test by SERVER_IDLE_EXIT_S).
+os.environ.setdefault("SHARE", "off")
 
 
 @pytest.fixture

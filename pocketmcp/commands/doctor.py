@@ -45,6 +45,9 @@ async def doctor(config: Config, args: argparse.Namespace) -> int:
     made = named and await _check_index(config, report, folder)
     if made:
         await _check_server(config, report)
+        from pocketmcp.mcp.sharing import described  # the shared server, if one runs
+
+        report.ok(await described(config.sqlite_path, config.token, on=config.share == "on"))
     for client in chosen_clients(args):
         _check_client(client, report, config, folder)
     print("all good" if not report.failed else f"{report.failed} problem(s) to fix")  # noqa: T201

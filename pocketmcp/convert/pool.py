@@ -26,6 +26,7 @@ from pocketmcp.convert.kinds import Converted
 from pocketmcp.convert.limits import Limits, OcrLimits
 from pocketmcp.convert.ocrcache import OcrCache
 from pocketmcp.convert.worker import HEADER, Reply, Request
+from pocketmcp.embed.priority import lower
 from pocketmcp.errors import DocumentError
 
 log = logs.get("pocketmcp.convert")
@@ -124,6 +125,7 @@ class _Pool:
             [sys.executable, "-m", "pocketmcp.convert.worker", str(self.memory_mb),
              str(self.limits.idle_s), str(self.nice)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None)
+        lower(process.pid)  # conversions are indexing: below searches (embed/priority.py)
         self.started += 1
         worker = _Worker(process)
         try:

@@ -110,7 +110,9 @@ def make(settings: EmbedSettings, want: Wanted, identity: Identity) -> Embedder:
     if identity.provider == LOCAL:
         assert want.spec is not None
         return LocalEmbedder(want.spec, identity, Batching(size=settings.batch_size,
-                                                           tokens=settings.batch_tokens))
+                                                           tokens=settings.batch_tokens),
+                             idle_unload_s=settings.idle_unload_s,
+                             index_threads=settings.index_threads)
     return _remote(settings, identity)
 
 

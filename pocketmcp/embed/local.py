@@ -4,6 +4,7 @@ model, a second small session for queries. Both run in worker threads.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -16,12 +17,17 @@ import msgspec
 import numpy as np
 from tokenizers import Tokenizer
 
+from pocketmcp import logs
 from pocketmcp.core.identity import Identity
 from pocketmcp.embed.base import F32, Batching, Usage, normalised
+from pocketmcp.embed.keeper import IdleUnloader, ModelState, give_back_memory
 from pocketmcp.embed.models import BUNDLED_MAX_TOKENS, ModelSpec, folder_tokenizer
 from pocketmcp.embed.prefixes import family
-from pocketmcp.errors import EmbeddingError
+from pocketmcp.embed.priority import Lowered
+from pocketmcp.errors import EmbeddingError, ModelLoading
 from pocketmcp.settings import DEFAULT_MODEL_ID
+
+log = logs.get("pocketmcp.embed")
 
 QUERY_CACHE = 1024  # query vectors kept (1.5 KiB each at 384 dimensions), least recent out
 
@@ -43,11 +49,17 @@ class LocalEmbedder:
     documents' session (fastembed's, about a second with its import) on the first batch of
     documents, so a server that only searches is ready sooner. Other models load whole here.
     The embed methods are async and run the model in worker threads: document batches one at
-    a time, queries two at a time.
+    a time on a thread of lower OS priority (with at most `index_threads` threads of the
+    model's own, 0: one per core), queries two at a time at normal priority.
+
+    With `idle_unload_s`, both sessions are dropped after that long unused (embed/keeper.py);
+    a query then loads its session again in the background and raises ModelLoading meanwhile
+    (searches answer by keywords), while documents wait for theirs.
     """
 
     def __init__(self, spec: ModelSpec, identity: Identity | None = None,
-                 batching: Batching | None = None) -> None:
+                 batching: Batching | None = None, *, idle_unload_s: float = 0,
+                 index_threads: int = 0) -> None:
         self.spec = spec
         self.identity = identity or local_identity(spec)
         self.model_id = spec.model_id
@@ -71,13 +83,20 @@ class LocalEmbedder:
         self._query_limiter = anyio.CapacityLimiter(2)
         self._recent: OrderedDict[tuple[str, str], F32] = OrderedDict()  # of query vectors
         self._recent_lock = threading.Lock()
+        self._index_threads = index_threads
+        self._lowered = Lowered()  # the documents' thread: indexing never starves searches
+        self.model_state = ModelState()
+        self._idle = IdleUnloader(self.model_state, idle_unload_s, self.unload) if (
+            idle_unload_s > 0) else None
 
     async def embed_documents(self, texts: list[str]) -> F32:
         started = time.perf_counter()
+        self.model_state.begin()
         try:
-            return await anyio.to_thread.run_sync(self.embed, texts,
-                                                  limiter=self._documents_limiter)
+            async with self._documents_limiter:
+                return await self._lowered.run(self.embed, texts)
         finally:
+            self.model_state.end()
             self._count(len(texts), started)
 
     async def embed_query(self, text: str) -> F32:
@@ -94,10 +113,58 @@ class LocalEmbedder:
         self.usage.seconds += time.perf_counter() - started
 
     async def aclose(self) -> None:
-        pass  # nothing held beyond memory
+        if self._idle is not None:
+            self._idle.stop()
+        self._lowered.close()
 
     async def load_documents(self) -> None:
-        await anyio.to_thread.run_sync(self._documents_model, limiter=self._documents_limiter)
+        async with self._documents_limiter:
+            await self._lowered.run(self._documents_model)
+
+    def unload(self) -> bool:
+        """Drop the model's sessions and give their memory back, unless it is in use (then
+        False). The query vectors kept for recent queries stay."""
+        state = self.model_state
+        with state.lock:
+            if state.busy or state.state != "loaded":
+                return False
+            state.state = "unloaded"
+            state.unloads += 1
+        with self._model_lock, self._query_lock:
+            self._model = self._queries = None
+        give_back_memory()
+        log.info("model_unloaded", model=self.model_id,
+                 idle_s=round(state.idle_for(), 1))
+        return True
+
+    def _reload_soon(self) -> None:
+        """Load what queries need again, in a thread of its own (once at a time)."""
+        state = self.model_state
+        with state.lock:
+            if state.state == "loading":
+                return
+            state.state = "loading"
+        threading.Thread(target=self._reload, name="pocketmcp-model-load", daemon=True).start()
+
+    def _reload(self) -> None:
+        state = self.model_state
+        started = time.perf_counter()
+        try:
+            if self._own_query_session():
+                self._query_encoder()
+            else:
+                self._documents_model()
+        except EmbeddingError as exc:
+            log.error("model_load_failed", model=self.model_id, error=str(exc))
+            with state.lock:
+                state.state = "unloaded"
+            return
+        with state.lock:
+            state.state = "loaded"
+            state.loads += 1
+            state.load_s = round(time.perf_counter() - started, 3)
+            state.last_used = time.monotonic()
+        log.info("model_loaded", model=self.model_id, seconds=state.load_s)
 
     def _own_query_session(self) -> bool:
         """Whether queries have a session of their own (the default, mean-pooled model)."""
@@ -116,10 +183,11 @@ class LocalEmbedder:
                 if spec.path is not None:
                     kwargs["specific_model_path"] = str(spec.path)
                     kwargs["local_files_only"] = True
+                threads = index_threads(spec.threads, self._index_threads)
                 try:
                     self._model = TextEmbedding(
                         spec.model_id, cache_dir=str(spec.cache_dir / "fastembed"),
-                        threads=spec.threads, **kwargs,
+                        threads=threads, **kwargs,
                     )
                 except Exception as exc:  # onnxruntime, tokenizers and download failures
                     raise EmbeddingError(f"cannot load model {spec.model_id!r}: {exc}") from exc
@@ -143,6 +211,10 @@ class LocalEmbedder:
         if self.identity.doc_prefix:
             texts = [self.identity.doc_prefix + t for t in texts]
         model = self._documents_model()
+        state = self.model_state
+        if state.state == "unloaded":  # loaded again for documents (queries load their own)
+            with state.lock:
+                state.state = "loaded" if state.state == "unloaded" else state.state
         try:
             rows = list(model.embed(texts, batch_size=len(texts)))
         except Exception as exc:
@@ -158,7 +230,16 @@ class LocalEmbedder:
             if vector is not None:
                 self._recent.move_to_end(key)
                 return vector
-        vector = self._embed_query(text)
+        state = self.model_state
+        if state.state != "loaded":
+            self._reload_soon()
+            raise ModelLoading("the model is being loaded again (it was unloaded after "
+                               "MODEL_IDLE_UNLOAD_S unused); it is ready in a moment")
+        state.begin()
+        try:
+            vector = self._embed_query(text)
+        finally:
+            state.end()
         vector.setflags(write=False)
         with self._recent_lock:
             self._recent[key] = vector
@@ -177,6 +258,16 @@ class LocalEmbedder:
             raise EmbeddingError(f"embedding failed: {exc}") from exc
         vector: F32 = normalised(np.asarray(rows, dtype=np.float32))[0]
         return vector
+
+
+def index_threads(embed_threads: int | None, cap: int, cores: int | None = None) -> int:
+    """The documents' session's threads: EMBED_THREADS (one per core when unset), at most
+    INDEX_THREADS, whose default (0) leaves a core to searches on machines of more than two
+    (on two, one thread would embed about 0.6x as fast on a quiet machine: priority alone
+    keeps searches first there)."""
+    cores = cores or os.cpu_count() or 1
+    cap = cap or min(cores, max(2, cores - 1))
+    return max(1, min(embed_threads or cores, cap))
 
 
 class QueryOptions(msgspec.Struct, frozen=True, kw_only=True):

@@ -30,3 +30,5 @@ class EmbedSettings(msgspec.Struct, frozen=True, kw_only=True):
     timeout_s: float
     retries: int
     retry_base_s: float
+    idle_unload_s: int = 0  # MODEL_IDLE_UNLOAD_S: the built-in model unloaded when idle (0: never)
+    index_threads: int = 0  # INDEX_THREADS: threads of the documents' session (0: per core)

@@ -1,143 +1,363 @@
-"""A stdio server that only relays: every JSON-RPC message from the client that started it
-goes to the HTTP server of the same index over MCP Streamable HTTP, and every message back,
-unchanged, through the SDK's own transports. It loads no model and opens no index.
+"""A stdio server that only relays: every JSON-RPC line from the client that started it goes to
+the HTTP server of the same index as one POST of MCP Streamable HTTP, and every message back
+(a JSON body, or the events of an SSE stream) goes to stdout as one line, unchanged. It loads
+no model, opens no index and imports neither the MCP SDK nor pydantic: it starts in a few
+tenths of a second and stays small (bench/shared.py), so that every editor window can have one.
 
-It ends when the client closes stdin, on SIGTERM or SIGINT (the HTTP session is closed), or
-when the HTTP server goes away (the client then sees the server exit and may start it again,
-and the next start serves on its own).
+It ends when the client closes stdin, or on SIGTERM or SIGINT (the HTTP session is closed).
+When the HTTP server goes away, the requests still in flight are answered with an error at
+once. With a way to reconnect (a shared server, mcp/sharing.py), the bridge then waits for the
+client's next request, has a server again (started anew when none runs), repeats the client's
+`initialize` to it and relays the request: the client sees one session throughout. A request
+that finds no server is answered with an error saying why; nothing hangs. Without one (SHARE
+off), the bridge ends, and the client sees the server exit.
 """
 
 from __future__ import annotations
 
+import base64
+import json
+import re
 import signal
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import suppress
 from typing import Any
 
 import anyio
+import anyio.abc
 import httpx2
-from mcp.client.streamable_http import streamable_http_client
-from mcp.server.stdio import stdio_server
-from mcp.shared.inbound import (
-    MCP_METHOD_HEADER,
-    MCP_NAME_HEADER,
-    MCP_PROTOCOL_VERSION_HEADER,
-    NAME_BEARING_METHODS,
-    encode_header_value,
-)
-from mcp.shared.message import ClientMessageMetadata, SessionMessage
-from mcp_types import PROTOCOL_VERSION_META_KEY, JSONRPCRequest, JSONRPCResponse
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from pocketmcp import logs
 from pocketmcp.core.secret import Secret
+from pocketmcp.errors import PocketError
 from pocketmcp.mcp.discovery import Published, alive
-from pocketmcp.mcp.lines import stdin_lines
+from pocketmcp.mcp.lines import stdin_lines, stdout_lines
 
 log = logs.get("pocketmcp.bridge")
 
-# The SDK client's timeouts: 30 s to connect and write, 5 minutes between events of a stream.
+# 30 s to connect and write, 5 minutes between events of a stream (the SDK client's).
 TIMEOUT = httpx2.Timeout(30.0, read=300.0)
-# How often the bridge checks that the server's process still runs.
-WATCH_S = 0.5
+WATCH_S = 0.5  # how often the bridge checks that the server's process still runs
+REPLAY_S = 30.0  # how long the repeated `initialize` may take on a server reached again
+CLOSE_S = 2.0  # how long closing the HTTP session may take
+LISTEN_RETRIES = 3  # the server's own stream, opened again after it broke
+SERVER_GONE = -32000  # the JSON-RPC error of a request the server's end left unanswered
+
+# Streamable HTTP's headers (the MCP SDK's names): the session, the negotiated protocol
+# version, and, in the per-request protocol era (the version in a request's `_meta`), the
+# method and the name it bears.
+SESSION = "mcp-session-id"
+VERSION = "mcp-protocol-version"
+METHOD = "mcp-method"
+NAME = "mcp-name"
+VERSION_META = "io.modelcontextprotocol/protocolVersion"
+NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_HEADER_SAFE = re.compile(r"^[\x20-\x7E]*$")
+_B64_SENTINEL = re.compile(r"^=\?base64\?.*\?=$")
+
+Upstream = tuple[Published, Secret]
+Reconnect = Callable[[], Awaitable[Upstream]]
+Lines = MemoryObjectReceiveStream[str]
+Out = MemoryObjectSendStream[str]
 
 
-class Stamper:
-    """The per-message HTTP headers the SDK's ClientSession would send for each message.
+def header_value(value: str) -> str:
+    """`value` as an HTTP header carries it (the SDK's base64 sentinel when it must)."""
+    if _HEADER_SAFE.fullmatch(value) and value == value.strip() and not (
+            _B64_SENTINEL.fullmatch(value)):
+        return value
+    return f"=?base64?{base64.b64encode(value.encode()).decode('ascii')}?="
 
-    Relayed messages carry none, so without this the server would not learn the negotiated
-    protocol version from the headers, and requests of the per-request protocol era (their
-    version in `_meta`) would lack their Mcp-Method and Mcp-Name headers.
-    """
 
-    def __init__(self) -> None:
-        self._initialize_id: Any = None
+def error_reply(request_id: Any, why: str) -> str:
+    return json.dumps({"jsonrpc": "2.0", "id": request_id,
+                       "error": {"code": SERVER_GONE, "message": f"pocketmcp: {why}"}})
+
+
+def _parsed(line: str) -> dict[str, Any] | None:
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    return message if isinstance(message, dict) else None
+
+
+def _is_request(message: dict[str, Any] | None) -> bool:
+    return message is not None and "method" in message and "id" in message
+
+
+class Relay:
+    """What a bridge keeps across servers: the client's `initialize` (repeated to a new
+    server), whether it was confirmed, the negotiated version, and the requests in flight."""
+
+    def __init__(self, out: Out) -> None:
+        self.out = out
+        self.init: dict[str, Any] | None = None
+        self.initialized = False
         self.version: str | None = None
+        self.pending: set[Any] = set()
+        self.replays = 0
 
-    def outbound(self, message: Any) -> dict[str, str] | None:
-        if isinstance(message, JSONRPCRequest):
-            if message.method == "initialize":
-                self._initialize_id = message.id
-                return None
-            params = message.params or {}
-            meta = params.get("_meta") or {}
-            version = meta.get(PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
-            if isinstance(version, str):
-                headers = {MCP_PROTOCOL_VERSION_HEADER: version,
-                           MCP_METHOD_HEADER: message.method}
-                key = NAME_BEARING_METHODS.get(message.method)
-                if key is not None and isinstance(params.get(key), str):
-                    headers[MCP_NAME_HEADER] = encode_header_value(params[key])
-                return headers
-        return {MCP_PROTOCOL_VERSION_HEADER: self.version} if self.version else None
+    def headers(self, message: dict[str, Any] | None) -> dict[str, str]:
+        """The per-message headers the SDK's client would send (its `Stamper`)."""
+        if message is not None and message.get("method") == "initialize":
+            return {}
+        params = message.get("params") if message is not None else None
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        version = meta.get(VERSION_META) if isinstance(meta, dict) else None
+        if message is not None and _is_request(message) and isinstance(version, str):
+            headers = {VERSION: version, METHOD: str(message["method"])}
+            key = NAME_BEARING.get(message["method"])
+            if key is not None and isinstance(params, dict) and isinstance(params.get(key), str):
+                headers[NAME] = header_value(params[key])
+            return headers
+        return {VERSION: self.version} if self.version else {}
 
-    def inbound(self, message: Any) -> None:
-        if (isinstance(message, JSONRPCResponse) and self._initialize_id is not None
-                and message.id == self._initialize_id and isinstance(message.result, dict)):
-            version = message.result.get("protocolVersion")
-            self.version = version if isinstance(version, str) else None
+    async def deliver(self, data: str, *, swallow: Any = None) -> bool:
+        """One message from the server to the client (unless it answers `swallow`: then
+        True, and it is kept from the client)."""
+        if not data.strip():
+            return False  # an empty body (a notification's answer): nothing to relay
+        message = _parsed(data)
+        if message is not None and ("result" in message or "error" in message):
+            if swallow is not None and message.get("id") == swallow:
+                self._note_version(message)
+                return True
+            self.pending.discard(message.get("id"))
+            if self.init is not None and message.get("id") == self.init.get("id"):
+                self._note_version(message)
+        await self.out.send(data if "\n" not in data else json.dumps(message))
+        return False
+
+    def _note_version(self, message: dict[str, Any]) -> None:
+        result = message.get("result")
+        version = result.get("protocolVersion") if isinstance(result, dict) else None
+        self.version = version if isinstance(version, str) else None
+
+    async def fail_pending(self, why: str) -> None:
+        """Answer every request still in flight: its server has gone."""
+        for request_id in sorted(self.pending, key=str):
+            await self.out.send(error_reply(request_id, why))
+        self.pending.clear()
 
 
-async def bridge(upstream: Published, token: Secret) -> int:
-    """Relay stdin/stdout to `upstream` until either side ends; 1 when the server went
-    away first."""
-    url = upstream.mcp_url
-    log.info("bridging", url=url, pid=upstream.pid)
-    stamper = Stamper()
+async def _events(response: httpx2.Response) -> AsyncIterator[str]:
+    """The data of each event of an SSE response."""
+    data: list[str] = []
+    async for line in response.aiter_lines():
+        if not line:
+            if data:
+                yield "\n".join(data)
+            data = []
+        elif line.startswith("data:"):
+            data.append(line[5:].lstrip(" ") if line.startswith("data: ") else line[5:])
+    if data:
+        yield "\n".join(data)
+
+
+class Connection:
+    """One HTTP session with one server."""
+
+    def __init__(self, relay: Relay, client: httpx2.AsyncClient, url: str) -> None:
+        self.relay = relay
+        self.client = client
+        self.url = url
+        self.session: str | None = None
+
+    def _headers(self, extra: dict[str, str]) -> dict[str, str]:
+        headers = {"Content-Type": "application/json",
+                   "Accept": "application/json, text/event-stream", **extra}
+        if self.session is not None:
+            headers[SESSION] = self.session
+        return headers
+
+    async def post(self, line: str, message: dict[str, Any] | None, *,
+                   swallow: Any = None) -> bool:
+        """POST one client message and deliver what comes back; True when the answer to
+        `swallow` came (and was kept from the client)."""
+        relay = self.relay
+        request = _is_request(message)
+        if request and swallow is None:
+            assert message is not None
+            relay.pending.add(message["id"])
+        swallowed = False
+        async with self.client.stream("POST", self.url, content=line.encode(),
+                                      headers=self._headers(relay.headers(message))) as response:
+            if message is not None and message.get("method") == "initialize":
+                self.session = response.headers.get(SESSION) or self.session
+            kind = response.headers.get("content-type", "")
+            if "text/event-stream" in kind:
+                async for data in _events(response):
+                    swallowed = await relay.deliver(data, swallow=swallow) or swallowed
+            elif "application/json" in kind:
+                swallowed = await relay.deliver((await response.aread()).decode(
+                    "utf-8", "replace").strip(), swallow=swallow)
+            elif response.status_code >= 400 and request and swallow is None:
+                assert message is not None
+                relay.pending.discard(message["id"])
+                await relay.out.send(error_reply(message["id"], (
+                    f"the shared server answered HTTP {response.status_code}")))
+        return swallowed
+
+    async def listen(self) -> None:
+        """The server's own stream (its notifications outside any request)."""
+        for _attempt in range(LISTEN_RETRIES):
+            try:
+                async with self.client.stream("GET", self.url, headers=self._headers(
+                        self.relay.headers(None))) as response:
+                    if response.status_code != 200:
+                        return
+                    async for data in _events(response):
+                        await self.relay.deliver(data)
+            except httpx2.HTTPError:
+                pass
+            await anyio.sleep(1.0)
+
+    async def close(self) -> None:
+        if self.session is None:
+            return
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_S), suppress(
+                httpx2.HTTPError):
+            await self.client.delete(self.url, headers=self._headers(self.relay.headers(None)))
+
+
+async def bridge(upstream: Published, token: Secret, *, reconnect: Reconnect | None = None
+                 ) -> int:
+    """Relay stdin/stdout to `upstream` (and, with `reconnect`, to the servers after it)
+    until stdin closes or a signal comes; 1 when the server went away first and there was
+    no way to reconnect."""
     ended = "stdin closed"
-    headers = {"Authorization": f"Bearer {token.reveal()}"}
-    # The stdio side outlives the HTTP session (closed first, so the server hears of it), and
-    # its reader waits for stdin to close: unless that is why the relay ended, it is cancelled.
-    with anyio.CancelScope() as stdio_scope:
-        async with stdio_server(stdin=stdin_lines()) as (from_client, to_client):  # type: ignore[arg-type]
-            async with (
-                httpx2.AsyncClient(headers=headers, timeout=TIMEOUT, trust_env=False) as client,
-                streamable_http_client(url, http_client=client) as (from_server, to_server),
-                anyio.create_task_group() as tg,
-            ):
+    lines = stdin_lines()
+    async with lines, stdout_lines() as out, anyio.create_task_group() as life:
+        relay = Relay(out)
 
-                async def on_signal() -> None:
-                    nonlocal ended
-                    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                        async for signum in signals:
-                            ended = signal.Signals(signum).name
-                            tg.cancel_scope.cancel()
+        async def on_signal() -> None:
+            nonlocal ended
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for signum in signals:
+                    ended = signal.Signals(signum).name
+                    life.cancel_scope.cancel()
 
-                async def client_to_server() -> None:
-                    async for item in from_client:
-                        if isinstance(item, Exception):
-                            log.warning("bad_message_from_client", error=str(item)[:200])
-                            continue
-                        stamped = stamper.outbound(item.message)
-                        metadata = ClientMessageMetadata(headers=stamped) if stamped else None
-                        await to_server.send(SessionMessage(item.message, metadata=metadata))
-                    tg.cancel_scope.cancel()
-
-                async def watch_server() -> None:
-                    # A server that is gone ends no stream while the client is idle (nothing
-                    # is in flight), so its process is checked.
-                    nonlocal ended
-                    while True:
-                        await anyio.sleep(WATCH_S)
-                        if not alive(upstream.pid):
-                            break
+        async def run() -> None:
+            nonlocal ended
+            current: Upstream | None = (upstream, token)
+            first: str | None = None
+            while current is not None:
+                how = await _relay(relay, *current, lines, first)
+                if how == "stdin closed":
+                    break
+                await relay.fail_pending(
+                    f"the shared server (pid {current[0].pid}) went away while this request "
+                    "was in flight; it may not have been carried out: send it again")
+                if reconnect is None:
                     ended = "server gone"
-                    tg.cancel_scope.cancel()
+                    break
+                first, current = await _next_server(relay, lines, reconnect)
+            life.cancel_scope.cancel()
 
-                async def server_to_client() -> None:
-                    nonlocal ended
-                    async for item in from_server:
-                        if isinstance(item, Exception):
-                            log.warning("bad_message_from_server", error=str(item)[:200])
-                            continue
-                        stamper.inbound(item.message)
-                        await to_client.send(SessionMessage(item.message))
-                    ended = "server gone"
-                    tg.cancel_scope.cancel()
-
-                tg.start_soon(on_signal, name="pocketmcp.signals")
-                tg.start_soon(watch_server, name="pocketmcp.bridge.watch")
-                tg.start_soon(client_to_server, name="pocketmcp.bridge.up")
-                tg.start_soon(server_to_client, name="pocketmcp.bridge.down")
-            await to_client.aclose()  # the stdout writer ends once it has written the rest
-            if ended != "stdin closed":
-                stdio_scope.cancel()
+        life.start_soon(on_signal, name="pocketmcp.signals")
+        life.start_soon(run, name="pocketmcp.bridge")
     log.info("bridge_stopped", reason=ended)
     return 1 if ended == "server gone" else 0
+
+
+async def _next_server(relay: Relay, lines: Lines, reconnect: Reconnect
+                       ) -> tuple[str | None, Upstream | None]:
+    """Wait for the client's next request, then a server for it (started anew when none
+    runs); a request that finds none is answered with an error saying why. (None, None)
+    once stdin has closed."""
+    log.warning("server_gone", action="a server is looked for at the next request")
+    async for line in lines:
+        message = _parsed(line)
+        if not _is_request(message):
+            if message is not None and message.get("method") == "notifications/initialized":
+                relay.initialized = True
+            continue  # notifications for a server that is gone: dropped
+        assert message is not None
+        try:
+            found = await reconnect()
+        except (PocketError, OSError) as exc:
+            log.warning("no_server", error=str(exc))
+            await relay.out.send(error_reply(message["id"], (
+                f"the shared server of this index has gone and none could be started: {exc}")))
+            continue
+        log.info("server_found", url=found[0].url, pid=found[0].pid)
+        return line, found
+    return None, None
+
+
+async def _relay(relay: Relay, upstream: Published, token: Secret, lines: Lines,
+                 first: str | None) -> str:
+    """Relay to one server until stdin closes ("stdin closed") or the server goes ("server
+    gone"). `first`: a client line to send once the client's `initialize` is repeated."""
+    url = upstream.mcp_url
+    log.info("bridging", url=url, pid=upstream.pid)
+    how = "server gone"
+    auth = {"Authorization": f"Bearer {token.reveal()}"}
+    try:
+        async with httpx2.AsyncClient(headers=auth, timeout=TIMEOUT, trust_env=False) as client:
+            connection = Connection(relay, client, url)
+            try:
+                async with anyio.create_task_group() as tg:
+
+                    async def send(line: str) -> None:
+                        message = _parsed(line)
+                        if message is not None and message.get("method") == "initialize":
+                            relay.init = message
+                        if _is_request(message) and message is not None and (
+                                message.get("method") != "initialize"):
+                            tg.start_soon(connection.post, line, message)
+                            return
+                        await connection.post(line, message)
+                        if message is not None and (
+                                message.get("method") == "notifications/initialized"):
+                            relay.initialized = True
+                            tg.start_soon(connection.listen, name="pocketmcp.bridge.listen")
+
+                    async def client_to_server() -> None:
+                        nonlocal how
+                        if first is not None:
+                            await _replay(relay, connection, tg, first)
+                            await send(first)
+                        async for line in lines:
+                            await send(line)
+                        how = "stdin closed"
+                        tg.cancel_scope.cancel()
+
+                    async def watch_server() -> None:
+                        # A server that is gone ends no stream while the client is idle, so
+                        # its process is checked.
+                        while True:
+                            await anyio.sleep(WATCH_S)
+                            if not alive(upstream.pid):
+                                break
+                        tg.cancel_scope.cancel()
+
+                    tg.start_soon(watch_server, name="pocketmcp.bridge.watch")
+                    tg.start_soon(client_to_server, name="pocketmcp.bridge.up")
+            finally:
+                if how == "stdin closed" or alive(upstream.pid):
+                    await connection.close()
+    except* (httpx2.HTTPError, OSError, TimeoutError) as group:  # the server went meanwhile
+        log.warning("server_unreachable", url=url, error=str(group.exceptions[0])[:200])
+    return how
+
+
+async def _replay(relay: Relay, connection: Connection, tg: anyio.abc.TaskGroup,
+                  first: str) -> None:
+    """On a server reached again: the client's `initialize` once more (its answer kept from
+    the client, who had one), then `initialized`, unless `first` is an `initialize`."""
+    init = relay.init
+    message = _parsed(first)
+    if init is None or (message is not None and message.get("method") == "initialize"):
+        return
+    relay.replays += 1
+    again = {**init, "id": f"pocketmcp-bridge-replay-{relay.replays}"}
+    with anyio.fail_after(REPLAY_S):
+        await connection.post(json.dumps(again), {**again, "method": "initialize"},
+                              swallow=again["id"])
+    if relay.initialized:
+        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        await connection.post(json.dumps(note), note)
+        tg.start_soon(connection.listen, name="pocketmcp.bridge.listen")

@@ -31,6 +31,7 @@ class Published(msgspec.Struct, frozen=True, kw_only=True):
     index: str  # SQLITE_PATH, resolved
     token_file: str | None  # None: the server's token came from POCKETMCP_TOKEN
     version: str
+    started_by: str = "user"  # or "editor": a shared server that exits once idle
 
     @property
     def mcp_url(self) -> str:
@@ -156,6 +157,11 @@ def alive(pid: int) -> bool:
         return False
     if os.name == "nt":  # no signal 0 there; the caller's HTTP probe decides
         return True
+    try:  # a child of this process (a shared server it started) that ended is reaped
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    except ChildProcessError:  # not a child of this process
+        pass
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -21,7 +21,7 @@ from pocketmcp import __version__, logs
 from pocketmcp.config import Config
 from pocketmcp.core.secret import Secret
 from pocketmcp.errors import AlreadyServing, ListenFailed, PocketError
-from pocketmcp.mcp import discovery
+from pocketmcp.mcp import discovery, sharing
 from pocketmcp.mcp.collector import collect_again
 from pocketmcp.mcp.lines import stdin_lines, stdout_lines
 from pocketmcp.plans import serving
@@ -153,11 +153,14 @@ async def host_http(config: Config, title: str, instructions: str | None) -> int
                                       origins=config.allowed_origins),
                 web=web_routes(runtime, logins), logins=logins)
             _announce_page(url, logins)
-            listener = http.listener(app, grace_s=GRACE_S)
+            attached = sharing.Attached(app)
+            runtime.readiness.serving = "shared"
+            runtime.readiness.clients = lambda: attached.streams
+            listener = http.listener(attached, grace_s=GRACE_S)  # type: ignore[arg-type]
             discovery.publish(config.sqlite_path, discovery.Published(
                 url=url, pid=os.getpid(), index=str(config.sqlite_path.resolve()),
                 token_file=str(token_path.resolve()) if token_path else None,
-                version=__version__))
+                version=__version__, started_by=config.started_by))
             published = True
             async with anyio.create_task_group() as signals:
 
@@ -167,6 +170,15 @@ async def host_http(config: Config, title: str, instructions: str | None) -> int
                     listener.handle_exit(getattr(signal, name), None)
 
                 signals.start_soon(on_signals, stop, name="pocketmcp.signals")
+                if config.started_by == "editor" and config.server_idle_exit_s:
+
+                    def idle() -> None:
+                        nonlocal reason
+                        reason = "idle"
+                        listener.handle_exit(signal.SIGTERM, None)
+
+                    signals.start_soon(sharing.exit_when_idle, attached,
+                                       config.server_idle_exit_s, idle, name="pocketmcp.idle")
                 async with server.session_manager.run():
                     await listener.serve(sockets=[sock])
                 log.info("stopping", reason=reason)

@@ -3,8 +3,11 @@
 - MCP_TRANSPORT=http (or sse): one process for many clients over HTTP (mcp/host.py).
 - stdio, while an HTTP server of the same index runs (its discovery file beside the index
   names it, its process is alive and it takes the token): a bridge that relays the client's
-  messages to it, with no model loaded (mcp/bridge.py).
-- stdio otherwise: the server itself, for the client that started it (mcp/host.py).
+  messages to it, with no model loaded (mcp/bridge.py). With SHARE=on (the default) such a
+  server is started in the background when none runs (mcp/sharing.py), and started again
+  when it has gone by the bridge's next request.
+- stdio otherwise (SHARE=off and no server, or the shared one could not start): the server
+  itself, for the client that started it (mcp/host.py).
 
 `pocketmcp serve` starts with Python's cyclic garbage collector off (cli.py); `collect_again`
 (mcp/collector.py) turns it back on once the server has started.
@@ -12,12 +15,14 @@
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Awaitable
 from pathlib import Path
 
 from pocketmcp import logs
-from pocketmcp.config import Config
+from pocketmcp.config import Config, child_environment
 from pocketmcp.core.secret import Secret
-from pocketmcp.errors import StoreError
+from pocketmcp.errors import SharingFailed, StoreError
 from pocketmcp.mcp import discovery
 from pocketmcp.mcp.collector import collect_again
 
@@ -32,15 +37,44 @@ async def serve(config: Config, title: str = "pocketmcp", instructions: str | No
 
         collect_again()
         return await host_http(config, title, instructions)
-    upstream = await find_upstream(config)
+    reconnect = None
+    if config.share == "on":
+        def reconnect() -> Awaitable[tuple[discovery.Published, Secret]]:
+            return shared_upstream(config, title, instructions)
+
+        try:
+            upstream = await reconnect()
+        except SharingFailed as exc:  # the editor is still served, on its own
+            log.warning("not_sharing", reason=str(exc))
+            upstream = None
+    else:
+        upstream = await find_upstream(config)
     if upstream is not None:
         from pocketmcp.mcp.bridge import bridge
 
         collect_again()
-        return await bridge(*upstream)
+        return await bridge(*upstream, reconnect=reconnect)
     from pocketmcp.mcp.host import host_stdio
 
     return await host_stdio(config, title, instructions)
+
+
+async def shared_upstream(config: Config, title: str, instructions: str | None
+                          ) -> tuple[discovery.Published, Secret]:
+    """The HTTP server of this index, started in the background (detached, exiting once
+    idle) when none runs; SharingFailed when none can be started or used."""
+    from pocketmcp.mcp import sharing
+
+    index = config.sqlite_path
+
+    def start() -> subprocess.Popen[bytes]:
+        env = child_environment(config, MCP_TRANSPORT="http", MCP_HOST="127.0.0.1",
+                                MCP_PORT="0", POCKETMCP_STARTED_BY="editor",
+                                LOG_LEVEL=config.log_level)
+        return sharing.spawn(index, sharing.server_command(title, instructions), env,
+                             Path.cwd())
+
+    return await sharing.ensure(index, lambda: find_upstream(config), start)
 
 
 async def find_upstream(config: Config) -> tuple[discovery.Published, Secret] | None:

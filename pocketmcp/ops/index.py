@@ -19,6 +19,7 @@ from pocketmcp.ops.results import (
     HealthResult,
     IndexProgress,
     ReindexResult,
+    ServingStatus,
     SkippedFile,
     StatusResult,
 )
@@ -107,7 +108,8 @@ def model_named(provider: str, model: str | None, model_id: str) -> str:
 
 async def status(state: Status, *, model: str, embedder: Embedder | None, index_path: str,
                  watch_dir: str | None, pipeline: Rescanner | None,
-                 index: ReadIndex | None, ocr: str | None = None) -> StatusResult:
+                 index: ReadIndex | None, ocr: str | None = None,
+                 serving: ServingStatus | None = None) -> StatusResult:
     """What this process serves and how far indexing is; counts once the index is open."""
     counts = await index.run(lambda r: r.counts()) if index is not None else None
     return StatusResult(
@@ -124,7 +126,7 @@ async def status(state: Status, *, model: str, embedder: Embedder | None, index_
         embedding=embedding_status(embedder) if embedder is not None else None,
         chunks_waiting=counts["waiting"] if counts else None,
         vectors_eta_s=vectors_eta(counts["waiting"] if counts else 0, pipeline),
-        ocr=ocr, version=__version__,
+        ocr=ocr, sharing=serving, version=__version__,
     )
 
 

@@ -314,6 +314,22 @@ class EmbeddingStatus(BaseModel):
     last_error: str | None
 
 
+class ServingStatus(BaseModel):
+    """How this process serves, and what it holds in memory."""
+
+    serving: str = Field(description="shared: the HTTP server every editor of this index "
+                                     "shares; alone: a server for the one client that "
+                                     "started it.")
+    clients: int | None = Field(None, description="Clients attached to a shared server.")
+    model_state: str | None = Field(None, description="loaded, unloaded (after "
+                                    "MODEL_IDLE_UNLOAD_S unused) or loading; none for a "
+                                    "remote provider.")
+    model_unloads: int = 0
+    model_reload_s: float | None = Field(None, description="How long the model's last load "
+                                         "after an unload took.")
+    memory_mib: float | None = Field(None, description="This process's resident memory.")
+
+
 class StatusResult(BaseModel):
     phase: str
     role: str = Field(description="writer: this process indexes; reader: another one does.")
@@ -336,6 +352,7 @@ class StatusResult(BaseModel):
                                   "speed measured since start (null: not known yet).")
     ocr: str | None = Field(None, description="OCR of images and scanned pages: on, or off "
                                               "and why.")
+    sharing: ServingStatus | None = None
     version: str
 
 

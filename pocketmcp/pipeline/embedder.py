@@ -35,6 +35,7 @@ from pocketmcp.core.paths import path_of
 from pocketmcp.embed.base import Batching
 from pocketmcp.errors import InputRejected, ProviderError
 from pocketmcp.messages import Chunk, ToWriter, VectorsFound
+from pocketmcp.pipeline.budget import CpuBudget
 from pocketmcp.pipeline.state import Backlog, Stats
 from pocketmcp.store.api import Reader, View
 from pocketmcp.store.rows import WaitingDoc
@@ -97,8 +98,10 @@ class Batcher:
     def __init__(self, *, embed: EmbedFn, dim: int, view: View, stats: Stats,
                  batching: Batching, backlog: Backlog, scan_done: anyio.Event,
                  finish: bool = False, stop: anyio.Event | None = None,
-                 halt: anyio.Event | None = None, give_way_s: float = 0.0) -> None:
+                 halt: anyio.Event | None = None, give_way_s: float = 0.0,
+                 budget: CpuBudget | None = None) -> None:
         self.embed = embed
+        self.budget = budget  # INDEX_CPU_BUDGET: a pause after each batch that needs one
         self.dim = dim
         self.view = view
         self.stats = stats
@@ -215,6 +218,8 @@ class Batcher:
             return
         self.waits = 0
         elapsed = (time.perf_counter() - started) * 1000
+        if self.budget is not None:
+            await self.budget.pace()
         self.stats.embed_ms += elapsed
         self.stats.chunks_embedded += len(batch)
         for row, (slot, i) in enumerate(batch):

@@ -34,6 +34,7 @@ class PipelineSettings(msgspec.Struct, frozen=True, kw_only=True):
     max_chunks_per_doc: int
     embed_batch_size: int  # the embedder's batching, when it gives none
     embed_batch_tokens: int
+    cpu_budget: int = 0  # INDEX_CPU_BUDGET: percent of the machine indexing may use (0: any)
 
 
 def folder_record(watched: Watched) -> FolderRecord:

@@ -29,6 +29,7 @@ from pocketmcp.core.chunking import Chunker
 from pocketmcp.embed.base import Batching
 from pocketmcp.errors import Busy, Stopping
 from pocketmcp.messages import Chunked, Event, Hashed, ScanDone
+from pocketmcp.pipeline.budget import CpuBudget
 from pocketmcp.pipeline.chunker import chunk_files
 from pocketmcp.pipeline.embedder import Batcher, EmbedFn
 from pocketmcp.pipeline.hasher import Hasher, hash_files
@@ -184,7 +185,9 @@ class Pipeline:
                               scan_done=self.scan_done, finish=self.feed == "scan",
                               stop=self._stop if self.wait_for_provider else None,
                               halt=self._stop,
-                              give_way_s=self.give_way_s if self.feed == "follow" else 0.0)
+                              give_way_s=self.give_way_s if self.feed == "follow" else 0.0,
+                              budget=CpuBudget(self.settings.cpu_budget) if (
+                                  self.settings.cpu_budget) else None)
             tg.start_soon(batcher.run, self.writer.feed(), name="pocketmcp.embedder")
         tg.start_soon(self._chunk, hashed_rx, self.writer.feed(), name="pocketmcp.chunker")
         tg.start_soon(self._hash, events_rx, hashed_tx, hasher, name="pocketmcp.hasher")

@@ -195,6 +195,8 @@ def routes(rt: Runtime, logins: Logins) -> list[BaseRoute]:
         data["index_size"] = human_bytes(progress.index_bytes)
         data["queued"] = sum(q["used"] for q in state.queue_depths.values())
         data["phase_text"] = phase_text(state.phase, bool(data.get("watch_dir")))
+        if state.sharing is not None:  # flat, for the page's live fields
+            data.update({f"sharing_{k}": v for k, v in state.sharing.model_dump().items()})
         return data
 
     async def status_page(request: Request) -> Response:

@@ -33,6 +33,7 @@ def server_env(tmp_path: Path, **extra: str) -> dict[str, str]:
         "WATCH_DIR": str(tmp_path / "kb"),
         "DEBOUNCE_MS": "50",
         "LOG_LEVEL": "info",
+        "SHARE": "off",  # each stdio server on its own, unless a test shares (test_sharing.py)
     }
     for key in ("POCKETMCP_CACHE", "XDG_CACHE_HOME", "PYTHONPATH"):
         if key in os.environ:

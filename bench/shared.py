@@ -1,0 +1,342 @@
+"""One warm server per index: memory and start of editors sharing it, the model's idle unload,
+and searches while a folder is indexed. Real processes, the real MCP client (python-sdk).
+
+- editors: one editor alone (SHARE=off: a whole server in its stdio process), then
+  `--editors` editors with SHARE=on, spawned one after the other (the first starts the shared
+  server). For each: spawn to the first answered search. Then the resident memory of every
+  PocketMCP process (the bridges and the shared server) against the editor alone.
+- unload: an HTTP server watching the notes, warmed by searches, with MODEL_IDLE_UNLOAD_S;
+  its memory before and after the unload, the first search after it (keyword results) and
+  the time until searches are hybrid again, against the reload time the server reports.
+- indexing: `pocketmcp index` of `--notes` notes with the default INDEX_THREADS against one
+  thread per core (alternating rounds): throughput. Then an HTTP server indexing them from
+  scratch while one client searches (hybrid) without pause: p50/p95 while indexing, and once
+  it is done (idle).
+
+    .venv/bin/python bench/shared.py --parts editors,unload,indexing --notes 5000
+
+Results: bench/results/shared.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import anyio
+import data
+import httpx2
+from common import (
+    add_result_args,
+    children,
+    cpu_s,
+    load_1min,
+    memory_mib,
+    ms_since,
+    result_path,
+    summary,
+    write_results,
+)
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from pocketmcp.mcp import discovery
+
+
+def stamp() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+SEARCH = {"top_k": 10, "score_threshold": 0, "mode": "hybrid"}
+
+
+def environment(root: Path, **extra: str) -> dict[str, str]:
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/"),
+           "SQLITE_PATH": str(root / "data" / "index.db"), "WATCH_DIR": str(root / "kb"),
+           "LOG_LEVEL": "info", "SERVER_IDLE_EXIT_S": "5"}
+    for key in ("POCKETMCP_CACHE", "XDG_CACHE_HOME"):
+        if key in os.environ:
+            env[key] = os.environ[key]
+    env.update(extra)
+    return env
+
+
+def notes(root: Path, n: int) -> Path:
+    """`n` SciFact abstracts as Markdown notes in root/kb."""
+    kb = root / "kb"
+    kb.mkdir(parents=True, exist_ok=True)
+    for row in data.corpus(n):
+        (kb / f"{row['_id']}.md").write_text(f"# {row['title']}\n\n{row['text']}\n",
+                                            encoding="utf-8")
+    return kb
+
+
+def index_cli(root: Path, **env: str) -> dict[str, Any]:
+    done = subprocess.run([sys.executable, "-m", "pocketmcp", "index", "--json", "--progress",
+                           "off"], env=environment(root, **env), capture_output=True, text=True,
+                          timeout=3600, check=True)
+    summary_: dict[str, Any] = json.loads(done.stdout)
+    return summary_
+
+
+def rss(pid: int) -> float:
+    return memory_mib(pid).get("VmRSS", 0.0)
+
+
+async def call(session: ClientSession, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    result = await session.call_tool(tool, args)
+    if result.is_error or result.structured_content is None:
+        raise RuntimeError(f"{tool} failed: {result.content}")
+    return result.structured_content
+
+
+# -- editors ------------------------------------------------------------------------------------
+
+async def editors(root: Path, count: int, queries: list[str]) -> dict[str, Any]:
+    log = open(root / "editors.err", "w")  # noqa: SIM115
+    index = root / "data" / "index.db"
+
+    def params(share: str) -> StdioServerParameters:
+        return StdioServerParameters(command=sys.executable, args=["-m", "pocketmcp"],
+                                     env=environment(root, SHARE=share), cwd=str(root))
+
+    async with stdio_client(params("off"), errlog=log) as (r, w), ClientSession(r, w) as alone:
+        await alone.initialize()
+        for q in queries[:10]:
+            await call(alone, "search", {"query": q, **SEARCH})
+        (pid,) = children()
+        alone_mib = rss(pid)
+    spawn_ms: list[float] = []
+    async with AsyncExitStack() as stack:
+        sessions = []
+        for _ in range(count):
+            started = time.perf_counter()
+            r, w = await stack.enter_async_context(stdio_client(params("on"), errlog=log))
+            session = await stack.enter_async_context(ClientSession(r, w))
+            await session.initialize()
+            await call(session, "search", {"query": queries[len(sessions)], **SEARCH})
+            spawn_ms.append(round(ms_since(started), 1))
+            sessions.append(session)
+        for session in sessions:
+            for q in queries[10:20]:
+                await call(session, "search", {"query": q, **SEARCH})
+        server = discovery.find(index)
+        assert server is not None
+        bridges = {pid: rss(pid) for pid in children() if pid != server.pid}
+        bridge_cpu = sorted(cpu_s(pid) for pid in bridges)
+        server_mib = rss(server.pid)
+        status = await call(sessions[-1], "status", {})
+    total = server_mib + sum(bridges.values())
+    return {"alone_mib": alone_mib, "shared_server_mib": server_mib,
+            "bridges_mib": sorted(bridges.values()), "total_mib": round(total, 1),
+            "total_vs_alone": round(total / alone_mib, 2),
+            "spawn_to_first_search_ms": spawn_ms,
+            "later_editors_spawn_to_first_search_ms": summary(spawn_ms[1:]) if count > 1 else {},
+            "bridges_cpu_s_after_their_searches": bridge_cpu,
+            "clients_seen_by_server": status["sharing"]["clients"]}
+
+
+# -- unload ---------------------------------------------------------------------------------------
+
+class Served:
+    def __init__(self, root: Path, **env: str) -> None:
+        index = Path(env.get("SQLITE_PATH", root / "data" / "index.db"))
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "pocketmcp", "serve", "--transport", "http", "--port", "0"],
+            env=environment(root, **env), cwd=root, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=open(root / "http.err", "ab"))  # noqa: SIM115
+        deadline = time.monotonic() + 120
+        found = discovery.find(index)
+        while found is None or found.pid != self.process.pid:
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.process.kill()
+                raise RuntimeError((root / "http.err").read_text()[-2000:])
+            time.sleep(0.05)
+            found = discovery.find(index)
+        self.url = found.url
+        self.token = discovery.token_file(index).read_text().strip()
+
+    def session(self) -> Any:
+        stack = AsyncExitStack()
+
+        async def enter() -> ClientSession:
+            http = await stack.enter_async_context(httpx2.AsyncClient(
+                headers={"Authorization": f"Bearer {self.token}"}, trust_env=False,
+                timeout=httpx2.Timeout(60, read=600)))
+            r, w = await stack.enter_async_context(streamable_http_client(
+                self.url + "/mcp", http_client=http))
+            session = await stack.enter_async_context(ClientSession(r, w))
+            await session.initialize()
+            return session
+
+        return stack, enter
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(30)
+
+
+async def until(session: ClientSession, test: Any, within_s: float) -> dict[str, Any]:
+    deadline = time.monotonic() + within_s
+    while True:
+        status = await call(session, "status", {})
+        if test(status):
+            return status
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"status never came: {status}")
+        await anyio.sleep(0.1)
+
+
+async def unload(root: Path, queries: list[str], idle_s: int) -> dict[str, Any]:
+    served = Served(root, MODEL_IDLE_UNLOAD_S=str(idle_s))
+    try:
+        stack, enter = served.session()
+        async with stack:
+            session = await enter()
+            await until(session, lambda s: s["initial_indexing_done"], 600)
+            for q in queries[:20]:
+                await call(session, "search", {"query": q, **SEARCH})
+            before = rss(served.process.pid)
+            await until(session, lambda s: s["sharing"]["model_state"] == "unloaded",
+                        idle_s * 3 + 30)
+            await anyio.sleep(0.5)
+            after = rss(served.process.pid)
+            started = time.perf_counter()
+            first = await call(session, "search", {"query": queries[20], **SEARCH})
+            first_ms = ms_since(started)
+            hybrid_ms = None
+            for q in queries[21:]:
+                answer = await call(session, "search", {"query": q, **SEARCH})
+                if answer["notice"] is None:
+                    hybrid_ms = ms_since(started)
+                    break
+                await anyio.sleep(0.02)
+            status = await call(session, "status", {})
+    finally:
+        served.stop()
+    return {"rss_before_mib": before, "rss_after_unload_mib": after,
+            "drop_mib": round(before - after, 1),
+            "first_search_after_unload_ms": round(first_ms, 1),
+            "first_search_keyword_only": first["notice"] is not None,
+            "first_search_matches": len(first["matches"]),
+            "notice": first["notice"], "hybrid_again_after_ms": hybrid_ms and round(hybrid_ms, 1),
+            "model_reload_s": status["sharing"]["model_reload_s"]}
+
+
+# -- indexing -------------------------------------------------------------------------------------
+
+def throughput(root: Path, rounds: int) -> dict[str, Any]:
+    """`pocketmcp index` with INDEX_THREADS at its default, at 1, and at one per core
+    (uncapped), in alternating order: chunks embedded per second of the whole run."""
+    threads = {"default": None, "one": "1", "uncapped": str(os.cpu_count() or 1)}
+    runs: dict[str, list[float]] = {name: [] for name in threads}
+    for r in range(rounds):
+        names = list(threads) if r % 2 == 0 else list(reversed(threads))
+        for name in names:
+            db = root / "data" / f"tp-{name}-{r}.db"
+            env = {"SQLITE_PATH": str(db), "LOG_LEVEL": "warning"}
+            if threads[name] is not None:
+                env["INDEX_THREADS"] = str(threads[name])
+            done = index_cli(root, **env)
+            runs[name].append(round(done["chunks_embedded"] / done["pipeline_s"], 1))
+    mean = {name: sum(v) / len(v) for name, v in runs.items()}
+    return {"chunks_per_s": runs,
+            "default_vs_uncapped": round(mean["default"] / mean["uncapped"], 2),
+            "one_thread_vs_uncapped": round(mean["one"] / mean["uncapped"], 2)}
+
+
+async def searches_while_indexing(root: Path, queries: list[str], n: int) -> dict[str, Any]:
+    """A server watching a folder of a few notes (first scan done), then `n` notes copied in:
+    one client searches without pause while they are indexed, then as many times idle."""
+    live = root / "live"
+    folder = notes(live, 5)
+    served = Served(live, WATCH_DIR=str(folder))
+    during: list[float] = []
+    idle: list[float] = []
+    try:
+        stack, enter = served.session()
+        async with stack:
+            session = await enter()
+            await until(session, lambda s: s["initial_indexing_done"], 600)
+            for source in sorted((root / "kb").iterdir()):
+                (folder / source.name).write_bytes(source.read_bytes())
+            i = 0
+            began = time.perf_counter()
+            while (await call(session, "status", {}))["documents"] < n:
+                for _ in range(5):
+                    started = time.perf_counter()
+                    await call(session, "search", {"query": queries[i % len(queries)], **SEARCH})
+                    during.append(ms_since(started))
+                    i += 1
+            indexing_s = time.perf_counter() - began
+            progress = await call(session, "status", {})
+            for q in range(max(len(during), 50)):
+                started = time.perf_counter()
+                await call(session, "search", {"query": queries[q % len(queries)], **SEARCH})
+                idle.append(ms_since(started))
+    finally:
+        served.stop()
+    ratio = summary(during)["p95_ms"] / summary(idle)["p95_ms"] if during and idle else None
+    return {"searches_during": len(during), "during_ms": summary(during) if during else {},
+            "idle_ms": summary(idle), "p95_during_vs_idle": ratio and round(ratio, 2),
+            "indexing_s": round(indexing_s, 1), "documents": progress["documents"],
+            "chunks": progress["chunks"]}
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--parts", default="editors,unload,indexing")
+    parser.add_argument("--editors", type=int, default=4)
+    parser.add_argument("--small", type=int, default=100, help="notes for editors and unload")
+    parser.add_argument("--notes", type=int, default=5000, help="notes indexed in `indexing`")
+    parser.add_argument("--rounds", type=int, default=2, help="throughput rounds")
+    parser.add_argument("--idle-unload-s", type=int, default=5)
+    add_result_args(parser, "shared")
+    args = parser.parse_args()
+    parts = args.parts.split(",")
+    queries = data.queries()
+    out: dict[str, Any] = {"load_1min_before": load_1min()}
+    with tempfile.TemporaryDirectory(prefix="pocketmcp-shared-") as tmp:
+        small = Path(tmp) / "small"
+        if {"editors", "unload"} & set(parts):
+            notes(small, args.small)
+            index_cli(small)
+        if "editors" in parts:
+            out["editors"] = {"when": stamp(), "load_1min": load_1min(),
+                              **await editors(small, args.editors, queries)}
+            print(json.dumps(out["editors"]), file=sys.stderr)
+            await anyio.sleep(8)  # the shared server exits once idle
+        if "unload" in parts:
+            out["unload"] = {"when": stamp(), "load_1min": load_1min(),
+                             **await unload(small, queries, args.idle_unload_s)}
+            print(json.dumps(out["unload"]), file=sys.stderr)
+        if "indexing" in parts:
+            big = Path(tmp) / "big"
+            notes(big, args.notes)
+            out["indexing"] = {"when": stamp(), "load_1min": load_1min(), "notes": args.notes,
+                               **await searches_while_indexing(big, queries, args.notes)}
+            print(json.dumps(out["indexing"]), file=sys.stderr)
+            out["indexing"]["throughput"] = throughput(big, args.rounds)
+            print(json.dumps(out["indexing"]["throughput"]), file=sys.stderr)
+    out["load_1min_after"] = load_1min()
+    # The parts not run this time are kept from the file's last run (each part says when).
+    path = args.out or result_path(args.measure)
+    if path.exists():
+        previous = json.loads(path.read_text(encoding="utf-8"))
+        for part in ("editors", "unload", "indexing"):
+            if part not in out and part in previous:
+                out[part] = previous[part]
+    write_results(args, out)
+
+
+if __name__ == "__main__":
+    anyio.run(main)

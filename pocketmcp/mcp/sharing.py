@@ -1,0 +1,250 @@
+"""One warm server per index, started by the first editor.
+
+An editor starts `pocketmcp` on stdio. With SHARE=on that process looks for the HTTP server of
+its index (the discovery file beside the index, mcp/discovery.py); when none runs it starts
+one in the background and relays to it (mcp/bridge.py), and every later editor relays to the
+same one. The parts of that, and of the server's side of it:
+
+- `ensure`: find the server, or start one under the start lock (`SQLITE_PATH.server.lock`, an
+  advisory lock beside the index), so that editors starting at the same moment start exactly
+  one. The one holding the lock starts the server; the others wait for the lock, then find it.
+- `spawn`: the server as its own process, detached from the editor (a session of its own, no
+  terminal, stdin from /dev/null), its output appended to `SQLITE_PATH.server.log`, started
+  with POCKETMCP_STARTED_BY=editor so that it exits once idle.
+- `Attached`: the HTTP server's count of the requests and streams open on it (a bridge keeps
+  one stream open for as long as it is attached), and `exit_when_idle`, which stops a server
+  an editor started once none is open and SERVER_IDLE_EXIT_S have passed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import TypeVar
+
+import anyio
+
+from pocketmcp import logs
+from pocketmcp.core.secret import Secret
+from pocketmcp.errors import PocketError, SharingFailed
+from pocketmcp.mcp import discovery
+
+log = logs.get("pocketmcp.sharing")
+
+T = TypeVar("T")
+
+START_S = 60.0  # longest wait for a started server to answer, and for the start lock
+POLL_S = 0.05  # how often the lock and the discovery file are looked at meanwhile
+FIRST_CLIENT_S = 30.0  # a new server waits this long for its first client at least
+IDLE_POLL_S = 1.0  # how often a server started by an editor looks whether it is idle
+OPEN_PATHS = ("/health", "/health/ready")  # probes: not clients
+MCP_PATHS = ("/mcp", "/sse", "/messages/")
+
+
+def lock_file(index: Path) -> Path:
+    return index.with_name(index.name + ".server.lock")
+
+
+def log_file(index: Path) -> Path:
+    return index.with_name(index.name + ".server.log")
+
+
+@contextlib.asynccontextmanager
+async def start_lock(index: Path, timeout_s: float = START_S) -> AsyncIterator[None]:
+    """Hold the start lock of `index` (an advisory lock on a file beside it, released by
+    the system if this process dies); SharingFailed after `timeout_s`."""
+    path = lock_file(index)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        if os.name != "nt":
+            import fcntl
+
+            deadline = time.monotonic() + timeout_s
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise SharingFailed(
+                            f"another process has held {path} for {timeout_s:.0f} s while "
+                            "starting the shared server; set SHARE=off to serve on its "
+                            "own") from None
+                    await anyio.sleep(POLL_S)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def spawn(index: Path, command: list[str], env: dict[str, str], cwd: Path
+          ) -> subprocess.Popen[bytes]:
+    """Start the shared server of `index`: detached from this process's session and
+    terminal, its output appended to the log file beside the index."""
+    path = log_file(index)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "ab") as out:
+        out.write(f"--- started {time.strftime('%Y-%m-%dT%H:%M:%S')} by pid {os.getpid()}\n"
+                  .encode())
+        out.flush()
+        kwargs: dict[str, object] = {}
+        if os.name == "nt":
+            kwargs["creationflags"] = (subprocess.DETACHED_PROCESS  # type: ignore[attr-defined]
+                                       | subprocess.CREATE_NEW_PROCESS_GROUP)  # type: ignore[attr-defined]
+        else:
+            kwargs["start_new_session"] = True
+        process: subprocess.Popen[bytes] = subprocess.Popen(  # type: ignore[call-overload]
+            command, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+            close_fds=True, **kwargs)
+        return process
+
+
+def server_command(title: str, instructions: str | None) -> list[str]:
+    """How this process's `pocketmcp serve` is run over HTTP (its settings come through
+    the environment)."""
+    command = [sys.executable, "-m", "pocketmcp", "serve", "--title", title]
+    if instructions is not None:
+        command += ["--inst", instructions]
+    return command
+
+
+async def wait_published(index: Path, process: subprocess.Popen[bytes],
+                         timeout_s: float = START_S) -> discovery.Published:
+    """The discovery file `process` writes once it serves, after its health answers;
+    SharingFailed when it exits first or takes longer than `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        code = process.poll()
+        if code is not None:
+            raise SharingFailed(f"the shared server of {index} exited at start (code {code}); "
+                                f"its log is {log_file(index)}")
+        found = discovery.find(index)
+        if found is not None and found.pid == process.pid and (
+                await discovery.answers(found.url) is not None):
+            return found
+        await anyio.sleep(POLL_S)
+    process.kill()
+    raise SharingFailed(f"the shared server of {index} did not answer within {timeout_s:.0f} s;"
+                        f" its log is {log_file(index)}")
+
+
+async def ensure(index: Path, find: Callable[[], Awaitable[T | None]],
+                 start: Callable[[], subprocess.Popen[bytes]]) -> T:
+    """What `find` gives for the running server of `index`, starting it first (`start`)
+    when none runs. Under the start lock, so that one server starts however many callers
+    come at once."""
+    found = await find()
+    if found is not None:
+        return found
+    async with start_lock(index):
+        found = await find()  # another caller started it while this one waited
+        if found is not None:
+            return found
+        began = time.perf_counter()
+        process = start()
+        published = await wait_published(index, process)
+        log.info("shared_server_started", pid=published.pid, url=published.url,
+                 log=str(log_file(index)), seconds=round(time.perf_counter() - began, 3))
+        found = await find()
+    if found is None:
+        raise SharingFailed(f"the shared server of {index} started but cannot be used "
+                            "(see the warning above)")
+    return found
+
+
+class Attached:
+    """ASGI middleware counting what is open on the server: `requests` in flight (the long
+    streams a bridge keeps open included), `streams` of them long-lived (GET /mcp and
+    /sse: one per attached client), and when the count last changed."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]]) -> None:
+        self.app = app
+        self.requests = 0
+        self.streams = 0
+        self.changed = time.monotonic()
+        self.came = False  # whether a client has come yet
+
+    async def __call__(self, scope: dict[str, object], receive: Callable[..., object],
+                       send: Callable[..., object]) -> None:
+        if scope.get("type") != "http" or scope.get("path") in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        stream = scope.get("method") == "GET" and scope.get("path") in MCP_PATHS
+        self.requests += 1
+        self.streams += stream
+        # A client's MCP session (not a probe of /tools) ends the wait for the first one.
+        self.came = self.came or scope.get("path") in MCP_PATHS
+        self.changed = time.monotonic()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.requests -= 1
+            self.streams -= stream
+            self.changed = time.monotonic()
+
+    def idle_for(self) -> float:
+        """Seconds since the last request or stream closed; 0 while one is open, and for
+        FIRST_CLIENT_S after start while no client has come yet (the editor that started
+        the server is on its way)."""
+        if self.requests:
+            return 0.0
+        now = time.monotonic()
+        if not self.came and now - self.changed < FIRST_CLIENT_S:
+            return 0.0
+        return now - self.changed
+
+
+async def exit_when_idle(attached: Attached, idle_s: float, stop: Callable[[], None]) -> None:
+    """Call `stop` once nothing has been open on the server for `idle_s` seconds."""
+    while True:
+        await anyio.sleep(min(IDLE_POLL_S, max(idle_s / 4, 0.05)))
+        idle = attached.idle_for()
+        if idle >= idle_s:
+            log.info("idle_exit", idle_s=round(idle, 1))
+            stop()
+            return
+
+
+async def described(index: Path, token: Secret | None, *, on: bool) -> str:
+    """One line for `doctor`: whether editors share a server of `index`, and, while one
+    runs, who started it, its clients, the model's state and its memory."""
+    found = discovery.find(index)
+    if found is None:
+        return ("sharing on: no server of this index runs now; the first editor starts one "
+                f"(its log: {log_file(index)})" if on else
+                "sharing off (SHARE=off): each editor runs a server of its own")
+    who = "an editor (it exits once idle)" if found.started_by == "editor" else "you"
+    line = f"a shared server started by {who} serves this index at {found.url} (pid {found.pid})"
+    if token is None and found.token_file is not None:
+        try:
+            token = discovery.read_token(Path(found.token_file))
+        except PocketError:
+            return line
+    if token is None:
+        return line
+    state = await _status(found.url, token)
+    shared = state.get("sharing") if state is not None else None
+    if not isinstance(shared, dict):
+        return line
+    return (f"{line}: {shared.get('clients')} client(s), model {shared.get('model_state')}, "
+            f"{shared.get('memory_mib')} MiB")
+
+
+async def _status(url: str, token: Secret) -> dict[str, object] | None:
+    import httpx2  # heavy: only when a server runs
+
+    try:
+        async with httpx2.AsyncClient(timeout=5.0, trust_env=False) as client:
+            response = await client.get(url + "/status.json", headers={
+                "Authorization": f"Bearer {token.reveal()}"})
+        if response.status_code != 200:
+            return None
+        found: dict[str, object] = response.json()
+        return found
+    except (httpx2.HTTPError, ValueError):
+        return None

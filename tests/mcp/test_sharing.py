@@ -1,0 +1,176 @@
+"""Automatic sharing with real processes: editors start `pocketmcp` on stdio, the first one
+starts the shared HTTP server of the index in the background, and every one relays to it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import ClientSession
+from mcp.shared.exceptions import MCPError
+from support.mcp_harness import call, mcp_session
+
+from pocketmcp.mcp import discovery, sharing
+
+SHARED = {"SHARE": "on", "SERVER_IDLE_EXIT_S": "2"}
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    (tmp_path / "kb").mkdir()
+    (tmp_path / "kb" / "tea.md").write_text("# Tea\n\nGreen tea brews best at 80 °C for two "
+                                            "minutes.\n")
+    return tmp_path
+
+
+def index(root: Path) -> Path:
+    return root / "data" / "index.db"
+
+
+def alive(pid: int) -> bool:
+    return discovery.alive(pid)
+
+
+def starts(root: Path) -> int:
+    """How many times a shared server was started for the index (its log says each)."""
+    path = sharing.log_file(index(root))
+    return path.read_text().count("--- started") if path.exists() else 0
+
+
+async def gone(pid: int, within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if not alive(pid):
+            return True
+        await anyio.sleep(0.1)
+    return not alive(pid)
+
+
+async def search(session: ClientSession, query: str = "green tea") -> dict[str, Any]:
+    return await call(session, "search", {"query": query, "top_k": 1})
+
+
+def published(root: Path) -> discovery.Published:
+    found = discovery.find(index(root))
+    assert found is not None
+    return found
+
+
+async def test_two_editors_starting_at_once_start_exactly_one_server(root: Path) -> None:
+    answers: dict[str, dict[str, Any]] = {}
+    both = anyio.Event()
+
+    async def editor(name: str) -> None:
+        async with mcp_session(root, stderr_name=f"{name}.err", **SHARED) as session:
+            answers[name] = await search(session)
+            if len(answers) == 2:
+                both.set()
+            await both.wait()  # both attached at once
+
+    with anyio.fail_after(120):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(editor, "one")
+            tg.start_soon(editor, "two")
+        server = published(root)
+        for name in ("one", "two"):
+            assert answers[name]["matches"][0]["path"] == "tea.md"
+            text = (root / f"{name}.err").read_text()
+            assert '"bridging"' in text and server.url in text, text[-2000:]
+        assert starts(root) == 1
+        # Its clients gone, the server exits once SERVER_IDLE_EXIT_S have passed.
+        assert await gone(server.pid, 30), "the idle shared server did not exit"
+    assert discovery.find(index(root)) is None
+    assert '"idle_exit"' in sharing.log_file(index(root)).read_text()
+
+
+async def test_a_server_killed_with_sigkill_is_replaced_at_the_next_request(
+        root: Path) -> None:
+    with anyio.fail_after(180):
+        async with mcp_session(root, stderr_name="one.err", **SHARED) as one, \
+                mcp_session(root, stderr_name="two.err", **SHARED) as two:
+            await search(one)
+            await search(two)
+            first = published(root)
+            os.kill(first.pid, signal.SIGKILL)
+            assert await gone(first.pid, 10)
+            # Nothing can start meanwhile (its log file's place is taken): a clear error.
+            log = sharing.log_file(index(root))
+            log.rename(log.with_name("kept.log"))
+            log.mkdir()
+            with pytest.raises(MCPError, match="none could be started") as refused:
+                await one.call_tool("search", {"query": "green tea"})
+            assert refused.value.error.code == -32000
+            log.rmdir()
+            # The next request starts a new server, and both editors go on with it.
+            again = await search(one)
+            assert again["matches"][0]["path"] == "tea.md"
+            second = published(root)
+            assert second.pid != first.pid
+            assert (await search(two))["matches"][0]["path"] == "tea.md"
+            await call(two, "upsert_documents", {"docs": [
+                {"text": "Oolong is partly oxidised.", "external_id": "oolong"}]})
+            found = (await search(one, "partly oxidised oolong"))["matches"]
+            assert found and found[0]["doc_id"] is not None
+    assert await gone(second.pid, 30)
+
+
+async def test_an_editor_started_server_stays_while_a_client_is_attached(root: Path) -> None:
+    with anyio.fail_after(120):
+        async with mcp_session(root, stderr_name="one.err", SHARE="on",
+                               SERVER_IDLE_EXIT_S="1") as session:
+            await search(session)
+            server = published(root)
+            await anyio.sleep(4)  # idle, attached: four times the idle time
+            assert alive(server.pid)
+            status = await call(session, "status")
+            assert status["sharing"]["serving"] == "shared"
+            assert status["sharing"]["clients"] == 1
+            assert (await search(session))["matches"][0]["path"] == "tea.md"
+        assert await gone(server.pid, 15)
+
+
+async def test_a_server_the_user_started_stays_after_its_clients(root: Path) -> None:
+    from support.mcp_harness import start_http, stop_http
+
+    served = start_http(root, SERVER_IDLE_EXIT_S="1")
+    try:
+        with anyio.fail_after(60):
+            async with mcp_session(root, stderr_name="one.err", **SHARED) as session:
+                assert (await search(session))["matches"][0]["path"] == "tea.md"
+            await anyio.sleep(3)
+            assert served.process.poll() is None
+            assert starts(root) == 0  # the editor relayed to it, started nothing
+    finally:
+        assert stop_http(served) == 0
+
+
+def test_a_bridge_imports_neither_the_mcp_sdk_nor_pydantic() -> None:
+    """What keeps a bridge small and quick to start: one per editor window."""
+    code = ("import sys, pocketmcp.cli, pocketmcp.mcp.serve, pocketmcp.mcp.bridge, "
+            "pocketmcp.mcp.sharing\n"
+            "heavy = [m for m in ('mcp', 'mcp_types', 'pydantic', 'numpy') if m in sys.modules]\n"
+            "assert not heavy, heavy")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_server_an_editor_starts_gets_the_editors_settings(tmp_path: Path) -> None:
+    """Its settings pass through the environment, flags included: the same Config."""
+    from pocketmcp.config import child_environment, load
+
+    config = load({"chunk_size": "700", "tools": "core", "embed_doc_prefix": "none",
+                   "embed_query_prefix": "query:\\n"},
+                  environ={"SQLITE_PATH": str(tmp_path / "i.db"), "WATCH_DIR": str(tmp_path),
+                           "INCLUDE_GLOBS": "**/*.md,**/*.txt", "POCKETMCP_TOKEN": "t0ken-x"})
+    assert load({}, environ=child_environment(config)) == config
+    unwatched = load({}, environ={"SQLITE_PATH": str(tmp_path / "i.db")})
+    again = load({}, environ=child_environment(unwatched))
+    assert not again.watch_dir_given and again == unwatched
