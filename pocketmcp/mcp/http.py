@@ -54,6 +54,7 @@ from pocketmcp.web.routes import is_web_path, signin_needed
 log = logs.get("pocketmcp.http")
 
 OPEN_PATHS = frozenset({"/health", "/health/ready"})  # no token needed
+SCREENED_PATHS = frozenset({"/mcp", "/messages/"})  # bodies read and screened (Screened)
 LOGIN_PATH = "/login"  # checks its one-time code itself
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 CLIENT_ID = "pocketmcp-token"
@@ -168,7 +169,9 @@ class Guard:
             return
         scope = _lowered(scope)
         request = Request(scope)
-        refused = _too_large(scope) or await self._check(request)
+        # The MCP endpoints answer an oversized body themselves, as a JSON-RPC error.
+        refused = (None if scope["path"] in SCREENED_PATHS else _too_large(scope)) or (
+            await self._check(request))
         if refused is not None:
             client = request.client.host if request.client else None
             log.warning("http_refused", status=refused.status_code, path=safe_text(
@@ -261,6 +264,10 @@ class Screened:
         self.json_only = json_only
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        declared = _declared_size(scope) if scope["type"] == "http" else None
+        if declared is not None and declared > self.max_bytes:  # refused before it is read
+            await _rejected(scope, receive, send, jsonrpc.too_large(self.max_bytes), 413)
+            return
         if (scope["type"] != "http" or scope["method"] != "POST"
                 or (self.json_only and not _json_body(scope))):
             await self.app(scope, receive, send)  # the SDK answers these itself
