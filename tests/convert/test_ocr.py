@@ -244,6 +244,32 @@ async def test_a_model_folder_is_used_and_a_wrong_one_refused(tmp_path: Path) ->
             await conv.aclose()
 
 
+def test_without_the_extra_index_says_which_images_it_skipped_and_why(tmp_path: Path) -> None:
+    # This environment without the OCR engine: its packages seen through links, all but
+    # rapidocr's, by an interpreter that reads no site folder of its own.
+    import sysconfig
+
+    packages = Path(sysconfig.get_path("purelib"))
+    lean = tmp_path / "site"
+    lean.mkdir()
+    for entry in packages.iterdir():
+        if not entry.name.lower().startswith("rapidocr"):
+            (lean / entry.name).symlink_to(entry)
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    save(picture(INVOICE), kb / "invoice.png")
+    (kb / "garden.md").write_text("# Garden\n\nPrune the apple trees in late winter.\n")
+    root = Path(__file__).parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(lean)]),
+           "SQLITE_PATH": str(tmp_path / "index.db"), "WATCH_DIR": str(kb)}
+    done = subprocess.run([sys.executable, "-S", "-m", "pocketmcp", "index"], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 3, done.stderr[-2000:]  # indexed, some files skipped
+    assert "1 added" in done.stdout and "1 skipped" in done.stdout, done.stdout
+    assert ("invoice.png: image not read: OCR needs rapidocr-onnxruntime, which is not "
+            "installed: install the OCR extra: pip install 'pocketmcp[ocr]'") in done.stdout
+
+
 def test_without_the_extra_the_reason_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib.util
 
