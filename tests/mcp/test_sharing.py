@@ -84,6 +84,10 @@ async def test_two_editors_starting_at_once_start_exactly_one_server(root: Path)
             text = (root / f"{name}.err").read_text()
             assert '"bridging"' in text and server.url in text, text[-2000:]
         assert starts(root) == 1
+        # Detached from the editors: a session of its own, its output in the log beside the
+        # index.
+        assert os.getsid(server.pid) == server.pid != os.getsid(0)
+        assert '"serving"' in sharing.log_file(index(root)).read_text()
         # Its clients gone, the server exits once SERVER_IDLE_EXIT_S have passed.
         assert await gone(server.pid, 30), "the idle shared server did not exit"
     assert discovery.find(index(root)) is None
