@@ -214,3 +214,14 @@ async def test_a_request_in_flight_when_the_server_dies_is_answered_at_once(root
             second = published(root)
             assert second.pid != server.pid
     assert await gone(second.pid, 30)
+
+
+async def test_an_editor_serves_on_its_own_when_no_shared_server_can_start(root: Path) -> None:
+    sharing.lock_file(index(root)).mkdir(parents=True)  # the start lock cannot be taken
+    with anyio.fail_after(90):
+        async with mcp_session(root, stderr_name="one.err", **SHARED) as session:
+            assert (await search(session))["matches"][0]["path"] == "tea.md"
+            status = await call(session, "status")
+    assert status["sharing"]["serving"] == "alone" and status["role"] == "writer"
+    assert discovery.find(index(root)) is None and starts(root) == 0
+    assert '"not_sharing"' in (root / "one.err").read_text()
