@@ -83,6 +83,7 @@ class Boot:
             async with anyio.create_task_group() as boot:  # the model loads meanwhile
                 boot.start_soon(self._load_model, identity, loaded, name="pocketmcp.model")
                 await self._open_index(identity, main_index, opened)
+                self.readiness.searchable(main_index, identity)  # by keywords, meanwhile
         except BaseException:
             for writer in opened:
                 writer.close()  # its lock goes with the failed start

@@ -12,6 +12,7 @@ import anyio
 import msgspec
 
 from pocketmcp import logs
+from pocketmcp.core.identity import Identity
 from pocketmcp.errors import NotReady, PocketError, StoreError
 from pocketmcp.pipeline.state import Stats
 from pocketmcp.pipeline.supervisor import Pipeline
@@ -40,6 +41,12 @@ class Readiness:
         # how many clients are attached (mcp/sharing.py).
         self.serving = "alone"
         self.clients: Callable[[], int] | None = None
+        # The main index once it is open, before the model is: searches that waited
+        # READY_WAIT_S for start-up answer by keywords from it (runtime.py).
+        self.early: tuple[ReadIndex, Identity] | None = None
+
+    def searchable(self, index: ReadIndex, identity: Identity) -> None:
+        self.early = (index, identity)
 
     def fail(self, error: str) -> None:
         self.status.phase = "failed"

@@ -30,6 +30,7 @@ from pocketmcp.config import Config
 from pocketmcp.convert.pool import Converter
 from pocketmcp.embed import factory
 from pocketmcp.embed.base import Embedder, EmbedderSource
+from pocketmcp.embed.keeper import StillLoading
 from pocketmcp.errors import (
     InvalidRequest,
     NotReady,
@@ -264,8 +265,15 @@ class Runtime:
         return (await services.hosts.get(db_name)).index
 
     async def reading(self, db_name: str | None = None) -> Reading:
-        """The main index (or database `db_name`) for searching."""
-        services = await self._services(db_name)
+        """The main index (or database `db_name`) for searching. While the model is still
+        loading at start (past the wait), the main index is searched by keywords."""
+        try:
+            services = await self._services(db_name)
+        except NotReady:
+            early = self.readiness.early
+            if db_name is not None or early is None or self.status.phase == "failed":
+                raise
+            return Reading(early[0], StillLoading(early[1]), self.status.initial_indexing_done)
         host = await services.hosts.get(db_name)
         complete = await self.readiness.scan_settled(host.pipeline) if (
             db_name is None) else True

@@ -18,6 +18,12 @@ import time
 from collections.abc import Callable
 from typing import Literal
 
+from tokenizers import Tokenizer
+
+from pocketmcp.core.identity import Identity
+from pocketmcp.embed.base import F32, Batching, Usage
+from pocketmcp.errors import ModelLoading
+
 State = Literal["loaded", "unloaded", "loading"]
 
 CHECK_S = 5.0  # how often the idle time is looked at, at most
@@ -102,3 +108,40 @@ def rss_mib() -> float | None:
     except (OSError, ValueError, IndexError):
         return None
     return round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
+
+
+class StillLoading:
+    """The embedder searches get while the model is still loading at start: every query
+    raises ModelLoading, so that they answer by keywords (with a notice) meanwhile."""
+
+    def __init__(self, identity: Identity) -> None:
+        self.identity = identity
+        self.model_id = identity.model
+        self.dim = identity.dim
+        self.max_tokens = 0
+        self.batching = Batching(size=1, tokens=1)
+        self.usage = Usage()
+        self.where: str | None = None
+
+    @property
+    def tokenizer(self) -> Tokenizer:  # nothing chunks with it: searches only
+        raise ModelLoading(LOADING)
+
+    @tokenizer.setter
+    def tokenizer(self, value: Tokenizer) -> None:
+        raise AttributeError("read-only")
+
+    async def embed_documents(self, texts: list[str]) -> F32:
+        raise ModelLoading(LOADING)
+
+    async def embed_query(self, text: str) -> F32:
+        raise ModelLoading(LOADING)
+
+    async def load_documents(self) -> None:
+        raise ModelLoading(LOADING)
+
+    async def aclose(self) -> None:
+        pass
+
+
+LOADING = "the model is still loading (the server is starting); it is ready in a moment"

@@ -44,7 +44,7 @@ async def serve(config: Config, title: str = "pocketmcp", instructions: str | No
 
         try:
             upstream = await reconnect()
-        except SharingFailed as exc:  # the editor is still served, on its own
+        except (SharingFailed, OSError) as exc:  # the editor is still served, on its own
             log.warning("not_sharing", reason=str(exc))
             upstream = None
     else:

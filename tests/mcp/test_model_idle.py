@@ -11,12 +11,19 @@ from typing import Any
 import anyio
 import pytest
 from support.mcp_harness import HttpServer, call, start_http, stop_http
+from support.runtime import make_config
 
-from pocketmcp.config import load
+from pocketmcp.config import Config, load
+from pocketmcp.core.identity import Identity
+from pocketmcp.embed import factory
+from pocketmcp.embed.base import Embedder
 from pocketmcp.embed.keeper import ModelState
 from pocketmcp.embed.local import LocalEmbedder
 from pocketmcp.embed.models import ModelSpec
 from pocketmcp.errors import ModelLoading
+from pocketmcp.ops.search import search
+from pocketmcp.plans import INDEXING, READING
+from pocketmcp.runtime import open_runtime
 
 
 @pytest.fixture
@@ -26,7 +33,7 @@ def server(tmp_path: Path) -> Iterator[HttpServer]:
                                             "minutes.\n")
     (tmp_path / "kb" / "bread.md").write_text("# Bread\n\nSourdough rises slowly overnight in "
                                               "a cool kitchen.\n")
-    served = start_http(tmp_path, MODEL_IDLE_UNLOAD_S="1")
+    served = start_http(tmp_path, MODEL_IDLE_UNLOAD_S="2")
     try:
         yield served
     finally:
@@ -92,12 +99,12 @@ async def reaches(state: ModelState, wanted: str, within_s: float) -> None:
 
 async def test_the_embedder_unloads_only_when_idle_and_reloads_on_demand() -> None:
     spec = ModelSpec(load({}, environ={}).embed_settings())
-    embedder = LocalEmbedder(spec, idle_unload_s=0.3)
+    embedder = LocalEmbedder(spec, idle_unload_s=1.5)
     try:
         state = embedder.model_state
         assert (await embedder.embed_query("tea")).shape == (spec.dim,)
         state.begin()  # in use: never unloaded, however long
-        await anyio.sleep(1.0)
+        await anyio.sleep(3.0)
         assert state.state == "loaded"
         state.end()
         await reaches(state, "unloaded", 10)
@@ -114,3 +121,37 @@ async def test_the_embedder_unloads_only_when_idle_and_reloads_on_demand() -> No
         assert vectors.shape == (1, spec.dim) and state.state == "loaded"
     finally:
         await embedder.aclose()
+
+
+class SlowLoad:
+    """The settings' real model, made `delay_s` late: a model that loads slowly at start."""
+
+    def __init__(self, config: Config, delay_s: float) -> None:
+        self._real = factory.Embedding(config.embed_settings())
+        self._delay_s = delay_s
+
+    async def identity(self, stored: Identity | None) -> Identity:
+        return await self._real.identity(stored)
+
+    def make(self, identity: Identity) -> Embedder:
+        time.sleep(self._delay_s)  # in boot's worker thread, as a real load blocks
+        return self._real.make(identity)
+
+
+async def test_searches_answer_by_keywords_while_the_model_loads_at_start(
+        tmp_path: Path) -> None:
+    config = make_config(tmp_path)
+    (config.watch_dir / "tea.md").write_text("# Tea\n\nGreen tea brews best at 80 °C.\n")
+    async with open_runtime(config, INDEXING) as indexing:
+        with anyio.fail_after(60):
+            await indexing.fed.wait()
+    with anyio.fail_after(60):
+        async with open_runtime(config, READING, embedding=SlowLoad(config, 8)) as runtime:
+            started = time.perf_counter()
+            early = await search(await runtime.reading(), "green tea", top_k=1)
+            assert time.perf_counter() - started < 7.5  # the wait, not the load
+            assert early.notice is not None and "still loading" in early.notice
+            assert early.matches[0].path == "tea.md" and early.matches[0].vector_score is None
+            await runtime.started()
+            later = await search(await runtime.reading(), "green tea", top_k=1)
+            assert later.notice is None and later.matches[0].vector_score is not None

@@ -84,6 +84,10 @@ async def test_two_editors_starting_at_once_start_exactly_one_server(root: Path)
             text = (root / f"{name}.err").read_text()
             assert '"bridging"' in text and server.url in text, text[-2000:]
         assert starts(root) == 1
+        # Detached from the editors: a session of its own, its output in the log beside the
+        # index.
+        assert os.getsid(server.pid) == server.pid != os.getsid(0)
+        assert '"serving"' in sharing.log_file(index(root)).read_text()
         # Its clients gone, the server exits once SERVER_IDLE_EXIT_S have passed.
         assert await gone(server.pid, 30), "the idle shared server did not exit"
     assert discovery.find(index(root)) is None
@@ -174,3 +178,50 @@ def test_a_server_an_editor_starts_gets_the_editors_settings(tmp_path: Path) -> 
     unwatched = load({}, environ={"SQLITE_PATH": str(tmp_path / "i.db")})
     again = load({}, environ=child_environment(unwatched))
     assert not again.watch_dir_given and again == unwatched
+
+
+async def test_a_request_in_flight_when_the_server_dies_is_answered_at_once(root: Path) -> None:
+    # A write long enough to be in flight when the server dies: some 150 chunks to embed.
+    docs = [{"external_id": f"long{n}", "text": " ".join(
+        f"Paragraph {i} of note {n} says something new about kettles." for i in range(120))}
+        for n in range(20)]
+    with anyio.fail_after(180):
+        async with mcp_session(root, stderr_name="one.err", **SHARED) as session:
+            await search(session)
+            server = published(root)
+            failed: list[BaseException] = []
+            finished: list[Any] = []
+            answered = anyio.Event()
+
+            async def reindex() -> None:
+                try:
+                    finished.append(await session.call_tool("upsert_documents",
+                                                            {"docs": docs}))
+                except MCPError as exc:
+                    failed.append(exc)
+                answered.set()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(reindex)
+                await anyio.sleep(1.0)
+                os.kill(server.pid, signal.SIGKILL)
+                with anyio.fail_after(10):  # answered, never left hanging
+                    await answered.wait()
+            assert failed, finished
+            assert "went away while this request was in flight" in str(failed[0])
+            again = await search(session, "brews best at 80 degrees")  # on a new server
+            assert again["matches"][0]["path"] == "tea.md"
+            second = published(root)
+            assert second.pid != server.pid
+    assert await gone(second.pid, 30)
+
+
+async def test_an_editor_serves_on_its_own_when_no_shared_server_can_start(root: Path) -> None:
+    sharing.lock_file(index(root)).mkdir(parents=True)  # the start lock cannot be taken
+    with anyio.fail_after(90):
+        async with mcp_session(root, stderr_name="one.err", **SHARED) as session:
+            assert (await search(session))["matches"][0]["path"] == "tea.md"
+            status = await call(session, "status")
+    assert status["sharing"]["serving"] == "alone" and status["role"] == "writer"
+    assert discovery.find(index(root)) is None and starts(root) == 0
+    assert '"not_sharing"' in (root / "one.err").read_text()
