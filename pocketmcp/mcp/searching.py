@@ -32,6 +32,9 @@ MaxPerDoc = Annotated[int, Field(
     ge=0, le=50, description="At most this many matches from one document; a match next to a "
                              "better one is merged into it as one passage (`context`, "
                              "`merged_idx`). 0: no limit, no merging.")]
+Strict = Annotated[bool, Field(
+    description="true: when no match reaches score_threshold, return none (by default the "
+                "best few are returned, and the notice says they are under it).")]
 Context = Annotated[int, Field(
     ge=0, le=3, description="Also return this many neighbouring chunks on each side, joined, "
                             "in `context`.")]
@@ -49,6 +52,7 @@ class SearchArgs(BaseModel):
     unique_docs: UniqueDocs = False
     max_per_doc: MaxPerDoc = search.MAX_PER_DOC
     context: Context = 0
+    strict_threshold: Strict = False
 
 
 async def run(open_reading: Open[Reading], args: SearchArgs, counts: dict[str, Any]
@@ -60,6 +64,7 @@ async def run(open_reading: Open[Reading], args: SearchArgs, counts: dict[str, A
     result = await search.search(
         await open_reading(), args.query, top_k=args.top_k, scope=scope,
         score_threshold=args.score_threshold, mode=args.mode, unique_docs=args.unique_docs,
-        context=args.context, max_per_doc=args.max_per_doc)
+        context=args.context, max_per_doc=args.max_per_doc,
+        strict_threshold=args.strict_threshold)
     counts["matches"] = len(result.matches)
     return result

@@ -106,8 +106,9 @@ class SearchMatch(BaseModel):
 class SearchResult(BaseModel):
     matches: list[SearchMatch]
     notice: str | None = Field(None, description=(
-        "Set when the search could not run as asked: the embedding provider is unavailable, "
-        "so only keyword results are shown, and why."))
+        "Set when the search could not run as asked (the embedding provider is unavailable, "
+        "so only keyword results are shown), when no match reached score_threshold, or to "
+        "say what a date in the query was taken to mean."))
 
 
 class SimilarChunk(BaseModel):

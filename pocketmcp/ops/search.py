@@ -27,6 +27,7 @@ from pocketmcp.core import fusion
 from pocketmcp.core.paths import path_of
 from pocketmcp.core.safe import preview, safe_text
 from pocketmcp.errors import EmbeddingError, InvalidRequest
+from pocketmcp.ops import floor
 from pocketmcp.ops.calibrate import model_background
 from pocketmcp.ops.filters import Scope, is_stale
 from pocketmcp.ops.ranking import (
@@ -72,18 +73,22 @@ async def search(reading: Reading, query: str, *, top_k: int = 8, scope: Scope |
                  score_threshold: float | None = None, mode: Mode = "hybrid",
                  unique_docs: bool = False, context: int = 0,
                  max_per_doc: int = MAX_PER_DOC,
-                 params: Params = DEFAULT_PARAMS, fallback: bool = True) -> SearchResult:
+                 params: Params = DEFAULT_PARAMS, fallback: bool = True,
+                 strict_threshold: bool = False) -> SearchResult:
     """The best matches for `query`, best first. At most `max_per_doc` matches come from one
     document (0: no limit), and a match next to a better one of the same document is merged
     into it as one passage (not with 0). When the query cannot be embedded (the provider is
     down), hybrid and vector searches answer with keyword matches and a notice saying so;
-    without `fallback` they raise instead."""
+    without `fallback` they raise instead. When `score_threshold` removes every match, the
+    best few are returned anyway with a notice saying so (`floor`), unless
+    `strict_threshold`."""
     if max_per_doc < 0:
         raise InvalidRequest("max_per_doc must be 0 (no limit) or more")
     hits, notice = await _ranked(reading, query, top_k=top_k, scope=scope,
                                  score_threshold=score_threshold, mode=mode,
                                  unique_docs=unique_docs, context=context, params=params,
-                                 per_doc=max_per_doc, fallback=fallback)
+                                 per_doc=max_per_doc, fallback=fallback,
+                                 strict=strict_threshold)
     return SearchResult(matches=[_match(h) for h in hits], notice=notice)
 
 
@@ -160,11 +165,13 @@ async def _ranked(reading: Reading, query: str, *, top_k: int, scope: Scope | No
                   score_threshold: float | None = None, mode: Mode = "hybrid",
                   unique_docs: bool = False, context: int = 0,
                   params: Params = DEFAULT_PARAMS, exact: bool = False,
-                  per_doc: int = 0, fallback: bool = True) -> tuple[list[_Hit], str | None]:
+                  per_doc: int = 0, fallback: bool = True, strict: bool = False
+                  ) -> tuple[list[_Hit], str | None]:
     """The best hits, and a notice when they are keyword hits only because the query could
     not be embedded; with `exact`, vector scores come from the stored float32 vectors (a
     lookup per hit, about 0.3 ms each at 50k chunks) instead of the float16 copies. With
-    `per_doc`, at most that many hits per document, neighbours merged."""
+    `per_doc`, at most that many hits per document, neighbours merged; when the threshold
+    removes every hit, the best few anyway (not with `strict`) and a notice."""
     index = reading.index
     # Documents can hold many chunks: look deeper when only one per document is kept.
     depth = max(params.depth, top_k * (4 if unique_docs else 1))
@@ -188,6 +195,7 @@ async def _ranked(reading: Reading, query: str, *, top_k: int, scope: Scope | No
     words = stage.doc_keyword if unique_docs and stage.doc_keyword else None
     base = background_of(stage, params)
     stat_cache: dict[int, bool | None] = {}
+    removed = floor.Removed(score_threshold or 0.0)
 
     def stale_of(row: HitRow) -> bool | None:
         if row.doc_id not in stat_cache:  # one stat per document, in this worker thread
@@ -210,9 +218,10 @@ async def _ranked(reading: Reading, query: str, *, top_k: int, scope: Scope | No
             kw = words.get(stage.doc_of[chunk_id]) if words is not None else (
                 stage.keyword.get(chunk_id))
             score = relevance(vec, kw, mode, params, stage.keyword_ref, base)
-            if score_threshold is not None and score < score_threshold:
-                continue
             if chunk_id not in rows:
+                continue
+            if score_threshold is not None and score < score_threshold:
+                removed.add(chunk_id, score)
                 continue
             if per_doc:
                 row = rows[chunk_id]
@@ -228,6 +237,9 @@ async def _ranked(reading: Reading, query: str, *, top_k: int, scope: Scope | No
             kept.append((chunk_id, score))
             if len(kept) == top_k:
                 break
+        if not kept and removed.under and not strict:
+            kept = floor.kept_anyway(removed, stage.doc_of, set(rows), min(top_k,
+                                                                             floor.FLOOR_KEEP))
         merged = {kept[sp[2]][0]: (sp[0], sp[1]) for doc_spans in spans.values()
                   for sp in doc_spans if sp[0] != sp[1]}
         chosen = [c for c, _ in kept]
@@ -253,6 +265,8 @@ async def _ranked(reading: Reading, query: str, *, top_k: int, scope: Scope | No
     hits = await index.run(details) if order else []
     if not hits:
         reading.require_complete()
+    if removed.under and not any(h.score >= removed.threshold for h in hits):
+        notice = floor.joined(notice, floor.notice(removed, len(hits)))
     return hits, notice
 
 
