@@ -64,7 +64,7 @@ async def run(config: Config, args: argparse.Namespace) -> int:
             await runtime.started()
             result = await search(await runtime.reading(), args.query, top_k=args.top_k,
                                   mode=args.mode, unique_docs=args.unique_docs, scope=scope,
-                                  max_per_doc=args.max_per_doc)
+                                  max_per_doc=args.max_per_doc, dates=True)
     if result.notice:
         print(f"pocketmcp: {result.notice}", file=sys.stderr)  # noqa: T201
     if args.json:

@@ -65,6 +65,6 @@ async def run(open_reading: Open[Reading], args: SearchArgs, counts: dict[str, A
         await open_reading(), args.query, top_k=args.top_k, scope=scope,
         score_threshold=args.score_threshold, mode=args.mode, unique_docs=args.unique_docs,
         context=args.context, max_per_doc=args.max_per_doc,
-        strict_threshold=args.strict_threshold)
+        strict_threshold=args.strict_threshold, dates=True)
     counts["matches"] = len(result.matches)
     return result

@@ -27,7 +27,7 @@ from pocketmcp.core import fusion
 from pocketmcp.core.paths import path_of
 from pocketmcp.core.safe import preview, safe_text
 from pocketmcp.errors import EmbeddingError, InvalidRequest
-from pocketmcp.ops import floor
+from pocketmcp.ops import dated, floor
 from pocketmcp.ops.calibrate import model_background
 from pocketmcp.ops.filters import Scope, is_stale
 from pocketmcp.ops.ranking import (
@@ -74,14 +74,23 @@ async def search(reading: Reading, query: str, *, top_k: int = 8, scope: Scope |
                  unique_docs: bool = False, context: int = 0,
                  max_per_doc: int = MAX_PER_DOC,
                  params: Params = DEFAULT_PARAMS, fallback: bool = True,
-                 strict_threshold: bool = False) -> SearchResult:
+                 strict_threshold: bool = False, dates: bool = False) -> SearchResult:
     """The best matches for `query`, best first. At most `max_per_doc` matches come from one
     document (0: no limit), and a match next to a better one of the same document is merged
     into it as one passage (not with 0). When the query cannot be embedded (the provider is
     down), hybrid and vector searches answer with keyword matches and a notice saying so;
     without `fallback` they raise instead. When `score_threshold` removes every match, the
     best few are returned anyway with a notice saying so (`floor`), unless
-    `strict_threshold`."""
+    `strict_threshold`. With `dates`, a date said in the query ("last week") filters the
+    documents by their dates (`dated`)."""
+    if dates:
+        async def plain(text: str, where: Scope | None, strict: bool) -> SearchResult:
+            return await search(reading, text, top_k=top_k, scope=where,
+                                score_threshold=score_threshold, mode=mode,
+                                unique_docs=unique_docs, context=context,
+                                max_per_doc=max_per_doc, params=params, fallback=fallback,
+                                strict_threshold=strict)
+        return await dated.search_dated(plain, query, scope, strict=strict_threshold)
     if max_per_doc < 0:
         raise InvalidRequest("max_per_doc must be 0 (no limit) or more")
     hits, notice = await _ranked(reading, query, top_k=top_k, scope=scope,
