@@ -322,6 +322,9 @@ class StatusResult(BaseModel):
     last_error: str | None
     embedding: EmbeddingStatus | None = None
     version: str
+    search_check: dict[str, Any] | None = Field(default=None, description=(
+        "With check_search: hit@1, hit@5 and MRR@10 per mode on questions made from the "
+        "documents, and the fusion weight that did best."))
 
 
 class SkippedFile(BaseModel):

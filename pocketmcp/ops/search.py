@@ -27,7 +27,7 @@ from pocketmcp.core import fusion
 from pocketmcp.core.paths import path_of
 from pocketmcp.core.safe import preview, safe_text
 from pocketmcp.errors import EmbeddingError, InvalidRequest
-from pocketmcp.ops import dated, floor
+from pocketmcp.ops import dated, floor, tuning
 from pocketmcp.ops.calibrate import model_background
 from pocketmcp.ops.filters import Scope, is_stale
 from pocketmcp.ops.ranking import (
@@ -73,7 +73,7 @@ async def search(reading: Reading, query: str, *, top_k: int = 8, scope: Scope |
                  score_threshold: float | None = None, mode: Mode = "hybrid",
                  unique_docs: bool = False, context: int = 0,
                  max_per_doc: int = MAX_PER_DOC,
-                 params: Params = DEFAULT_PARAMS, fallback: bool = True,
+                 params: Params | None = None, fallback: bool = True,
                  strict_threshold: bool = False, dates: bool = False) -> SearchResult:
     """The best matches for `query`, best first. At most `max_per_doc` matches come from one
     document (0: no limit), and a match next to a better one of the same document is merged
@@ -82,7 +82,9 @@ async def search(reading: Reading, query: str, *, top_k: int = 8, scope: Scope |
     without `fallback` they raise instead. When `score_threshold` removes every match, the
     best few are returned anyway with a notice saying so (`floor`), unless
     `strict_threshold`. With `dates`, a date said in the query ("last week") filters the
-    documents by their dates (`dated`)."""
+    documents by their dates (`dated`). Without `params`, the index's own tuning
+    (`tuning`: the defaults, or the fusion weight `check-search --apply` kept)."""
+    params = params if params is not None else tuning.params_of(reading.index)
     if dates:
         async def plain(text: str, where: Scope | None, strict: bool) -> SearchResult:
             return await search(reading, text, top_k=top_k, scope=where,
