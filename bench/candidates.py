@@ -102,6 +102,18 @@ def _rank(name: str, p: Mapping[str, Any], corpus: Corpus, qid: str) -> list[str
         stage = msgspec.structs.replace(corpus.stage(qid, vector), doc_keyword={},
                                         first_chunk={})
         return ranked_docs(corpus, stage, params)
+    if name == "wordsblend":
+        # A document's keyword score: its whole-document BM25 blended with its best chunk's.
+        stage = corpus.stage(qid, vector)
+        best: dict[int, float] = {}
+        for chunk, score in stage.keyword.items():
+            doc = stage.doc_of[chunk]
+            best[doc] = max(best.get(doc, 0.0), score)
+        a = p["a"]
+        blended = {d: a * stage.doc_keyword.get(d, 0.0) + (1 - a) * best.get(d, 0.0)
+                   for d in set(best) | set(stage.doc_keyword)}
+        stage = msgspec.structs.replace(stage, doc_keyword=blended)
+        return ranked_docs(corpus, stage, params)
     if name == "rocchio":
         first = ranked_docs(corpus, corpus.stage(qid, vector), Params())
         by_name = {v: k for k, v in corpus.names.items()}
@@ -168,6 +180,7 @@ def run(name: str, p: Mapping[str, Any], corpus: Corpus) -> dict[str, tuple[floa
 GRIDS: dict[str, list[dict[str, Any]]] = {
     "weight": [{"vector_weight": w} for w in (0.3, 0.4, 0.5, 0.6, 0.7)],
     "chunkwords": [{"vector_weight": w} for w in (0.4, 0.5, 0.6)],
+    "wordsblend": [{"a": a} for a in (0.0, 0.25, 0.5, 0.75, 1.0)],
     "rocchio": [{"k": k, "beta": b} for k, b in itertools.product((1, 3, 5), (0.2, 0.4, 0.7))],
     "rollup": [{"g": g} for g in (0.1, 0.2, 0.3)],
     "docvec": [{"g": g} for g in (0.1, 0.2, 0.35, 0.5)],
