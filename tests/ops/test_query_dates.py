@@ -85,3 +85,22 @@ async def test_date_filters_of_the_caller_win_over_dates_in_the_query(
                         score_threshold=0, filter={"created_before": "2025-12-01"})
     assert [m["doc_id"] for m in reply["matches"]] == [ids["n4"]]
     assert "dates:" not in (reply.get("notice") or "")
+
+
+def test_the_cli_search_reads_dates_in_the_query(tmp_path: Path) -> None:
+    from support.cli import run_cli
+
+    today = dated.today()
+    last_week = today - dt.timedelta(days=today.weekday() + 4)  # a Thursday of last week
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "recent.md").write_text(f"---\ndate: {last_week}\n---\n\nBudget review: cut the "
+                                  "cloud spend by ten percent.\n", encoding="utf-8")
+    (kb / "old.md").write_text("---\ndate: 2020-05-04\n---\n\nBudget review: the cloud "
+                               "spend grew over the summer.\n", encoding="utf-8")
+    assert run_cli(tmp_path, "index").returncode == 0
+    done = run_cli(tmp_path, "search", "budget review last week", "--json", "--local")
+    assert done.returncode == 0, done.stderr
+    reply = json.loads(done.stdout)
+    assert [h["path"] for h in reply["hits"]] == ["recent.md"]
+    assert "dates: 'last week' taken as" in reply["notice"]
