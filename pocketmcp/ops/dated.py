@@ -3,8 +3,11 @@
 "what did I decide last week" searches for "what did I decide" among the documents whose
 `created` date (a note's front matter `created` or `date`, else its last change) lies in last
 week, and the reply's notice says how the phrase was taken. When no document of that span
-matches, the search is run again over every date and the notice says so; a caller that gave
-date filters of its own keeps them, and the query is then left as it is.
+reaches the threshold, a query that asks about something ("Lisbon trip last week") is run
+again over every date, and the notice says so; a query that asks for little more than the
+time ("what did I write yesterday": at most one word besides the date and stop words) gets
+the span's best documents, under the threshold as the notice says. A caller that gave date
+filters of its own keeps them, and the query is then left as it is.
 """
 
 from __future__ import annotations
@@ -14,11 +17,14 @@ from collections.abc import Awaitable, Callable
 
 import msgspec
 
+from pocketmcp.core.keywords import terms
 from pocketmcp.core.query_dates import Span, understand
 from pocketmcp.ops.filters import Scope
 from pocketmcp.ops.floor import joined
 from pocketmcp.ops.results import SearchResult
 from pocketmcp.store.filters import DocFilter
+
+VAGUE_WORDS = 1  # content words besides the date, at most, of a query asking for a time
 
 # (query, scope, strict threshold) -> the search's reply
 Run = Callable[[str, Scope | None, bool], Awaitable[SearchResult]]
@@ -53,7 +59,10 @@ async def search_dated(run: Run, query: str, scope: Scope | None, *, strict: boo
     if span is None:
         return await run(query, scope, strict)
     said = f"dates: {span.describe()} (the documents' created date)"
-    found = await run(span.query, scoped(span, scope), True)
+    within = scoped(span, scope)
+    found = await run(span.query, within, True)
+    if not found.matches and len(terms(span.query)) <= VAGUE_WORDS:
+        found = await run(span.query, within, strict)
     if found.matches:
         return found.model_copy(update={"notice": joined(said, found.notice)})
     anywhen = await run(query, scope, strict)
