@@ -97,6 +97,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     _add_settings(p, "eval")
 
+    p = sub.add_parser("check-search", help="measure how well the index finds its own "
+                                            "documents, from questions made of their titles, "
+                                            "headings and first sentences")
+    p.add_argument("--questions", type=int, default=200, help="at most this many (default 200)")
+    p.add_argument("--apply", action="store_true",
+                   help="keep the fusion weight that did best for this index")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    _add_settings(p, "check-search")
+
     p = sub.add_parser(
         "serve", help="run the MCP server: on stdio (the default when no command is given), or "
                       "over HTTP for many clients (--transport http)")
@@ -268,6 +277,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from pocketmcp.commands import evaluating
 
             return anyio.run(evaluating.run, config, args, backend="asyncio")
+        if args.command == "check-search":
+            from pocketmcp.commands import evaluating
+
+            return anyio.run(evaluating.check_search, config, args, backend="asyncio")
         if args.command in ("export", "import", "backup"):
             from pocketmcp.commands import archiving
 

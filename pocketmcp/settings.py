@@ -299,10 +299,10 @@ _BY_FIELD = {s.field: s for s in SETTINGS}
 
 # Which commands read each setting: a command's `--help` lists these alone (the others are
 # still read from the environment, and do nothing for it).
-_INDEX_AT = ("index", "watch", "serve", "search", "open", "doctor", "export", "import",
-             "backup")
+_INDEX_AT = ("index", "watch", "serve", "search", "check-search", "open", "doctor", "export",
+             "import", "backup")
 _WRITING = ("index", "watch", "serve", "eval", "import")
-_EMBEDDING = (*_WRITING, "search", "doctor")
+_EMBEDDING = (*_WRITING, "search", "check-search", "doctor")
 _USES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     ((*_INDEX_AT, "init", "eval"), ("log_level",)),
     (_INDEX_AT, ("sqlite_path", "databases_dir")),
@@ -320,7 +320,12 @@ _USES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     (("serve",), ("url_timeout_s", "allowed_roots", "tools", "transport", "host", "port",
                   "allowed_hosts", "allowed_origins")),
     (("serve", "search", "open", "doctor"), ("token",)),
-    (("serve", "search", "eval"), ("pg_ef_search",)),
+    (("serve", "search", "check-search", "eval"), ("pg_ef_search",)),
+    (("serve", "search", "check-search"), ("search_timeout_s",)),
+    (("index", "watch", "serve", "eval"), ("ocr", "ocr_max_pixels", "ocr_max_pages",
+                                           "ocr_threads", "ocr_memory_mb", "ocr_model_dir",
+                                           "index_threads", "index_cpu_budget")),
+    (("serve",), ("share", "server_idle_exit_s", "model_idle_unload_s")),
     # What the index is built with (a search takes it from the index)...
     ((*_WRITING, "doctor"), ("model_id", "embed_provider", "embed_model", "embed_dimensions",
                              "embed_doc_prefix", "embed_query_prefix", "embed_input_type",

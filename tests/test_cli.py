@@ -22,7 +22,8 @@ def test_a_bad_setting_stops_start_up_with_a_clear_message(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize("command", ["index", "watch", "eval", "serve", "search", "export",
-                                     "import", "backup", "init", "doctor"])
+                                     "import", "backup", "init", "doctor",
+                                     "check-search"])
 def test_every_command_prints_its_help(command: str,
                                        capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as done:
@@ -37,6 +38,12 @@ def test_every_command_prints_its_help(command: str,
             assert bool(listed) == (command in used_by(setting.field)), setting.flag
     if command == "search":
         assert "--unique-docs" in out and "--db" in out and "CHUNK_SIZE" not in out
+
+
+def test_every_setting_with_a_flag_is_read_by_some_command() -> None:
+    """A setting no command reads would be in no `--help` (nor take effect from a flag)."""
+    unread = [s.field for s in SETTINGS if s.flag and not used_by(s.field)]
+    assert unread == []
 
 
 def test_a_commands_help_leaves_out_the_settings_it_does_not_read(

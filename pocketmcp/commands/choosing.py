@@ -11,8 +11,8 @@ from pocketmcp.config import Config
 from pocketmcp.errors import PocketError, StoreError
 
 # Commands on an index of a folder (init takes a folder, eval makes its own index).
-ON_AN_INDEX = ("index", "watch", "serve", "search", "open", "doctor", "export", "import",
-               "backup")
+ON_AN_INDEX = ("index", "watch", "serve", "search", "check-search", "open", "doctor", "export",
+               "import", "backup")
 
 
 def choose(config: Config, command: str | None) -> Config:

@@ -18,9 +18,9 @@ import msgspec
 from pocketmcp.commands.progress import until_fed
 from pocketmcp.config import Config
 from pocketmcp.errors import PocketError
-from pocketmcp.ops import evaluate
+from pocketmcp.ops import evaluate, selfcheck, tuning
 from pocketmcp.ops.search import MODES, Mode, Params
-from pocketmcp.plans import Plan
+from pocketmcp.plans import READING, Plan
 from pocketmcp.runtime import open_runtime
 from pocketmcp.store.api import Place
 
@@ -85,3 +85,49 @@ async def _index_and_measure(config: Config, place: Place, dataset: evaluate.Dat
         metrics = await evaluate.evaluate(reading, dataset, cast(list[Mode], modes), params,
                                           name)
     return built, counts, metrics
+
+
+async def check_search(config: Config, args: argparse.Namespace) -> int:
+    """`pocketmcp check-search`: the index's own documents as questions (ops/selfcheck.py);
+    with --apply, the best fusion weight is kept for the index and measured again."""
+    if not 1 <= args.questions <= selfcheck.MAX_QUESTIONS:
+        raise PocketError(f"--questions {args.questions} is not valid: it accepts 1 to "
+                          f"{selfcheck.MAX_QUESTIONS}")
+    place = config.main_place()
+    if not await anyio.to_thread.run_sync(place.exists):
+        raise PocketError(f"no index at {place.describe()}; run `pocketmcp index` first")
+    async with open_runtime(config, READING) as runtime:
+        await runtime.started()
+        reading = await runtime.reading()
+        report = await selfcheck.check(reading, most=args.questions,
+                                       params=tuning.params_of(reading.index))
+        kept = None
+        if args.apply and report.weight_suggested != report.weight_in_use:
+            kept = tuning.save_weight(reading.index.where, report.weight_suggested)
+    if args.json:
+        out = {**msgspec.to_builtins(report), "kept": str(kept) if kept else None}
+        print(json.dumps(out, indent=2))  # noqa: T201
+        return 0
+    print(check_table(report, kept))  # noqa: T201
+    return 0
+
+
+def check_table(report: selfcheck.SelfCheck, kept: Path | None) -> str:
+    kinds = ", ".join(f"{n} {k}s" for k, n in sorted(report.kinds.items()))
+    lines = [f"{report.questions} questions from {report.documents} documents ({kinds}), "
+             f"{report.seconds:.1f} s",
+             "| mode | hit@1 | hit@5 | MRR@10 |", "| --- | --- | --- | --- |"]
+    for mode, m in report.modes.items():
+        lines.append(f"| {mode} | {m.hit1:.3f} | {m.hit5:.3f} | {m.mrr10:.3f} |")
+    before = report.modes["hybrid"]
+    after = report.hybrid_by_weight[f"{report.weight_suggested:.1f}"]
+    if report.weight_suggested == report.weight_in_use:
+        lines.append(f"fusion weight {report.weight_in_use:g} (vector share) is the best here")
+    else:
+        lines.append(
+            f"fusion weight: {report.weight_in_use:g} in use, hybrid MRR@10 {before.mrr10:.3f} "
+            f"hit@1 {before.hit1:.3f}; {report.weight_suggested:g} does best, MRR@10 "
+            f"{after.mrr10:.3f} hit@1 {after.hit1:.3f}")
+        lines.append(f"kept for this index in {kept}" if kept else
+                     "run again with --apply to keep it for this index")
+    return "\n".join(lines)

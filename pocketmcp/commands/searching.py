@@ -135,7 +135,8 @@ class Searcher:
         self.via = "local"
         return await search(self._reading, args.query, top_k=top_k, mode=args.mode,
                             unique_docs=args.unique_docs, scope=self.scope,
-                            max_per_doc=args.max_per_doc, score_threshold=threshold)
+                            max_per_doc=args.max_per_doc, score_threshold=threshold,
+                            dates=True)
 
     async def aclose(self) -> None:
         await self._opened.aclose()

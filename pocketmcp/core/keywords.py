@@ -30,7 +30,12 @@ MAX_TERMS = 32
 MAX_PHRASE = 4  # CJK characters searched as one phrase; longer runs by their bigrams
 MAX_QUERY_TERMS = 12  # rarest words kept for the FTS5 query
 COMMON_SHARE = 0.1  # words in more than this share of the chunks are dropped...
-COMMON_FLOOR = 50  # ...but never a word in this many chunks or fewer (small indexes)
+# ...but never a word in this many chunks or fewer: in a folder of a few thousand chunks the
+# words that name its topics ("environment", "build" in a tool's docs) are in more than a
+# tenth of them, and dropping them lost the right page (the Hatch documentation: hybrid
+# nDCG@10 0.722 with 50, 0.741 with 2000, docs/search.md). From 20,000 chunks on the share
+# decides, as before.
+COMMON_FLOOR = 2000
 # Chunks an OR-query may have to score, summed over its words, so the time grows with this
 # (about 0.25 us an occurrence scored in numpy, sqlite/keywords/bm25.py; 0.75 us a row in FTS5's
 # bm25()). At 1M chunks 20,000 against 30,000: 0.70 of FTS5's time, and the full query's top

@@ -31,6 +31,8 @@ MaxPerDoc = Annotated[int, Field(
     ge=0, le=50, description="Matches per document (0: any); adjacent ones merge.",
     json_schema_extra=doc("A match next to a better one is merged into it as one passage "
                           "(`context`, `merged_idx`); 0 merges nothing."))]
+Strict = Annotated[bool, Field(
+    description="true: no match under score_threshold (default: the best few, with a notice).")]
 Context = Annotated[int, Field(
     ge=0, le=3, description="Neighbour chunks to add each side.",
     json_schema_extra=doc("Joined with the chunk in the match's `context`."))]
@@ -48,6 +50,7 @@ class SearchArgs(BaseModel):
     unique_docs: UniqueDocs = False
     max_per_doc: MaxPerDoc = search.MAX_PER_DOC
     context: Context = 0
+    strict_threshold: Strict = False
 
 
 async def run(open_reading: Open[Reading], args: SearchArgs, counts: dict[str, Any]
@@ -59,6 +62,7 @@ async def run(open_reading: Open[Reading], args: SearchArgs, counts: dict[str, A
     result = await search.search(
         await open_reading(), args.query, top_k=args.top_k, scope=scope,
         score_threshold=args.score_threshold, mode=args.mode, unique_docs=args.unique_docs,
-        context=args.context, max_per_doc=args.max_per_doc)
+        context=args.context, max_per_doc=args.max_per_doc,
+        strict_threshold=args.strict_threshold, dates=True)
     counts["matches"] = len(result.matches)
     return result

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import msgspec
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
 from pocketmcp.core.argdoc import doc
 from pocketmcp.mcp.calls import READ_ONLY, WRITES, render, tool_call
-from pocketmcp.ops import index
+from pocketmcp.ops import index, selfcheck, tuning
 from pocketmcp.ops.results import ReindexResult, StatusResult
 from pocketmcp.runtime import Runtime
 
@@ -32,7 +33,16 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
             return result
 
     @mcp.tool(name="status", title="Index status", annotations=READ_ONLY)
-    async def status_tool() -> StatusResult:
+    async def status_tool(
+        check_search: Annotated[bool, Field(
+            description="Also measure search on questions made from the titles and "
+                        "headings (seconds).")] = False,
+    ) -> StatusResult:
         """Documents, chunks, model and indexing progress."""
-        async with tool_call("status"):
-            return render(await rt.status_report())
+        async with tool_call("status", check_search=check_search):
+            report = await rt.status_report()
+            if check_search:
+                reading = await rt.reading()
+                found = await selfcheck.check(reading, params=tuning.params_of(reading.index))
+                report = report.model_copy(update={"search_check": msgspec.to_builtins(found)})
+            return render(report)

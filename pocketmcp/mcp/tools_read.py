@@ -43,6 +43,7 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
         unique_docs: searching.UniqueDocs = False,
         max_per_doc: searching.MaxPerDoc = search.MAX_PER_DOC,
         context: searching.Context = 0,
+        strict_threshold: searching.Strict = False,
     ) -> SearchResult:
         """Passages relevant to a query, best first. A match's `resource` reads its exact
         text; `stale`: the file changed since it was indexed."""
@@ -50,7 +51,7 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
         args = searching.SearchArgs.model_construct(
             query=query, top_k=top_k, library=library, filter=filter,
             score_threshold=score_threshold, mode=mode, unique_docs=unique_docs,
-            max_per_doc=max_per_doc, context=context)
+            max_per_doc=max_per_doc, context=context, strict_threshold=strict_threshold)
         async with tool_call("search", top_k=top_k, mode=mode) as counts:
             return render(await searching.run(rt.reading, args, counts))
 

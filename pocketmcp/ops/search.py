@@ -28,7 +28,7 @@ from pocketmcp.core import fusion
 from pocketmcp.core.paths import path_of
 from pocketmcp.core.safe import preview, safe_text
 from pocketmcp.errors import EmbeddingError, InvalidRequest
-from pocketmcp.ops import deadline
+from pocketmcp.ops import dated, deadline, floor, tuning
 from pocketmcp.ops.calibrate import model_background
 from pocketmcp.ops.filters import Scope, is_stale
 from pocketmcp.ops.pending import keywords_alone, pending_notice, waiting_of
@@ -75,12 +75,26 @@ async def search(reading: Reading, query: str, *, top_k: int = 8, scope: Scope |
                  score_threshold: float | None = None, mode: Mode = "hybrid",
                  unique_docs: bool = False, context: int = 0,
                  max_per_doc: int = MAX_PER_DOC,
-                 params: Params = DEFAULT_PARAMS, fallback: bool = True) -> SearchResult:
+                 params: Params | None = None, fallback: bool = True,
+                 strict_threshold: bool = False, dates: bool = False) -> SearchResult:
     """The best matches for `query`, best first. At most `max_per_doc` matches come from one
     document (0: no limit), and a match next to a better one of the same document is merged
     into it as one passage (not with 0). When the query cannot be embedded (the provider is
     down), hybrid and vector searches answer with keyword matches and a notice saying so;
-    without `fallback` they raise instead."""
+    without `fallback` they raise instead. When `score_threshold` removes every match, the
+    best few are returned anyway with a notice saying so (`floor`), unless
+    `strict_threshold`. With `dates`, a date said in the query ("last week") filters the
+    documents by their dates (`dated`). Without `params`, the index's own tuning
+    (`tuning`: the defaults, or the fusion weight `check-search --apply` kept)."""
+    params = params if params is not None else tuning.params_of(reading.index)
+    if dates:
+        async def plain(text: str, where: Scope | None, strict: bool) -> SearchResult:
+            return await search(reading, text, top_k=top_k, scope=where,
+                                score_threshold=score_threshold, mode=mode,
+                                unique_docs=unique_docs, context=context,
+                                max_per_doc=max_per_doc, params=params, fallback=fallback,
+                                strict_threshold=strict)
+        return await dated.search_dated(plain, query, scope, strict=strict_threshold)
     if max_per_doc < 0:
         raise InvalidRequest("max_per_doc must be 0 (no limit) or more")
     async with deadline.within(reading.deadline_s):  # SEARCH_TIMEOUT_S
@@ -88,7 +102,7 @@ async def search(reading: Reading, query: str, *, top_k: int = 8, scope: Scope |
                                               score_threshold=score_threshold, mode=mode,
                                               unique_docs=unique_docs, context=context,
                                               params=params, per_doc=max_per_doc,
-                                              fallback=fallback)
+                                              fallback=fallback, strict=strict_threshold)
     notice = "; ".join(n for n in (notice, pending) if n) or None
     return SearchResult(matches=[_match(h) for h in hits], notice=notice)
 
@@ -167,13 +181,14 @@ async def _ranked(reading: Reading, query: str, *, top_k: int, scope: Scope | No
                   score_threshold: float | None = None, mode: Mode = "hybrid",
                   unique_docs: bool = False, context: int = 0,
                   params: Params = DEFAULT_PARAMS, exact: bool = False,
-                  per_doc: int = 0, fallback: bool = True
+                  per_doc: int = 0, fallback: bool = True, strict: bool = False
                   ) -> tuple[list[_Hit], str | None, str | None]:
     """The best hits, a notice when they are keyword hits only because the query could
     not be embedded, and one when chunks wait for their vectors (ops/pending.py); with
     `exact`, vector scores come from the stored float32 vectors (a
     lookup per hit, about 0.3 ms each at 50k chunks) instead of the float16 copies. With
-    `per_doc`, at most that many hits per document, neighbours merged."""
+    `per_doc`, at most that many hits per document, neighbours merged; when the threshold
+    removes every hit, the best few anyway (not with `strict`) and a notice."""
     index = reading.index
     # Documents can hold many chunks: look deeper when only one per document is kept.
     depth = max(params.depth, top_k * (4 if unique_docs else 1))
@@ -202,6 +217,7 @@ async def _ranked(reading: Reading, query: str, *, top_k: int, scope: Scope | No
     words = stage.doc_keyword if unique_docs and stage.doc_keyword else None
     base = background_of(stage, params)
     stat_cache: dict[int, bool | None] = {}
+    removed = floor.Removed(score_threshold or 0.0)
 
     def stale_of(row: HitRow) -> bool | None:
         if row.doc_id not in stat_cache:  # one stat per document, in this worker thread
@@ -225,9 +241,10 @@ async def _ranked(reading: Reading, query: str, *, top_k: int, scope: Scope | No
                 stage.keyword.get(chunk_id))
             score = relevance(vec, kw, "keyword" if chunk_id in waiting else mode, params,
                               stage.keyword_ref, base)
-            if score_threshold is not None and score < score_threshold:
-                continue
             if chunk_id not in rows:
+                continue
+            if score_threshold is not None and score < score_threshold:
+                removed.add(chunk_id, score)
                 continue
             if per_doc:
                 row = rows[chunk_id]
@@ -243,6 +260,9 @@ async def _ranked(reading: Reading, query: str, *, top_k: int, scope: Scope | No
             kept.append((chunk_id, score))
             if len(kept) == top_k:
                 break
+        if not kept and removed.under and not strict:
+            kept = floor.kept_anyway(removed, stage.doc_of, set(rows), min(top_k,
+                                                                             floor.FLOOR_KEEP))
         merged = {kept[sp[2]][0]: (sp[0], sp[1]) for doc_spans in spans.values()
                   for sp in doc_spans if sp[0] != sp[1]}
         chosen = [c for c, _ in kept]
@@ -268,6 +288,8 @@ async def _ranked(reading: Reading, query: str, *, top_k: int, scope: Scope | No
     hits = await index.run(details) if order else []
     if not hits:
         reading.require_complete()
+    if removed.under and not any(h.score >= removed.threshold for h in hits):
+        notice = floor.joined(notice, floor.notice(removed, len(hits)))
     return hits, notice, pending_notice(waiting_count, asked)
 
 

@@ -158,12 +158,17 @@ async def test_scores_lie_between_0_and_1_in_every_mode_and_one_threshold_fits_a
         assert strict and all(m["score"] >= 0.3 for m in strict)
         assert all(m["doc_id"] != found[-1]["doc_id"] or m["score"] >= 0.3 for m in strict)
     # The compilers note shares no word and little meaning: the default threshold drops it,
-    # and a question from outside the corpus finds nothing.
+    # and a question from outside the corpus finds nothing over it (the best few come back
+    # under the threshold, with a notice saying so; none with a strict threshold).
     kept = await tools.search("penguins huddle in winter", top_k=10)
     assert kept and all("Compilers" not in m["preview"] for m in kept)
     everything = await tools.search("penguins huddle in winter", top_k=10, score_threshold=0)
     assert any("Compilers" in m["preview"] for m in everything)
-    assert await tools.search("quarterly revenue of a shoe company") == []
+    outside = await tools("search", query="quarterly revenue of a shoe company")
+    assert all(m["score"] < 0.2 for m in outside["matches"])
+    assert "no match reached score_threshold 0.2" in outside["notice"]
+    assert await tools.search("quarterly revenue of a shoe company",
+                              strict_threshold=True) == []
 
 
 async def test_matches_of_one_document_are_capped_and_neighbours_merged(tools: Tools) -> None:

@@ -1,0 +1,193 @@
+"""The ranking candidates `quality_cv.py` compares, over cached vectors and keyword lists.
+
+Every candidate ends in the search op's own fusion (`ops.ranking.fuse`, one match per
+document); what it changes is the vector list it hands over (a second query vector, a
+document's score rolled up from several chunks) or the fusion weight of the query.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from pocketmcp.core import fusion
+from pocketmcp.core.keywords import STOPWORDS
+from pocketmcp.core.metrics import hit_at, mrr_at, ndcg_at
+from pocketmcp.ops.ranking import Params, Stage, fuse
+
+DEPTH = 200
+
+
+class Corpus:
+    def __init__(self, cache: Any, vectors: np.ndarray, qvecs: np.ndarray,
+                 qrels: Mapping[str, Mapping[str, int]]) -> None:
+        self.names = {int(k): v for k, v in cache.names.items()}
+        self.ids = np.asarray(cache.chunk_ids)
+        self.docs = np.asarray(cache.chunk_docs)
+        self.vectors = vectors
+        self.background = cache.background
+        indexed = set(self.names.values())
+        self.queries = {q: c for q, c in cache.queries.items()
+                        if q in qrels and set(qrels[q]) <= indexed}
+        self.qvec = {q: qvecs[i] for i, q in enumerate(cache.queries)}
+        self.qrels = {q: qrels[q] for q in self.queries}
+        self.doc_rows: dict[int, np.ndarray] = {}
+        order = np.argsort(self.docs, kind="stable")
+        bounds = np.flatnonzero(np.diff(self.docs[order])) + 1
+        for rows in np.split(order, bounds):
+            if len(rows):
+                self.doc_rows[int(self.docs[rows[0]])] = rows
+        means = np.stack([self.vectors[self.doc_rows[d]].mean(0) for d in self.doc_rows])
+        self.doc_ids = np.asarray(list(self.doc_rows))
+        self.doc_vectors = means / np.linalg.norm(means, axis=1, keepdims=True)
+
+    @classmethod
+    def make(cls, cache: Any, vectors: np.ndarray, qvecs: np.ndarray,
+             qrels: Mapping[str, Mapping[str, int]]) -> Corpus:
+        return cls(cache, vectors, qvecs, qrels)
+
+    def nearest(self, q: np.ndarray, depth: int = DEPTH) -> dict[int, float]:
+        scores = self.vectors @ q
+        top = np.argpartition(-scores, min(depth, len(scores) - 1))[:depth]
+        return {int(self.ids[i]): float(scores[i]) for i in top}
+
+    def stage(self, qid: str, vector: dict[int, float]) -> Stage:
+        c = self.queries[qid]
+        doc_of = {int(k): int(v) for k, v in c["doc_of"].items()}
+        doc_of.update({int(self.ids[i]): int(self.docs[i]) for i in
+                       (self.row[k] for k in vector)})
+        return Stage(vector=vector, keyword={int(k): v for k, v in c["keyword"].items()},
+                     doc_of=doc_of,
+                     doc_keyword={int(k): v for k, v in c["doc_keyword"].items()},
+                     first_chunk={int(k): int(v) for k, v in c["first_chunk"].items()},
+                     keyword_ref=c["ref"], vector_background=self.background)
+
+    @property
+    def row(self) -> dict[int, int]:
+        if not hasattr(self, "_row"):
+            self._row = {int(c): i for i, c in enumerate(self.ids)}
+        return self._row
+
+
+def ranked_docs(corpus: Corpus, stage: Stage, params: Params) -> list[str]:
+    scores = fuse(stage, "hybrid", params, True)
+    out: list[str] = []
+    for chunk_id in fusion.ranked(scores):
+        name = corpus.names[stage.doc_of[chunk_id]]
+        if name not in out:
+            out.append(name)
+        if len(out) == 10:
+            break
+    return out
+
+
+def _content_words(text: str) -> list[str]:
+    return [w for w in re.findall(r"\w+", text.lower()) if w not in STOPWORDS]
+
+
+def _rank(name: str, p: Mapping[str, Any], corpus: Corpus, qid: str) -> list[str]:
+    q = corpus.qvec[qid]
+    fields = {k: v for k, v in p.items() if k in Params.__struct_fields__}
+    params = Params(**fields)
+    vector = corpus.nearest(q)
+    if name in ("baseline", "weight"):
+        return ranked_docs(corpus, corpus.stage(qid, vector), params)
+    if name == "chunkwords":
+        # Documents rank by their best chunk for words too, not by whole-document BM25.
+        stage = msgspec.structs.replace(corpus.stage(qid, vector), doc_keyword={},
+                                        first_chunk={})
+        return ranked_docs(corpus, stage, params)
+    if name == "wordsblend":
+        # A document's keyword score: its whole-document BM25 blended with its best chunk's.
+        stage = corpus.stage(qid, vector)
+        best: dict[int, float] = {}
+        for chunk, score in stage.keyword.items():
+            doc = stage.doc_of[chunk]
+            best[doc] = max(best.get(doc, 0.0), score)
+        a = p["a"]
+        blended = {d: a * stage.doc_keyword.get(d, 0.0) + (1 - a) * best.get(d, 0.0)
+                   for d in set(best) | set(stage.doc_keyword)}
+        stage = msgspec.structs.replace(stage, doc_keyword=blended)
+        return ranked_docs(corpus, stage, params)
+    if name == "rocchio":
+        first = ranked_docs(corpus, corpus.stage(qid, vector), Params())
+        by_name = {v: k for k, v in corpus.names.items()}
+        rows = []
+        for doc_name in first[:p["k"]]:
+            doc = by_name[doc_name]
+            doc_rows = corpus.doc_rows[doc]
+            best = doc_rows[np.argmax(corpus.vectors[doc_rows] @ q)]
+            rows.append(best)
+        centroid = corpus.vectors[rows].mean(0)
+        moved = q + p["beta"] * centroid
+        moved /= np.linalg.norm(moved)
+        return ranked_docs(corpus, corpus.stage(qid, corpus.nearest(moved)), params)
+    if name in ("rollup", "docvec"):
+        # A document's vector score: its best chunk's, blended with its second best chunk
+        # (rollup) or with its mean vector (docvec); handed to the fusion as its best chunk.
+        stage = corpus.stage(qid, vector)
+        best: dict[int, tuple[int, float]] = {}
+        for chunk, score in vector.items():
+            doc = stage.doc_of[chunk]
+            if score > best.get(doc, (0, -2.0))[1]:
+                best[doc] = (chunk, score)
+        blended = {}
+        g = p["g"]
+        for doc, (chunk, score) in best.items():
+            rows = corpus.doc_rows[doc]
+            if name == "rollup":
+                others = np.sort(corpus.vectors[rows] @ q)[::-1]
+                second = float(others[1]) if len(others) > 1 else score
+                blended[chunk] = (1 - g) * score + g * second
+            else:
+                docvec = corpus.vectors[rows].mean(0)
+                docvec /= np.linalg.norm(docvec)
+                blended[chunk] = (1 - g) * score + g * float(docvec @ q)
+        stage = msgspec.structs.replace(stage, vector=blended)
+        return ranked_docs(corpus, stage, params)
+    if name in ("length", "agreement"):
+        stage = corpus.stage(qid, vector)
+        if name == "length":
+            short = len(_content_words(corpus.queries[qid]["text"])) <= p["n"]
+            w = p["short"] if short else p["long"]
+        else:
+            top_v = {stage.doc_of[c] for c in fusion.ranked(vector)[:20]}
+            words = stage.doc_keyword or {}
+            top_k = set(fusion.ranked(words)[:10])
+            top_v = list(dict.fromkeys(stage.doc_of[c] for c in fusion.ranked(vector)))[:10]
+            agree = len(top_k & set(top_v)) / 10
+            w = p["low"] if agree < p["t"] else p["high"]
+        return ranked_docs(corpus, stage, Params(vector_weight=w))
+    raise ValueError(name)
+
+
+def run(name: str, p: Mapping[str, Any], corpus: Corpus) -> dict[str, tuple[float, float,
+                                                                            float]]:
+    """(nDCG@10, MRR@10, hit@1) per query."""
+    out = {}
+    for qid in corpus.queries:
+        ranked = _rank(name, p, corpus, qid)
+        rel = corpus.qrels[qid]
+        out[qid] = (ndcg_at(ranked, rel), mrr_at(ranked, rel), hit_at(ranked, rel, 1))
+    return out
+
+
+GRIDS: dict[str, list[dict[str, Any]]] = {
+    "weight": [{"vector_weight": w} for w in (0.3, 0.4, 0.5, 0.6, 0.7)],
+    "chunkwords": [{"vector_weight": w} for w in (0.4, 0.5, 0.6)],
+    "wordsblend": [{"a": a} for a in (0.0, 0.25, 0.5, 0.75, 1.0)],
+    "rocchio": [{"k": k, "beta": b} for k, b in itertools.product((1, 3, 5), (0.2, 0.4, 0.7))],
+    "rollup": [{"g": g} for g in (0.1, 0.2, 0.3)],
+    "docvec": [{"g": g} for g in (0.1, 0.2, 0.35, 0.5)],
+    "length": [{"n": n, "short": s, "long": lw}
+               for n, s, lw in itertools.product((3, 5), (0.3, 0.4, 0.5, 0.6),
+                                                 (0.4, 0.5, 0.6))],
+    "agreement": [{"t": t, "low": lo, "high": hi}
+                  for t, lo, hi in itertools.product((0.2, 0.4), (0.4, 0.5, 0.6, 0.7),
+                                                     (0.3, 0.4, 0.5))],
+}
