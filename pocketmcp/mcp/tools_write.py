@@ -106,7 +106,7 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
         metadata: Annotated[dict[str, Any] | None, Field(json_schema_extra=doc(
             "Your fields, returned with it and usable as search filters."))] = None,
     ) -> IngestResult:
-        """Convert (PDF, Office, HTML, EPUB, CSV, text) and index a file; searchable when
+        """Convert (PDF, Office, HTML, EPUB, CSV, images by OCR, text) and index a file; searchable when
         this returns."""
         async with tool_call("ingest_file", library=library) as counts:
             result = await ingest.ingest_file(
