@@ -106,8 +106,8 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
         metadata: Annotated[dict[str, Any] | None, Field(json_schema_extra=doc(
             "Your fields, returned with it and usable as search filters."))] = None,
     ) -> IngestResult:
-        """Convert (PDF, Office, HTML, EPUB, CSV, images by OCR, text) and index a file; searchable when
-        this returns."""
+        """Convert (PDF, Office, HTML, EPUB, CSV, images by OCR, text) and index a file;
+        searchable when this returns."""
         async with tool_call("ingest_file", library=library) as counts:
             result = await ingest.ingest_file(
                 rt.writing, rt.converter, rt.ingest_settings, path, library=library,
