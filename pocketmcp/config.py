@@ -357,10 +357,14 @@ def _tools(names: tuple[str, ...]) -> tuple[str, ...]:
 def child_environment(config: Config, **changes: str) -> dict[str, str]:
     """This process's environment with every setting of `config` written back into its
     variable (then `changes`): a child process started with it loads the same settings,
-    flags included. WATCH_DIR is left out unless it was given (its default is relative)."""
+    flags included. WATCH_DIR is left out unless it was given (its default is relative), and
+    DATABASES_DIR too (its default comes from the index's place)."""
     env = dict(os.environ)
     for entry in SETTINGS:
         if entry.field == "watch_dir" and not config.watch_dir_given:
+            continue
+        if entry.field == "databases_dir" and not config.databases_dir_given:
+            env.pop(entry.env, None)
             continue
         value = getattr(config, entry.field, None)
         if value is None:

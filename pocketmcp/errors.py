@@ -223,18 +223,24 @@ class DocumentError(PocketError):
 
 
 def disk_full(exc: BaseException, where: str | None = None) -> DiskFull | None:
-    """DISK_FULL, naming the path and what to do, when `exc` or what caused it is a full
-    disk (ENOSPC, or SQLite's "database or disk is full"); None otherwise. `where`: the
-    index, named when the error does not say which file it was writing."""
-    seen: BaseException | None = exc
-    for _ in range(10):  # the chain of causes, bounded
-        if seen is None:
-            return None
+    """DISK_FULL, naming the path and what to do, when `exc`, what caused it, or an error
+    inside it (an exception group: a task group's failures together) is a full disk (ENOSPC,
+    or SQLite's "database or disk is full"); None otherwise. `where`: the index, named when
+    the error does not say which file it was writing."""
+    todo: list[BaseException] = [exc]
+    seen: set[int] = set()
+    while todo and len(seen) < 100:  # causes and group members, bounded
+        found = todo.pop(0)
+        if id(found) in seen:
+            continue
+        seen.add(id(found))
         path = None
-        if isinstance(seen, OSError) and seen.errno == errno.ENOSPC:
-            path = seen.filename
-        elif "database or disk is full" not in str(seen):
-            seen = seen.__cause__ or seen.__context__
+        if isinstance(found, OSError) and found.errno == errno.ENOSPC:
+            path = found.filename
+        elif isinstance(found, BaseExceptionGroup) or "database or disk is full" not in str(found):
+            if isinstance(found, BaseExceptionGroup):
+                todo.extend(found.exceptions)
+            todo.extend(e for e in (found.__cause__, found.__context__) if e is not None)
             continue
         place = str(path or where or "the index")
         return DiskFull(

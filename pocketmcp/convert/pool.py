@@ -32,9 +32,6 @@ from pocketmcp.errors import DocumentError
 log = logs.get("pocketmcp.convert")
 _START_S = 30.0  # longest wait for a new worker to be ready, seconds
 OCR_KINDS = frozenset({"image", "pdf"})  # formats whose text may need OCR
-# OCR is background work: its worker runs at a lower priority, so that searches and the
-# embedding of text files come first when they want the same core.
-OCR_NICE = 5
 
 
 class _Worker:
@@ -69,10 +66,8 @@ class _Worker:
 class _Pool:
     """At most `size` worker processes with one memory cap, started on demand."""
 
-    def __init__(self, limits: Limits, size: int, memory_mb: int, memory_setting: str,
-                 nice: int = 0) -> None:
+    def __init__(self, limits: Limits, size: int, memory_mb: int, memory_setting: str) -> None:
         self.limits = limits
-        self.nice = nice
         self.memory_mb = memory_mb
         self.memory_setting = memory_setting
         self._slots = anyio.Semaphore(size)
@@ -123,9 +118,10 @@ class _Pool:
             await worker.kill()
         process = await anyio.open_process(
             [sys.executable, "-m", "pocketmcp.convert.worker", str(self.memory_mb),
-             str(self.limits.idle_s), str(self.nice)],
+             str(self.limits.idle_s)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None)
-        lower(process.pid)  # conversions are indexing: below searches (embed/priority.py)
+        # Conversion and OCR are indexing: at its level, below searches (embed/priority.py).
+        lower(process.pid)
         self.started += 1
         worker = _Worker(process)
         try:
@@ -151,7 +147,7 @@ class Converter:
         self.limits = limits
         self._pool = _Pool(limits, limits.workers, limits.memory_mb, "CONVERT_MEMORY_MB")
         self._ocr_pool = _Pool(limits, 1, max(limits.memory_mb, limits.ocr.memory_mb),
-                               "OCR_MEMORY_MB", nice=OCR_NICE)
+                               "OCR_MEMORY_MB")
         self._encoder = msgspec.msgpack.Encoder()
         self.ocr_off = ocr_off(limits.ocr)  # why OCR does not run, or None
         self.cache = OcrCache(None if self.ocr_off else limits.ocr.cache_dir, limits.ocr,

@@ -112,8 +112,6 @@ def answer(request: Request) -> Reply:
 
 def main(argv: list[str]) -> int:
     memory_mb, idle_s = int(argv[0]), float(argv[1])
-    if len(argv) > 2 and int(argv[2]) and hasattr(os, "nice"):
-        os.nice(int(argv[2]))  # a lower priority (OCR)
     _limit_resources(memory_mb)
     defusedxml.defuse_stdlib()  # the stdlib's XML parsers refuse entity declarations
     # Replies go to a private copy of stdout; fd 1 then points at stderr, so a library that

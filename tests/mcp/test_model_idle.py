@@ -50,13 +50,36 @@ async def until_state(session: Any, wanted: str, within_s: float) -> dict[str, A
         await anyio.sleep(0.1)
 
 
+async def until_vectors(session: Any, within_s: float) -> None:
+    deadline = time.monotonic() + within_s
+    while (status := await call(session, "status"))["chunks_waiting"] != 0:
+        assert time.monotonic() < deadline, status
+        await anyio.sleep(0.1)
+
+
+async def until_hybrid(session: Any, query: dict[str, Any], within_s: float) -> dict[str, Any]:
+    """The first search answered with vectors (the model loaded), asking again while it is
+    answered by keywords (a search that finds the model unloaded loads it again)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        found = await call(session, "search", query)
+        if found["notice"] is None and found["matches"][0]["vector_score"] is not None:
+            return found
+        assert "loaded again" in found["notice"], found
+        assert time.monotonic() < deadline, found
+        await anyio.sleep(0.1)
+
+
 async def test_searches_go_on_while_the_model_is_unloaded_and_loaded_again(
         server: HttpServer) -> None:
     query = {"query": "how hot should green tea be", "top_k": 1, "mode": "hybrid"}
     with anyio.fail_after(120):
         async with server.session() as one, server.session() as two:
-            warm = await call(one, "search", query)
-            assert warm["notice"] is None and warm["matches"][0]["vector_score"] is not None
+            # Ready means searchable by keywords; the vectors follow, and the model may have
+            # been unloaded meanwhile (two seconds idle): wait for both before the warm search.
+            await until_vectors(one, 60)
+            warm = await until_hybrid(one, query, 30)
+            assert warm["matches"][0]["path"] == "tea.md"
             unloaded = await until_state(one, "unloaded", 20)
             assert unloaded["sharing"]["model_unloads"] >= 1
             # Searches from two clients at once: each answers at once, by keywords while

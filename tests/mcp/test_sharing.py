@@ -178,6 +178,10 @@ def test_a_server_an_editor_starts_gets_the_editors_settings(tmp_path: Path) -> 
     unwatched = load({}, environ={"SQLITE_PATH": str(tmp_path / "i.db")})
     again = load({}, environ=child_environment(unwatched))
     assert not again.watch_dir_given and again == unwatched
+    assert not again.databases_dir_given  # still derived from the index's place
+    elsewhere = load({}, environ={"SQLITE_PATH": str(tmp_path / "i.db"),
+                                  "DATABASES_DIR": str(tmp_path / "named")})
+    assert load({}, environ=child_environment(elsewhere)) == elsewhere
 
 
 async def test_a_request_in_flight_when_the_server_dies_is_answered_at_once(root: Path) -> None:
