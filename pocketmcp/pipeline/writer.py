@@ -97,6 +97,8 @@ async def write_index(
                 for event in outcome.events:
                     if "chunks_waiting" in event:
                         backlog.refused.discard(event["doc_id"])
+                        if event.get("source") == "tool":  # not a file: nothing else wakes it
+                            backlog.wake()
             _count(outcome, stats, write_ms, len(work), on_event)
             if after_commit is not None:
                 after_commit()
