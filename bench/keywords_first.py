@@ -89,16 +89,19 @@ def _probe(db: Path, marker: str, last: str) -> dict[str, Any]:
     return out
 
 
-def findable(folder: Path, last: str, db: Path, follow_s: float, timeout_s: float
-             ) -> dict[str, Any]:
-    """Part 1 with this checkout: `pocketmcp watch` until the last file is found by keywords,
-    then `follow_s` seconds more of embedding."""
+def findable(folder: Path, last: str, db: Path, follow_s: float, timeout_s: float,
+             code: Path | None = None) -> dict[str, Any]:
+    """Part 1 with this checkout (or the one at `code`, run with this interpreter):
+    `pocketmcp watch` until the last file is found by keywords, then `follow_s` seconds more
+    of embedding."""
     env = {**os.environ, "WATCH_DIR": str(folder), "SQLITE_PATH": str(db), "LOG_LEVEL": "error"}
+    if code is not None:
+        env["PYTHONPATH"] = str(code)
     marker = "kwmark" + Path(last).stem[1:] + "z"
     started = time.perf_counter()
     child = subprocess.Popen([sys.executable, "-m", "pocketmcp", "watch"], env=env,
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+                             stderr=subprocess.DEVNULL, cwd=code)
     result: dict[str, Any] = {}
     try:
         while time.perf_counter() - started < timeout_s:
@@ -203,8 +206,12 @@ def main() -> None:
                         help="SciFact abstracts for part 2 (0: skip)")
     parser.add_argument("--other", type=Path, default=Path(__file__).resolve().parents[2] / "r",
                         help="the previous code's checkout, with its .venv (part 2)")
+    parser.add_argument("--base", type=Path, default=None,
+                        help="a checkout of earlier code whose part 1 is measured too, "
+                             "alternating with this one (same interpreter and packages)")
     parser.add_argument("--repeats", type=int, default=1,
-                        help="alternating runs of each code in part 2 (the best is kept)")
+                        help="alternating runs of each code in part 2, and in part 1 with --base "
+                             "(the best is kept)")
     add_result_args(parser, "keywords_first")
     args = parser.parse_args()
     results: dict[str, Any] = {"load_1min_before": load_1min()}
@@ -214,7 +221,27 @@ def main() -> None:
             folder = base / "notes"
             folder.mkdir()
             last = write_notes(folder, args.notes)
-            part = findable(folder, last, base / "notes.db", args.follow, timeout_s=900)
+            runs: list[dict[str, Any]] = []
+            before: list[dict[str, Any]] = []
+            for i in range(args.repeats if args.base is not None else 1):
+                if args.base is not None:  # alternating: the earlier code, then this one
+                    before.append(findable(folder, last, base / f"base{i}.db", args.follow,
+                                           timeout_s=900, code=args.base))
+                runs.append(findable(folder, last, base / f"this{i}.db", args.follow,
+                                     timeout_s=900))
+            part = min(runs, key=lambda r: r["found_cpu_s"])
+            if before:
+                least = min(before, key=lambda r: r["found_cpu_s"])
+                results["findable_base"] = {
+                    "code": str(args.base), "runs": before, "this_runs": runs,
+                    "cpu_ratio": round(least["found_cpu_s"] / part["found_cpu_s"], 3),
+                    "wall_ratio": round(min(r["found_s"] for r in before)
+                                        / min(r["found_s"] for r in runs), 3)}
+                print(f"findable with {args.base}: found after "
+                      f"{[r['found_s'] for r in before]} s, "
+                      f"{[r['found_cpu_s'] for r in before]} CPU s; this code "
+                      f"{[r['found_s'] for r in runs]} s, "
+                      f"{[r['found_cpu_s'] for r in runs]} CPU s", flush=True)
             results["findable"] = {"notes": args.notes, "last_file": last, **part}
             print(f"findable: {args.notes} notes, {part['chunks']} chunks; the last file "
                   f"found by keywords after {part['found_s']} s (scan done at "

@@ -155,6 +155,7 @@ class PreparedDoc(msgspec.Struct, frozen=True):
     chunks: tuple[Chunk, ...]
     vectors: bytes  # float32, len(chunks) x dim, row-major
     reused: int = 0  # vectors taken from the index instead of the model
+    waiting: bool = False  # no vectors yet: written for keywords, embedded once written
 
 
 class Written(msgspec.Struct, frozen=True):

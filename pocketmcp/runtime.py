@@ -290,8 +290,10 @@ class Runtime:
         host = await services.hosts.get(db_name)
         assert self._tg is not None
         writes = await host.writes(self._tg)
+        fed = host.pipeline is not None and host.pipeline.feed == "follow"
         return Writing(host.index, writes, Preparer(
-            services.chunker, services.embedder, most=self.config.max_chunks_per_doc))
+            services.chunker, services.embedder, most=self.config.max_chunks_per_doc,
+            defer=fed))  # a provider that is down: its embedder takes the vectors later
 
     async def create_database(self, name: str) -> tuple[str, bool]:
         """Make sure database `name` exists; (its file or Postgres schema, whether this

@@ -23,8 +23,10 @@ def _print(result: BaseModel, as_json: bool, text: str) -> None:
 
 async def export(config: Config, args: argparse.Namespace) -> int:
     result = await archive.export(config.main_place(), Path(args.file))
+    waiting = (f"; {result.chunks_waiting} chunks waited for their vectors and were exported "
+               "without them" if result.chunks_waiting else "")
     _print(result, args.json, f"exported {result.documents} documents ({result.chunks} "
-                              f"chunks, {result.bytes} bytes) to {result.path}")
+                              f"chunks, {result.bytes} bytes) to {result.path}{waiting}")
     return 0
 
 
@@ -44,6 +46,9 @@ async def restore(config: Config, args: argparse.Namespace) -> int:
                                            roots=config.ingest_settings().roots())
     how = "vectors reused" if result.same_model else (
         f"another model: {result.chunks_embedded} chunks embedded again")
+    if result.chunks_waiting:
+        how += (f"; {result.chunks_waiting} chunks wait for their vectors (found by keywords "
+                "until then): a running server embeds them, or `pocketmcp index`")
     _print(result, args.json, f"imported {result.documents} documents ({result.chunks} "
                               f"chunks, {how}) into {config.main_place().describe()}")
     return 0

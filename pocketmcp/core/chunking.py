@@ -100,6 +100,7 @@ class Chunker:
         heading_starts, heading_paths = sections(text)
         window = WINDOW_CHUNKS * self.size
         out: list[tuple[int, str, str]] = []  # (start, text, section path)
+        counted: dict[str, int] = {}  # tokens of texts measured already: not measured again
         whole = True
         for begin, end in _blocks(text, heading_starts):
             pos = begin
@@ -109,7 +110,7 @@ class Chunker:
                     if stop():  # a piece of a pathological text can take a while
                         return (), 0
                     path = self._path_at(pos + start, piece, heading_starts, heading_paths)
-                    out.extend(self._fit(pos + start, piece, path))
+                    out.extend(self._fit(pos + start, piece, path, counted))
                 pos = cut
             if pos < end:
                 whole = False
@@ -118,7 +119,10 @@ class Chunker:
             out, whole = out[:most], False
         prefixes = [_prefix(piece, path) for _, piece, path in out]
         cleaned = [markdown.clean(piece) for _, piece, _ in out]
-        counts = self.count([p + c for p, c in zip(prefixes, cleaned, strict=True)])
+        texts = [p + c for p, c in zip(prefixes, cleaned, strict=True)]
+        new = [t for t in texts if t not in counted]
+        counted.update(zip(new, self.count(new), strict=True))
+        counts = [counted[t] for t in texts]
         chunks = tuple(
             Chunk(idx=i, start=start, end=start + len(piece), text=piece, tokens=tokens,
                   sha256=sha256(prefix + body), section=path, prefix=prefix,
@@ -143,10 +147,14 @@ class Chunker:
             path = " > ".join(words)[-400:]
         return path
 
-    def _fit(self, start: int, piece: str, path: str) -> list[tuple[int, str, str]]:
-        """The piece, cut again by tokens if it and its path exceed the window."""
+    def _fit(self, start: int, piece: str, path: str, counted: dict[str, int]
+             ) -> list[tuple[int, str, str]]:
+        """The piece, cut again by tokens if it and its path exceed the window (its tokens
+        noted in `counted` when it fits)."""
         prefix = _prefix(piece, path)
-        if self.count([prefix + piece])[0] <= self.max_tokens:
+        tokens = self.count([prefix + piece])[0]
+        if tokens <= self.max_tokens:
+            counted[prefix + piece] = tokens
             return [(start, piece, path)]
         budget = self.max_tokens - SPECIAL_TOKENS - (
             self.count([prefix])[0] - SPECIAL_TOKENS if prefix else 0)

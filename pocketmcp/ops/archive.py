@@ -9,19 +9,25 @@ The export format (`pocketmcp export FILE`) is JSON Lines, UTF-8, one object a l
    [{"target", "key", "kind"}], "content", "sha256", "size_bytes", "mtime_ns",
    "first_indexed_at", "indexed_at", "chunks": [{"idx", "start", "end", "tokens", "sha256",
    "section", "vector"}]}`, where a chunk's text is `content[start:end]` and `vector` is its
-   embedding as little-endian float32, base64;
-3. a trailer: `{"type": "end", "documents": N, "chunks": M}`, so a cut-off file is noticed.
+   embedding as little-endian float32, base64, or null for a chunk written for keyword
+   search that still waits for its vector;
+3. a trailer: `{"type": "end", "documents": N, "chunks": M, "waiting": W}` (W of the M
+   chunks without a vector; older files leave it out: none), so a cut-off file is noticed.
 
 `pocketmcp import FILE` is all or nothing. Every line is checked before anything changes:
 the header, each document's ids (no control characters; `file:` paths relative without `..`;
 `path:` paths inside WATCH_DIR or ALLOWED_ROOTS), library, values (integers within 64 bits,
-dates), chunk offsets, vector sizes and finite values, and the end line's counts; the first
-problem is refused with its line number. The documents are then written through the index's
-writer in one transaction, so an import interrupted at any point (a signal, a full disk, a
-killed process) leaves the index as it was. The file's documents are held in memory until
-that transaction (about the size of the file). When the file's model is the index's, the
-stored vectors are used and nothing is embedded; otherwise each document is chunked and
-embedded again, IMPORT_BATCH documents at a time, before the transaction.
+dates), chunk offsets, vector sizes and finite values, and the end line's counts (documents,
+chunks, chunks without a vector); the first problem is refused with its line number. The
+documents are then written through the index's writer in one transaction, so an import
+interrupted at any point (a signal, a full disk, a killed process) leaves the index as it
+was. The file's documents are held in memory until that transaction (about the size of the
+file). When the file's model is the index's, the stored vectors are used and nothing is
+embedded; otherwise each document is chunked and embedded again, IMPORT_BATCH documents at a
+time, before the transaction. A document with a chunk that has no vector is written as
+keyword indexing writes one: searchable by its keywords at once, its chunks waiting (those
+whose text the index holds with a vector take that one), embedded by a running server or the
+next `pocketmcp index`.
 """
 
 from __future__ import annotations
@@ -67,15 +73,16 @@ def _line(doc: archive.StoredDoc) -> DocLine:
         size_bytes=doc.size_bytes, mtime_ns=doc.mtime_ns,
         first_indexed_at=doc.first_indexed_at, indexed_at=doc.indexed_at,
         chunks=[ChunkLine(c.idx, c.start, c.end, c.tokens, c.sha256, c.section,
-                          base64.b64encode(c.vector).decode()) for c in doc.chunks])
+                          None if c.vector is None else base64.b64encode(c.vector).decode())
+                for c in doc.chunks])
 
 
-def _write(reader: Reader, identity: Identity, out: Path) -> tuple[int, int, int]:
+def _write(reader: Reader, identity: Identity, out: Path) -> tuple[int, int, int, int]:
     """Every document `reader` sees, as one snapshot, to `out` (blocking): (documents,
-    chunks, bytes written)."""
+    chunks, chunks waiting for their vectors, bytes written)."""
     partial = out.with_name(out.name + ".partial")
     encoder = msgspec.json.Encoder()
-    docs = chunks = 0
+    docs = chunks = waiting = 0
     try:
         with reader.snapshot(), open(partial, "wb") as handle:
             handle.write(encoder.encode(Header(FORMAT, VERSION, identity.model, identity.dim,
@@ -85,13 +92,14 @@ def _write(reader: Reader, identity: Identity, out: Path) -> tuple[int, int, int
                 handle.write(encoder.encode(_line(doc)) + b"\n")
                 docs += 1
                 chunks += len(doc.chunks)
-            handle.write(encoder.encode(EndLine(docs, chunks)) + b"\n")
+                waiting += sum(1 for c in doc.chunks if c.vector is None)
+            handle.write(encoder.encode(EndLine(docs, chunks, waiting)) + b"\n")
         partial.replace(out)
     except OSError as exc:
         raise StoreError(f"cannot write {out}: {exc}") from exc
     finally:
         partial.unlink(missing_ok=True)
-    return docs, chunks, out.stat().st_size
+    return docs, chunks, waiting, out.stat().st_size
 
 
 def _identity(place: Place, out: Path) -> Identity:
@@ -112,11 +120,12 @@ async def export(place: Place, out: Path) -> ExportResult:
     identity = await anyio.to_thread.run_sync(_identity, place, out)
     index = place.reader(identity.dim)
     try:
-        docs, chunks, size = await index.run(lambda reader: _write(reader, identity, out))
+        docs, chunks, waiting, size = await index.run(
+            lambda reader: _write(reader, identity, out))
     finally:
         index.close()
-    return ExportResult(path=str(out), documents=docs, chunks=chunks, bytes=size,
-                        elapsed_ms=round((time.perf_counter() - started) * 1000))
+    return ExportResult(path=str(out), documents=docs, chunks=chunks, chunks_waiting=waiting,
+                        bytes=size, elapsed_ms=round((time.perf_counter() - started) * 1000))
 
 
 # -- import ------------------------------------------------------------------------------------
@@ -132,12 +141,16 @@ def _record(doc: DocLine) -> DocRecord:
                      mtime_ns=doc.mtime_ns, facts=facts)
 
 
-def _prepared(doc: DocLine, vectors: list[bytes]) -> PreparedDoc:
-    """The document with its stored chunks and vectors, nothing embedded."""
+def _prepared(doc: DocLine, vectors: list[bytes | None]) -> PreparedDoc:
+    """The document with its stored chunks and vectors, nothing embedded; when a chunk has
+    no vector, the document is written waiting for them."""
     chunks = tuple(Chunk(idx=c.idx, start=c.start, end=c.end, text=doc.content[c.start:c.end],
                          tokens=c.tokens, sha256=c.sha256, section=c.section)
                    for c in doc.chunks)
-    return PreparedDoc(_record(doc), chunks, b"".join(vectors), reused=len(chunks))
+    known = [v for v in vectors if v is not None]
+    if len(known) < len(vectors):
+        return PreparedDoc(_record(doc), chunks, b"", waiting=True)
+    return PreparedDoc(_record(doc), chunks, b"".join(known), reused=len(chunks))
 
 
 def _read(path: Path, identity: Identity, roots: tuple[Path, ...]
@@ -153,7 +166,7 @@ def _read(path: Path, identity: Identity, roots: tuple[Path, ...]
     decoder = msgspec.json.Decoder(DocLine | EndLine)
     docs: list[PreparedDoc | DocRecord] = []
     ids: set[str] = set()
-    chunks = 0
+    chunks = waiting = 0
     ended: EndLine | None = None
     for number, line in numbered:
         try:
@@ -171,10 +184,13 @@ def _read(path: Path, identity: Identity, roots: tuple[Path, ...]
         ids.add(item.external_id)
         docs.append(_prepared(item, vectors) if same_model else _record(item))
         chunks += len(item.chunks)
-    if ended is None or (ended.documents, ended.chunks) != (len(docs), chunks):
+        waiting += vectors.count(None)
+    if ended is None or (ended.documents, ended.chunks, ended.waiting) != (
+            len(docs), chunks, waiting):
         raise InvalidRequest(
             f"{path} is cut short or altered: its end line is missing or does not match "
-            f"({len(docs)} documents and {chunks} chunks read); nothing was imported")
+            f"({len(docs)} documents and {chunks} chunks read, {waiting} of them without a "
+            "vector); nothing was imported")
     if same_model and header.dim != identity.dim:
         raise InvalidRequest(f"{path}: its vectors have {header.dim} dimensions, the index's "
                              f"{identity.dim}; nothing was imported")
@@ -187,7 +203,8 @@ async def import_file(open_writing: Open[Writing], path: Path, *, identity: Iden
     checked first (ids, paths, values, offsets, vectors, the end line's counts), then the
     documents are written in one transaction. Stored vectors are used when the export was
     made with the index's model, provider and prefixes (`identity`), else documents are
-    embedded again (before the transaction). Ingested files (`path:` ids) are accepted only
+    embedded again (before the transaction). Chunks exported without a vector are written
+    waiting for theirs, keyword-searchable at once. Ingested files (`path:` ids) are accepted only
     inside `roots`."""
     started = time.perf_counter()
     same_model, items = await anyio.to_thread.run_sync(_read, path, identity, roots)
@@ -199,11 +216,10 @@ async def import_file(open_writing: Open[Writing], path: Path, *, identity: Iden
         done = await writing.prepare.prepare(records[at:at + IMPORT_BATCH], writing.index)
         embedded += sum(len(p.chunks) - p.reused for p in done)
         ready += done
-    if ready:
-        await writing.writes.store(ready)
+    written = await writing.writes.store(ready) if ready else []
     return ImportResult(path=str(path), documents=len(ready),
                         chunks=sum(len(p.chunks) for p in ready), chunks_embedded=embedded,
-                        same_model=same_model,
+                        chunks_waiting=sum(w.waiting for w in written), same_model=same_model,
                         elapsed_ms=round((time.perf_counter() - started) * 1000))
 
 

@@ -146,8 +146,9 @@ def _count(value: int | None, what: str) -> None:
         raise Bad(f"{what} {value} is outside 0 to 2^63-1")
 
 
-def document(doc: DocLine, dim: int, roots: tuple[Path, ...]) -> list[bytes]:
-    """Check one document; its chunks' vectors, decoded (float32, little-endian)."""
+def document(doc: DocLine, dim: int, roots: tuple[Path, ...]) -> list[bytes | None]:
+    """Check one document; its chunks' vectors, decoded (float32, little-endian), None for
+    a chunk that waits for its vector."""
     _identity(doc, roots)
     for what, text in (("title", doc.title), ("content", doc.content), ("sha256", doc.sha256)):
         _no_nul(text, what)
@@ -162,7 +163,7 @@ def document(doc: DocLine, dim: int, roots: tuple[Path, ...]) -> list[bytes]:
             raise Bad(f"{what} {safe_text(when[:40])!r} is not a date (ISO 8601, years 1-9999)")
     _count(doc.size_bytes, "size_bytes")
     _count(doc.mtime_ns, "mtime_ns")
-    vectors = []
+    vectors: list[bytes | None] = []
     seen: set[int] = set()
     for chunk in doc.chunks:
         name = f"chunk {chunk.idx}"
@@ -175,6 +176,9 @@ def document(doc: DocLine, dim: int, roots: tuple[Path, ...]) -> list[bytes]:
         if not 0 <= chunk.tokens < 2**31:
             raise Bad(f"{name} has {chunk.tokens} tokens")
         _no_nul(chunk.section + chunk.sha256, name)
+        if chunk.vector is None:  # written for keywords: embedded once imported
+            vectors.append(None)
+            continue
         try:
             vector = base64.b64decode(chunk.vector, validate=True)
         except (ValueError, binascii.Error):

@@ -38,7 +38,7 @@ class ChunkLine(msgspec.Struct, frozen=True):
     tokens: int
     sha256: str
     section: str
-    vector: str
+    vector: str | None  # None (null): the chunk was written for keywords, its vector to come
 
 
 class DocLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="document"):
@@ -65,3 +65,4 @@ class DocLine(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="
 class EndLine(msgspec.Struct, frozen=True, tag_field="type", tag="end"):
     documents: int
     chunks: int
+    waiting: int = 0  # of the chunks, those without a vector (older files: none)

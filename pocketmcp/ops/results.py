@@ -280,6 +280,8 @@ class ExportResult(BaseModel):
     path: str
     documents: int
     chunks: int
+    chunks_waiting: int = Field(0, description="Chunks exported without a vector (written "
+                                "for keyword search, still waiting for theirs).")
     bytes: int
     elapsed_ms: int
 
@@ -289,6 +291,9 @@ class ImportResult(BaseModel):
     documents: int
     chunks: int
     chunks_embedded: int = Field(description="0 when the export's model is the index's.")
+    chunks_waiting: int = Field(0, description="Chunks written without a vector: found by "
+                                "their keywords until a running server or the next "
+                                "`pocketmcp index` embeds them.")
     same_model: bool
     elapsed_ms: int
 

@@ -125,13 +125,18 @@ def _apply_one(writer: StoreWriter, item: ToWriter, position: int, outcome: Outc
     elif isinstance(item, DocsSubmitted):
         results: list[Written] = []
         for prepared in item.docs:
-            written = writer.upsert(prepared.record, prepared.chunks, prepared.vectors)
+            # Without vectors: keywords now, the vectors when the embedder has them (newest
+            # first, as a file's: by its modification time, else now).
+            written = writer.upsert(
+                prepared.record, prepared.chunks, None if prepared.waiting else prepared.vectors,
+                rank=prepared.record.mtime_ns or time.time_ns())
             results.append(written)
             events.append({"event": "stored", "source": "tool",
                            "external_id": prepared.record.external_id,
                            "doc_id": written.doc_id, "status": written.status,
                            "chunks": written.chunks, "chunks_reused": prepared.reused,
-                           "chunks_removed": written.chunks_removed})
+                           "chunks_removed": written.chunks_removed,
+                           **({"chunks_waiting": written.waiting} if written.waiting else {})})
         outcome.answers[position] = results
     elif isinstance(item, ScanDone):  # the first scan: read-only processes learn it here
         writer.record_scan("done")

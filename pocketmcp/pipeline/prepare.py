@@ -4,7 +4,9 @@ The same steps as the chunker and embedder actors take for files, run in the cal
 (a tool waits for its own documents, not behind the folder's queue). Vectors of text that the
 target index already holds are reused by digest, as the embedder actor does. All texts are
 chunked (and refused over the limits) before any is embedded, so progress counts toward a
-known total.
+known total. When the index has an embedder running beside its writer (`defer`), an embedding
+provider that is down does not refuse the documents: those not embedded yet are written for
+keyword search, found at once, and their chunks wait for that embedder.
 """
 
 from __future__ import annotations
@@ -14,21 +16,26 @@ from functools import partial
 
 import numpy as np
 
+from pocketmcp import logs
 from pocketmcp.core.chunking import Chunker
 from pocketmcp.embed.base import Embedder
-from pocketmcp.errors import InvalidRequest
+from pocketmcp.errors import InvalidRequest, ProviderUnavailable
 from pocketmcp.messages import Chunk, DocRecord, PreparedDoc
 from pocketmcp.pipeline.chunker import split_capped
 from pocketmcp.pipeline.embedder import reuse
 from pocketmcp.store.api import Reader, ReadIndex
 
+log = logs.get("pocketmcp.prepare")
+
 Progress = Callable[[int, int | None, str], Awaitable[None]]  # done, total, message
 
 
 class Preparer:
-    def __init__(self, chunker: Chunker, embedder: Embedder, *, most: int) -> None:
+    def __init__(self, chunker: Chunker, embedder: Embedder, *, most: int,
+                 defer: bool = False) -> None:
         self.chunker = chunker
         self.most = most
+        self.defer = defer  # an embedder beside the writer takes what the provider cannot
         self.embedder = embedder
         self.batch_size = embedder.batching.size
 
@@ -44,17 +51,29 @@ class Preparer:
             vectors.append(np.zeros((len(chunks), self.embedder.dim), dtype=np.float32))
             missing.append(reuse(chunks, known, vectors[-1]))
         total, done = sum(len(m) for m in missing), 0
-        for chunks, found, todo in zip(split, vectors, missing, strict=True):
-            for start in range(0, len(todo), self.batch_size):
-                part = todo[start:start + self.batch_size]
-                found[part] = await self.embedder.embed_documents(
-                    [chunks[i].embed_text for i in part])
-                done += len(part)
-                if progress is not None:
-                    await progress(done, total, f"{done} of {total} chunks embedded")
-        return tuple(PreparedDoc(record, chunks, found.tobytes(), len(chunks) - len(todo))
-                     for record, chunks, found, todo in zip(records, split, vectors, missing,
-                                                            strict=True))
+        complete = [not todo for todo in missing]
+        try:
+            for at, (chunks, found, todo) in enumerate(zip(split, vectors, missing,
+                                                           strict=True)):
+                for start in range(0, len(todo), self.batch_size):
+                    part = todo[start:start + self.batch_size]
+                    found[part] = await self.embedder.embed_documents(
+                        [chunks[i].embed_text for i in part])
+                    done += len(part)
+                    if progress is not None:
+                        await progress(done, total, f"{done} of {total} chunks embedded")
+                complete[at] = True
+        except ProviderUnavailable as exc:
+            if not self.defer:
+                raise
+            log.warning("vectors_deferred", documents=complete.count(False),
+                        reason=f"{exc}; written for keyword search, their vectors follow "
+                               "when the provider answers")
+        return tuple(
+            PreparedDoc(record, chunks, found.tobytes(), len(chunks) - len(todo)) if whole
+            else PreparedDoc(record, chunks, b"", waiting=True)
+            for record, chunks, found, todo, whole in zip(records, split, vectors, missing,
+                                                          complete, strict=True))
 
     async def _chunks(self, record: DocRecord) -> tuple[Chunk, ...]:
         body = len(record.content) - record.facts.body_start

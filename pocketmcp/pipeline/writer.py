@@ -41,6 +41,7 @@ log = logs.get("pocketmcp.writer")
 
 EventHook = Callable[[dict[str, Any]], None]
 Request = DocsSubmitted | RemovalAsked
+GATHER_S = 0.05  # at most this long from a folder's first file to its transaction's commit
 
 
 def _answer(request: Request, answer: object) -> None:
@@ -54,10 +55,12 @@ async def write_index(
     stats: Stats, batch_files: int, on_event: EventHook | None = None,
     on_scan_done: Callable[[ScanDone], None] | None = None,
     after_commit: Callable[[], None] | None = None, backlog: Backlog | None = None,
+    gather_files: int = 0,
 ) -> None:
     """Commit what arrives until every sender has closed its end of `inbox`; `backlog`
     hears of documents written for keywords (their vectors are wanted) and of vectors
-    written."""
+    written. Up to `gather_files` of a folder's files are gathered for a transaction
+    (`_gather_s`)."""
 
     async def flush(items: list[ToWriter]) -> None:
         # The first scan's marker is recorded in the index, in the same transaction as what
@@ -97,6 +100,8 @@ async def write_index(
                 for event in outcome.events:
                     if "chunks_waiting" in event:
                         backlog.refused.discard(event["doc_id"])
+                        if event.get("source") == "tool":  # not a file: nothing else wakes it
+                            backlog.wake()
             _count(outcome, stats, write_ms, len(work), on_event)
             if after_commit is not None:
                 after_commit()
@@ -105,22 +110,31 @@ async def write_index(
                 on_scan_done(marker)
 
     pending: list[ToWriter] = []
+    since = 0.0  # when the first of `pending` came
     async with inbox:
         try:
             while True:
                 try:
                     item = inbox.receive_nowait()
                 except anyio.WouldBlock:
-                    if pending:
+                    wait = _gather_s(pending, since, gather_files)
+                    if pending and wait <= 0:
                         await flush(pending)
                         pending = []
                         continue
                     try:
-                        item = await inbox.receive()
+                        with anyio.fail_after(wait if pending else None):
+                            item = await inbox.receive()
+                    except TimeoutError:
+                        await flush(pending)
+                        pending = []
+                        continue
                     except anyio.EndOfStream:
                         break
                 except anyio.EndOfStream:
                     break
+                if not pending:
+                    since = time.perf_counter()
                 pending.append(item)
                 if len(pending) >= batch_files or isinstance(item, ScanDone):
                     await flush(pending)
@@ -133,6 +147,16 @@ async def write_index(
             # answered before the inbox closes, so no caller waits for a commit that will not
             # come. Nothing can arrive meanwhile: this runs without a checkpoint.
             _answer_stranded(pending, inbox)
+
+
+def _gather_s(pending: Sequence[ToWriter], since: float, most: int) -> float:
+    """How long to wait for more before committing `pending`: up to `most` of a folder's
+    files, chunked one after another, are gathered for up to GATHER_S into one transaction (a
+    commit costs about as much CPU as writing a short note); a tool's request goes at once."""
+    if not pending or len(pending) >= most or any(
+            isinstance(i, DocsSubmitted | RemovalAsked | ScanDone) for i in pending):
+        return 0.0
+    return GATHER_S - (time.perf_counter() - since)
 
 
 def _answer_stranded(pending: list[ToWriter],
@@ -187,6 +211,7 @@ class WriterActor:
         self.where = writer.where
         self.batch_files = batch_files
         self.on_event = on_event
+        self._queue_size = queue_size
         self._send, self._inbox = anyio.create_memory_object_stream[ToWriter](queue_size)
         self.requests = WriterInbox(self._send, self.where)
         self._repairing = False
@@ -234,7 +259,10 @@ class WriterActor:
                 await write_index(self._inbox, writer=self._writer, inflight=inflight,
                                   stats=stats, batch_files=self.batch_files,
                                   on_event=self.on_event, on_scan_done=on_scan_done,
-                                  after_commit=repair_if_needed, backlog=backlog)
+                                  after_commit=repair_if_needed, backlog=backlog,
+                                  # No more held than the inbox holds: files in flight stay
+                                  # bounded by the queues.
+                                  gather_files=min(self.batch_files, self._queue_size))
         except BaseExceptionGroup as group:  # a failed transaction, as callers expect it
             raise single(group) from None
 

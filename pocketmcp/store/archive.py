@@ -16,7 +16,7 @@ class StoredChunk(msgspec.Struct, frozen=True):
     tokens: int
     sha256: str
     section: str
-    vector: bytes  # float32, little-endian
+    vector: bytes | None  # float32, little-endian; None: the chunk waits for it
 
 
 class StoredDoc(msgspec.Struct, frozen=True, kw_only=True):

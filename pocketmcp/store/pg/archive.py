@@ -33,8 +33,9 @@ def documents(rows: Rows) -> Iterator[StoredDoc]:
         for doc_id, idx, start, end, tokens, sha, section, vector in rows(
                 "SELECT doc_id, idx, start_off, end_off, tokens, text_sha256, section, "
                 "embedding FROM chunks WHERE doc_id = ANY(%s) ORDER BY doc_id, idx", (ids,)):
-            chunks[doc_id].append(StoredChunk(idx, start, end, tokens, sha, section, np.asarray(
-                vector.to_numpy(), "<f4").tobytes()))
+            chunks[doc_id].append(StoredChunk(  # no embedding yet: the chunk waits for it
+                idx, start, end, tokens, sha, section,
+                None if vector is None else np.asarray(vector.to_numpy(), "<f4").tobytes()))
         links: dict[int, list[Link]] = {d: [] for d in ids}
         for doc_id, target, key, kind in rows(
                 "SELECT doc_id, target, key, kind FROM links WHERE doc_id = ANY(%s) "

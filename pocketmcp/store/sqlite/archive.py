@@ -32,8 +32,8 @@ Query = Callable[[str, Sequence[Any]], list[Any]]
 _DOC = ("SELECT doc_id, external_id, source, uri, title, library, metadata, properties, tags, "
         "created, modified, content, content_sha256, size_bytes, mtime_ns, created_at, "
         "updated_at FROM documents WHERE doc_id > ? ORDER BY doc_id LIMIT 1")
-_CHUNKS = ("SELECT chunk_id, idx, start_off, end_off, tokens, text_sha256, section FROM chunks "
-           "WHERE doc_id = ? ORDER BY idx")
+_CHUNKS = ("SELECT chunk_id, idx, start_off, end_off, tokens, text_sha256, section, waiting "
+           "FROM chunks WHERE doc_id = ? ORDER BY idx")
 
 
 def documents(query: Query, db_path: Path) -> Iterator[StoredDoc]:
@@ -48,14 +48,16 @@ def documents(query: Query, db_path: Path) -> Iterator[StoredDoc]:
          created, modified, content, sha, size, mtime, first, last) = rows[0]
         after = doc_id
         chunks = []
-        for chunk_id, idx, start, end, tokens, text_sha, section in query(
+        for chunk_id, idx, start, end, tokens, text_sha, section, waiting in query(
                 _CHUNKS, (doc_id,)):
-            found = query("SELECT embedding FROM vec_chunks WHERE chunk_id = ?",
-                                 (chunk_id,))
-            if not found:
-                raise StoreError(f"{db_path}: chunk {chunk_id} has no vector")
-            chunks.append(StoredChunk(idx, start, end, tokens, text_sha, section,
-                                      bytes(found[0][0])))
+            vector = None  # a chunk written for keywords waits for its vector
+            if not waiting:
+                found = query("SELECT embedding FROM vec_chunks WHERE chunk_id = ?",
+                              (chunk_id,))
+                if not found:
+                    raise StoreError(f"{db_path}: chunk {chunk_id} has no vector")
+                vector = bytes(found[0][0])
+            chunks.append(StoredChunk(idx, start, end, tokens, text_sha, section, vector))
         links = tuple(Link(t, k, kind) for t, k, kind in query(
             "SELECT target, key, kind FROM links WHERE doc_id = ? ORDER BY idx", (doc_id,)))
         yield StoredDoc(external_id=external_id, source=source, uri=uri, title=title,
