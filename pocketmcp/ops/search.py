@@ -298,7 +298,9 @@ def _exact_scores(reader: Reader, index: ReadIndex, chunk_ids: Sequence[int],
     """Cosine similarities from the stored float32 vectors (the vector file's are float16)."""
     ids, _, vectors = reader.vectors_by_ids(chunk_ids, index.dim)
     with one_blas_thread():  # a few rows: BLAS threads would cost far more (blas.py)
-        scores = vectors @ query
+        # Row by row: a matrix product's rounding of a row depends on the rows beside it,
+        # so a chunk's score would change with the others asked for (or their order).
+        scores = np.vecdot(vectors, query)
     return dict(zip(ids.tolist(), scores.tolist(), strict=True))
 
 

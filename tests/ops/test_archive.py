@@ -68,6 +68,9 @@ async def _source(tmp_path: Path, env: dict[str, str] | None = None
         await Tools(rt)("upsert_documents", docs=[
             {"text": "---\ntags: [food]\n---\nSoup with leeks and potatoes. [[Budget]]",
              "external_id": "soup", "metadata": {"course": "starter"}}])
+        with anyio.fail_after(60):  # keywords come first, vectors follow: all of them here
+            while (await Tools(rt)("status"))["chunks_waiting"]:  # noqa: ASYNC110 - no event
+                await anyio.sleep(0.05)
         before = await _snapshot(rt)
         exported = await archive.export(config.main_place(), tmp_path / "export.jsonl")
     assert (exported.documents, exported.chunks) == (7, 7)

@@ -64,8 +64,9 @@ async def test_a_folder_of_mixed_formats_is_searchable_and_hostile_files_are_con
 
     # Everything in the folder is offered to the indexer, known formats or not.
     async with mcp_session(tmp_path, INCLUDE_GLOBS="**/*", **LIMITS) as session:
-        status = await until(lambda: call(session, "status"),
-                             lambda s: s["initial_indexing_done"], seconds=120)
+        # Keywords come first, vectors follow: the searches by meaning below need them all.
+        status = await until(lambda: call(session, "status"), lambda s: s[
+            "initial_indexing_done"] and s["chunks_waiting"] == 0, seconds=120)
         assert status["documents"] == 5, status
         assert (await paths_for(session, "collimate the telescope mirror"))[0] == \
             "papers/telescope.pdf"
@@ -89,7 +90,7 @@ async def test_a_folder_of_mixed_formats_is_searchable_and_hostile_files_are_con
         scoped = await call(session, "search", {"query": "sourdough starter rye",
                                                 "library": "papers", "top_k": 10,
                                                 "score_threshold": 0})
-        assert scoped["matches"] and {m["library"] for m in scoped["matches"]} == {"papers"}
+        assert scoped["matches"] and {m["library"] for m in scoped["matches"]} == {"papers"}, scoped
         listed = await call(session, "list_documents", {"library": "web"})
         assert [d["path"] for d in listed["documents"]] == ["web/bread.html"]
 

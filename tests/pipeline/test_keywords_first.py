@@ -75,6 +75,25 @@ async def test_a_search_in_the_gap_finds_notes_by_keywords_and_says_vectors_wait
         assert (await Tools(rt)("status"))["chunks_waiting"] == 0
 
 
+async def test_a_lone_note_waiting_for_its_vector_is_found_by_a_longer_question(
+        tmp_path: Path) -> None:
+    """The only note in an index shares every word it matches with all the notes there are:
+    BM25 gives it next to nothing, under the default score threshold. It is still shown,
+    with notices saying why, not an empty list."""
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "bikes.md").write_text("# Bicycles\n\nPatch the inner tube of a tyre.\n")
+    first = run_cli(tmp_path, "index", "--keywords-first", "--json", "--progress", "off")
+    assert first.returncode == 0, first.stderr
+    config = make_config(tmp_path, {"SQLITE_PATH": str(tmp_path / "idx" / "index.db")})
+    async with running(config, READING) as rt:
+        found = await _search(rt, "repair a punctured bicycle tyre", top_k=3)
+        assert [m["path"] for m in found["matches"]] == ["bikes.md"], found
+        assert found["matches"][0]["vector_score"] is None
+        assert "no match reached score_threshold 0.2" in found["notice"]
+        assert "1 chunks still wait for their vectors" in found["notice"]
+
+
 def _pg_or_sqlite(request: pytest.FixtureRequest, tmp_path: Path,
                   server: ProviderServer) -> Config:
     if request.param == "sqlite":

@@ -91,6 +91,19 @@ def test_float16_scores_are_the_products_of_the_float16_rows() -> None:
     assert np.abs(inside - exact).max() < 1e-6
 
 
+def test_a_rows_float16_score_is_the_same_whatever_rows_are_scored_with_it() -> None:
+    """A copy of an index numbers its chunks anew, so a chunk is scored beside other rows:
+    its score must not change with them (a matrix product's rounding does)."""
+    rng = np.random.default_rng(7)
+    f16 = rng.normal(0, 0.05, (40, 384)).astype(np.float16)
+    query = rng.normal(0, 0.05, 384).astype(np.float32)
+    every = scan.dot16(f16, np.arange(40, dtype=np.int64), query)
+    for lo in range(40):
+        for hi in (lo + 1, min(40, lo + 3), min(40, lo + 7), 40):
+            some = scan.dot16(f16, np.arange(lo, hi, dtype=np.int64), query)
+            assert np.array_equal(some, every[lo:hi]), (lo, hi)
+
+
 def test_float16_scores_are_the_same_with_faiss_widening_the_rows_or_numpy(
         monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(6)

@@ -13,7 +13,8 @@ document frequencies and average length come from), every row ever inserted: its
 cannot take theirs off. The keyword rows of waiting chunks, written once more with their
 vectors, would count twice, and BM25 over a folder indexed in two stages would differ from
 one indexed in one. So what those rows added is noted (`fts_debt` in meta) when they go,
-and taken off the totals at the start of the next transaction, before FTS5 reads them.
+and taken off the totals in a transaction of their own right after (`settle_keywords`,
+before FTS5 reads them), so searches never see them, nor an exported copy's totals differ.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class StagedWrites:
     """Mixed into SqliteWriter, whose connection and chunk writing it uses."""
 
     dim: int
+    owes_keywords = False  # keyword rows deleted and their totals not yet settled
 
     def _sql(self, sql: str, args: Sequence[Any] = ()) -> Any:
         raise NotImplementedError
@@ -111,10 +113,12 @@ class StagedWrites:
         self._many("DELETE FROM chunks_fts WHERE rowid = ?", [(i,) for i in waiting])
         self._sql("INSERT OR REPLACE INTO meta VALUES (?, ?)",
                   (DEBT_KEY, json.dumps([rows, columns])))
+        self.owes_keywords = True
 
     def settle_keywords(self) -> None:
         """Take what deleted keyword rows of waiting chunks added off chunks_fts's totals;
         first thing in a transaction, before FTS5 loads them."""
+        self.owes_keywords = False
         rows, columns = _debt(self._sql)
         if not rows:
             return

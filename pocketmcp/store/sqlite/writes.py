@@ -115,7 +115,11 @@ class SqliteWriter(StagedWrites):
         writer out, so `keys` need no locks of their own and nothing is retried."""
         with self.transaction():
             self.settle_keywords()
-            return work()
+            done = work()
+        if self.owes_keywords:  # FTS5 saved its totals at the commit: correct them now
+            with self.transaction():
+                self.settle_keywords()
+        return done
 
     @property
     def commits(self) -> int:

@@ -265,7 +265,9 @@ def dot16(f16: npt.NDArray[np.float16], rows: I64, query: F32) -> F32:
                 wide = widen_f16(faiss, f16.take(part, axis=0))
             else:
                 wide = _F16_TO_F32.take(bits.take(part, axis=0))
-            np.matmul(wide, query, out=out[lo:lo + len(part)])
+            # Row by row (not a matrix product, whose rounding of a row depends on the rows
+            # beside it): a chunk scores the same whatever else is scored with it.
+            np.vecdot(wide, query, out=out[lo:lo + len(part)])
     return out
 
 
