@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from functools import partial
+from typing import Any
 
 import anyio
 import msgspec
@@ -177,12 +178,23 @@ async def gather(reading: Reading, query: str, *, mode: Mode, depth: int,
     return stage, (query_vector[0] if query_vector else None), notice
 
 
-async def _ranked(reading: Reading, query: str, *, top_k: int, scope: Scope | None = None,
-                  score_threshold: float | None = None, mode: Mode = "hybrid",
-                  unique_docs: bool = False, context: int = 0,
-                  params: Params = DEFAULT_PARAMS, exact: bool = False,
-                  per_doc: int = 0, fallback: bool = True, strict: bool = False
+async def _ranked(reading: Reading, query: str, **kw: Any
                   ) -> tuple[list[_Hit], str | None, str | None]:
+    """`_ranked_once`, again (twice at most) when chunks it ranked were written anew, under
+    new ids, between its stages and its rows (a document getting its vectors)."""
+    for _ in range(3):
+        hits, notice, pending, gone = await _ranked_once(reading, query, **kw)
+        if not gone:
+            break
+    return hits, notice, pending
+
+
+async def _ranked_once(reading: Reading, query: str, *, top_k: int,
+                       scope: Scope | None = None, score_threshold: float | None = None,
+                       mode: Mode = "hybrid", unique_docs: bool = False, context: int = 0,
+                       params: Params = DEFAULT_PARAMS, exact: bool = False,
+                       per_doc: int = 0, fallback: bool = True, strict: bool = False
+                       ) -> tuple[list[_Hit], str | None, str | None, bool]:
     """The best hits, a notice when they are keyword hits only because the query could
     not be embedded, and one when chunks wait for their vectors (ops/pending.py); with
     `exact`, vector scores come from the stored float32 vectors (a
@@ -218,6 +230,7 @@ async def _ranked(reading: Reading, query: str, *, top_k: int, scope: Scope | No
     base = background_of(stage, params)
     stat_cache: dict[int, bool | None] = {}
     removed = floor.Removed(score_threshold or 0.0)
+    gone: list[int] = []  # ranked, then written again by a commit before their rows were read
 
     def stale_of(row: HitRow) -> bool | None:
         if row.doc_id not in stat_cache:  # one stat per document, in this worker thread
@@ -233,6 +246,7 @@ async def _ranked(reading: Reading, query: str, *, top_k: int, scope: Scope | No
         looked_up = _exact_scores(reader, index, missing, query_vector) if (
             missing and query_vector is not None) else {}
         rows = reader.hits(order)  # gone since the stages ran: not there, and skipped
+        gone.extend(c for c in order if c not in rows)
         kept: list[tuple[int, float]] = []
         spans: dict[int, list[list[int]]] = {}  # doc -> [first, last, place in kept]
         for chunk_id in order:
@@ -290,7 +304,7 @@ async def _ranked(reading: Reading, query: str, *, top_k: int, scope: Scope | No
         reading.require_complete()
     if removed.under and not any(h.score >= removed.threshold for h in hits):
         notice = floor.joined(notice, floor.notice(removed, len(hits)))
-    return hits, notice, pending_notice(waiting_count, asked)
+    return hits, notice, pending_notice(waiting_count, asked), bool(gone)
 
 
 def _exact_scores(reader: Reader, index: ReadIndex, chunk_ids: Sequence[int],

@@ -101,6 +101,7 @@ def _apply_one(writer: StoreWriter, item: ToWriter, position: int, outcome: Outc
         written = writer.upsert(doc_record_of(item), item.chunks, None, rank=rank_of(doc))
         events.append({
             "event": "inserted" if written.status == "inserted" else "updated",
+            "status": written.status,  # "unchanged": the same text, written again
             "path": doc.rel, "doc_id": written.doc_id, "chunks": written.chunks,
             # Chunks whose text the index held already have their vectors at once.
             "chunks_reused": written.chunks - written.waiting,

@@ -66,8 +66,11 @@ def test_a_search_from_another_directory_marks_no_file_stale_until_one_changes(
 async def _editors_server(entry: dict[str, Any], home: Path, cwd: Path) -> str:
     """Start the server as the editor would from its entry, wait for its first scan, stop
     it; its log."""
+    # SHARE=off: this process serves itself, its log the one read here, and no shared server
+    # is left running after the test (the relay to one has its own tests, test_sharing.py).
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home),
-           "XDG_DATA_HOME": str(home / ".local" / "share"), **entry.get("env", {})}
+           "XDG_DATA_HOME": str(home / ".local" / "share"), "SHARE": "off",
+           **entry.get("env", {})}
     for key in ("POCKETMCP_CACHE", "XDG_CACHE_HOME", "PYTHONPATH"):
         if key in os.environ:
             env[key] = os.environ[key]

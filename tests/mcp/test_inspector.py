@@ -33,6 +33,9 @@ def _cli(inspector: Path, tmp_path: Path, *method: str) -> dict:
     done = subprocess.run(
         [str(inspector), "--cli", "-e", f"WATCH_DIR={tmp_path / 'kb'}",
          "-e", f"SQLITE_PATH={tmp_path / 'index.db'}", "-e", f"HOME={Path.home()}",
+         # Its own server for each call, as the other tests run (tests/conftest.py): no
+         # shared server left running after the test.
+         "-e", "SHARE=off",
          sys.executable, "-m", "pocketmcp", *method],
         capture_output=True, text=True, timeout=120,
     )
@@ -47,6 +50,14 @@ def test_the_inspector_lists_calls_and_reads(inspector: Path, tmp_path: Path) ->
     (kb / "bikes.md").write_text("# Bikes\n\nOil the chain after riding in the rain.\n")
     tools = _cli(inspector, tmp_path, "--method", "tools/list")
     assert {t["name"] for t in tools["tools"]} >= {"search", "status", "reindex"}
+    # Keywords first, vectors after: a chunk is written anew when its vector comes, so the
+    # search and the read of its resource come once no chunk waits (each call's server
+    # goes on embedding from where the last one stopped).
+    for _ in range(20):
+        status = _cli(inspector, tmp_path, "--method", "tools/call", "--tool-name", "status")
+        if status["structuredContent"]["chunks_waiting"] == 0:
+            break
+    assert status["structuredContent"]["chunks_waiting"] == 0
     found = _cli(inspector, tmp_path, "--method", "tools/call", "--tool-name", "search",
                  "--tool-arg", "query=caring for basil", "--tool-arg", "top_k=2")
     top = found["structuredContent"]["matches"][0]

@@ -168,7 +168,10 @@ async def test_search_filters_by_document_and_path_and_threshold(tmp_path: Path)
     (kb / "notes" / "bread.md").write_text(A)
     (kb / "infra.md").write_text(B)
     async with mcp_session(tmp_path) as session:
-        await until(lambda: call(session, "status"), lambda s: s["initial_indexing_done"])
+        # Keywords come first, vectors after: a match by meaning alone (no shared word)
+        # needs the vectors, so wait until no chunk waits for its vector.
+        await until(lambda: call(session, "status"),
+                    lambda s: s["initial_indexing_done"] and s["chunks_waiting"] == 0)
         only_notes = await call(session, "search", {
             "query": "kubernetes", "filter": {"path_glob": "notes/**"}, "score_threshold": 0})
         assert [m["path"] for m in only_notes["matches"]] == ["notes/bread.md"]

@@ -1,0 +1,53 @@
+"""A search that meets a document getting its vectors: the document's chunks are written
+anew (new ids) between the search's stages and its reading of their rows, and the search
+still finds it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from support.fake_embedder import FakeEmbedder
+from support.mcp_harness import until
+from support.runtime import fake, make_config, running
+from support.tools import Tools
+
+from pocketmcp.ops import search
+from pocketmcp.plans import Plan
+
+
+async def test_a_search_during_a_vector_commit_still_finds_the_document(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = make_config(tmp_path)
+    (config.watch_dir / "old.md").write_text("# Old\n\nAn old note about launch checklists.\n")
+    (config.watch_dir / "tea.md").write_text("# Tea\n\nTea is brewed cooler than coffee.\n")
+    ranked = anyio.Event()  # the search's stages have run: vectors may come now
+    embed = FakeEmbedder.embed_documents
+
+    async def held(self: FakeEmbedder, texts: list[str]) -> Any:
+        await ranked.wait()
+        return await embed(self, texts)
+
+    monkeypatch.setattr(FakeEmbedder, "embed_documents", held)
+    async with running(config, Plan(feed="scan", keep_serving=True),
+                       embedding=fake(config)) as rt:
+        assert rt.pipeline is not None
+        with anyio.fail_after(60):
+            await rt.pipeline.scan_done.wait()
+        tools = Tools(rt)
+        assert (await tools("status"))["chunks_waiting"] == 2
+        gather = search.gather
+
+        async def then_vectors(*args: Any, **kw: Any) -> Any:
+            staged = await gather(*args, **kw)
+            if not ranked.is_set():  # the first ranking only: vectors committed after it
+                ranked.set()
+                await until(lambda: tools("status"), lambda s: s["chunks_waiting"] == 0, 60)
+            return staged
+
+        monkeypatch.setattr(search, "gather", then_vectors)
+        [match] = await tools.search("launch checklists", top_k=1,
+                                     filter={"path_glob": "old.md"})
+        assert match["path"] == "old.md" and match["vector_score"] is not None
