@@ -59,7 +59,7 @@ async def run(config: Config, args: argparse.Namespace) -> int:
     try:
         result = await search(threshold)
         best = None
-        if not result.matches and threshold > 0 and not result.notice:
+        if not result.matches and threshold > 0:
             best = await search(0, top_k=1)  # why nothing passed: the best there was
     finally:
         await search.aclose()
@@ -136,7 +136,7 @@ class Searcher:
         return await search(self._reading, args.query, top_k=top_k, mode=args.mode,
                             unique_docs=args.unique_docs, scope=self.scope,
                             max_per_doc=args.max_per_doc, score_threshold=threshold,
-                            dates=True)
+                            strict_threshold=True, dates=True)  # run() says why none passed
 
     async def aclose(self) -> None:
         await self._opened.aclose()
@@ -153,7 +153,7 @@ async def ask_server(server: Published, token: Secret, args: argparse.Namespace,
     arguments: dict[str, object] = {
         "query": args.query, "top_k": top_k, "mode": args.mode,
         "unique_docs": args.unique_docs, "max_per_doc": args.max_per_doc,
-        "library": args.library, "score_threshold": threshold,
+        "library": args.library, "score_threshold": threshold, "strict_threshold": True,
         "filter": filter_of(args).model_dump(exclude_none=True) or None}
     try:
         answer = await call_tool(server.mcp_url, token, "search", arguments)
