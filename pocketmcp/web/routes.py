@@ -114,10 +114,12 @@ def routes(rt: Runtime, logins: Logins) -> list[BaseRoute]:
             if query:
                 flt = SearchFilter.model_validate({"path_glob": path}) if path else None
                 scope = Scope.of(flt, library)
-                # The search tool's default threshold: no hit that would score as noise.
+                # The search tool's default threshold: no hit that would score as noise
+                # (strict: the page says "0 matches" rather than show hits under it).
                 found = await search.search(await rt.reading(), query[:4000], top_k=TOP_K,
                                             scope=scope, mode=mode,
-                                            score_threshold=search.SCORE_THRESHOLD)
+                                            score_threshold=search.SCORE_THRESHOLD,
+                                            strict_threshold=True, dates=True)
                 values["matches"] = safe(found.model_dump())["matches"]
         except PocketError as exc:
             values["error"] = f"{exc.code}: {exc}"

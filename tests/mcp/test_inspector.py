@@ -50,14 +50,15 @@ def test_the_inspector_lists_calls_and_reads(inspector: Path, tmp_path: Path) ->
     (kb / "bikes.md").write_text("# Bikes\n\nOil the chain after riding in the rain.\n")
     tools = _cli(inspector, tmp_path, "--method", "tools/list")
     assert {t["name"] for t in tools["tools"]} >= {"search", "status", "reindex"}
-    # Keywords first, vectors after: a chunk is written anew when its vector comes, so the
-    # search and the read of its resource come once no chunk waits (each call's server
-    # goes on embedding from where the last one stopped).
-    for _ in range(20):
-        status = _cli(inspector, tmp_path, "--method", "tools/call", "--tool-name", "status")
-        if status["structuredContent"]["chunks_waiting"] == 0:
-            break
-    assert status["structuredContent"]["chunks_waiting"] == 0
+    # Keywords first, vectors after: a chunk is written anew when its vector comes, and each
+    # call below runs a server of its own that exits at once. `pocketmcp index` (which returns
+    # once every chunk has its vector) fills the index first, so the search and the read of
+    # its resource meet the same rows.
+    indexed = subprocess.run(
+        [sys.executable, "-m", "pocketmcp", "index", "--progress", "off"],
+        env={**os.environ, "WATCH_DIR": str(kb), "SQLITE_PATH": str(tmp_path / "index.db")},
+        capture_output=True, text=True, timeout=300)
+    assert indexed.returncode == 0, indexed.stderr[-2000:]
     found = _cli(inspector, tmp_path, "--method", "tools/call", "--tool-name", "search",
                  "--tool-arg", "query=caring for basil", "--tool-arg", "top_k=2")
     top = found["structuredContent"]["matches"][0]

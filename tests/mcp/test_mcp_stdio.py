@@ -73,6 +73,10 @@ async def test_the_seven_acceptance_steps(tmp_path: Path) -> None:
                             lambda r: bool(r["matches"])
                             and "Rye flour" in r["matches"][0]["preview"])
         assert first["matches"][0]["path"] == "a.md"
+        # A chunk keeps its row once its vector is written (until then it is found by its
+        # keywords, and written again with the vector).
+        await until(lambda: call(session, "status"), lambda s: s["chunks_waiting"] == 0)
+        first = await call(session, "search", {"query": "rye flour", "top_k": 1})
         save(kb / "a.md", A + "\nRye flour makes the starter livelier.\n")
         (kb / "c.md").write_text("# Marker\n\nA note written after the unchanged save.\n")
         await until(lambda: call(session, "status"), lambda s: s["documents"] == 3)
