@@ -20,7 +20,7 @@ from pocketmcp.plans import Status
 from pocketmcp.store.api import ReadIndex
 
 if TYPE_CHECKING:
-    from pocketmcp.ops.results import ServingStatus
+    from pocketmcp.ops.status_results import ServingStatus
 
 log = logs.get("pocketmcp.runtime")
 
@@ -118,7 +118,7 @@ class Readiness:
 def serving_status(readiness: Readiness, embedder: object | None) -> ServingStatus:
     """How this process serves, its clients, the model's state and the memory it holds."""
     from pocketmcp.embed.keeper import rss_mib
-    from pocketmcp.ops.results import ServingStatus  # pydantic's models: when asked for
+    from pocketmcp.ops.status_results import ServingStatus  # pydantic's models: when asked for
 
     # The built-in model has a state (embed/keeper.py); a remote provider's client has none.
     state = getattr(embedder, "model_state", None)

@@ -54,7 +54,7 @@ from pocketmcp.store.registry import check_name
 # first asked for, so a stdio server's runtime starts booting before they load.
 if TYPE_CHECKING:
     from pocketmcp.ops.index import Rescanner
-    from pocketmcp.ops.results import HealthResult, IndexProgress, StatusResult
+    from pocketmcp.ops.status_results import HealthResult, IndexProgress, StatusResult
 
 log = logs.get("pocketmcp.runtime")
 

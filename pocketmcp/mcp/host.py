@@ -33,7 +33,7 @@ from pocketmcp.runtime import Runtime, on_signals, open_runtime
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
-    from pocketmcp.ops.results import HealthResult
+    from pocketmcp.ops.status_results import HealthResult
     from pocketmcp.web.auth import Logins
 
 # Time allowed to drain work in flight once the client has gone or SIGTERM arrived.

@@ -47,7 +47,7 @@ from pocketmcp.core.safe import safe_text
 from pocketmcp.errors import ConfigError
 from pocketmcp.mcp import jsonrpc
 from pocketmcp.mcp.slowheaders import SlowHeadersClosed
-from pocketmcp.ops.results import HealthResult
+from pocketmcp.ops.status_results import HealthResult
 from pocketmcp.web.auth import COOKIE, Logins
 from pocketmcp.web.routes import is_web_path, signin_needed
 

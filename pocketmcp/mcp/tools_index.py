@@ -11,7 +11,8 @@ from pydantic import Field
 from pocketmcp.core.argdoc import doc
 from pocketmcp.mcp.calls import READ_ONLY, WRITES, render, tool_call
 from pocketmcp.ops import index, selfcheck, tuning
-from pocketmcp.ops.results import ReindexResult, StatusResult
+from pocketmcp.ops.results import ReindexResult
+from pocketmcp.ops.status_results import StatusResult
 from pocketmcp.runtime import Runtime
 
 

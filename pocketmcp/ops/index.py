@@ -14,11 +14,11 @@ from pocketmcp.embed.base import Embedder
 from pocketmcp.embed.models import canonical_id
 from pocketmcp.errors import Busy, PocketError
 from pocketmcp.ops.filters import compile_glob
-from pocketmcp.ops.results import (
+from pocketmcp.ops.results import ReindexResult
+from pocketmcp.ops.status_results import (
     EmbeddingStatus,
     HealthResult,
     IndexProgress,
-    ReindexResult,
     ServingStatus,
     SkippedFile,
     StatusResult,

@@ -13,25 +13,23 @@ match.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
 import anyio
-import msgspec
 import numpy as np
 import numpy.typing as npt
 
 from pocketmcp import logs
 from pocketmcp.blas import one_blas_thread
 from pocketmcp.core import fusion
-from pocketmcp.core.paths import path_of
-from pocketmcp.core.safe import preview, safe_text
+from pocketmcp.core.safe import safe_text
 from pocketmcp.errors import EmbeddingError, InvalidRequest
 from pocketmcp.ops import dated, deadline, floor, tuning
 from pocketmcp.ops.calibrate import model_background
 from pocketmcp.ops.filters import Scope, is_stale
+from pocketmcp.ops.hits import Hit, match_of, with_context, with_passages
 from pocketmcp.ops.pending import keywords_alone, pending_notice, waiting_of
 from pocketmcp.ops.ranking import (
     DEFAULT_PARAMS,
@@ -45,7 +43,6 @@ from pocketmcp.ops.ranking import (
 )
 from pocketmcp.ops.results import (
     FindSimilarResult,
-    SearchMatch,
     SearchResult,
     SimilarChunk,
 )
@@ -59,17 +56,6 @@ MAX_SIMILAR = 100
 MAX_PER_DOC = 2  # matches from one document, by default
 SCORE_THRESHOLD = 0.2  # the search tool's default
 __all__ = ["DEFAULT_PARAMS", "MODES", "Mode", "Params", "Scope", "find_similar", "search"]
-
-
-class _Hit(msgspec.Struct, frozen=True):
-    row: HitRow
-    score: float
-    vector_score: float | None
-    keyword_score: float | None
-    context: str | None = None
-    first: int = -1  # with merged neighbours: the span of chunk positions it covers
-    last: int = -1
-    stale: bool | None = None
 
 
 async def search(reading: Reading, query: str, *, top_k: int = 8, scope: Scope | None = None,
@@ -104,8 +90,8 @@ async def search(reading: Reading, query: str, *, top_k: int = 8, scope: Scope |
                                               unique_docs=unique_docs, context=context,
                                               params=params, per_doc=max_per_doc,
                                               fallback=fallback, strict=strict_threshold)
-    notice = "; ".join(n for n in (notice, pending) if n) or None
-    return SearchResult(matches=[_match(h) for h in hits], notice=notice)
+    return SearchResult(matches=[match_of(h) for h in hits],
+                        notice=floor.joined(notice, pending))
 
 
 async def find_similar(open_reading: Open[Reading], text: str, top_k: int = 10, *,
@@ -122,7 +108,7 @@ async def find_similar(open_reading: Open[Reading], text: str, top_k: int = 10, 
                                           mode="vector", exact=True)
     if notice:
         notice += "; `score` is then a keyword score, not a cosine similarity"
-    notice = "; ".join(n for n in (notice, pending) if n) or None
+    notice = floor.joined(notice, pending)
     return FindSimilarResult(results=[  # the cosine itself, as documented
         SimilarChunk(chunk_id=h.row.chunk_id, doc_id=h.row.doc_id, text=h.row.text,
                      score=round(h.score if h.vector_score is None else h.vector_score, 6))
@@ -179,7 +165,7 @@ async def gather(reading: Reading, query: str, *, mode: Mode, depth: int,
 
 
 async def _ranked(reading: Reading, query: str, **kw: Any
-                  ) -> tuple[list[_Hit], str | None, str | None]:
+                  ) -> tuple[list[Hit], str | None, str | None]:
     """`_ranked_once`, again (twice at most) when chunks it ranked were written anew, under
     new ids, between its stages and its rows (a document getting its vectors)."""
     for _ in range(3):
@@ -194,7 +180,7 @@ async def _ranked_once(reading: Reading, query: str, *, top_k: int,
                        mode: Mode = "hybrid", unique_docs: bool = False, context: int = 0,
                        params: Params = DEFAULT_PARAMS, exact: bool = False,
                        per_doc: int = 0, fallback: bool = True, strict: bool = False
-                       ) -> tuple[list[_Hit], str | None, str | None, bool]:
+                       ) -> tuple[list[Hit], str | None, str | None, bool]:
     """The best hits, a notice when they are keyword hits only because the query could
     not be embedded, and one when chunks wait for their vectors (ops/pending.py); with
     `exact`, vector scores come from the stored float32 vectors (a
@@ -238,7 +224,7 @@ async def _ranked_once(reading: Reading, query: str, *, top_k: int,
                                               row.size_bytes, row.mtime_ns)
         return stat_cache[row.doc_id]
 
-    def details(reader: Reader) -> list[_Hit]:
+    def details(reader: Reader) -> list[Hit]:
         # A hybrid match found by words alone gets its cosine from the stored vector, so
         # that its score weighs both; `exact` rescores every returned vector score.
         missing = [c for c in order if c not in stage.vector] if (
@@ -292,12 +278,12 @@ async def _ranked_once(reading: Reading, query: str, *, top_k: int,
                 score = relevance(vector_score, None, mode, params, stage.keyword_ref, base)
             first, last = merged.get(chunk_id, (-1, -1))
             row = rows[chunk_id]
-            found.append(_Hit(row, score, vector_score, stage.keyword.get(chunk_id),
+            found.append(Hit(row, score, vector_score, stage.keyword.get(chunk_id),
                               first=first, last=last, stale=stale_of(row)))
         if rescored and mode == "vector":
             found.sort(key=lambda h: -h.score)
-        found = _with_passages(reader, found)
-        return _with_context(reader, found, context) if context and found else found
+        found = with_passages(reader, found)
+        return with_context(reader, found, context) if context and found else found
 
     hits = await index.run(details) if order else []
     if not hits:
@@ -346,57 +332,3 @@ def _keyword_stage(reader: Reader, stage: Stage, query: str, depth: int,
 def candidates_for(live: int, params: Params) -> int:
     """Rows rescored in float16 after the 1-bit passes: 0.2% of the index, at least 1000."""
     return params.candidates or max(1000, live // 500)
-
-
-def _match(hit: _Hit) -> SearchMatch:
-    row = hit.row
-    return SearchMatch(
-        chunk_id=row.chunk_id, doc_id=row.doc_id, idx=row.idx, score=round(hit.score, 6),
-        vector_score=None if hit.vector_score is None else round(hit.vector_score, 6),
-        keyword_score=None if hit.keyword_score is None else round(hit.keyword_score, 6),
-        preview=preview(row.text), resource=f"mcp+doc://{row.doc_id}#{row.chunk_id}",
-        path=path_of(row.external_id, row.source), title=row.title, start_off=row.start_off,
-        end_off=row.end_off, section=row.section, library=row.library, context=hit.context,
-        merged_idx=[] if hit.first < 0 else list(range(hit.first, hit.last + 1)),
-        modified_at=row.modified, created=row.created, indexed_at=row.indexed_at,
-        tags=json.loads(row.tags), stale=hit.stale,
-    )
-
-
-def _with_context(reader: Reader, hits: Sequence[_Hit], around: int) -> list[_Hit]:
-    """Each hit with the text of up to `around` chunks before and after it, joined at their
-    offsets so overlaps are not repeated."""
-    out = []
-    for h in hits:
-        first, last = (h.first, h.last) if h.first >= 0 else (h.row.idx, h.row.idx)
-        text, _, _ = _joined(reader.neighbours(h.row.doc_id, max(0, first - around),
-                                               last + around))
-        out.append(msgspec.structs.replace(h, context=text))
-    return out
-
-
-def _with_passages(reader: Reader, hits: Sequence[_Hit]) -> list[_Hit]:
-    """Hits that merged neighbouring matches carry the joined passage as `context`, and
-    their offsets span it."""
-    out = []
-    for h in hits:
-        if h.first < 0:
-            out.append(h)
-            continue
-        text, start, end = _joined(reader.neighbours(h.row.doc_id, h.first, h.last))
-        row = msgspec.structs.replace(h.row, start_off=start, end_off=end)
-        out.append(msgspec.structs.replace(h, row=row, context=text))
-    return out
-
-
-def _joined(parts: Sequence[tuple[int, int, int, str]]) -> tuple[str, int, int]:
-    """Chunks in order joined at their offsets, so overlaps are not repeated; (text, start,
-    end)."""
-    text, begin, end = "", -1, -1
-    for _idx, start, stop, chunk in parts:
-        if end < 0:
-            text, begin, end = chunk, start, stop
-        elif stop > end:
-            text += chunk[max(0, end - start):] if start < end else "\n\n" + chunk
-            end = stop
-    return text, begin, end
