@@ -177,17 +177,15 @@ async def _check_lock(config: Config, report: Report) -> None:
 
 
 async def _check_server(config: Config, report: Report) -> None:
-    from pocketmcp.commands.upstream import locate
+    from pocketmcp.mcp.upstream import locate
 
-    found = await locate(config)
+    found = await locate(config.sqlite_path, config.token)
     if found is None:
         report.ok("no HTTP server serves this index (`pocketmcp serve --transport http` "
                   "starts one for many clients and the web page)")
     elif found.token is None:
-        problem, _, fix = (found.problem or "").partition(": set ")
-        fix = fix.removesuffix(" and run this again")
-        report.fail(problem, (f"set {fix}" if fix else "check POCKETMCP_TOKEN")
-                    + ", then `pocketmcp doctor` again")
+        fix = (found.fix or "check POCKETMCP_TOKEN").removesuffix(" and run this again")
+        report.fail(f"{found.problem}", f"{fix}, then `pocketmcp doctor` again")
     else:
         report.ok(f"HTTP server at {found.server.url} (pid {found.server.pid}) serves this "
                   "index and takes this shell's token (`pocketmcp open` opens its page)")

@@ -13,11 +13,11 @@ import httpx2
 
 from pocketmcp import __version__, logs
 from pocketmcp.commands.choosing import no_index
-from pocketmcp.commands.upstream import Upstream, locate
 from pocketmcp.config import Config
 from pocketmcp.core.secret import Secret
 from pocketmcp.errors import PocketError
 from pocketmcp.mcp.discovery import Published
+from pocketmcp.mcp.upstream import Upstream, locate
 from pocketmcp.ops.filters import Scope
 from pocketmcp.ops.results import SearchFilter, SearchResult
 
@@ -110,9 +110,9 @@ class Searcher:
         top_k = top_k or args.top_k
         if not self._asked and not args.local and args.top_k <= MAX_TOOL_TOP_K:
             self._asked = True
-            self._upstream = await locate(self.config)
+            self._upstream = await locate(self.config.sqlite_path, self.config.token)
             if self._upstream is not None and self._upstream.token is None:
-                print(f"pocketmcp: {self._upstream.problem}. Searching here instead "  # noqa: T201
+                print(f"pocketmcp: {self._upstream.said()}. Searching here instead "  # noqa: T201
                       "(the model loads in this process).", file=sys.stderr)
         up = self._upstream
         if up is not None and up.token is not None:

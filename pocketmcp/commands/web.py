@@ -8,19 +8,19 @@ import argparse
 
 import httpx2
 
-from pocketmcp.commands.upstream import locate
 from pocketmcp.config import Config
 from pocketmcp.errors import PocketError
+from pocketmcp.mcp.upstream import locate
 
 
 async def login_link(config: Config, args: argparse.Namespace) -> int:
-    found = await locate(config)
+    found = await locate(config.sqlite_path, config.token)
     if found is None:
         raise PocketError(
             f"no HTTP server serves {config.sqlite_path}: start one with `pocketmcp serve "
             "--transport http` (on the same folder or SQLITE_PATH), then run this again")
     if found.token is None:
-        raise PocketError(f"{found.problem}")
+        raise PocketError(found.said())
     server, token = found.server, found.token
     try:
         async with httpx2.AsyncClient(timeout=5, trust_env=False) as client:

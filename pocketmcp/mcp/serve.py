@@ -22,7 +22,7 @@ from pathlib import Path
 from pocketmcp import logs
 from pocketmcp.config import Config, child_environment
 from pocketmcp.core.secret import Secret
-from pocketmcp.errors import SharingFailed, StoreError
+from pocketmcp.errors import SharingFailed
 from pocketmcp.mcp import discovery
 from pocketmcp.mcp.collector import collect_again
 
@@ -80,24 +80,13 @@ async def shared_upstream(config: Config, title: str, instructions: str | None
 async def find_upstream(config: Config) -> tuple[discovery.Published, Secret] | None:
     """The HTTP server already serving this index, and the token it takes; None when there
     is none to relay to (the reason is logged when one was found but cannot be used)."""
-    found = discovery.find(config.sqlite_path)
+    from pocketmcp.mcp.upstream import locate
+
+    found = await locate(config.sqlite_path, config.token)
     if found is None:
         return None
-    token = config.token
-    if token is None and found.token_file is not None:
-        try:
-            token = discovery.read_token(Path(found.token_file))
-        except StoreError as exc:
-            log.warning("not_bridging", url=found.url, reason=str(exc))
-            return None
-    if token is None:
-        log.warning("not_bridging", url=found.url, reason=(
-            "that server's token is its POCKETMCP_TOKEN, and POCKETMCP_TOKEN is not set here"))
+    if found.token is None:
+        reason = "it refused the token (HTTP 401)" if found.status == 401 else found.problem
+        log.warning("not_bridging", url=found.server.url, pid=found.server.pid, reason=reason)
         return None
-    status = await discovery.answers(found.url, "/tools", token.reveal())
-    if status == 200:
-        return found, token
-    reason = ("no answer" if status is None else
-              "it refused the token (HTTP 401)" if status == 401 else f"HTTP {status}")
-    log.warning("not_bridging", url=found.url, pid=found.pid, reason=reason)
-    return None
+    return found.server, found.token
