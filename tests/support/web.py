@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import os
 import shutil
+from typing import TYPE_CHECKING
 
 import httpx2
 
 from support.mcp_harness import HttpServer
+
+if TYPE_CHECKING:
+    from playwright.async_api import BrowserContext, Page
 
 # The headless build first (quicker to start, no background lookups), then the full
 # browser's binary; /usr/bin/chromium is a wrapper script that adds flags of its own.
@@ -57,3 +61,12 @@ class Site:
         data = response.json()
         assert isinstance(data, dict)
         return data
+
+
+async def signed_in(context: BrowserContext, site: Site) -> Page:
+    """A new page of `context`, signed in to `site` through a fresh login link."""
+    page = await context.new_page()
+    response = await page.goto(site.login_url())
+    assert response is not None and response.status == 200
+    await page.wait_for_url(site.url + "/")
+    return page

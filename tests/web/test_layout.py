@@ -4,10 +4,13 @@ search hit under the score threshold, and the status said in plain words."""
 
 from __future__ import annotations
 
+import os
+
 import anyio
 import pytest
-from playwright.async_api import BrowserContext, Page, expect
-from support.web import Site
+from playwright.async_api import BrowserContext, expect
+from support.mcp_harness import until
+from support.web import Site, signed_in
 
 from pocketmcp.ops.search import SCORE_THRESHOLD
 
@@ -46,27 +49,20 @@ BROKEN_WORDS = """(selector) => {
 
 @pytest.fixture(scope="module")
 async def notes(site: Site) -> Site:
-    """The site with the long-named notes indexed, and one written after them."""
+    """The site with the long-named notes indexed (their vectors too), and one written after
+    them (a modification time a minute later)."""
     kb = site.server.root / "kb"
     for rel, text in NOTES.items():
         (kb / rel).parent.mkdir(parents=True, exist_ok=True)
         (kb / rel).write_text(text)
-    await anyio.sleep(1.1)  # a later modification time for the newest note
     (kb / NEWEST).parent.mkdir(parents=True, exist_ok=True)
     (kb / NEWEST).write_text("# Written last\n\nThe most recently changed note.\n")
-    with anyio.fail_after(60):
-        while True:
-            status = site.status()
-            if status["documents"] == 5 and status["queued"] == 0:
-                return site
-            await anyio.sleep(0.2)
-
-
-async def signed_in(context: BrowserContext, site: Site) -> Page:
-    page = await context.new_page()
-    await page.goto(site.login_url())
-    await page.wait_for_url(site.url + "/")
-    return page
+    later = max((kb / rel).stat().st_mtime for rel in NOTES) + 60
+    os.utime(kb / NEWEST, (later, later))
+    await until(lambda: anyio.to_thread.run_sync(site.status),
+                lambda s: s["documents"] == 5 and s["queued"] == 0 and s["chunks_waiting"] == 0,
+                seconds=60)
+    return site
 
 
 @pytest.mark.parametrize("width", [1200, 390])

@@ -7,17 +7,9 @@ from pathlib import Path
 
 import anyio
 from playwright.async_api import BrowserContext, Page, expect
-from support.web import Site
+from support.web import Site, signed_in
 
 MASK = "#e5e7eb"  # screenshots cover this run's temporary folders with it
-
-
-async def signed_in(context: BrowserContext, site: Site) -> Page:
-    page = await context.new_page()
-    response = await page.goto(site.login_url())
-    assert response is not None and response.status == 200
-    await page.wait_for_url(site.url + "/")
-    return page
 
 
 async def search_for(page: Page, query: str) -> None:
