@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +54,14 @@ def ocr_config(tmp_path: Path, **env: str) -> Config:
     return make_config(tmp_path, {"CONVERT_TIMEOUT_S": "300", **env})
 
 
-async def indexed(config: Config, watch: bool = False) -> AsyncIterator[Runtime]:
-    async with running(config, serving(True) if watch else Plan(feed="scan",
-                                                                keep_serving=True)) as rt:
+@asynccontextmanager
+async def indexed(config: Config, watch: bool = False, plan: Plan | None = None, **kw: Any
+                  ) -> AsyncIterator[Runtime]:
+    """A runtime whose first scan is done (`plan`, else scanning and serving, or watching with
+    `watch`); `kw` goes to `running`. Closed however the block ends."""
+    if plan is None:
+        plan = serving(True) if watch else Plan(feed="scan", keep_serving=True)
+    async with running(config, plan, **kw) as rt:
         assert rt.pipeline is not None
         with anyio.fail_after(600):
             await rt.pipeline.scan_done.wait()
@@ -87,7 +93,7 @@ async def test_images_and_scans_are_found_by_meaning(tmp_path: Path) -> None:
     png_bomb(kb / "bomb.png")
     (kb / "garden.md").write_text("# Garden\n\nPrune the apple trees in late winter.\n")
 
-    async for rt in indexed(config, watch=True):
+    async with indexed(config, watch=True) as rt:
         tools = Tools(rt)
         cases = {
             "how much do I owe the plumber for fixing the boiler": "invoice.png",
@@ -147,7 +153,7 @@ async def test_a_long_scan_stops_at_its_page_cap_and_the_folder_is_indexed(
                      width=700, margin=10) for n in range(1, 301)]
     scanned_pdf(kb / "archive.pdf", pages, dpi=100)
     (kb / "kayak.md").write_text("# Kayak\n\nThe kayak needs a new spray deck.\n")
-    async for rt in indexed(config):
+    async with indexed(config) as rt:
         tools = Tools(rt)
         progress = rt.progress()
         assert (progress.files_added, progress.files_skipped) == (2, 0)
@@ -176,12 +182,9 @@ async def test_text_files_are_not_held_up_by_images_waiting_for_ocr(tmp_path: Pa
     save(picture(FLYER), kb / "b-flyer.png")
     (kb / "c-garden.md").write_text("# Garden\n\nPrune the apple trees in late winter.\n")
     order: list[str] = []
-    plan = Plan(feed="scan", keep_serving=True)
-    async with running(config, plan, on_event=lambda e: order.append(e.get("path", ""))
-                       if e["event"] == "inserted" else None) as rt:
-        assert rt.pipeline is not None
-        with anyio.fail_after(600):
-            await rt.pipeline.scan_done.wait()
+    async with indexed(config, on_event=lambda e: order.append(e.get("path", ""))
+                       if e["event"] == "inserted" else None):
+        pass
     assert order[0] == "c-garden.md" and sorted(order) == [
         "a-receipt.png", "b-flyer.png", "c-garden.md"], order
 
@@ -192,16 +195,13 @@ async def test_with_postgres_the_ocr_cache_is_in_the_cache_folder(
                         POCKETMCP_CACHE=str(tmp_path / "cache"))
     save(picture(RECEIPT, size=22, width=700), config.watch_dir / "receipt.png")
     cache = tmp_path / "cache" / "ocr" / pg_schema
-    async for rt in indexed(config):
+    async with indexed(config) as rt:
         assert rt.converter.ocr_runs == 1
         match = await top_path(Tools(rt), "what bread did I buy at the bakery")
         assert match["path"] == "receipt.png" and "OCR" in match["section"]
     assert len(list(cache.glob("*/*.msgpack"))) == 1
     # The index rebuilt from scratch: its text comes from the cache.
-    async with running(config, Plan(feed="scan", keep_serving=True, rebuild=True)) as rt:
-        assert rt.pipeline is not None
-        with anyio.fail_after(600):
-            await rt.pipeline.scan_done.wait()
+    async with indexed(config, plan=Plan(feed="scan", keep_serving=True, rebuild=True)) as rt:
         assert (rt.converter.ocr_runs, rt.converter.cache.hits) == (0, 1)
         assert rt.progress().files_added == 1
 
@@ -212,7 +212,7 @@ async def test_with_ocr_off_images_are_skipped_saying_why(tmp_path: Path) -> Non
     save(picture(INVOICE), kb / "invoice.png")
     scanned_pdf(kb / "lease.pdf", [picture(LEASE, size=22, width=1240)])
     (kb / "garden.md").write_text("# Garden\n\nPrune the apple trees in late winter.\n")
-    async for rt in indexed(config):
+    async with indexed(config) as rt:
         progress = rt.progress()
         reasons = {s.path: s.reason for s in progress.recent_skips}
         assert reasons == {"invoice.png": "image not read: OCR is off (OCR=off)",
