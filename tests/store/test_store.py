@@ -7,6 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.records import DIM, unit_vectors
+from support.records import chunks as _chunks
+from support.records import doc as _doc
 
 from pocketmcp.core.identity import Identity
 from pocketmcp.core.text import sha256
@@ -19,27 +22,9 @@ from pocketmcp.store.sqlite.queries import SqliteReader
 from pocketmcp.store.sqlite.threads import Threads
 from pocketmcp.store.sqlite.writes import SqliteWriter
 
-DIM = 8
-
-
-def _chunks(*texts: str) -> tuple[Chunk, ...]:
-    out, start = [], 0
-    for i, text in enumerate(texts):
-        out.append(Chunk(idx=i, start=start, end=start + len(text), text=text, tokens=5,
-                         sha256=sha256(text)))
-        start += len(text)
-    return tuple(out)
-
 
 def _vectors(n: int, seed: int = 0) -> bytes:
-    rows = np.random.default_rng(seed).normal(size=(n, DIM)).astype(np.float32)
-    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
-    return rows.tobytes()
-
-
-def _doc(ext: str, text: str) -> DocRecord:
-    return DocRecord(external_id=ext, source="raw", uri=None, title=ext, content=text,
-                     sha256=sha256(text))
+    return unit_vectors(n, seed).tobytes()
 
 
 def _rows(db: Path, sql: str) -> list[tuple]:

@@ -8,69 +8,27 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from support.records import DIM, IDENTITY
+from support.records import chunks as _chunks
+from support.records import doc as _doc
+from support.records import unit_vectors as _vectors
 
 from pocketmcp.core.identity import Identity
 from pocketmcp.core.secret import Secret
-from pocketmcp.core.text import sha256
 from pocketmcp.errors import ModelMismatchError, StoreError
 from pocketmcp.messages import Chunk, DocFacts, DocRecord, Link, Written
-from pocketmcp.store.api import Place, Reader, ReadIndex, StoreWriter
+from pocketmcp.store.api import Place, Reader, StoreWriter
 from pocketmcp.store.filters import Compare, DocFilter
 from pocketmcp.store.pg.place import PgPlace
-from pocketmcp.store.sqlite.place import SqlitePlace
-
-DIM = 8
-IDENTITY = Identity(model="m", dim=DIM)
-
-
-def _chunks(*texts: str, section: str = "") -> tuple[Chunk, ...]:
-    out, start = [], 0
-    for i, text in enumerate(texts):
-        out.append(Chunk(idx=i, start=start, end=start + len(text), text=text, tokens=5,
-                         sha256=sha256(text), section=section))
-        start += len(text)
-    return tuple(out)
-
-
-def _vectors(n: int, seed: int = 0) -> np.ndarray:
-    rows = np.random.default_rng(seed).normal(size=(n, DIM)).astype(np.float32)
-    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
-    return rows
-
-
-def _doc(ext: str, *texts: str, **fields: Any) -> DocRecord:
-    content = "".join(texts)
-    return DocRecord(external_id=ext, source="raw", uri=None, title=fields.pop("title", ext),
-                     content=content, sha256=sha256(content), **fields)
 
 
 def _open_writer(where: Place, identity: Identity = IDENTITY) -> StoreWriter:
     return where.writer(identity)
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def where(request: pytest.FixtureRequest, tmp_path: Path) -> Place:
-    if request.param == "sqlite":
-        return SqlitePlace(tmp_path / "index.db", tmp_path / "databases")
-    url = request.getfixturevalue("pg_url")
-    return PgPlace(Secret(url), request.getfixturevalue("pg_schema"))
-
-
-@pytest.fixture
-def store(where: Place) -> Iterator[tuple[StoreWriter, ReadIndex]]:
-    writer = _open_writer(where)
-    index = where.reader(DIM)
-    try:
-        yield writer, index
-    finally:
-        index.close()
-        writer.close()
 
 
 def _put(writer: StoreWriter, doc: DocRecord, chunks: tuple[Chunk, ...],

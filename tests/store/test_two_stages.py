@@ -5,63 +5,19 @@ and nothing is written twice."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
+from support.records import DIM, IDENTITY
+from support.records import chunks as _chunks
+from support.records import doc as _doc
+from support.records import unit_vectors as _vectors
 
-from pocketmcp.core.identity import Identity
-from pocketmcp.core.secret import Secret
 from pocketmcp.core.text import sha256
 from pocketmcp.messages import Chunk, DocRecord, Written
-from pocketmcp.store.api import Place, ReadIndex, StoreWriter
-from pocketmcp.store.pg.place import PgPlace
+from pocketmcp.store.api import ReadIndex, StoreWriter
 from pocketmcp.store.sqlite.place import SqlitePlace
-
-DIM = 8
-IDENTITY = Identity(model="m", dim=DIM)
-
-
-def _chunks(*texts: str) -> tuple[Chunk, ...]:
-    out, start = [], 0
-    for i, text in enumerate(texts):
-        out.append(Chunk(idx=i, start=start, end=start + len(text), text=text, tokens=5,
-                         sha256=sha256(text)))
-        start += len(text)
-    return tuple(out)
-
-
-def _vectors(n: int, seed: int = 0) -> np.ndarray:
-    rows = np.random.default_rng(seed).normal(size=(n, DIM)).astype(np.float32)
-    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
-    return rows
-
-
-def _doc(ext: str, *texts: str) -> DocRecord:
-    content = "".join(texts)
-    return DocRecord(external_id=ext, source="raw", uri=None, title=ext, content=content,
-                     sha256=sha256(content))
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def where(request: pytest.FixtureRequest, tmp_path: Path) -> Place:
-    if request.param == "sqlite":
-        return SqlitePlace(tmp_path / "index.db", tmp_path / "databases")
-    url = request.getfixturevalue("pg_url")
-    return PgPlace(Secret(url), request.getfixturevalue("pg_schema"))
-
-
-@pytest.fixture
-def store(where: Place) -> Iterator[tuple[StoreWriter, ReadIndex]]:
-    writer = where.writer(IDENTITY)
-    index = where.reader(DIM)
-    try:
-        yield writer, index
-    finally:
-        index.close()
-        writer.close()
 
 
 def _keywords(writer: StoreWriter, doc: DocRecord, chunks: tuple[Chunk, ...],
