@@ -191,3 +191,13 @@ def pg_schema(pg_url: str) -> Iterator[str]:
             (name, len(name) + 1, name + "_")).fetchall()]
         for schema in schemas:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'.encode())
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_env(request: pytest.FixtureRequest) -> dict[str, str]:
+    """The settings of each store in turn: none for SQLite (the default), then this test's
+    own schema on the session's Postgres."""
+    if request.param == "sqlite":
+        return {}
+    return {"STORE": "postgres", "DATABASE_URL": request.getfixturevalue("pg_url"),
+            "PG_SCHEMA": request.getfixturevalue("pg_schema")}

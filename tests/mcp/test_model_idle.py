@@ -10,7 +10,7 @@ from typing import Any
 
 import anyio
 import pytest
-from support.mcp_harness import HttpServer, call, start_http, stop_http
+from support.mcp_harness import HttpServer, call, start_http, stop_http, until
 from support.runtime import make_config
 
 from pocketmcp.config import Config, load
@@ -41,33 +41,25 @@ def server(tmp_path: Path) -> Iterator[HttpServer]:
 
 
 async def until_state(session: Any, wanted: str, within_s: float) -> dict[str, Any]:
-    deadline = time.monotonic() + within_s
-    while True:
-        status = await call(session, "status")
-        if status["sharing"]["model_state"] == wanted:
-            return status
-        assert time.monotonic() < deadline, status["sharing"]
-        await anyio.sleep(0.1)
+    return await until(lambda: call(session, "status"),
+                       lambda status: status["sharing"]["model_state"] == wanted, within_s)
 
 
 async def until_vectors(session: Any, within_s: float) -> None:
-    deadline = time.monotonic() + within_s
-    while (status := await call(session, "status"))["chunks_waiting"] != 0:
-        assert time.monotonic() < deadline, status
-        await anyio.sleep(0.1)
+    await until(lambda: call(session, "status"),
+                lambda status: status["chunks_waiting"] == 0, within_s)
 
 
 async def until_hybrid(session: Any, query: dict[str, Any], within_s: float) -> dict[str, Any]:
     """The first search answered with vectors (the model loaded), asking again while it is
     answered by keywords (a search that finds the model unloaded loads it again)."""
-    deadline = time.monotonic() + within_s
-    while True:
-        found = await call(session, "search", query)
+    def hybrid(found: dict[str, Any]) -> bool:
         if found["notice"] is None and found["matches"][0]["vector_score"] is not None:
-            return found
+            return True
         assert "loaded again" in found["notice"], found
-        assert time.monotonic() < deadline, found
-        await anyio.sleep(0.1)
+        return False
+
+    return await until(lambda: call(session, "search", query), hybrid, within_s)
 
 
 async def test_searches_go_on_while_the_model_is_unloaded_and_loaded_again(
@@ -114,10 +106,10 @@ async def test_searches_go_on_while_the_model_is_unloaded_and_loaded_again(
 
 
 async def reaches(state: ModelState, wanted: str, within_s: float) -> None:
-    deadline = time.monotonic() + within_s
-    while state.state != wanted:
-        assert time.monotonic() < deadline, f"still {state.state}"
-        await anyio.sleep(0.02)
+    async def now() -> str:
+        return state.state
+
+    await until(now, lambda seen: seen == wanted, within_s)
 
 
 async def test_the_embedder_unloads_only_when_idle_and_reloads_on_demand() -> None:

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
-import anyio
 import pytest
+from support.mcp_harness import until
 from support.provider_server import Fault, ProviderServer
 from support.runtime import remote_config, running
 from support.tools import Tools
@@ -27,28 +26,11 @@ NOTES = {"lighthouse.md": "# Lighthouse\n\nThe lighthouse keeper climbs the spir
          "glacier.md": "# Glacier\n\nThe glacier calves into the fjord each spring.\n"}
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def env(request: pytest.FixtureRequest) -> dict[str, str]:
-    if request.param == "sqlite":
-        return {}
-    return {"STORE": "postgres", "DATABASE_URL": request.getfixturevalue("pg_url"),
-            "PG_SCHEMA": request.getfixturevalue("pg_schema")}
-
-
 def _config(folder: Path, server: ProviderServer, env: dict[str, str], copy: bool) -> Config:
     folder.mkdir(exist_ok=True)
     if copy and env:  # another schema, dropped with the test's
         env = {**env, "PG_SCHEMA": env["PG_SCHEMA"] + "_copy"}
     return remote_config(folder, server, env)
-
-
-async def _until(check: Any, seconds: float = 30) -> None:
-    """Poll `check` with a deadline (the embedder works in its own task)."""
-    with anyio.fail_after(seconds):
-        while True:
-            if await check():
-                return
-            await anyio.sleep(0.05)
 
 
 async def _waiting(rt: Runtime) -> int:
@@ -69,7 +51,7 @@ async def _export_in_the_gap(tmp_path: Path, server: ProviderServer,
         async def first_embedded() -> bool:
             return await _paths(rt, "lighthouse keeper", "vector") == ["lighthouse.md"]
 
-        await _until(first_embedded)
+        await until(first_embedded, bool)
         server.always = Fault(503)  # the provider goes down: new notes wait for vectors
         for name in ("sourdough.md", "glacier.md"):
             (config.watch_dir / name).write_text(NOTES[name])
@@ -77,7 +59,7 @@ async def _export_in_the_gap(tmp_path: Path, server: ProviderServer,
         async def two_waiting() -> bool:
             return await _waiting(rt) == 2 and await _paths(rt, "glacier") == ["glacier.md"]
 
-        await _until(two_waiting)
+        await until(two_waiting, bool)
         out = tmp_path / "export.jsonl"
         result = await archive.export(config.main_place(), out)
     assert (result.documents, result.chunks, result.chunks_waiting) == (3, 3, 2)
@@ -91,11 +73,11 @@ async def _export_in_the_gap(tmp_path: Path, server: ProviderServer,
 
 
 async def test_chunks_waiting_for_vectors_are_exported_and_imported_as_waiting(
-        tmp_path: Path, fake_provider: ProviderServer, env: dict[str, str]) -> None:
-    exported = await _export_in_the_gap(tmp_path, fake_provider, env)
+        tmp_path: Path, fake_provider: ProviderServer, store_env: dict[str, str]) -> None:
+    exported = await _export_in_the_gap(tmp_path, fake_provider, store_env)
     # Imported while the provider is still down: nothing embedded, all found by keywords;
     # then a server of the same notes (another copy of the folder) embeds what waits.
-    config = _config(tmp_path / "b", fake_provider, env, copy=True)
+    config = _config(tmp_path / "b", fake_provider, store_env, copy=True)
     async with running(config, serving(False)) as rt:
         result = await archive.import_file(rt.writing, exported, identity=rt.services.identity)
         assert (result.documents, result.chunks, result.chunks_embedded,
@@ -116,15 +98,15 @@ async def test_chunks_waiting_for_vectors_are_exported_and_imported_as_waiting(
         async def embedded() -> bool:
             return await _waiting(rt) == 0
 
-        await _until(embedded)
+        await until(embedded, bool)
         assert (await _paths(rt, "ice calving into the sea", "vector"))[0] == "glacier.md"
         status = await Tools(rt)("status")
         assert (status["documents"], status["chunks"]) == (3, 3)
 
 
 async def test_an_end_line_that_miscounts_the_waiting_chunks_is_refused_whole(
-        tmp_path: Path, fake_provider: ProviderServer, env: dict[str, str]) -> None:
-    exported = await _export_in_the_gap(tmp_path, fake_provider, env)
+        tmp_path: Path, fake_provider: ProviderServer, store_env: dict[str, str]) -> None:
+    exported = await _export_in_the_gap(tmp_path, fake_provider, store_env)
     lines = exported.read_text().splitlines()
     altered = tmp_path / "altered.jsonl"
     end = json.loads(lines[-1])
@@ -132,7 +114,7 @@ async def test_an_end_line_that_miscounts_the_waiting_chunks_is_refused_whole(
     unmarked = tmp_path / "unmarked.jsonl"  # as a file of an older version would say it
     unmarked.write_text("\n".join([*lines[:-1], json.dumps(
         {"type": "end", "documents": 3, "chunks": 3})]) + "\n")
-    config = _config(tmp_path / "b", fake_provider, env, copy=True)
+    config = _config(tmp_path / "b", fake_provider, store_env, copy=True)
     async with running(config, serving(False)) as rt:  # a server of its tools, no folder
         for path in (altered, unmarked):
             with pytest.raises(InvalidRequest, match="2 of them without a vector"):

@@ -6,10 +6,9 @@ process with no embedder beside its writer still refuses them with the provider'
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-import anyio
 import pytest
+from support.mcp_harness import until
 from support.provider_server import Fault, ProviderServer
 from support.runtime import remote_config, running
 from support.tools import ToolFailed, Tools
@@ -19,25 +18,11 @@ from pocketmcp.plans import serving
 from pocketmcp.runtime import Runtime
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def config(request: pytest.FixtureRequest, tmp_path: Path,
-           fake_provider: ProviderServer) -> Config:
+@pytest.fixture
+def config(tmp_path: Path, fake_provider: ProviderServer, store_env: dict[str, str]) -> Config:
     extra = tmp_path / "extra"
     extra.mkdir()
-    env = {"ALLOWED_ROOTS": str(extra)}
-    if request.param == "postgres":
-        env.update({"STORE": "postgres", "DATABASE_URL": request.getfixturevalue("pg_url"),
-                    "PG_SCHEMA": request.getfixturevalue("pg_schema")})
-    return remote_config(tmp_path, fake_provider, env)
-
-
-async def _until(check: Any, seconds: float = 30) -> None:
-    """Poll `check` with a deadline (the embedder works in its own task)."""
-    with anyio.fail_after(seconds):
-        while True:
-            if await check():
-                return
-            await anyio.sleep(0.05)
+    return remote_config(tmp_path, fake_provider, {**store_env, "ALLOWED_ROOTS": str(extra)})
 
 
 async def _found(rt: Runtime, query: str, mode: str = "keyword") -> list[int]:
@@ -66,7 +51,7 @@ async def test_tool_documents_are_found_by_keywords_while_the_provider_is_down(
         async def embedded() -> bool:
             return (await tools("status"))["chunks_waiting"] == 0
 
-        await _until(embedded)
+        await until(embedded, bool)
         # Every document is found by its vector now (the test provider's vectors are not
         # semantic: the same text gives the same vector).
         by_vector = await _found(rt, "Otters dive from the riverbank at dawn.", "vector")

@@ -10,10 +10,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from support.cli import run_cli
 from support.index import Index
+from support.mcp_harness import until
 from support.provider_server import Fault, ProviderServer
 from support.runtime import make_config, remote_config, running
 from support.tools import Tools
@@ -94,28 +94,10 @@ async def test_a_lone_note_waiting_for_its_vector_is_found_by_a_longer_question(
         assert "1 chunks still wait for their vectors" in found["notice"]
 
 
-def _pg_or_sqlite(request: pytest.FixtureRequest, tmp_path: Path,
-                  server: ProviderServer) -> Config:
-    if request.param == "sqlite":
-        return remote_config(tmp_path, server)
-    return remote_config(tmp_path, server, {
-        "STORE": "postgres", "DATABASE_URL": request.getfixturevalue("pg_url"),
-        "PG_SCHEMA": request.getfixturevalue("pg_schema")})
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def gap_config(request: pytest.FixtureRequest, tmp_path: Path,
-               fake_provider: ProviderServer) -> Config:
-    return _pg_or_sqlite(request, tmp_path, fake_provider)
-
-
-async def _until(check: Any, seconds: float = 20) -> None:
-    """Poll `check` with a deadline (what it watches is in another process's hands)."""
-    with anyio.fail_after(seconds):
-        while True:
-            if await check():
-                return
-            await anyio.sleep(0.05)
+@pytest.fixture
+def gap_config(tmp_path: Path, fake_provider: ProviderServer,
+               store_env: dict[str, str]) -> Config:
+    return remote_config(tmp_path, fake_provider, store_env)
 
 
 async def test_an_edit_in_the_gap_replaces_the_old_text(
@@ -130,13 +112,13 @@ async def test_an_edit_in_the_gap_replaces_the_old_text(
         async def herons_found() -> bool:
             return await found("herons") == ["birds.md"]
 
-        await _until(herons_found)
+        await until(herons_found, bool, 20)
         note.write_text("# Birds\n\nOtters dive from the riverbank at dawn.\n")
 
         async def otters_found() -> bool:
             return await found("otters") == ["birds.md"]
 
-        await _until(otters_found)
+        await until(otters_found, bool, 20)
         assert await found("herons") == []  # the old text went with the edit, whole
         result = await _search(rt, "otters riverbank", score_threshold=0)
         assert "1 chunks still wait for their vectors" in result["notice"]
@@ -148,7 +130,7 @@ async def test_an_edit_in_the_gap_replaces_the_old_text(
         async def embedded() -> bool:
             return (await Tools(rt)("status"))["chunks_waiting"] == 0
 
-        await _until(embedded)
+        await until(embedded, bool, 20)
         by_meaning = await _search(rt, "otters riverbank", mode="vector")
         assert [m["path"] for m in by_meaning["matches"]] == ["birds.md"]
         assert by_meaning["notice"] is None

@@ -8,20 +8,11 @@ import os
 from pathlib import Path
 
 import anyio
-import pytest
 from support.runtime import fake, make_config, running
 from support.tools import Tools
 
 from pocketmcp.plans import READING, serving
 from pocketmcp.store.folder import FolderRecord
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def store_env(request: pytest.FixtureRequest) -> dict[str, str]:
-    if request.param == "sqlite":
-        return {}
-    return {"STORE": "postgres", "DATABASE_URL": request.getfixturevalue("pg_url"),
-            "PG_SCHEMA": request.getfixturevalue("pg_schema")}
 
 
 async def test_a_reader_elsewhere_resolves_files_against_the_recorded_folder(

@@ -86,13 +86,20 @@ STOP_BOUND_S = 10.0
 
 async def until(probe: Callable[[], Awaitable[T]], ok: Callable[[T], bool],
                 seconds: float = 30) -> T:
-    """Poll `probe` with a deadline until `ok` holds; its last value."""
-    with anyio.fail_after(seconds):
-        while True:
-            value = await probe()
-            if ok(value):
-                return value
-            await anyio.sleep(0.05)
+    """Poll `probe` with a deadline until `ok` holds; its last value. Past the deadline, a
+    TimeoutError that says the last value seen."""
+    seen: list[T] = []
+    try:
+        with anyio.fail_after(seconds):
+            while True:
+                value = await probe()
+                if ok(value):
+                    return value
+                seen[:] = [value]
+                await anyio.sleep(0.05)
+    except TimeoutError:
+        last = repr(seen[0])[-2000:] if seen else "nothing (the probe never answered)"
+        raise TimeoutError(f"not within {seconds} s; last seen: {last}") from None
 
 
 async def paths_for(session: ClientSession, query: str, top_k: int = 5) -> list[str]:
