@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,8 @@ import anyio
 import pytest
 from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
-from support.mcp_harness import call, mcp_session
+from support.mcp_harness import call, mcp_session, until
+from support.provider_server import Fault, ProviderServer
 
 from pocketmcp.mcp import discovery, sharing
 
@@ -45,12 +45,14 @@ def starts(root: Path) -> int:
 
 
 async def gone(pid: int, within_s: float) -> bool:
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        if not alive(pid):
-            return True
-        await anyio.sleep(0.1)
-    return not alive(pid)
+    async def running() -> bool:
+        return alive(pid)
+
+    try:
+        await until(running, lambda up: not up, within_s)
+    except TimeoutError:
+        return False
+    return True
 
 
 async def search(session: ClientSession, query: str = "green tea") -> dict[str, Any]:
@@ -184,13 +186,15 @@ def test_a_server_an_editor_starts_gets_the_editors_settings(tmp_path: Path) -> 
     assert load({}, environ=child_environment(elsewhere)) == elsewhere
 
 
-async def test_a_request_in_flight_when_the_server_dies_is_answered_at_once(root: Path) -> None:
-    # A write long enough to be in flight when the server dies: some 150 chunks to embed.
-    docs = [{"external_id": f"long{n}", "text": " ".join(
-        f"Paragraph {i} of note {n} says something new about kettles." for i in range(120))}
-        for n in range(20)]
+async def test_a_request_in_flight_when_the_server_dies_is_answered_at_once(
+        root: Path, provider: ProviderServer) -> None:
+    # The server embeds with the test provider; once it hangs, a write waits on it, in flight
+    # for as long as the test wants, and the server is killed while it waits.
+    remote = {"EMBED_PROVIDER": "openai", "EMBED_BASE_URL": provider.url + "/v1",
+              "EMBED_MODEL": "all-minilm"}
+    docs = [{"external_id": "kettles", "text": "A note that says something new about kettles."}]
     with anyio.fail_after(180):
-        async with mcp_session(root, stderr_name="one.err", **SHARED) as session:
+        async with mcp_session(root, stderr_name="one.err", **SHARED, **remote) as session:
             await search(session)
             server = published(root)
             failed: list[BaseException] = []
@@ -205,12 +209,17 @@ async def test_a_request_in_flight_when_the_server_dies_is_answered_at_once(root
                     failed.append(exc)
                 answered.set()
 
+            async def in_flight() -> int:
+                return provider.in_flight
+
+            provider.always = Fault(hang=True)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(reindex)
-                await anyio.sleep(1.0)
+                await until(in_flight, lambda n: n > 0, 60)  # the write waits on the provider
                 os.kill(server.pid, signal.SIGKILL)
                 with anyio.fail_after(10):  # answered, never left hanging
                     await answered.wait()
+            provider.always = None
             assert failed, finished
             assert "went away while this request was in flight" in str(failed[0])
             again = await search(session, "brews best at 80 degrees")  # on a new server
