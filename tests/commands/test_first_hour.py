@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -211,6 +213,9 @@ def test_a_server_that_refuses_this_shells_token_is_named_with_what_to_set(
         assert stop_http(server) == 0
 
 
+TERMINAL_RUN_S = 120  # one `pocketmcp index` of a small folder, on a busy machine
+
+
 def _on_a_terminal(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
     """Run with stderr on a pseudo-terminal (as in a shell); (exit code, stdout, what the
     terminal showed)."""
@@ -226,18 +231,29 @@ def _on_a_terminal(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int
                                stderr=follower)
     os.close(follower)
     shown = b""
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # the process closed its end
-            break
-        if not chunk:
-            break
-        shown += chunk
-    assert process.stdout is not None
-    with process.stdout:
-        out = process.stdout.read().decode()
-    os.close(leader)
+    deadline = time.monotonic() + TERMINAL_RUN_S
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                process.kill()
+                process.wait(10)
+                raise AssertionError(f"no end within {TERMINAL_RUN_S} s: "
+                                     f"{shown.decode(errors='replace')[-2000:]}")
+            if not select.select([leader], [], [], left)[0]:
+                continue
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the process closed its end
+                break
+            if not chunk:
+                break
+            shown += chunk
+        assert process.stdout is not None
+        with process.stdout:
+            out = process.stdout.read().decode()
+    finally:
+        os.close(leader)
     return process.wait(60), out, shown.decode(errors="replace")
 
 
@@ -259,6 +275,7 @@ def test_index_on_a_terminal_shows_the_bar_then_a_summary_of_warnings_not_log_li
     assert {"skipped", "initial_indexing_done"} <= {line["event"] for line in logged}
     # -v: every line, above the bar
     code, _, shown = _on_a_terminal(["index", "--force", "-v"], env, tmp_path)
+    assert code == 3, shown  # bad.md skipped again
     assert '"event": "initial_indexing_done"' in shown and "while indexing" not in shown
     # Off a terminal: the JSON lines on stderr, as they come.
     piped = run_cli(tmp_path, "index", "--force", env={"SQLITE_PATH": str(tmp_path / "i.db")})
