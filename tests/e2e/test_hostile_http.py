@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx2
 import pytest
 from support.mcp_harness import HttpServer, server_env, start_http, stop_http
+from support.protocol_fuzz import HttpPeer
 
 MAX_BODY_BYTES = 64 * 1024 * 1024  # the documented limit
 HEADER_TIMEOUT_S = 10.0  # the documented time for a request's head
@@ -68,23 +69,17 @@ def _raw(server: HttpServer, data: bytes, wait_s: float) -> tuple[bytes, float]:
 
 
 def test_one_body_limit_answered_with_json(server: HttpServer) -> None:
-    headers = {**server.auth, "Accept": "application/json, text/event-stream",
-               "Content-Type": "application/json"}
-    with httpx2.Client(trust_env=False, timeout=120) as http:
-        init = http.post(server.url + "/mcp", headers=headers, json={
-            "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-                "protocolVersion": "2025-06-18", "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"}}})
-        session = init.headers["mcp-session-id"]
-        more = {**headers, "mcp-session-id": session}
-        http.post(server.url + "/mcp", headers=more,
-                  json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+    peer = HttpPeer(server.url, server.token)
+    try:
+        peer.handshake()
         # a valid message of 5 MiB: over the SDK's own default, under the documented limit
         big = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
             "name": "search", "arguments": {"query": "bread " * (5 * 1024 * 1024 // 6)}}}
-        answer = http.post(server.url + "/mcp", headers=more, json=big)
+        answer = peer.client.post("/mcp", headers=peer.headers, json=big, timeout=120)
         assert answer.status_code == 200, answer.text[:300]
         assert "jsonrpc" in answer.text
+    finally:
+        peer.close()
     # over the limit: a JSON 413 before the body is read, whatever the path
     for path in ("/mcp", "/messages/", "/tools"):
         head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"

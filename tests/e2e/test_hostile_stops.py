@@ -17,6 +17,7 @@ import httpx2
 import pytest
 from support.cli import run_cli
 from support.mcp_harness import start_http, stop_http
+from support.protocol_fuzz import HttpPeer
 from support.runtime import fake, make_config, running
 from support.tools import Tools, refused
 
@@ -112,25 +113,21 @@ def test_a_hostile_search_blocks_neither_health_nor_shutdown(tmp_path: Path) -> 
         call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
             "name": "search", "arguments": {"query": "bread",
                                             "filter": {"path_glob": "*a" * 14 + "b"}}}}
-        headers = {**server.auth, "Accept": "application/json, text/event-stream",
-                   "Content-Type": "application/json"}
         answers: list[float] = []
 
-        def hostile() -> None:
-            with httpx2.Client(trust_env=False, timeout=120) as http:
-                init = http.post(server.url + "/mcp", headers=headers, json={
-                    "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-                        "protocolVersion": "2025-06-18", "capabilities": {},
-                        "clientInfo": {"name": "t", "version": "1"}}})
-                session = init.headers.get("mcp-session-id", "")
-                more = {**headers, "mcp-session-id": session} if session else headers
-                http.post(server.url + "/mcp", headers=more,
-                          json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        def hostile(posting: threading.Event) -> None:
+            peer = HttpPeer(server.url, server.token)
+            try:
+                peer.handshake()
                 started = time.monotonic()
-                http.post(server.url + "/mcp", headers=more, json=call)
+                posting.set()
+                peer.client.post("/mcp", headers=peer.headers, json=call, timeout=120)
                 answers.append(time.monotonic() - started)
+            finally:
+                peer.close()
 
-        workers = [threading.Thread(target=hostile, daemon=True) for _ in range(3)]
+        posting = [threading.Event() for _ in range(3)]
+        workers = [threading.Thread(target=hostile, args=(p,), daemon=True) for p in posting]
         for worker in workers:
             worker.start()
         worst = 0.0
@@ -145,10 +142,11 @@ def test_a_hostile_search_blocks_neither_health_nor_shutdown(tmp_path: Path) -> 
             worker.join(30)
         assert len(answers) == 3 and max(answers) < 10, answers
         # shutdown within 5 s while the same searches are running again
-        workers = [threading.Thread(target=hostile, daemon=True) for _ in range(3)]
+        posting = [threading.Event() for _ in range(3)]
+        workers = [threading.Thread(target=hostile, args=(p,), daemon=True) for p in posting]
         for worker in workers:
             worker.start()
-        time.sleep(0.3)
+        assert all(p.wait(30) for p in posting), "the searches were not sent"
         started = time.monotonic()
         server.process.send_signal(signal.SIGTERM)
         server.process.wait(30)
