@@ -3,7 +3,6 @@ its chunks wait for vectors, and the next run embeds exactly those, none twice, 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -12,7 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from support.chaos import check_index, env_for
+from support.chaos import check_index, env_for, run_index
 
 from pocketmcp.store.sqlite.connect import open_sync_reader
 
@@ -110,10 +109,8 @@ def _kill_in_the_gap_and_restart(tmp_path: Path, env: dict[str, str],
     docs, chunks, waiting, vectors = counts()
     assert docs == NOTES and waiting > 0 and vectors == chunks - waiting
     assert check()  # nothing half-written by the kill
-    done = subprocess.run([sys.executable, "-m", "pocketmcp", "index", "--json"], env=env,
-                          cwd=tmp_path, capture_output=True, text=True, timeout=240)
-    assert done.returncode == 0, done.stderr[-2000:]
-    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    code, summary, lines = run_index(tmp_path, env, 240)
+    assert code == 0, lines[-10:]
     # No file read again: the chunks that waited were found in the index and embedded.
     assert (summary["unchanged"], summary["added"], summary["updated"]) == (NOTES, 0, 0)
     assert summary["chunks_vectors"] == summary["chunks_embedded"] == waiting
