@@ -49,6 +49,18 @@ class Cache(msgspec.Struct):
     queries: dict[str, Any]  # qid -> {"text", "keyword", "doc_keyword", "first_chunk", "ref"}
 
 
+def _chunk_ids(index: Path) -> list[int]:
+    """Every chunk id of the SQLite index at `index`, ascending (ids only grow, with gaps
+    where chunks were replaced: read, not guessed)."""
+    from pocketmcp.store.sqlite.connect import open_sync_reader
+
+    conn = open_sync_reader(index)
+    try:
+        return [row[0] for row in conn.execute("SELECT chunk_id FROM chunks ORDER BY chunk_id")]
+    finally:
+        conn.close()
+
+
 async def _gather(index: Path, dataset: Any, name_of: Callable[[str], str]
                   ) -> tuple[Cache, np.ndarray, np.ndarray]:
     from pocketmcp.config import load
@@ -66,10 +78,9 @@ async def _gather(index: Path, dataset: Any, name_of: Callable[[str], str]
         index_ = reading.index
         ids = await index_.run(lambda r: r.all_external_ids())
         names = {d: name_of(path_of(ext, "file") or ext) for d, ext in ids}
-        counts = await index_.run(lambda r: r.counts())
-        top = counts["chunks"] * 3 + 100
+        every = await anyio.to_thread.run_sync(_chunk_ids, index)
         chunk_ids, chunk_docs, vectors = await index_.run(
-            lambda r: r.vectors_by_ids(list(range(1, top)), index_.dim))
+            lambda r: r.vectors_by_ids(every, index_.dim))
         background = await model_background(reading.embedder)
         queries: dict[str, Any] = {}
         qvecs = []
