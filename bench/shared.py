@@ -35,6 +35,7 @@ import anyio
 import data
 import httpx2
 from common import (
+    ROOT,
     add_result_args,
     children,
     cpu_s,
@@ -48,6 +49,9 @@ from common import (
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+
+sys.path.insert(0, str(ROOT / "tests"))
+from support.mcp_harness import call, until
 
 from pocketmcp.mcp import discovery
 
@@ -90,13 +94,6 @@ def index_cli(root: Path, **env: str) -> dict[str, Any]:
 
 def rss(pid: int) -> float:
     return memory_mib(pid).get("VmRSS", 0.0)
-
-
-async def call(session: ClientSession, tool: str, args: dict[str, Any]) -> dict[str, Any]:
-    result = await session.call_tool(tool, args)
-    if result.is_error or result.structured_content is None:
-        raise RuntimeError(f"{tool} failed: {result.content}")
-    return result.structured_content
 
 
 # -- editors ------------------------------------------------------------------------------------
@@ -185,15 +182,8 @@ class Served:
         self.process.wait(30)
 
 
-async def until(session: ClientSession, test: Any, within_s: float) -> dict[str, Any]:
-    deadline = time.monotonic() + within_s
-    while True:
-        status = await call(session, "status", {})
-        if test(status):
-            return status
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"status never came: {status}")
-        await anyio.sleep(0.1)
+async def status_until(session: ClientSession, test: Any, within_s: float) -> dict[str, Any]:
+    return await until(lambda: call(session, "status"), test, within_s)
 
 
 async def unload(root: Path, queries: list[str], idle_s: int) -> dict[str, Any]:
@@ -202,11 +192,11 @@ async def unload(root: Path, queries: list[str], idle_s: int) -> dict[str, Any]:
         stack, enter = served.session()
         async with stack:
             session = await enter()
-            await until(session, lambda s: s["initial_indexing_done"], 600)
+            await status_until(session, lambda s: s["initial_indexing_done"], 600)
             for q in queries[:20]:
                 await call(session, "search", {"query": q, **SEARCH})
             before = rss(served.process.pid)
-            await until(session, lambda s: s["sharing"]["model_state"] == "unloaded",
+            await status_until(session, lambda s: s["sharing"]["model_state"] == "unloaded",
                         idle_s * 3 + 30)
             await anyio.sleep(0.5)
             after = rss(served.process.pid)
@@ -266,7 +256,7 @@ async def searches_while_indexing(root: Path, queries: list[str], n: int) -> dic
         stack, enter = served.session()
         async with stack:
             session = await enter()
-            await until(session, lambda s: s["initial_indexing_done"], 600)
+            await status_until(session, lambda s: s["initial_indexing_done"], 600)
             for source in sorted((root / "kb").iterdir()):
                 (folder / source.name).write_bytes(source.read_bytes())
             i = 0
