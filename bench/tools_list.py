@@ -26,10 +26,18 @@ import anyio
 from common import add_result_args, write_results
 
 
+def _reference() -> Any:
+    """pocketmcp/mcp/reference.py: how the project itself lists and measures its tools (None
+    in an earlier package, run for a baseline: then the copies below)."""
+    try:
+        from pocketmcp.mcp import reference
+    except ImportError:
+        return None
+    return reference
+
+
 async def tools_list(tools: str) -> list[dict[str, Any]]:
     """The tools of a server with TOOLS=`tools`, as its client lists them."""
-    from mcp import Client
-
     from pocketmcp.config import load
     from pocketmcp.mcp.server import build_server
     from pocketmcp.plans import serving
@@ -37,17 +45,27 @@ async def tools_list(tools: str) -> list[dict[str, Any]]:
 
     config = load({}, environ={"TOOLS": tools, "SQLITE_PATH": os.devnull})
     server = build_server(Runtime(config, serving(False)))  # listing needs no model or index
+    if (reference := _reference()) is not None:
+        listed: list[dict[str, Any]] = await reference.listing(server)
+        return listed
+    from mcp import Client
+
     async with Client(server, mode="legacy") as client:
-        listed = (await client.list_tools()).tools
-    return [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in listed]
+        found = (await client.list_tools()).tools
+    return [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in found]
+
+
+def model_part(tool: dict[str, Any]) -> dict[str, Any]:
+    """What a client's model reads of a tool's definition: all but its output schema."""
+    if (reference := _reference()) is not None:
+        part: dict[str, Any] = reference.model_part(tool)
+        return part
+    return {k: v for k, v in tool.items() if k != "outputSchema"}
 
 
 def limits(tools: str) -> dict[str, int]:
-    try:
-        from pocketmcp.mcp.reference import LIMITS
-    except ImportError:  # an earlier package, run for a baseline
-        return {}
-    return LIMITS.get(tools, {})
+    reference = _reference()
+    return {} if reference is None else dict(reference.LIMITS.get(tools, {}))
 
 
 def main() -> None:
@@ -62,8 +80,7 @@ def main() -> None:
     rows = []
     for name in args.sets.split(","):
         listed = anyio.run(tools_list, name)
-        model = json.dumps({"tools": [{k: v for k, v in t.items() if k != "outputSchema"}
-                                      for t in listed]})
+        model = json.dumps({"tools": [model_part(t) for t in listed]})
         whole = json.dumps({"tools": listed})
         row: dict[str, Any] = {"tools": name, "count": len(listed), "model": len(model),
                                "whole": len(whole), "limits": limits(name)}
@@ -72,8 +89,7 @@ def main() -> None:
             row["model_tokens_o200k"] = len(encoding.encode(model))
             row["whole_tokens_o200k"] = len(encoding.encode(whole))
         row["per_tool_model"] = {
-            t["name"]: len(json.dumps({k: v for k, v in t.items() if k != "outputSchema"}))
-            for t in listed}
+            t["name"]: len(json.dumps(model_part(t))) for t in listed}
         rows.append(row)
         print(json.dumps({k: v for k, v in row.items() if k != "per_tool_model"}))
     write_results(args, {"results": rows})
