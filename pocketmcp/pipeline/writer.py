@@ -22,7 +22,6 @@ from pocketmcp.errors import PocketError, Stopping, StoreError, single
 from pocketmcp.messages import (
     DocsSubmitted,
     FileChunked,
-    FileEmbedded,
     FileGone,
     PreparedDoc,
     RemovalAsked,
@@ -85,7 +84,7 @@ async def write_index(
                 raise
             write_ms = round((time.perf_counter() - started) * 1000, 1)
             for position, item in enumerate(work):
-                if isinstance(item, FileEmbedded | FileChunked):
+                if isinstance(item, FileChunked):
                     inflight.done(item.doc.rel, item.doc.seq)
                     if backlog is not None:
                         backlog.wake()
