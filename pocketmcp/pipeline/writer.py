@@ -181,7 +181,9 @@ def _count(outcome: Outcome, stats: Stats, write_ms: float, batch: int,
             if kind == "inserted":
                 stats.added += 1
             elif kind == "updated":
-                stats.updated += 1
+                stats.updated += 1  # written again, if only because asked (a force)
+                if event.get("status") == "unchanged":
+                    stats.rechecked += 1  # of those, re-read by force with the same text
             elif kind == "deleted" and not event.get("skipped"):  # skipped: counted then
                 stats.removed += 1
             elif kind == "skipped" and event.get("error"):
