@@ -207,3 +207,32 @@ async def test_bm25_over_a_folder_written_in_two_stages_is_as_over_one_written_a
         finally:
             index.close()
     assert results[0] == results[1] and results[0][0] == 3
+
+
+async def test_the_backlog_is_read_in_two_queries_each_document_with_its_own_chunks(
+        store) -> None:
+    writer, index = store
+    ids = []
+    for n in range(6):
+        chunks = _chunks(f"Note {n} opens here. ", f"Note {n} goes on. ", f"Note {n} ends.")
+        ids.append(_keywords(writer, _doc(f"n{n}", *[c.text for c in chunks]), chunks,
+                             rank=n).doc_id)
+
+    def counted(reader: Any) -> tuple[list[Any], int]:
+        # The store's one way to the database: SqliteReader.query, PgReader._rows.
+        name = "query" if hasattr(reader, "query") else "_rows"
+        run = getattr(reader, name)
+        calls: list[object] = []
+        setattr(reader, name, lambda *args: calls.append(args) or run(*args))
+        try:
+            return reader.embed_backlog(10), len(calls)
+        finally:
+            delattr(reader, name)
+
+    backlog, queries = await index.run(counted)
+    assert queries <= 2, queries  # not one more query per document
+    assert [d.doc_id for d in backlog] == ids[::-1]
+    for n, doc in zip(range(5, -1, -1), backlog, strict=True):
+        assert [c.text for c in doc.chunks] == [
+            f"Note {n} opens here. ", f"Note {n} goes on. ", f"Note {n} ends."]
+        assert [c.idx for c in doc.chunks] == [0, 1, 2]

@@ -30,8 +30,8 @@ from pocketmcp.store.rows import (
     HitRow,
     Keywords,
     Sort,
-    WaitingChunk,
     WaitingDoc,
+    waiting_docs,
 )
 
 T = TypeVar("T")
@@ -91,19 +91,17 @@ class PgReader:
 
     def embed_backlog(self, limit: int, skip: Sequence[int] = ()) -> list[WaitingDoc]:
         """As the SQLite store's: documents whose chunks wait for vectors, newest first."""
-        found: list[WaitingDoc] = []
-        for doc_id, external_id, sha, title, content in self._rows(
-                "SELECT q.doc_id, d.external_id, d.content_sha256, d.title, d.content "
-                "FROM embed_queue q JOIN documents d ON d.doc_id = q.doc_id "
-                "WHERE NOT (q.doc_id = ANY(%s)) ORDER BY q.rank DESC, q.doc_id DESC LIMIT %s",
-                (list(skip), limit)):
-            chunks = tuple(WaitingChunk(int(i), int(a), int(b), int(t), str(h), str(sec),
-                                        content[a:b]) for i, a, b, t, h, sec in self._rows(
-                "SELECT idx, start_off, end_off, tokens, text_sha256, section FROM chunks "
-                "WHERE doc_id = %s AND embedding IS NULL ORDER BY idx", (doc_id,)))
-            found.append(WaitingDoc(int(doc_id), str(external_id), str(sha), str(title),
-                                    chunks))
-        return found
+        heads = self._rows(
+            "SELECT q.doc_id, d.external_id, d.content_sha256, d.content "
+            "FROM embed_queue q JOIN documents d ON d.doc_id = q.doc_id "
+            "WHERE NOT (q.doc_id = ANY(%s)) ORDER BY q.rank DESC, q.doc_id DESC LIMIT %s",
+            (list(skip), limit))
+        if not heads:
+            return []
+        return waiting_docs(heads, self._rows(
+            "SELECT doc_id, idx, start_off, end_off, tokens, text_sha256, section FROM chunks "
+            "WHERE doc_id = ANY(%s) AND embedding IS NULL ORDER BY doc_id, idx",
+            ([row[0] for row in heads],)))
 
     def waiting_among(self, chunk_ids: Sequence[int]) -> set[int]:
         if not chunk_ids:
