@@ -45,6 +45,20 @@ _DOC_COLUMNS = ("d.doc_id, d.external_id, d.source, d.uri, d.title, d.library, "
                 "d.size_bytes, d.mtime_ns")
 
 
+def stored_vectors(rows: Callable[[str, Sequence[Any]], Iterable[Sequence[Any]]],
+                   text_shas: Iterable[str]) -> dict[str, F32]:
+    """The stored vector of each chunk text among these digests that the index holds with
+    one (its first chunk's): what the reader's vectors_for and the writer's reuse of known
+    vectors both look up."""
+    wanted = sorted(set(text_shas))
+    if not wanted:
+        return {}
+    return {str(sha): np.asarray(vec.to_numpy(), np.float32) for sha, vec in rows(
+        "SELECT DISTINCT ON (text_sha256) text_sha256, embedding FROM chunks "
+        "WHERE text_sha256 = ANY(%s) AND embedding IS NOT NULL "
+        "ORDER BY text_sha256, chunk_id", (wanted,))}
+
+
 class PgReader:
     """One pooled connection (autocommit), one caller at a time."""
 
@@ -116,15 +130,8 @@ class PgReader:
         return DocState(str(rows[0][0]), rows[0][1], rows[0][2], rows[0][3]) if rows else None
 
     def vectors_for(self, text_shas: Iterable[str]) -> dict[str, bytes]:
-        wanted = sorted(set(text_shas))
-        if not wanted:
-            return {}
-        rows = self._rows("SELECT DISTINCT ON (text_sha256) text_sha256, embedding FROM chunks "
-                          "WHERE text_sha256 = ANY(%s) AND embedding IS NOT NULL "
-                          "ORDER BY text_sha256, chunk_id",
-                          (wanted,))
-        return {str(sha): np.asarray(vec.to_numpy(), np.float32).tobytes()
-                for sha, vec in rows}
+        return {sha: vector.tobytes() for sha, vector in stored_vectors(
+            self._rows, text_shas).items()}
 
     def external_ids(self, prefix: str, after: str = "", limit: int = 500) -> list[str]:
         low = max(prefix, after)

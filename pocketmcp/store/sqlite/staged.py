@@ -26,7 +26,7 @@ from typing import Any
 from pocketmcp.errors import StoreError
 from pocketmcp.messages import Chunk
 from pocketmcp.store.sqlite.keywords.lengths import varint
-from pocketmcp.store.sqlite.log import VECTOR_BY_ID
+from pocketmcp.store.sqlite.log import stored_vectors
 
 DEBT_KEY = "fts_debt"  # meta: [rows, [tokens per column]] to take off chunks_fts's totals
 
@@ -53,21 +53,9 @@ class StagedWrites:
         return [vectors[i * width:(i + 1) * width] for i in range(len(chunks))]
 
     def _known(self, chunks: Sequence[Chunk]) -> list[bytes | None]:
-        """The stored vector of each chunk whose text the index holds with one (by digest),
-        else None."""
-        wanted = sorted({c.sha256 for c in chunks})
-        owners: dict[str, int] = {}
-        for start in range(0, len(wanted), 500):
-            for sha, chunk_id in self._sql(
-                    "SELECT text_sha256, chunk_id FROM chunks WHERE waiting = 0 AND "
-                    "text_sha256 IN (SELECT value FROM json_each(?))",
-                    (_texts(wanted[start:start + 500]),)).fetchall():
-                owners.setdefault(sha, chunk_id)
-        found: dict[str, bytes] = {}
-        for sha, chunk_id in owners.items():
-            row = self._sql(VECTOR_BY_ID, (chunk_id,)).fetchone()
-            if row is not None and len(row[2]) == self.dim * 4:
-                found[sha] = bytes(row[2])
+        """The stored vector of each chunk whose text the index holds with one, else None."""
+        found = stored_vectors(lambda sql, args: self._sql(sql, args).fetchall(),
+                               (c.sha256 for c in chunks), self.dim)
         return [found.get(c.sha256) for c in chunks]
 
     def add_vectors(self, doc_id: int, sha256: str, chunks: Sequence[Chunk],
