@@ -97,16 +97,6 @@ class FileChunked(msgspec.Struct, frozen=True):
     chunks: tuple[Chunk, ...]
 
 
-class FileEmbedded(msgspec.Struct, frozen=True):
-    """Every chunk of `doc` has a vector; `reused` of them came from the index itself."""
-
-    doc: FileHashed
-    chunks: tuple[Chunk, ...]
-    vectors: bytes  # float32, len(chunks) x dim, row-major
-    reused: int
-    embed_ms: float
-
-
 class VectorsFound(msgspec.Struct, frozen=True):
     """The vectors of a document whose chunks waited for them (written for keyword search
     first), for its text `sha256`."""
@@ -196,5 +186,5 @@ Request = DocsSubmitted | RemovalAsked
 Event = FileSeen | FileGone | ScanDone
 Hashed = FileHashed | FileTouched | FileGone | ScanDone
 Chunked = FileChunked | FileTouched | FileGone | ScanDone
-Embedded = FileEmbedded | FileTouched | FileGone | ScanDone
-ToWriter = Embedded | FileChunked | VectorsFound | DocsSubmitted | RemovalAsked
+ToWriter = (FileChunked | FileTouched | FileGone | ScanDone | VectorsFound | DocsSubmitted
+            | RemovalAsked)

@@ -93,7 +93,6 @@ async def index(config: Config, args: argparse.Namespace) -> int:
                                    keywords_first=getattr(args, "keywords_first", False))
     deadline = time.monotonic() + args.wait
     place = config.main_place()
-    rechecked = Rechecked() if args.force else None
     signals: list[str] = []
     while True:
         # Two runs never both write a SQLite index: the writer lock decides, and a second run
@@ -103,7 +102,7 @@ async def index(config: Config, args: argparse.Namespace) -> int:
             try:
                 runtime = await fed(config, plan,
                                     progress=style_of(args.progress, tty=sys.stderr.isatty()),
-                                    on_event=rechecked, signals=signals)
+                                    signals=signals)
                 break
             except WriterBusyError:  # taken between the check and the start: wait again
                 pass
@@ -120,8 +119,10 @@ async def index(config: Config, args: argparse.Namespace) -> int:
     summary = {
         "folder": str(config.watch_dir),
         "index": runtime.services.main.index.where,
-        "files_seen": s.seen, "added": s.added, "updated": s.updated,
-        "unchanged": s.unchanged, "removed": s.removed, "skipped": s.skipped,
+        "files_seen": s.seen, "added": s.added,
+        # Re-read by force with the same text: written again, but unchanged to the reader.
+        "updated": s.updated - s.rechecked, "unchanged": s.unchanged + s.rechecked,
+        "removed": s.removed, "skipped": s.skipped,
         "chunks_embedded": s.chunks_embedded, "chunks_reused": s.chunks_reused,
         "chunks_keywords": s.chunks_written, "chunks_vectors": s.chunks_vectors,
         "chunks_waiting": s.chunks_waiting,
@@ -132,8 +133,8 @@ async def index(config: Config, args: argparse.Namespace) -> int:
         "provider_retries": usage.retries, "provider_s": round(usage.seconds, 3),
         "skipped_files": [{"path": path, "reason": why} for path, why in s.recent_skips],
     }
-    if rechecked is not None:
-        rechecked.correct(summary)
+    if args.force:
+        summary["rechecked"] = s.added + s.updated + s.unchanged  # every file read
     left: list[str] = []
     if signals:
         left, cut = await unfinished(config, runtime.services.main.index.dim,
@@ -153,7 +154,7 @@ async def index(config: Config, args: argparse.Namespace) -> int:
             f"{summary['unchanged']} unchanged, {s.removed} removed, {s.skipped} skipped\n"
             f"  chunks: {s.chunks_embedded} embedded, {s.chunks_reused} reused "
             f"({s.chunks_written} keyword-indexed, {s.chunks_waiting} waiting for vectors)\n"
-            + (Rechecked.line(summary) if rechecked is not None else "")
+            + (Rechecked.line(summary) if args.force else "")
             + f"{spent}"
             f"  elapsed: {summary['elapsed_s']} s"
         )

@@ -163,21 +163,8 @@ def _above_the_bar(line: str) -> None:
 
 
 class Rechecked:
-    """What `index --force` re-read: the files written again with the same text are
-    counted (the writer's events), so the summary says they are unchanged, not updated."""
-
-    def __init__(self) -> None:
-        self.same = 0
-
-    def __call__(self, event: dict[str, Any]) -> None:
-        if event.get("event") == "updated" and event.get("status") == "unchanged":
-            self.same += 1
-
-    def correct(self, summary: dict[str, Any]) -> None:
-        """The summary's counts with the files re-read unchanged counted as unchanged."""
-        summary["updated"] -= self.same
-        summary["unchanged"] += self.same
-        summary["rechecked"] = summary["added"] + summary["updated"] + summary["unchanged"]
+    """What `index --force` re-read, for the summary: the files written again with the same
+    text (the writer's `rechecked`, among its `updated`) are told as unchanged."""
 
     @staticmethod
     def line(summary: dict[str, Any]) -> str:

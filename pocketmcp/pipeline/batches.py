@@ -14,7 +14,6 @@ from pocketmcp.messages import (
     DocRecord,
     DocsSubmitted,
     FileChunked,
-    FileEmbedded,
     FileGone,
     FileHashed,
     FileTouched,
@@ -50,7 +49,7 @@ def _keys(items: Sequence[ToWriter]) -> list[str]:
     """The external ids `items` write, to lock (a removal by doc_id locks its row instead)."""
     keys: set[str] = set()
     for item in items:
-        if isinstance(item, FileEmbedded | FileChunked):
+        if isinstance(item, FileChunked):
             keys.add(watched_id(item.doc.rel))
         elif isinstance(item, VectorsFound):
             keys.add(item.external_id)
@@ -74,7 +73,7 @@ def _apply_all(writer: StoreWriter, items: Sequence[ToWriter]) -> Outcome:
                 outcome.answers[position] = exc if isinstance(exc, PocketError) else (
                     InvalidRequest(f"cannot be stored: {exc}"))
             else:
-                rel = item.doc.rel if isinstance(item, FileEmbedded | FileChunked) else (
+                rel = item.doc.rel if isinstance(item, FileChunked) else (
                     item.external_id if isinstance(item, VectorsFound) else getattr(
                         item, "rel", ""))
                 outcome.events.append({"event": "skipped", "path": rel,
@@ -85,18 +84,7 @@ def _apply_all(writer: StoreWriter, items: Sequence[ToWriter]) -> Outcome:
 
 def _apply_one(writer: StoreWriter, item: ToWriter, position: int, outcome: Outcome) -> None:
     events = outcome.events
-    if isinstance(item, FileEmbedded):
-        doc = item.doc
-        written = writer.upsert(doc_record_of(item), item.chunks, item.vectors)
-        events.append({
-            # A file re-read with --force whose text is the same is reported "updated" too:
-            # it was read and written again, as asked (its vectors reused).
-            "event": "inserted" if written.status == "inserted" else "updated",
-            "status": written.status,  # "unchanged": the same text, written again
-            "path": doc.rel, "doc_id": written.doc_id,
-            **chunk_counts(written, item.reused), "embed_ms": round(item.embed_ms, 1),
-        })
-    elif isinstance(item, FileChunked):  # keywords now, vectors when they come
+    if isinstance(item, FileChunked):  # keywords now, vectors when they come
         doc = item.doc
         written = writer.upsert(doc_record_of(item), item.chunks, None, rank=rank_of(doc))
         events.append({
@@ -148,25 +136,13 @@ def _apply_one(writer: StoreWriter, item: ToWriter, position: int, outcome: Outc
         outcome.answers[position] = removed
 
 
-def chunk_counts(written: Written, reused: int) -> dict[str, int]:
-    """How a document's chunks changed, in numbers that add up: the new chunks are the
-    embedded plus the reused (vectors the index already had), and the old chunks that no new
-    chunk took the place of are the removed."""
-    if written.status == "unchanged":  # its chunks stay as they were
-        return {"chunks": written.chunks, "chunks_embedded": 0,
-                "chunks_reused": written.chunks, "chunks_removed": 0}
-    return {"chunks": written.chunks, "chunks_embedded": written.chunks - reused,
-            "chunks_reused": reused,
-            "chunks_removed": max(written.chunks_removed - reused, 0)}
-
-
 def rank_of(doc: FileHashed) -> int:
     """Where a document's chunks wait for vectors: by its file's modification time, newest
     first, and an edit (the index held another version) by now, ahead of the rest."""
     return max(doc.mtime_ns, time.time_ns()) if doc.edit else doc.mtime_ns
 
 
-def doc_record_of(item: FileEmbedded | FileChunked) -> DocRecord:
+def doc_record_of(item: FileChunked) -> DocRecord:
     """The document row of a watched file."""
     doc = item.doc
     return DocRecord(external_id=watched_id(doc.rel), source="file", uri=doc.uri,

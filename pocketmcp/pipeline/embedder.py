@@ -151,6 +151,8 @@ class Batcher:
                 continue
             await self.run_batch()
             await self._send_done(outbox)
+            if self.budget is not None:  # after the vectors are sent on, not holding them
+                await self.budget.pace()
 
     async def _fetch(self) -> bool:
         """Take the next waiting documents (those whose vectors are all known are done at
@@ -218,8 +220,6 @@ class Batcher:
             return
         self.waits = 0
         elapsed = (time.perf_counter() - started) * 1000
-        if self.budget is not None:
-            await self.budget.pace()
         self.stats.embed_ms += elapsed
         self.stats.chunks_embedded += len(batch)
         for row, (slot, i) in enumerate(batch):

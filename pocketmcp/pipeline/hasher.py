@@ -10,7 +10,6 @@ from pathlib import Path
 
 import anyio
 import msgspec
-from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from pocketmcp import logs
@@ -73,6 +72,23 @@ def _read(path: Path, max_bytes: int, known: DocState | None, force: bool,
     return _Read(len(data), st.st_mtime_ns, data)
 
 
+class _ToConvert(msgspec.Struct, frozen=True):
+    """A file read and found changed, whose format must be converted to text."""
+
+    rel: str
+    kind: str
+    size: int
+    mtime_ns: int
+    data: bytes
+    sha256: str
+    library: str
+    edit: bool
+
+
+_Aside = tuple[_ToConvert, anyio.Semaphore]  # a file to convert and its path lock, held
+OCR_SIDE_WORKERS = 2  # files converted beside the others when they may need OCR
+
+
 class Hasher:
     def __init__(self, *, root: Path, view: View, inflight: InFlight, stats: Stats,
                  max_bytes: int, converter: Converter,
@@ -87,10 +103,9 @@ class Hasher:
         self.max_bytes = max_bytes
         self.force = force
         self._locks: dict[str, tuple[anyio.Semaphore, int]] = {}
-        # Files that may need OCR are handled in this task group, two at a time (set by
-        # hash_files; None: in turn with the others).
-        self.aside: TaskGroup | None = None
-        self._beside_slots = anyio.Semaphore(2)
+        # Files to convert that may need OCR are handed over here to OCR_SIDE_WORKERS
+        # workers (set by hash_files; None: converted in turn with the others).
+        self.aside: MemoryObjectSendStream[_Aside] | None = None
         self._busy = 0
         self._idle = anyio.Event()
 
@@ -101,6 +116,12 @@ class Hasher:
         return await self.view.run(lambda reader: reader.doc_state(watched_id(rel)))
 
     async def handle(self, event: FileSeen | FileGone) -> Hashed | None:
+        step = await self._check(event)
+        return await self._convert(step) if isinstance(step, _ToConvert) else step
+
+    async def _check(self, event: FileSeen | FileGone) -> Hashed | _ToConvert | None:
+        """Everything short of converting: stat, read, compare with the index; a file whose
+        format must be converted comes back as a _ToConvert."""
         rel = event.rel
         known = await self._known(rel)
         library = self.library_of(rel)
@@ -134,35 +155,44 @@ class Hasher:
         if known is not None and known.sha256 == digest and not force:
             self.stats.unchanged += 1
             return FileTouched(rel, read.size, read.mtime_ns)
-        modified = dates.from_ns(read.mtime_ns)
         if kind in kinds.CONVERTED:
-            try:
-                converted = await self.converter.convert(kind, read.data, rel)
-            except DocumentError as exc:
-                self.stats.skip(rel, exc.reason)
-                log.warning("skipped", path=rel, reason=exc.reason, size=read.size)
-                return None if known is None else FileGone(rel, self.inflight.begin(rel, GONE),
-                                                           skipped=True)
-            text = clean(converted.text)
-            title, facts = converted.title, converted_facts(converted.properties, modified)
-        else:
-            text, exact = decode(read.data)
-            if not exact:
-                log.warning("decoded_with_replacement", path=rel,
-                            reason="invalid UTF-8 bytes were replaced with U+FFFD")
-            text = clean(text)
-            note = await anyio.to_thread.run_sync(lambda: read_note(
-                text, folder=posixpath.dirname(rel), modified=modified))
-            if note.problem is not None:
-                log.warning("front_matter_skipped", path=rel, reason=note.problem)
-            for field, why in note.dropped:
-                log.warning("front_matter_field_dropped", path=rel, field=field, reason=why)
-            title, facts = note.title, note.facts
+            return _ToConvert(rel, kind, read.size, read.mtime_ns, read.data, digest,
+                              library, known is not None)
+        modified = dates.from_ns(read.mtime_ns)
+        text, exact = decode(read.data)
+        if not exact:
+            log.warning("decoded_with_replacement", path=rel,
+                        reason="invalid UTF-8 bytes were replaced with U+FFFD")
+        text = clean(text)
+        note = await anyio.to_thread.run_sync(lambda: read_note(
+            text, folder=posixpath.dirname(rel), modified=modified))
+        if note.problem is not None:
+            log.warning("front_matter_skipped", path=rel, reason=note.problem)
+        for field, why in note.dropped:
+            log.warning("front_matter_field_dropped", path=rel, field=field, reason=why)
         return FileHashed(
             rel=rel, seq=self.inflight.begin(rel, digest), uri=(self.root / rel).as_uri(),
-            title=title or title_of(text, Path(rel).stem), text=text, sha256=digest,
-            size=read.size, mtime_ns=read.mtime_ns, library=library, facts=facts,
+            title=note.title or title_of(text, Path(rel).stem), text=text, sha256=digest,
+            size=read.size, mtime_ns=read.mtime_ns, library=library, facts=note.facts,
             edit=known is not None,
+        )
+
+    async def _convert(self, job: _ToConvert) -> Hashed | None:
+        rel = job.rel
+        try:
+            converted = await self.converter.convert(job.kind, job.data, rel)
+        except DocumentError as exc:
+            self.stats.skip(rel, exc.reason)
+            log.warning("skipped", path=rel, reason=exc.reason, size=job.size)
+            return FileGone(rel, self.inflight.begin(rel, GONE), skipped=True) if job.edit \
+                else None
+        text = clean(converted.text)
+        facts = converted_facts(converted.properties, dates.from_ns(job.mtime_ns))
+        return FileHashed(
+            rel=rel, seq=self.inflight.begin(rel, job.sha256), uri=(self.root / rel).as_uri(),
+            title=converted.title or title_of(text, Path(rel).stem), text=text,
+            sha256=job.sha256, size=job.size, mtime_ns=job.mtime_ns, library=job.library,
+            facts=facts, edit=job.edit,
         )
 
     async def work(self, inbox: MemoryObjectReceiveStream[Event],
@@ -177,30 +207,39 @@ class Hasher:
                     continue
                 lock = self._lock(event.rel)
                 self._busy += 1
-                if self.aside is not None and self.converter.may_ocr(kinds.kind_of(event.rel)):
-                    # OCR takes seconds a file and runs one file at a time: such files wait
-                    # for it beside the others, so text files go on meanwhile.
-                    await lock.acquire()
-                    self.aside.start_soon(self._beside, event, lock, outbox.clone())
-                    continue
+                handed = False
+                await lock.acquire()
                 try:
-                    async with lock:
-                        out = await self.handle(event)
-                        if out is not None:
-                            await outbox.send(out)
+                    step = await self._check(event)
+                    if isinstance(step, _ToConvert) and self.aside is not None \
+                            and self.converter.may_ocr(step.kind):
+                        # OCR takes seconds a file and runs one file at a time: such files
+                        # wait for it beside the others, so text files go on meanwhile. The
+                        # hand-over waits while both OCR-side workers are busy, so files
+                        # waiting for OCR are bounded, not the whole folder.
+                        await self.aside.send((step, lock))
+                        handed = True  # the OCR-side worker releases the lock
+                        continue
+                    out = await self._convert(step) if isinstance(step, _ToConvert) else step
+                    if out is not None:
+                        await outbox.send(out)
                 finally:
-                    self._finished(event.rel)
+                    if not handed:
+                        lock.release()
+                        self._finished(event.rel)
 
-    async def _beside(self, event: FileSeen | FileGone, lock: anyio.Semaphore,
-                      outbox: MemoryObjectSendStream[Hashed]) -> None:
-        try:
-            async with outbox, self._beside_slots:
-                out = await self.handle(event)
-                if out is not None:
-                    await outbox.send(out)
-        finally:
-            lock.release()
-            self._finished(event.rel)
+    async def beside(self, jobs: MemoryObjectReceiveStream[_Aside],
+                     outbox: MemoryObjectSendStream[Hashed]) -> None:
+        """An OCR-side worker: converts the files handed over by work(), one at a time."""
+        async with jobs, outbox:
+            async for job, lock in jobs:
+                try:
+                    out = await self._convert(job)
+                    if out is not None:
+                        await outbox.send(out)
+                finally:
+                    lock.release()
+                    self._finished(job.rel)
 
     def _finished(self, rel: str) -> None:
         self._release(rel)
@@ -229,9 +268,20 @@ async def hash_files(
     inbox: MemoryObjectReceiveStream[Event], outbox: MemoryObjectSendStream[Hashed], *,
     hasher: Hasher, concurrency: int,
 ) -> None:
-    """`concurrency` workers share the inbox; per-file order is kept by per-path locks."""
+    """`concurrency` workers share the inbox; per-file order is kept by per-path locks.
+
+    Files that may need OCR are converted by OCR_SIDE_WORKERS workers beside them, handed
+    over through an unbuffered stream: at most that many are converted and `concurrency`
+    wait to be, however many such files the folder holds."""
     async with inbox, outbox, anyio.create_task_group() as tg:
-        hasher.aside = tg
-        for i in range(concurrency):
-            tg.start_soon(hasher.work, inbox.clone(), outbox.clone(),
-                          name=f"pocketmcp.hasher.{i}")
+        aside_tx, aside_rx = anyio.create_memory_object_stream[_Aside](0)
+        async with aside_rx:
+            for i in range(OCR_SIDE_WORKERS):
+                tg.start_soon(hasher.beside, aside_rx.clone(), outbox.clone(),
+                              name=f"pocketmcp.hasher.ocr.{i}")
+        hasher.aside = aside_tx
+        # The OCR-side workers end once every reader has and the stream is closed.
+        async with aside_tx, anyio.create_task_group() as readers:
+            for i in range(concurrency):
+                readers.start_soon(hasher.work, inbox.clone(), outbox.clone(),
+                                   name=f"pocketmcp.hasher.{i}")

@@ -49,6 +49,7 @@ class Stats(msgspec.Struct, kw_only=True):
     seen: int = 0
     added: int = 0
     updated: int = 0
+    rechecked: int = 0  # of the updated: re-read by force and found with the same text
     unchanged: int = 0
     touched: int = 0
     removed: int = 0

@@ -22,7 +22,6 @@ from pocketmcp.errors import PocketError, Stopping, StoreError, single
 from pocketmcp.messages import (
     DocsSubmitted,
     FileChunked,
-    FileEmbedded,
     FileGone,
     PreparedDoc,
     RemovalAsked,
@@ -85,7 +84,7 @@ async def write_index(
                 raise
             write_ms = round((time.perf_counter() - started) * 1000, 1)
             for position, item in enumerate(work):
-                if isinstance(item, FileEmbedded | FileChunked):
+                if isinstance(item, FileChunked):
                     inflight.done(item.doc.rel, item.doc.seq)
                     if backlog is not None:
                         backlog.wake()
@@ -182,7 +181,9 @@ def _count(outcome: Outcome, stats: Stats, write_ms: float, batch: int,
             if kind == "inserted":
                 stats.added += 1
             elif kind == "updated":
-                stats.updated += 1
+                stats.updated += 1  # written again, if only because asked (a force)
+                if event.get("status") == "unchanged":
+                    stats.rechecked += 1  # of those, re-read by force with the same text
             elif kind == "deleted" and not event.get("skipped"):  # skipped: counted then
                 stats.removed += 1
             elif kind == "skipped" and event.get("error"):

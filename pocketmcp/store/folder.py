@@ -21,14 +21,6 @@ class FolderRecord(msgspec.Struct, frozen=True, kw_only=True):
     def root(self) -> Path:
         return Path(self.path)
 
-    def library_root(self, library: str) -> Path:
-        """The folder a library's watched files are in: its top folder under the indexed
-        folder (LIBRARY_FROM=folder), or the folder itself (the default library, or
-        LIBRARY_FROM=none)."""
-        if self.library_from == "folder" and library != self.default_library:
-            return self.root / library
-        return self.root
-
     def encode(self) -> str:
         return msgspec.json.encode(self).decode()
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
 
 import msgspec
 
@@ -103,5 +104,18 @@ class WaitingDoc(msgspec.Struct, frozen=True):
     doc_id: int
     external_id: str
     sha256: str
-    title: str
     chunks: tuple[WaitingChunk, ...]
+
+
+def waiting_docs(heads: Iterable[Sequence[Any]],
+                 chunk_rows: Iterable[Sequence[Any]]) -> list[WaitingDoc]:
+    """The waiting documents of two queries' rows, in the order of `heads`: (doc_id,
+    external_id, content_sha256, content) a document, and (doc_id, idx, start_off, end_off,
+    tokens, text_sha256, section) each of their waiting chunks, in order of idx."""
+    chunks: dict[int, list[Sequence[Any]]] = {}
+    for row in chunk_rows:
+        chunks.setdefault(int(row[0]), []).append(row)
+    return [WaitingDoc(int(doc_id), str(external_id), str(sha), tuple(
+        WaitingChunk(int(i), int(s), int(e), int(t), str(h), str(sec), content[s:e])
+        for _, i, s, e, t, h, sec in chunks.get(int(doc_id), ())))
+        for doc_id, external_id, sha, content in heads]

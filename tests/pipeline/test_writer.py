@@ -260,20 +260,3 @@ async def test_requests_queued_behind_a_failed_transaction_are_answered(
     assert len(outcomes) == 4
     assert isinstance(outcomes[0], StoreError)
     assert all(isinstance(o, Stopping) for o in outcomes[1:])
-
-
-def test_an_edits_chunk_counts_add_up() -> None:
-    from pocketmcp.messages import Written
-    from pocketmcp.pipeline.batches import chunk_counts
-
-    # 12 chunks before; the edit changed one: 11 vectors reused, 1 embedded, and of the 12
-    # old chunks the 11 reused live on, so one is removed (not all 12).
-    counts = chunk_counts(Written(1, "updated", 12, 12), reused=11)
-    assert counts == {"chunks": 12, "chunks_embedded": 1, "chunks_reused": 11,
-                      "chunks_removed": 1}
-    # Shorter: 10 chunks before, 6 now, all reused: 4 removed.
-    counts = chunk_counts(Written(1, "updated", 6, 10), reused=6)
-    assert (counts["chunks_embedded"], counts["chunks_removed"]) == (0, 4)
-    # The same text: nothing embedded, nothing removed.
-    counts = chunk_counts(Written(1, "unchanged", 3, 0), reused=3)
-    assert (counts["chunks_embedded"], counts["chunks_removed"]) == (0, 0)

@@ -163,3 +163,91 @@ async def test_bm25_over_a_folder_written_in_two_stages_is_as_over_one_written_a
         finally:
             index.close()
     assert results[0] == results[1] and results[0][0] == 3
+
+
+async def test_the_backlog_is_read_in_two_queries_each_document_with_its_own_chunks(
+        store) -> None:
+    writer, index = store
+    ids = []
+    for n in range(6):
+        chunks = _chunks(f"Note {n} opens here. ", f"Note {n} goes on. ", f"Note {n} ends.")
+        ids.append(_keywords(writer, _doc(f"n{n}", *[c.text for c in chunks]), chunks,
+                             rank=n).doc_id)
+
+    def counted(reader: Any) -> tuple[list[Any], int]:
+        # The store's one way to the database: SqliteReader.query, PgReader._rows.
+        name = "query" if hasattr(reader, "query") else "_rows"
+        run = getattr(reader, name)
+        calls: list[object] = []
+        setattr(reader, name, lambda *args: calls.append(args) or run(*args))
+        try:
+            return reader.embed_backlog(10), len(calls)
+        finally:
+            delattr(reader, name)
+
+    backlog, queries = await index.run(counted)
+    assert queries <= 2, queries  # not one more query per document
+    assert [d.doc_id for d in backlog] == ids[::-1]
+    for n, doc in zip(range(5, -1, -1), backlog, strict=True):
+        assert [c.text for c in doc.chunks] == [
+            f"Note {n} opens here. ", f"Note {n} goes on. ", f"Note {n} ends."]
+        assert [c.idx for c in doc.chunks] == [0, 1, 2]
+
+
+async def test_one_transaction_of_many_documents_notes_the_keyword_debt_once(
+        tmp_path: Path) -> None:
+    """Many documents given their vectors in one transaction (one of them undone by its own
+    error): the totals still come out as if written at once, the debt is noted in meta once
+    before the commit, and a transaction that owes nothing does not read it."""
+    texts = [(f"d{i}", f"Note {i}: herons wade and otters dive, {i} times over. ")
+             for i in range(6)]
+    at_once = SqlitePlace(tmp_path / "once.db", tmp_path / "d1")
+    staged = SqlitePlace(tmp_path / "staged.db", tmp_path / "d2")
+    one, two = at_once.writer(IDENTITY), staged.writer(IDENTITY)
+    statements: list[str] = []
+    try:
+        waiting = []
+        for i, (ext, text) in enumerate(texts):
+            chunks, doc = _chunks(text), _doc(ext, text)
+            vectors = _vectors(1, seed=i).tobytes()
+            one.batch(lambda d=doc, c=chunks, v=vectors: one.upsert(d, c, v), [ext])
+            waiting.append((_keywords(two, doc, chunks).doc_id, text, chunks))
+
+        def all_vectors() -> None:
+            for i, (doc_id, text, chunks) in enumerate(waiting):
+                try:
+                    with two.item():
+                        assert two.add_vectors(doc_id, sha256(text), chunks,
+                                               _vectors(1, seed=i).tobytes())
+                        if i == 2:
+                            raise ValueError("this item fails after its keyword rows went")
+                except ValueError:
+                    pass
+
+        two._conn.set_trace_callback(statements.append)  # type: ignore[attr-defined]
+        two.batch(all_vectors, [ext for ext, _ in texts])
+        notes = [s for s in statements if "INTO meta" in s]
+        assert len(notes) == 1, notes
+        statements.clear()
+        two.batch(lambda: None, [])  # settled already: nothing owed, nothing read
+        assert not [s for s in statements if "meta" in s], statements
+        # The document whose item failed still waits; its vectors come in a batch of their
+        # own.
+        doc_id, text, chunks = waiting[2]
+        assert two.batch(lambda: two.add_vectors(doc_id, sha256(text), chunks,
+                                                 _vectors(1, seed=2).tobytes()), ["d2"])
+    finally:
+        two._conn.set_trace_callback(None)  # type: ignore[attr-defined]
+        one.close()
+        two.close()
+    results = []
+    for place in (at_once, staged):
+        index = place.reader(DIM)
+        try:
+            rows = await index.run(lambda r: r.fts_rows())  # type: ignore[attr-defined]
+            found = await index.run(lambda r: r.keyword_stage(
+                "herons otters", 10, None, title_weight=1.0, total=6, documents=False))
+            results.append((rows, sorted(found.keyword.values())))
+        finally:
+            index.close()
+    assert results[0] == results[1] and results[0][0] == 6

@@ -30,8 +30,8 @@ from pocketmcp.store.rows import (
     HitRow,
     Keywords,
     Sort,
-    WaitingChunk,
     WaitingDoc,
+    waiting_docs,
 )
 
 T = TypeVar("T")
@@ -43,6 +43,20 @@ _DOC_COLUMNS = ("d.doc_id, d.external_id, d.source, d.uri, d.title, d.library, "
                 "d.metadata::text, d.content_sha256, d.chunk_count, d.created_at, "
                 "d.updated_at, d.properties::text, d.tags::text, d.created, d.modified, "
                 "d.size_bytes, d.mtime_ns")
+
+
+def stored_vectors(rows: Callable[[str, Sequence[Any]], Iterable[Sequence[Any]]],
+                   text_shas: Iterable[str]) -> dict[str, F32]:
+    """The stored vector of each chunk text among these digests that the index holds with
+    one (its first chunk's): what the reader's vectors_for and the writer's reuse of known
+    vectors both look up."""
+    wanted = sorted(set(text_shas))
+    if not wanted:
+        return {}
+    return {str(sha): np.asarray(vec.to_numpy(), np.float32) for sha, vec in rows(
+        "SELECT DISTINCT ON (text_sha256) text_sha256, embedding FROM chunks "
+        "WHERE text_sha256 = ANY(%s) AND embedding IS NOT NULL "
+        "ORDER BY text_sha256, chunk_id", (wanted,))}
 
 
 class PgReader:
@@ -91,19 +105,17 @@ class PgReader:
 
     def embed_backlog(self, limit: int, skip: Sequence[int] = ()) -> list[WaitingDoc]:
         """As the SQLite store's: documents whose chunks wait for vectors, newest first."""
-        found: list[WaitingDoc] = []
-        for doc_id, external_id, sha, title, content in self._rows(
-                "SELECT q.doc_id, d.external_id, d.content_sha256, d.title, d.content "
-                "FROM embed_queue q JOIN documents d ON d.doc_id = q.doc_id "
-                "WHERE NOT (q.doc_id = ANY(%s)) ORDER BY q.rank DESC, q.doc_id DESC LIMIT %s",
-                (list(skip), limit)):
-            chunks = tuple(WaitingChunk(int(i), int(a), int(b), int(t), str(h), str(sec),
-                                        content[a:b]) for i, a, b, t, h, sec in self._rows(
-                "SELECT idx, start_off, end_off, tokens, text_sha256, section FROM chunks "
-                "WHERE doc_id = %s AND embedding IS NULL ORDER BY idx", (doc_id,)))
-            found.append(WaitingDoc(int(doc_id), str(external_id), str(sha), str(title),
-                                    chunks))
-        return found
+        heads = self._rows(
+            "SELECT q.doc_id, d.external_id, d.content_sha256, d.content "
+            "FROM embed_queue q JOIN documents d ON d.doc_id = q.doc_id "
+            "WHERE NOT (q.doc_id = ANY(%s)) ORDER BY q.rank DESC, q.doc_id DESC LIMIT %s",
+            (list(skip), limit))
+        if not heads:
+            return []
+        return waiting_docs(heads, self._rows(
+            "SELECT doc_id, idx, start_off, end_off, tokens, text_sha256, section FROM chunks "
+            "WHERE doc_id = ANY(%s) AND embedding IS NULL ORDER BY doc_id, idx",
+            ([row[0] for row in heads],)))
 
     def waiting_among(self, chunk_ids: Sequence[int]) -> set[int]:
         if not chunk_ids:
@@ -118,15 +130,8 @@ class PgReader:
         return DocState(str(rows[0][0]), rows[0][1], rows[0][2], rows[0][3]) if rows else None
 
     def vectors_for(self, text_shas: Iterable[str]) -> dict[str, bytes]:
-        wanted = sorted(set(text_shas))
-        if not wanted:
-            return {}
-        rows = self._rows("SELECT DISTINCT ON (text_sha256) text_sha256, embedding FROM chunks "
-                          "WHERE text_sha256 = ANY(%s) AND embedding IS NOT NULL "
-                          "ORDER BY text_sha256, chunk_id",
-                          (wanted,))
-        return {str(sha): np.asarray(vec.to_numpy(), np.float32).tobytes()
-                for sha, vec in rows}
+        return {sha: vector.tobytes() for sha, vector in stored_vectors(
+            self._rows, text_shas).items()}
 
     def external_ids(self, prefix: str, after: str = "", limit: int = 500) -> list[str]:
         low = max(prefix, after)

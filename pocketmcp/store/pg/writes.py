@@ -34,7 +34,7 @@ from pocketmcp.store import facts
 from pocketmcp.store.api import remove_documents
 from pocketmcp.store.folder import FOLDER_KEY, FolderRecord
 from pocketmcp.store.pg import connect, schema
-from pocketmcp.store.pg.reads import PgIndex
+from pocketmcp.store.pg.reads import PgIndex, stored_vectors
 from pocketmcp.store.pg.target import PgTarget
 
 T = TypeVar("T")
@@ -237,11 +237,8 @@ class PgWriter:
 
     def _known(self, chunks: Sequence[Chunk]) -> list[Any]:
         """The stored vector of each chunk whose text the index holds with one, else None."""
-        wanted = sorted({c.sha256 for c in chunks})
-        found = {sha: np.asarray(vec.to_numpy(), np.float32) for sha, vec in self._sql(
-            "SELECT DISTINCT ON (text_sha256) text_sha256, embedding FROM chunks "
-            "WHERE text_sha256 = ANY(%s) AND embedding IS NOT NULL "
-            "ORDER BY text_sha256, chunk_id", (wanted,)).fetchall()} if wanted else {}
+        found = stored_vectors(lambda sql, args: self._sql(sql, args).fetchall(),
+                               (c.sha256 for c in chunks))
         return [found.get(c.sha256) for c in chunks]
 
     def add_vectors(self, doc_id: int, sha256: str, chunks: Sequence[Chunk],

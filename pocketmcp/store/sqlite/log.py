@@ -7,11 +7,12 @@ connection that reads committed data: a reader's, or the writer's own between tr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -27,6 +28,31 @@ VECTOR_BY_ID = "SELECT chunk_id, doc_id, embedding FROM vec_chunks WHERE chunk_i
 TOKEN_KEY = "vectors_token"  # meta key: the database's identity, copied into its vector file
 # Two primes near 2**20: sum(id % p * (id % q)) fits 64 bits for billions of chunks.
 _MIX = "sum((chunk_id % 1048573) * (chunk_id % 1048571))"
+
+
+Rows = Callable[[str, Sequence[Any]], Iterable[Sequence[Any]]]  # a connection's query
+
+
+def stored_vectors(rows: Rows, text_shas: Iterable[str],
+                   dim: int | None = None) -> dict[str, bytes]:
+    """The stored vector of each chunk text among these digests that the index holds with
+    one (the vector of any chunk of that text), of `dim` floats if given: what the reader's
+    vectors_for and the writer's reuse of known vectors both look up."""
+    wanted = sorted(set(text_shas))
+    if not wanted:
+        return {}
+    owners: dict[str, int] = {}
+    for sha, chunk_id in rows(
+            "SELECT text_sha256, chunk_id FROM chunks WHERE waiting = 0 AND "
+            "text_sha256 IN (SELECT value FROM json_each(?))",
+            (msgspec.json.encode(wanted).decode(),)):
+        owners.setdefault(sha, chunk_id)
+    found: dict[str, bytes] = {}
+    for sha, chunk_id in owners.items():
+        for row in rows(VECTOR_BY_ID, (chunk_id,)):
+            if dim is None or len(row[2]) == dim * 4:
+                found[sha] = bytes(row[2])
+    return found
 
 
 def vector_arrays(rows: list[Any], dim: int) -> Vectors:

@@ -27,7 +27,7 @@ from pocketmcp.store.sqlite.connect import id_list, open_sync_reader, sqlite_err
 from pocketmcp.store.sqlite.keywords import bm25, textsearch
 from pocketmcp.store.sqlite.keywords.lengths import ChunkLengths, averages
 from pocketmcp.store.sqlite.keywords.textsearch import TermCounts
-from pocketmcp.store.sqlite.log import TOKEN_KEY, VECTOR_BY_ID, ChunkLog, Vectors
+from pocketmcp.store.sqlite.log import TOKEN_KEY, ChunkLog, Vectors, stored_vectors
 from pocketmcp.store.sqlite.threads import Threads
 from pocketmcp.store.sqlite.waiting import WaitingReads
 
@@ -129,22 +129,7 @@ class SqliteReader(WaitingReads):
 
     def vectors_for(self, text_shas: Iterable[str]) -> dict[str, bytes]:
         """Stored vectors of chunks whose text has one of these digests."""
-        wanted = sorted(set(text_shas))
-        owners: dict[str, int] = {}
-        for start in range(0, len(wanted), 500):
-            part = wanted[start:start + 500]
-            marks = ",".join("?" * len(part))
-            for sha, chunk_id in self._rows(
-                f"SELECT text_sha256, chunk_id FROM chunks WHERE text_sha256 IN ({marks}) "
-                "AND waiting = 0", part,
-            ):
-                owners.setdefault(sha, chunk_id)
-        found: dict[str, bytes] = {}
-        for sha, chunk_id in owners.items():
-            rows = self._rows(VECTOR_BY_ID, (chunk_id,))
-            if rows:
-                found[sha] = bytes(rows[0][2])
-        return found
+        return stored_vectors(self._rows, text_shas)
 
     def external_ids(self, prefix: str, after: str = "", limit: int = 500) -> list[str]:
         """A page of external ids that start with `prefix`, in order, after `after`."""

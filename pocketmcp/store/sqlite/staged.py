@@ -26,9 +26,10 @@ from typing import Any
 from pocketmcp.errors import StoreError
 from pocketmcp.messages import Chunk
 from pocketmcp.store.sqlite.keywords.lengths import varint
-from pocketmcp.store.sqlite.log import VECTOR_BY_ID
+from pocketmcp.store.sqlite.log import stored_vectors
 
 DEBT_KEY = "fts_debt"  # meta: [rows, [tokens per column]] to take off chunks_fts's totals
+NO_DEBT: tuple[int, tuple[int, ...]] = (0, ())
 
 
 class StagedWrites:
@@ -36,6 +37,9 @@ class StagedWrites:
 
     dim: int
     owes_keywords = False  # keyword rows deleted and their totals not yet settled
+    # What the keyword rows deleted in this transaction added to the totals: (rows, tokens
+    # per column), noted in meta once, before the commit.
+    _owed = NO_DEBT
 
     def _sql(self, sql: str, args: Sequence[Any] = ()) -> Any:
         raise NotImplementedError
@@ -53,21 +57,9 @@ class StagedWrites:
         return [vectors[i * width:(i + 1) * width] for i in range(len(chunks))]
 
     def _known(self, chunks: Sequence[Chunk]) -> list[bytes | None]:
-        """The stored vector of each chunk whose text the index holds with one (by digest),
-        else None."""
-        wanted = sorted({c.sha256 for c in chunks})
-        owners: dict[str, int] = {}
-        for start in range(0, len(wanted), 500):
-            for sha, chunk_id in self._sql(
-                    "SELECT text_sha256, chunk_id FROM chunks WHERE waiting = 0 AND "
-                    "text_sha256 IN (SELECT value FROM json_each(?))",
-                    (_texts(wanted[start:start + 500]),)).fetchall():
-                owners.setdefault(sha, chunk_id)
-        found: dict[str, bytes] = {}
-        for sha, chunk_id in owners.items():
-            row = self._sql(VECTOR_BY_ID, (chunk_id,)).fetchone()
-            if row is not None and len(row[2]) == self.dim * 4:
-                found[sha] = bytes(row[2])
+        """The stored vector of each chunk whose text the index holds with one, else None."""
+        found = stored_vectors(lambda sql, args: self._sql(sql, args).fetchall(),
+                               (c.sha256 for c in chunks), self.dim)
         return [found.get(c.sha256) for c in chunks]
 
     def add_vectors(self, doc_id: int, sha256: str, chunks: Sequence[Chunk],
@@ -96,11 +88,13 @@ class StagedWrites:
 
 
     def _forget_keywords(self, waiting: Sequence[int]) -> None:
-        """Delete the keyword rows of waiting chunks, noting what they added to the totals
-        (the next transaction takes it off: `settle_keywords`)."""
+        """Delete the keyword rows of waiting chunks, adding what they added to the totals
+        to this transaction's debt (noted once, before the commit: `_note_debt`; the next
+        transaction takes it off: `settle_keywords`)."""
         if not waiting:
             return
-        rows, columns = _debt(self._sql)
+        rows, owed = self._owed
+        columns = list(owed)
         for (size,) in self._sql("SELECT sz FROM chunks_fts_docsize WHERE id IN "
                                  "(SELECT value FROM json_each(?))", (_texts(waiting),)):
             rows += 1
@@ -111,9 +105,26 @@ class StagedWrites:
                 columns[column] += tokens
                 column += 1
         self._many("DELETE FROM chunks_fts WHERE rowid = ?", [(i,) for i in waiting])
-        self._sql("INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                  (DEBT_KEY, json.dumps([rows, columns])))
+        self._owed = (rows, tuple(columns))
         self.owes_keywords = True
+
+    def _note_debt(self) -> None:
+        """Before the commit: note in meta, once, what this transaction's deleted keyword
+        rows added (kept there should the process end before they are settled)."""
+        rows, columns = self._owed
+        if not rows:
+            return
+        self._owed = NO_DEBT
+        before, totals = _debt(self._sql)
+        totals += [0] * (len(columns) - len(totals))
+        for i, tokens in enumerate(columns):
+            totals[i] += tokens
+        self._sql("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                  (DEBT_KEY, json.dumps([before + rows, totals])))
+
+    def keywords_owed(self) -> bool:
+        """Whether meta notes totals still to take off (read outside a transaction too)."""
+        return _debt(self._sql)[0] > 0
 
     def settle_keywords(self) -> None:
         """Take what deleted keyword rows of waiting chunks added off chunks_fts's totals;

@@ -11,16 +11,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pocketmcp.store.rows import WaitingChunk, WaitingDoc
+from pocketmcp.store.rows import WaitingDoc, waiting_docs
 from pocketmcp.store.sqlite.connect import id_list
 
 _WAITING_DOCS = (
-    "SELECT q.doc_id, d.external_id, d.content_sha256, d.title, d.content FROM embed_queue q "
+    "SELECT q.doc_id, d.external_id, d.content_sha256, d.content FROM embed_queue q "
     "JOIN documents d ON d.doc_id = q.doc_id "
     "WHERE q.doc_id NOT IN (SELECT value FROM json_each(?)) "
     "ORDER BY q.rank DESC, q.doc_id DESC LIMIT ?")
-_WAITING_CHUNKS = ("SELECT idx, start_off, end_off, tokens, text_sha256, section FROM chunks "
-                   "WHERE doc_id = ? AND waiting = 1 ORDER BY idx")
+_WAITING_CHUNKS = (
+    "SELECT doc_id, idx, start_off, end_off, tokens, text_sha256, section FROM chunks "
+    "WHERE doc_id IN (SELECT value FROM json_each(?)) AND waiting = 1 ORDER BY doc_id, idx")
 
 
 class WaitingReads:
@@ -36,15 +37,11 @@ class WaitingReads:
     def embed_backlog(self, limit: int, skip: Sequence[int] = ()) -> list[WaitingDoc]:
         """Up to `limit` documents whose chunks wait for vectors, the most recently changed
         first, leaving out the doc ids in `skip` (already on their way)."""
-        found: list[WaitingDoc] = []
-        for doc_id, external_id, sha, title, content in self.query(
-                _WAITING_DOCS, (id_list(skip), limit)):
-            chunks = tuple(WaitingChunk(int(i), int(s), int(e), int(t), str(h), str(sec),
-                                        content[s:e])
-                           for i, s, e, t, h, sec in self.query(_WAITING_CHUNKS, (doc_id,)))
-            found.append(WaitingDoc(int(doc_id), str(external_id), str(sha), str(title),
-                                    chunks))
-        return found
+        heads = self.query(_WAITING_DOCS, (id_list(skip), limit))
+        if not heads:
+            return []
+        return waiting_docs(heads, self.query(
+            _WAITING_CHUNKS, (id_list([row[0] for row in heads]),)))
 
     def waiting_among(self, chunk_ids: Sequence[int]) -> set[int]:
         """Which of these chunks wait for their vectors."""

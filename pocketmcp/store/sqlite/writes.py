@@ -32,7 +32,7 @@ from pocketmcp.store.sqlite.connect import open_sync_writer, sqlite_errors
 from pocketmcp.store.sqlite.files import lock_path
 from pocketmcp.store.sqlite.log import TOKEN_KEY, ChunkLog
 from pocketmcp.store.sqlite.reads import ReaderPool
-from pocketmcp.store.sqlite.staged import StagedWrites
+from pocketmcp.store.sqlite.staged import NO_DEBT, StagedWrites
 from pocketmcp.store.sqlite.vectors.file import new_token
 from pocketmcp.store.sqlite.vectors.writer import VectorFileWriter
 
@@ -73,6 +73,9 @@ class SqliteWriter(StagedWrites):
             schema.migrate(self._conn, db_path, identity)
             log = ChunkLog(self._conn, db_path)
             self.vectors = VectorFileWriter(identity.dim, self._token(log), log)
+            # Totals left unsettled by a process that ended between its commit and the
+            # settling: the first transaction settles them; after that the flag tells.
+            self.owes_keywords = self.keywords_owed()
         except BaseException:
             self._lock.release()
             raise
@@ -114,7 +117,8 @@ class SqliteWriter(StagedWrites):
         """`work()` in one transaction. The file's writer lock already keeps every other
         writer out, so `keys` need no locks of their own and nothing is retried."""
         with self.transaction():
-            self.settle_keywords()
+            if self.owes_keywords:
+                self.settle_keywords()
             done = work()
         if self.owes_keywords:  # FTS5 saved its totals at the commit: correct them now
             with self.transaction():
@@ -154,12 +158,15 @@ class SqliteWriter(StagedWrites):
             # Readers further behind than this reload their vectors in full.
             self._sql("DELETE FROM chunk_log WHERE seq <= "
                       "(SELECT max(seq) FROM chunk_log) - ?", (LOG_KEEP,))
+        self._note_debt()
         self._sql("COMMIT")
         fresh, self._fresh = self._fresh, {}
         self.vectors.after_commit(fresh)
 
     def rollback(self) -> None:
         self._fresh = {}
+        self._owed = NO_DEBT
+        self.owes_keywords = True  # a settling undone with the rest: check at the next
         if self._conn.in_transaction:
             self._conn.execute("ROLLBACK")
 
@@ -182,11 +189,13 @@ class SqliteWriter(StagedWrites):
     def item(self) -> Iterator[None]:
         """A savepoint: an error inside undoes this item only, the batch goes on."""
         self._sql("SAVEPOINT item")
+        owed = self._owed
         try:
             yield
         except BaseException:
             self._sql("ROLLBACK TO item")
             self._sql("RELEASE item")
+            self._owed = owed  # the item's keyword rows are back
             raise
         self._sql("RELEASE item")
 
