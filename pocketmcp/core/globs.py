@@ -357,6 +357,13 @@ class GlobSet:
                     raise GlobError(f"{line[:80]!r}: {exc}") from None
                 self.skipped.append((line[:80], str(exc)))
 
+    def then(self, later: GlobSet) -> GlobSet:
+        """These patterns followed by `later`'s (which win where both match)."""
+        joined = GlobSet(())
+        joined._globs = [*self._globs, *later._globs]
+        joined.skipped = [*self.skipped, *later.skipped]
+        return joined
+
     def match(self, path: str) -> bool:
         for glob, negate in reversed(self._globs):
             if glob.match(path):

@@ -51,3 +51,24 @@ def test_past_the_bound_the_steps_are_forgotten_and_answers_stay(
     for path in paths * 3:
         glob.match(path)
     assert len(glob._tables.bits) <= 3 and glob._tables.steps <= 5
+
+
+def test_a_folder_filter_compiles_each_pattern_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pocketmcp.core.paths import ALWAYS_IGNORED, PathFilter
+    from pocketmcp.errors import ConfigError
+
+    compiled: list[str] = []
+    real = globs.Glob.__init__
+
+    def counted(self: Glob, pattern: str) -> None:
+        compiled.append(pattern)
+        real(self, pattern)
+
+    monkeypatch.setattr(globs.Glob, "__init__", counted)
+    paths = PathFilter(["**/*.md", "**/*.txt"], ignore=["drafts/", "!drafts/keep.md"],
+                       gitignore=["build/"])
+    assert sorted(compiled) == sorted([*ALWAYS_IGNORED, "**/*.md", "**/*.txt", "build/",
+                                       "drafts/", "drafts/keep.md"])
+    assert paths.wants_file("drafts/keep.md") and not paths.wants_file("drafts/a.md")
+    with pytest.raises(ConfigError, match="IGNORE_PATTERNS"):
+        PathFilter(["**/*.md"], ignore=["a//b"])
