@@ -137,7 +137,7 @@ class Hasher:
         modified = dates.from_ns(read.mtime_ns)
         if kind in kinds.CONVERTED:
             try:
-                converted = await self.converter.convert(kind, read.data, rel)
+                converted = await self.converter.convert(kind, read.data, rel, digest)
             except DocumentError as exc:
                 self.stats.skip(rel, exc.reason)
                 log.warning("skipped", path=rel, reason=exc.reason, size=read.size)
