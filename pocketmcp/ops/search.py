@@ -74,24 +74,23 @@ async def search(reading: Reading, query: str, *, top_k: int = 8, scope: Scope |
     documents by their dates (`dated`). Without `params`, the index's own tuning
     (`tuning`: the defaults, or the fusion weight `check-search --apply` kept)."""
     params = params if params is not None else tuning.params_of(reading.index)
-    if dates:
-        async def plain(text: str, where: Scope | None, strict: bool) -> SearchResult:
-            return await search(reading, text, top_k=top_k, scope=where,
-                                score_threshold=score_threshold, mode=mode,
-                                unique_docs=unique_docs, context=context,
-                                max_per_doc=max_per_doc, params=params, fallback=fallback,
-                                strict_threshold=strict)
-        return await dated.search_dated(plain, query, scope, strict=strict_threshold)
     if max_per_doc < 0:
         raise InvalidRequest("max_per_doc must be 0 (no limit) or more")
-    async with deadline.within(reading.deadline_s):  # SEARCH_TIMEOUT_S
-        hits, notice, pending = await _ranked(reading, query, top_k=top_k, scope=scope,
+
+    async def run(text: str, where: Scope | None, strict: bool) -> tuple[SearchResult, bool]:
+        hits, notice, pending, floored = await _ranked(reading, text, top_k=top_k, scope=where,
                                               score_threshold=score_threshold, mode=mode,
                                               unique_docs=unique_docs, context=context,
                                               params=params, per_doc=max_per_doc,
-                                              fallback=fallback, strict=strict_threshold)
-    return SearchResult(matches=[match_of(h) for h in hits],
-                        notice=floor.joined(notice, pending))
+                                              fallback=fallback, strict=strict)
+        return SearchResult(matches=[match_of(h) for h in hits],
+                            notice=floor.joined(notice, pending)), floored
+
+    # One deadline (SEARCH_TIMEOUT_S) for the whole search, however many runs it makes.
+    async with deadline.within(reading.deadline_s):
+        if dates:
+            return await dated.search_dated(run, query, scope, strict=strict_threshold)
+        return (await run(query, scope, strict_threshold))[0]
 
 
 async def find_similar(open_reading: Open[Reading], text: str, top_k: int = 10, *,
@@ -104,8 +103,8 @@ async def find_similar(open_reading: Open[Reading], text: str, top_k: int = 10, 
         raise InvalidRequest("text is empty: give the text to find similar documents to")
     if len(query.encode("utf-8")) > max_bytes:
         raise InvalidRequest(f"text is larger than MAX_FILE_MB ({max_bytes} bytes)")
-    hits, notice, pending = await _ranked(await open_reading(), query, top_k=top_k,
-                                          mode="vector", exact=True)
+    hits, notice, pending, _ = await _ranked(await open_reading(), query, top_k=top_k,
+                                             mode="vector", exact=True)
     if notice:
         notice += "; `score` is then a keyword score, not a cosine similarity"
     notice = floor.joined(notice, pending)
@@ -115,13 +114,19 @@ async def find_similar(open_reading: Open[Reading], text: str, top_k: int = 10, 
         for h in hits], notice=notice)
 
 
+# A query as embedded: its vector (None when it could not be), the model's background
+# similarity, and the notice saying why it could not be.
+Embedded = tuple[npt.NDArray[np.float32] | None, float, str | None]
+
+
 async def gather(reading: Reading, query: str, *, mode: Mode, depth: int,
                  scope: Scope | None = None, params: Params = DEFAULT_PARAMS,
                  unique_docs: bool = False, fallback: bool = True,
+                 embedded: Embedded | None = None,
                  ) -> tuple[Stage, npt.NDArray[np.float32] | None, str | None]:
     """Both retrievers' lists for `query`, the query's vector when it was embedded, and a
     notice when it could not be (the lists are then keyword lists; without `fallback` the
-    embedding error is raised)."""
+    embedding error is raised). With `embedded`, the query is not embedded again."""
     if mode not in MODES:
         raise InvalidRequest(f"mode must be one of {', '.join(MODES)}")
     index = reading.index
@@ -133,15 +138,22 @@ async def gather(reading: Reading, query: str, *, mode: Mode, depth: int,
 
     async def by_meaning() -> None:
         nonlocal notice
-        try:
-            vector = await reading.embedder.embed_query(query)
-            base = await model_background(reading.embedder) if params.calibrated else 0.0
-        except EmbeddingError as exc:
-            if not fallback:
-                raise
-            notice = f"only keyword results are shown: the query could not be embedded ({exc})"
-            log.warning("keyword_fallback", mode=mode, error=str(exc))
-            return
+        if embedded is not None:
+            known, base, notice = embedded
+            if known is None:
+                return
+            vector = known
+        else:
+            try:
+                vector = await reading.embedder.embed_query(query)
+                base = await model_background(reading.embedder) if params.calibrated else 0.0
+            except EmbeddingError as exc:
+                if not fallback:
+                    raise
+                notice = (f"only keyword results are shown: the query could not be embedded "
+                          f"({exc})")
+                log.warning("keyword_fallback", mode=mode, error=str(exc))
+                return
         query_vector.append(vector)
         stage.vector_background = base
         await index.run(lambda r: _vector_stage(index, r, stage, vector, depth, allowed,
@@ -165,24 +177,29 @@ async def gather(reading: Reading, query: str, *, mode: Mode, depth: int,
 
 
 async def _ranked(reading: Reading, query: str, **kw: Any
-                  ) -> tuple[list[Hit], str | None, str | None]:
+                  ) -> tuple[list[Hit], str | None, str | None, bool]:
     """`_ranked_once`, again (twice at most) when chunks it ranked were written anew, under
     new ids, between its stages and its rows (a document getting its vectors)."""
+    embedded: Embedded | None = None  # the query is embedded once: a retry only retrieves
     for _ in range(3):
-        hits, notice, pending, gone = await _ranked_once(reading, query, **kw)
+        hits, notice, pending, floored, gone, embedded = await _ranked_once(
+            reading, query, embedded=embedded, **kw)
         if not gone:
             break
-    return hits, notice, pending
+    return hits, notice, pending, floored
 
 
 async def _ranked_once(reading: Reading, query: str, *, top_k: int,
                        scope: Scope | None = None, score_threshold: float | None = None,
                        mode: Mode = "hybrid", unique_docs: bool = False, context: int = 0,
                        params: Params = DEFAULT_PARAMS, exact: bool = False,
-                       per_doc: int = 0, fallback: bool = True, strict: bool = False
-                       ) -> tuple[list[Hit], str | None, str | None, bool]:
+                       per_doc: int = 0, fallback: bool = True, strict: bool = False,
+                       embedded: Embedded | None = None,
+                       ) -> tuple[list[Hit], str | None, str | None, bool, bool, Embedded | None]:
     """The best hits, a notice when they are keyword hits only because the query could
-    not be embedded, and one when chunks wait for their vectors (ops/pending.py); with
+    not be embedded, one when chunks wait for their vectors (ops/pending.py), whether the
+    hits are under the threshold (kept anyway), whether chunks it ranked were gone, and the
+    query as embedded; with
     `exact`, vector scores come from the stored float32 vectors (a
     lookup per hit, about 0.3 ms each at 50k chunks) instead of the float16 copies. With
     `per_doc`, at most that many hits per document, neighbours merged; when the threshold
@@ -192,7 +209,8 @@ async def _ranked_once(reading: Reading, query: str, *, top_k: int,
     depth = max(params.depth, top_k * (4 if unique_docs else 1))
     stage, query_vector, notice = await gather(
         reading, query, mode=mode, depth=depth, scope=scope, params=params,
-        unique_docs=unique_docs, fallback=fallback)
+        unique_docs=unique_docs, fallback=fallback, embedded=embedded)
+    embedded = (query_vector, stage.vector_background, notice) if mode != "keyword" else None
     asked = mode
     if notice is not None:
         mode, score_threshold = "keyword", None
@@ -217,6 +235,7 @@ async def _ranked_once(reading: Reading, query: str, *, top_k: int,
     stat_cache: dict[int, bool | None] = {}
     removed = floor.Removed(score_threshold or 0.0)
     gone: list[int] = []  # ranked, then written again by a commit before their rows were read
+    floored: list[bool] = []  # the threshold removed every hit: the best kept anyway
 
     def stale_of(row: HitRow) -> bool | None:
         if row.doc_id not in stat_cache:  # one stat per document, in this worker thread
@@ -261,6 +280,7 @@ async def _ranked_once(reading: Reading, query: str, *, top_k: int,
             if len(kept) == top_k:
                 break
         if not kept and removed.under and not strict:
+            floored.append(True)
             kept = floor.kept_anyway(removed, stage.doc_of, set(rows), min(top_k,
                                                                              floor.FLOOR_KEEP))
         merged = {kept[sp[2]][0]: (sp[0], sp[1]) for doc_spans in spans.values()
@@ -290,7 +310,8 @@ async def _ranked_once(reading: Reading, query: str, *, top_k: int,
         reading.require_complete()
     if removed.under and not any(h.score >= removed.threshold for h in hits):
         notice = floor.joined(notice, floor.notice(removed, len(hits)))
-    return hits, notice, pending_notice(waiting_count, asked), bool(gone)
+    return (hits, notice, pending_notice(waiting_count, asked), bool(floored and hits),
+            bool(gone), embedded)
 
 
 def _exact_scores(reader: Reader, index: ReadIndex, chunk_ids: Sequence[int],
