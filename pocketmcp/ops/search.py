@@ -14,7 +14,6 @@ match.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import partial
 from typing import Any
 
 import anyio
@@ -123,10 +122,13 @@ async def gather(reading: Reading, query: str, *, mode: Mode, depth: int,
                  scope: Scope | None = None, params: Params = DEFAULT_PARAMS,
                  unique_docs: bool = False, fallback: bool = True,
                  embedded: Embedded | None = None,
+                 waiting: list[tuple[int, set[int]]] | None = None,
                  ) -> tuple[Stage, npt.NDArray[np.float32] | None, str | None]:
     """Both retrievers' lists for `query`, the query's vector when it was embedded, and a
     notice when it could not be (the lists are then keyword lists; without `fallback` the
-    embedding error is raised). With `embedded`, the query is not embedded again."""
+    embedding error is raised). With `embedded`, the query is not embedded again. With
+    `waiting` (not in keyword mode), how many chunks wait for their vectors and which of
+    the keyword hits do (`waiting_of`) is added to it, on a stage's own read."""
     if mode not in MODES:
         raise InvalidRequest(f"mode must be one of {', '.join(MODES)}")
     index = reading.index
@@ -157,13 +159,18 @@ async def gather(reading: Reading, query: str, *, mode: Mode, depth: int,
         query_vector.append(vector)
         stage.vector_background = base
         await index.run(lambda r: _vector_stage(index, r, stage, vector, depth, allowed,
-                                                params))
+                                                params, waiting if mode == "vector" else None))
 
     async def by_words() -> None:
-        await index.run(lambda r: _keyword_stage(r, stage, query, depth, allowed, params,
-                                                 index.live,
-                                                 unique_docs and params.document_keywords,
-                                                 alone=mode == "keyword"))
+        def words(reader: Reader) -> None:
+            _keyword_stage(reader, stage, query, depth, allowed, params, index.live,
+                           unique_docs and params.document_keywords, alone=mode == "keyword")
+            if waiting is not None and mode != "keyword":
+                # Waiting chunks have no vector: only keyword hits can be among them.
+                waiting.append(waiting_of([*stage.keyword, *stage.first_chunk.values()],
+                                          reader))
+
+        await index.run(words)
 
     # The two retrievers run side by side: embedding the query overlaps the BM25 query.
     async with anyio.create_task_group() as tg:
@@ -207,16 +214,16 @@ async def _ranked_once(reading: Reading, query: str, *, top_k: int,
     index = reading.index
     # Documents can hold many chunks: look deeper when only one per document is kept.
     depth = max(params.depth, top_k * (4 if unique_docs else 1))
+    pending: list[tuple[int, set[int]]] = []
     stage, query_vector, notice = await gather(
         reading, query, mode=mode, depth=depth, scope=scope, params=params,
-        unique_docs=unique_docs, fallback=fallback, embedded=embedded)
+        unique_docs=unique_docs, fallback=fallback, embedded=embedded, waiting=pending)
     embedded = (query_vector, stage.vector_background, notice) if mode != "keyword" else None
     asked = mode
     if notice is not None:
         mode, score_threshold = "keyword", None
     scores = fuse(stage, mode, params, unique_docs)
-    waiting_count, waiting = (0, set()) if asked == "keyword" else await index.run(
-        partial(waiting_of, list(scores)))
+    waiting_count, waiting = pending[0] if pending else (0, set[int]())
     if mode == "hybrid":
         keywords_alone(stage, scores, waiting, params)
     order: list[int] = []
@@ -327,10 +334,13 @@ def _exact_scores(reader: Reader, index: ReadIndex, chunk_ids: Sequence[int],
 
 def _vector_stage(index: ReadIndex, reader: Reader, stage: Stage,
                   vector: npt.NDArray[np.float32], depth: int, allowed: list[int] | None,
-                  params: Params) -> None:
-    """Nearest chunks by meaning into `stage` (blocking)."""
+                  params: Params, waiting: list[tuple[int, set[int]]] | None = None) -> None:
+    """Nearest chunks by meaning into `stage` (blocking); with `waiting`, how many chunks
+    wait for their vectors is added to it (none of the nearest can)."""
     ids, scores, doc_ids = index.nearest(reader, vector, depth,
                                          candidates_for(index.live, params), allowed)
+    if waiting is not None:
+        waiting.append((reader.waiting_count(), set()))
     stage.vector = dict(zip(ids.tolist(), scores.tolist(), strict=True))
     stage.doc_of.update(zip(ids.tolist(), doc_ids.tolist(), strict=True))
 

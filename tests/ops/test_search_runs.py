@@ -114,3 +114,27 @@ async def test_a_ranking_retried_after_a_vector_commit_embeds_its_query_once(
         assert match["path"] == "old.md" and match["vector_score"] is not None
         assert rankings == 2, "the ranking was not retried: nothing here is checked"
         assert count.embedded == ["launch checklists"]
+
+
+async def test_chunks_waiting_for_vectors_are_counted_on_a_stage_read(
+        fake_tools: Tools, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No read of its own for the waiting chunks: hybrid and keyword-fallback searches
+    count them with the keyword stage, vector searches with the vector stage."""
+    from pocketmcp.store.sqlite.reads import SqliteIndex
+
+    await fake_tools.add(("tea", "Tea is brewed cooler than coffee."),
+                         ("bikes", "A chain wants oil after a wet ride."))
+    reads = 0
+    run = SqliteIndex.run
+
+    async def counted(self: SqliteIndex, fn: Any) -> Any:
+        nonlocal reads
+        reads += 1
+        return await run(self, fn)
+
+    monkeypatch.setattr(SqliteIndex, "run", counted)
+    for mode, expected in (("hybrid", 3), ("vector", 2), ("keyword", 2)):
+        reads = 0
+        found = await fake_tools.search("tea brewed cooler", mode=mode, top_k=2)
+        assert found, mode
+        assert reads == expected, (mode, reads)
