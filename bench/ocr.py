@@ -43,6 +43,12 @@ INDEX_50K = Path("/work/bench-data/search-50000.db")
 BASE = Path("/work/bench-data/bench-base-1500.npz")
 
 
+async def _convert(conv: Any, kind: str, data: bytes, name: str) -> Any:
+    from pocketmcp.core.text import sha256
+
+    return await conv.convert(kind, data, name, sha256(data))
+
+
 def render(text: str, face: str, points: int, width: int = 1240) -> Any:
     """`text` set in `face` at `points` pt on a page `width` pixels wide at DPI."""
     from PIL import Image, ImageDraw, ImageFont
@@ -129,12 +135,12 @@ async def read_part(words: int) -> dict[str, Any]:
     rendered = pages(words)
     conv = converter()
     try:
-        await conv.convert("image", png(rendered[0][2]), "warm.png")  # the engine loads
+        await _convert(conv, "image", png(rendered[0][2]), "warm.png")  # the engine loads
         images, per_size, image_cpu = Stopwatch(), {}, []
         for face, points, image, reference in rendered:
             before = ocr_cpu(conv)
             with images:
-                got = await conv.convert("image", png(image), f"{face}-{points}.png")
+                got = await _convert(conv, "image", png(image), f"{face}-{points}.png")
             image_cpu.append(ocr_cpu(conv) - before)
             per_size[f"{face} {points} pt"] = cer(reference, ocr_text(got.text))
         doc = FPDF(unit="pt")
@@ -143,7 +149,7 @@ async def read_part(words: int) -> dict[str, Any]:
             doc.add_page(format=(width, height))
             doc.image(io.BytesIO(png(image)), x=0, y=0, w=width, h=height)
         started, before = time.perf_counter(), ocr_cpu(conv)
-        scanned = await conv.convert("pdf", bytes(doc.output()), "scan.pdf")
+        scanned = await _convert(conv, "pdf", bytes(doc.output()), "scan.pdf")
         pdf_s, pdf_cpu = time.perf_counter() - started, ocr_cpu(conv) - before
         reference = " ".join(r for *_, r in rendered)
         return {
@@ -168,7 +174,7 @@ async def busy_ocr(conv: Any, stop: anyio.Event, done: list[float]) -> None:
     n = 0
     while not stop.is_set():
         started = time.perf_counter()
-        await conv.convert("image", rendered[n % 2], f"busy-{n}.png")
+        await _convert(conv, "image", rendered[n % 2], f"busy-{n}.png")
         done.append(time.perf_counter() - started)
         n += 1
 
@@ -180,7 +186,7 @@ async def while_ocr(work: Callable[[], Any], beside: bool) -> tuple[Any, int]:
     conv = converter()
     done: list[float] = []
     try:
-        await conv.convert("image", png(pages(60)[0][2]), "warm.png")
+        await _convert(conv, "image", png(pages(60)[0][2]), "warm.png")
         stop = anyio.Event()
         async with anyio.create_task_group() as tg:
             tg.start_soon(busy_ocr, conv, stop, done)

@@ -22,7 +22,7 @@ from pocketmcp.convert.kinds import Converted
 from pocketmcp.convert.limits import OcrLimits
 
 log = logs.get("pocketmcp.convert")
-_VERSION = b"ocr-cache 1"
+_VERSION = b"ocr-cache 2"  # 2: keyed by the SHA-256 the index keeps
 
 
 class OcrCache:
@@ -34,10 +34,10 @@ class OcrCache:
                                  str(limits.max_pixels).encode()])
         self.hits = 0
 
-    def key(self, kind: str, data: bytes) -> str:
-        digest = hashlib.sha256(self._salt + b"\0" + kind.encode() + b"\0")
-        digest.update(data)
-        return digest.hexdigest()
+    def key(self, kind: str, digest: str) -> str:
+        """The entry of a `kind` file whose bytes have the SHA-256 `digest` (hex)."""
+        return hashlib.sha256(b"\0".join([self._salt, kind.encode(), digest.encode()])
+                              ).hexdigest()
 
     def _path(self, key: str) -> Path:
         assert self.folder is not None

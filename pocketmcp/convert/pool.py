@@ -177,17 +177,18 @@ class Converter:
                 f"{'models in ' + o.model_dir if o.model_dir else 'Chinese and English models'}"
                 f", {o.threads} thread{'s' if o.threads > 1 else ''}")
 
-    async def convert(self, kind: str, data: bytes, name: str) -> Converted:
-        """Markdown of `data` (a `kind` file called `name`); DocumentError when it cannot be
-        converted within the limits. Images and scanned PDF pages are read by OCR, once per
-        content: the text is kept in the OCR cache."""
+    async def convert(self, kind: str, data: bytes, name: str, digest: str) -> Converted:
+        """Markdown of `data` (a `kind` file called `name`, whose SHA-256 is `digest`);
+        DocumentError when it cannot be converted within the limits. Images and scanned PDF
+        pages are read by OCR, once per content: the text is kept in the OCR cache, under a
+        key made from `digest` (the bytes are not hashed again)."""
         if kind == "image" and self.ocr_off:
             raise DocumentError(name, f"image not read: {self.ocr_off}")
         o = self.limits.ocr
         spec = ocr.OcrSpec(max_pixels=o.max_pixels, max_pages=o.max_pages, threads=o.threads,
                            model_dir=o.model_dir) if kind in OCR_KINDS else None
-        key = self.cache.key(kind, data) if spec is not None else ""
-        if spec is not None and (cached := await self.cache.get(key)) is not None:
+        key = self.cache.key(kind, digest) if spec is not None and self.cache.folder else ""
+        if key and (cached := await self.cache.get(key)) is not None:
             return cached
         first = await self._pool.ask(self._request(kind, data, spec), kind, name,
                                      self.limits.timeout_s)
@@ -210,7 +211,8 @@ class Converter:
             log.warning("ocr_page_cap", path=name, read=len(pages), scanned=first.scanned_total,
                         reason="OCR_MAX_PAGES")
         result = _converted(second)
-        await self.cache.put(key, result)
+        if key:
+            await self.cache.put(key, result)
         return result
 
     def _request(self, kind: str, data: bytes, spec: ocr.OcrSpec | None) -> bytes:

@@ -3,7 +3,11 @@
 A glob is compiled to a small automaton that is run on all its states at once (each state a
 bit of an integer), so a pattern of many `*a` parts against a long path costs
 O(len(path) x len(pattern) / word size) and never backtracks; Python's regular expressions,
-which backtrack, never see user input here.
+which backtrack, never see user input here. The sets of states met are numbered as they are
+first reached and each (set, character) step is remembered (a lazy DFA, at most MAX_STATES
+sets per glob, forgotten all at once past that), so a path costs a dictionary look-up per
+character. The common shapes (`*.md`, `**/*.md`, `name`, `name/`, `.*`, `a/b`, `docs/**`)
+skip the automaton: they are string tests on the whole path.
 
 Syntax, as in .gitignore: `*` any run of characters but `/`, `?` one such character,
 `[abc]`, `[a-z]`, `[!a]` (or `[^a]`) a class, `\\x` the character x, `**` as a whole segment
@@ -15,9 +19,13 @@ everything inside it.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 
 MAX_GLOB = 1_000  # characters of one pattern
+MAX_STATES = 2_048  # sets of automaton states one glob remembers
+MAX_STEPS = 65_536  # (set, character) steps one glob remembers
+_SPECIAL = frozenset("*?[\\")
 
 
 class GlobError(ValueError):
@@ -85,7 +93,8 @@ class Glob:
         body = body[1:] if anchored and body.startswith("/") else body
         segments = body.split("/")
         self._nodes: list[tuple[int, Pred | None]] = []
-        if not anchored or segments[0] == "**":
+        any_depth = not anchored or segments[0] == "**"
+        if any_depth:
             self._dirs()
         while segments and segments[0] == "**":
             segments.pop(0)
@@ -116,6 +125,8 @@ class Glob:
             self._one(lambda c: True)
             self._nodes.append((_MANY, lambda c: True))
         self._build()
+        self._fast = _shortcut(segments, any_depth=any_depth, trailing=trailing,
+                               dir_only=self.dir_only)
 
     # -- compiling --------------------------------------------------------------------------
 
@@ -164,6 +175,8 @@ class Glob:
                 self._eps2 |= 1 << i
         self._masks: dict[str, tuple[int, int]] = {}
         self._start = self._closure(1)
+        self._lock = threading.Lock()
+        self._tables = _Tables(self._start, self._accept)
 
     def _closure(self, state: int) -> int:
         while True:
@@ -186,23 +199,135 @@ class Glob:
                     stay |= 1 << i
                     if c == "/":
                         advance |= 1 << i
-            found = self._masks[c] = (advance, stay)
+            if len(self._masks) < MAX_STATES:
+                self._masks[c] = (advance, stay)
+            found = (advance, stay)
         return found
+
+    def _step(self, tables: _Tables, sid: int, c: str) -> tuple[_Tables, int]:
+        """The set after `c` from set `sid` of `tables`, numbered (-1: no state left), and
+        the tables it is numbered in (new ones when the old were full)."""
+        bits = tables.bits[sid]
+        advance, stay = self._mask(c)
+        after = self._closure(((bits & advance) << 1) | (bits & stay))
+        with self._lock:
+            current = self._tables
+            if current.steps >= MAX_STEPS or len(current.bits) >= MAX_STATES:
+                current = self._tables = _Tables(self._start, self._accept)
+            nid = current.number(after, self._accept)
+            if current is tables:
+                tables.rows[sid][c] = nid
+                tables.steps += 1
+        return current, nid
 
     # -- matching ---------------------------------------------------------------------------
 
     def match(self, path: str) -> bool:
         """Whether `path` (POSIX, relative) or one of the folders it lies in matches."""
-        state = self._start
-        accept = self._accept
+        if self._fast is not None:
+            return self._fast(path)
+        tables = self._tables
+        rows, accepts = tables.rows, tables.accepts
+        sid = 0
+        whole = self.whole
+        last = len(path) - 1
         for at, c in enumerate(path):
-            if c == "/" and state & accept and (not self.whole or at == len(path) - 1):
+            if c == "/" and accepts[sid] and (not whole or at == last):
                 return True  # a folder above the path matches
-            advance, stay = self._mask(c)
-            state = self._closure(((state & advance) << 1) | (state & stay))
-            if not state:
-                return False
-        return bool(state & accept) and not self.dir_only
+            nid = rows[sid].get(c, -2)
+            if nid < 0:
+                if nid == -1:
+                    return False
+                tables, nid = self._step(tables, sid, c)
+                if nid == -1:
+                    return False
+                rows, accepts = tables.rows, tables.accepts
+            sid = nid
+        return accepts[sid] and not self.dir_only
+
+
+class _Tables:
+    """The sets of states met so far, numbered from 0 (the start): each one's bits, whether
+    it accepts, and its steps (character -> number, -1 for the empty set)."""
+
+    def __init__(self, start: int, accept: int) -> None:
+        self.ids: dict[int, int] = {}
+        self.bits: list[int] = []
+        self.accepts: list[bool] = []
+        self.rows: list[dict[str, int]] = []
+        self.steps = 0
+        self.number(start, accept)
+
+    def number(self, bits: int, accept: int) -> int:
+        if not bits:
+            return -1
+        found = self.ids.get(bits)
+        if found is None:
+            found = self.ids[bits] = len(self.bits)
+            self.bits.append(bits)
+            self.accepts.append(bool(bits & accept))
+            self.rows.append({})
+        return found
+
+
+def _literal(text: str) -> bool:
+    return bool(text) and not _SPECIAL.intersection(text)
+
+
+def _shortcut(segments: list[str], *, any_depth: bool, trailing: bool,
+              dir_only: bool) -> Callable[[str], bool] | None:
+    """A string test equal to the automaton for the common shapes; None for the others."""
+    if not any_depth and all(_literal(s) for s in segments):
+        lit = "/".join(segments)
+        below = lit + "/"
+        if trailing:
+            if dir_only:
+                return None
+            return lambda path: path.startswith(below) and len(path) > len(below)
+        if dir_only:
+            return lambda path: path.startswith(below)
+        return lambda path: path == lit or path.startswith(below)
+    if not any_depth or trailing or len(segments) != 1:
+        return None
+    segment = segments[0]
+    core = segment.strip("*")
+    if not _literal(core):
+        return None
+    lead, tail = segment.startswith("*"), segment.endswith("*")
+    if dir_only:
+        return _named_folder(core, lead, tail)
+    if lead and tail:  # *x*: x in some name
+        return lambda path: core in path
+    if lead:  # *x: some name ends with x
+        ends = core + "/"
+        return lambda path: path.endswith(core) or ends in path
+    if tail:  # x*: some name starts with x
+        starts = "/" + core
+        return lambda path: path.startswith(core) or starts in path
+    first, inner, end = core + "/", "/" + core + "/", "/" + core  # x: some name is x
+    return lambda path: (path == core or path.startswith(first) or inner in path
+                         or path.endswith(end))
+
+
+def _named_folder(core: str, lead: bool, tail: bool) -> Callable[[str], bool]:
+    """Some folder (a name followed by `/`) is `core`, ends with it, starts with it or holds
+    it, as `lead` and `tail` say."""
+    closed = core + "/"
+    if not tail:
+        if lead:  # *x/
+            return lambda path: closed in path
+        inner = "/" + closed  # x/
+        return lambda path: path.startswith(closed) or inner in path
+
+    def test(path: str) -> bool:
+        if core not in path:
+            return False
+        names = path.split("/")[:-1]
+        if lead:
+            return any(core in name for name in names)
+        return any(name.startswith(core) for name in names)
+
+    return test
 
 
 class GlobSet:
@@ -231,6 +356,13 @@ class GlobSet:
                 if not skip_bad:
                     raise GlobError(f"{line[:80]!r}: {exc}") from None
                 self.skipped.append((line[:80], str(exc)))
+
+    def then(self, later: GlobSet) -> GlobSet:
+        """These patterns followed by `later`'s (which win where both match)."""
+        joined = GlobSet(())
+        joined._globs = [*self._globs, *later._globs]
+        joined.skipped = [*self.skipped, *later.skipped]
+        return joined
 
     def match(self, path: str) -> bool:
         for glob, negate in reversed(self._globs):

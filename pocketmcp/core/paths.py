@@ -35,15 +35,9 @@ class PathFilter:
 
     def __init__(self, include: Iterable[str], ignore: Iterable[str] = (),
                  gitignore: Iterable[str] = ()) -> None:
-        include, ignore = list(include), list(ignore)
-        for variable, given in (("INCLUDE_GLOBS", include), ("IGNORE_PATTERNS", ignore)):
-            try:
-                GlobSet(given)
-            except GlobError as exc:
-                raise ConfigError(variable, ",".join(given), f"gitignore-style patterns "
-                                  f"({exc})") from None
-        self._include = GlobSet(include)
-        self._ignore = GlobSet([*ALWAYS_IGNORED, *gitignore, *ignore], skip_bad=True)
+        self._include = _setting("INCLUDE_GLOBS", include)
+        self._ignore = GlobSet([*ALWAYS_IGNORED, *gitignore], skip_bad=True).then(
+            _setting("IGNORE_PATTERNS", ignore))
         self.skipped = self._ignore.skipped
 
     def wants_file(self, rel: str) -> bool:
@@ -52,6 +46,14 @@ class PathFilter:
     def wants_dir(self, rel: str) -> bool:
         """False for folders whose whole content is ignored (not descended into)."""
         return not self._ignore.match(rel.rstrip("/") + "/")
+
+
+def _setting(variable: str, patterns: Iterable[str]) -> GlobSet:
+    given = list(patterns)
+    try:
+        return GlobSet(given)
+    except GlobError as exc:
+        raise ConfigError(variable, ",".join(given), f"gitignore-style patterns ({exc})") from None
 
 
 # -- the identity of a document in the index ---------------------------------------------------

@@ -26,8 +26,9 @@ from pocketmcp.store.filters import DocFilter
 
 VAGUE_WORDS = 1  # content words besides the date, at most, of a query asking for a time
 
-# (query, scope, strict threshold) -> the search's reply
-Run = Callable[[str, Scope | None, bool], Awaitable[SearchResult]]
+# (query, scope, strict threshold) -> the search's reply, and whether its matches are all
+# under the threshold (the best kept anyway, as its notice says)
+Run = Callable[[str, Scope | None, bool], Awaitable[tuple[SearchResult, bool]]]
 
 
 def today() -> dt.date:
@@ -54,18 +55,18 @@ async def search_dated(run: Run, query: str, scope: Scope | None, *, strict: boo
                        day: dt.date | None = None) -> SearchResult:
     """`run(query, scope, strict)` with the query's date phrase made a filter on the
     documents' dates, and a notice saying what it was taken to mean. When no document of
-    that time reaches the threshold, the search runs over every date."""
+    that time reaches the threshold, the search runs over every date. Two runs at most:
+    whether the span's documents reach the threshold is known from its one run."""
     span = None if has_dates(scope) else understand(query, day or today())
     if span is None:
-        return await run(query, scope, strict)
+        return (await run(query, scope, strict))[0]
     said = f"dates: {span.describe()} (the documents' created date)"
-    within = scoped(span, scope)
-    found = await run(span.query, within, True)
-    if not found.matches and len(terms(span.query)) <= VAGUE_WORDS:
-        found = await run(span.query, within, strict)
-    if found.matches:
+    found, under = await run(span.query, scoped(span, scope), strict)
+    if found.matches and (not under or len(terms(span.query)) <= VAGUE_WORDS):
+        # Under the threshold, the span's best documents are kept for a query asking for
+        # little more than the time, as the floor's notice says.
         return found.model_copy(update={"notice": joined(said, found.notice)})
-    anywhen = await run(query, scope, strict)
+    anywhen, _ = await run(query, scope, strict)
     return anywhen.model_copy(update={"notice": joined(
         f"{said}; no document of that time matched, so these are from any date",
         anywhen.notice)})

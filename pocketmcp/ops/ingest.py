@@ -236,7 +236,7 @@ async def _ingest(writing: Writing, converter: Converter, data: bytes, kind: str
     modified = dates.from_ns(mtime_ns) if mtime_ns else None
     if kind in kinds.CONVERTED:
         try:
-            converted = await converter.convert(kind, data, name)
+            converted = await converter.convert(kind, data, name, digest)
         except DocumentError as exc:
             raise InvalidRequest(f"{safe_text(name)} could not be converted: {exc.reason}"
                                  ) from None

@@ -14,7 +14,6 @@ match.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import partial
 from typing import Any
 
 import anyio
@@ -74,24 +73,23 @@ async def search(reading: Reading, query: str, *, top_k: int = 8, scope: Scope |
     documents by their dates (`dated`). Without `params`, the index's own tuning
     (`tuning`: the defaults, or the fusion weight `check-search --apply` kept)."""
     params = params if params is not None else tuning.params_of(reading.index)
-    if dates:
-        async def plain(text: str, where: Scope | None, strict: bool) -> SearchResult:
-            return await search(reading, text, top_k=top_k, scope=where,
-                                score_threshold=score_threshold, mode=mode,
-                                unique_docs=unique_docs, context=context,
-                                max_per_doc=max_per_doc, params=params, fallback=fallback,
-                                strict_threshold=strict)
-        return await dated.search_dated(plain, query, scope, strict=strict_threshold)
     if max_per_doc < 0:
         raise InvalidRequest("max_per_doc must be 0 (no limit) or more")
-    async with deadline.within(reading.deadline_s):  # SEARCH_TIMEOUT_S
-        hits, notice, pending = await _ranked(reading, query, top_k=top_k, scope=scope,
+
+    async def run(text: str, where: Scope | None, strict: bool) -> tuple[SearchResult, bool]:
+        hits, notice, pending, floored = await _ranked(reading, text, top_k=top_k, scope=where,
                                               score_threshold=score_threshold, mode=mode,
                                               unique_docs=unique_docs, context=context,
                                               params=params, per_doc=max_per_doc,
-                                              fallback=fallback, strict=strict_threshold)
-    return SearchResult(matches=[match_of(h) for h in hits],
-                        notice=floor.joined(notice, pending))
+                                              fallback=fallback, strict=strict)
+        return SearchResult(matches=[match_of(h) for h in hits],
+                            notice=floor.joined(notice, pending)), floored
+
+    # One deadline (SEARCH_TIMEOUT_S) for the whole search, however many runs it makes.
+    async with deadline.within(reading.deadline_s):
+        if dates:
+            return await dated.search_dated(run, query, scope, strict=strict_threshold)
+        return (await run(query, scope, strict_threshold))[0]
 
 
 async def find_similar(open_reading: Open[Reading], text: str, top_k: int = 10, *,
@@ -104,8 +102,8 @@ async def find_similar(open_reading: Open[Reading], text: str, top_k: int = 10, 
         raise InvalidRequest("text is empty: give the text to find similar documents to")
     if len(query.encode("utf-8")) > max_bytes:
         raise InvalidRequest(f"text is larger than MAX_FILE_MB ({max_bytes} bytes)")
-    hits, notice, pending = await _ranked(await open_reading(), query, top_k=top_k,
-                                          mode="vector", exact=True)
+    hits, notice, pending, _ = await _ranked(await open_reading(), query, top_k=top_k,
+                                             mode="vector", exact=True)
     if notice:
         notice += "; `score` is then a keyword score, not a cosine similarity"
     notice = floor.joined(notice, pending)
@@ -115,13 +113,22 @@ async def find_similar(open_reading: Open[Reading], text: str, top_k: int = 10, 
         for h in hits], notice=notice)
 
 
+# A query as embedded: its vector (None when it could not be), the model's background
+# similarity, and the notice saying why it could not be.
+Embedded = tuple[npt.NDArray[np.float32] | None, float, str | None]
+
+
 async def gather(reading: Reading, query: str, *, mode: Mode, depth: int,
                  scope: Scope | None = None, params: Params = DEFAULT_PARAMS,
                  unique_docs: bool = False, fallback: bool = True,
+                 embedded: Embedded | None = None,
+                 waiting: list[tuple[int, set[int]]] | None = None,
                  ) -> tuple[Stage, npt.NDArray[np.float32] | None, str | None]:
     """Both retrievers' lists for `query`, the query's vector when it was embedded, and a
     notice when it could not be (the lists are then keyword lists; without `fallback` the
-    embedding error is raised)."""
+    embedding error is raised). With `embedded`, the query is not embedded again. With
+    `waiting` (not in keyword mode), how many chunks wait for their vectors and which of
+    the keyword hits do (`waiting_of`) is added to it, on a stage's own read."""
     if mode not in MODES:
         raise InvalidRequest(f"mode must be one of {', '.join(MODES)}")
     index = reading.index
@@ -133,25 +140,37 @@ async def gather(reading: Reading, query: str, *, mode: Mode, depth: int,
 
     async def by_meaning() -> None:
         nonlocal notice
-        try:
-            vector = await reading.embedder.embed_query(query)
-            base = await model_background(reading.embedder) if params.calibrated else 0.0
-        except EmbeddingError as exc:
-            if not fallback:
-                raise
-            notice = f"only keyword results are shown: the query could not be embedded ({exc})"
-            log.warning("keyword_fallback", mode=mode, error=str(exc))
-            return
+        if embedded is not None:
+            known, base, notice = embedded
+            if known is None:
+                return
+            vector = known
+        else:
+            try:
+                vector = await reading.embedder.embed_query(query)
+                base = await model_background(reading.embedder) if params.calibrated else 0.0
+            except EmbeddingError as exc:
+                if not fallback:
+                    raise
+                notice = (f"only keyword results are shown: the query could not be embedded "
+                          f"({exc})")
+                log.warning("keyword_fallback", mode=mode, error=str(exc))
+                return
         query_vector.append(vector)
         stage.vector_background = base
         await index.run(lambda r: _vector_stage(index, r, stage, vector, depth, allowed,
-                                                params))
+                                                params, waiting if mode == "vector" else None))
 
     async def by_words() -> None:
-        await index.run(lambda r: _keyword_stage(r, stage, query, depth, allowed, params,
-                                                 index.live,
-                                                 unique_docs and params.document_keywords,
-                                                 alone=mode == "keyword"))
+        def words(reader: Reader) -> None:
+            _keyword_stage(reader, stage, query, depth, allowed, params, index.live,
+                           unique_docs and params.document_keywords, alone=mode == "keyword")
+            if waiting is not None and mode != "keyword":
+                # Waiting chunks have no vector: only keyword hits can be among them.
+                waiting.append(waiting_of([*stage.keyword, *stage.first_chunk.values()],
+                                          reader))
+
+        await index.run(words)
 
     # The two retrievers run side by side: embedding the query overlaps the BM25 query.
     async with anyio.create_task_group() as tg:
@@ -165,24 +184,29 @@ async def gather(reading: Reading, query: str, *, mode: Mode, depth: int,
 
 
 async def _ranked(reading: Reading, query: str, **kw: Any
-                  ) -> tuple[list[Hit], str | None, str | None]:
+                  ) -> tuple[list[Hit], str | None, str | None, bool]:
     """`_ranked_once`, again (twice at most) when chunks it ranked were written anew, under
     new ids, between its stages and its rows (a document getting its vectors)."""
+    embedded: Embedded | None = None  # the query is embedded once: a retry only retrieves
     for _ in range(3):
-        hits, notice, pending, gone = await _ranked_once(reading, query, **kw)
+        hits, notice, pending, floored, gone, embedded = await _ranked_once(
+            reading, query, embedded=embedded, **kw)
         if not gone:
             break
-    return hits, notice, pending
+    return hits, notice, pending, floored
 
 
 async def _ranked_once(reading: Reading, query: str, *, top_k: int,
                        scope: Scope | None = None, score_threshold: float | None = None,
                        mode: Mode = "hybrid", unique_docs: bool = False, context: int = 0,
                        params: Params = DEFAULT_PARAMS, exact: bool = False,
-                       per_doc: int = 0, fallback: bool = True, strict: bool = False
-                       ) -> tuple[list[Hit], str | None, str | None, bool]:
+                       per_doc: int = 0, fallback: bool = True, strict: bool = False,
+                       embedded: Embedded | None = None,
+                       ) -> tuple[list[Hit], str | None, str | None, bool, bool, Embedded | None]:
     """The best hits, a notice when they are keyword hits only because the query could
-    not be embedded, and one when chunks wait for their vectors (ops/pending.py); with
+    not be embedded, one when chunks wait for their vectors (ops/pending.py), whether the
+    hits are under the threshold (kept anyway), whether chunks it ranked were gone, and the
+    query as embedded; with
     `exact`, vector scores come from the stored float32 vectors (a
     lookup per hit, about 0.3 ms each at 50k chunks) instead of the float16 copies. With
     `per_doc`, at most that many hits per document, neighbours merged; when the threshold
@@ -190,15 +214,16 @@ async def _ranked_once(reading: Reading, query: str, *, top_k: int,
     index = reading.index
     # Documents can hold many chunks: look deeper when only one per document is kept.
     depth = max(params.depth, top_k * (4 if unique_docs else 1))
+    pending: list[tuple[int, set[int]]] = []
     stage, query_vector, notice = await gather(
         reading, query, mode=mode, depth=depth, scope=scope, params=params,
-        unique_docs=unique_docs, fallback=fallback)
+        unique_docs=unique_docs, fallback=fallback, embedded=embedded, waiting=pending)
+    embedded = (query_vector, stage.vector_background, notice) if mode != "keyword" else None
     asked = mode
     if notice is not None:
         mode, score_threshold = "keyword", None
     scores = fuse(stage, mode, params, unique_docs)
-    waiting_count, waiting = (0, set()) if asked == "keyword" else await index.run(
-        partial(waiting_of, list(scores)))
+    waiting_count, waiting = pending[0] if pending else (0, set[int]())
     if mode == "hybrid":
         keywords_alone(stage, scores, waiting, params)
     order: list[int] = []
@@ -217,6 +242,7 @@ async def _ranked_once(reading: Reading, query: str, *, top_k: int,
     stat_cache: dict[int, bool | None] = {}
     removed = floor.Removed(score_threshold or 0.0)
     gone: list[int] = []  # ranked, then written again by a commit before their rows were read
+    floored: list[bool] = []  # the threshold removed every hit: the best kept anyway
 
     def stale_of(row: HitRow) -> bool | None:
         if row.doc_id not in stat_cache:  # one stat per document, in this worker thread
@@ -261,6 +287,7 @@ async def _ranked_once(reading: Reading, query: str, *, top_k: int,
             if len(kept) == top_k:
                 break
         if not kept and removed.under and not strict:
+            floored.append(True)
             kept = floor.kept_anyway(removed, stage.doc_of, set(rows), min(top_k,
                                                                              floor.FLOOR_KEEP))
         merged = {kept[sp[2]][0]: (sp[0], sp[1]) for doc_spans in spans.values()
@@ -290,7 +317,8 @@ async def _ranked_once(reading: Reading, query: str, *, top_k: int,
         reading.require_complete()
     if removed.under and not any(h.score >= removed.threshold for h in hits):
         notice = floor.joined(notice, floor.notice(removed, len(hits)))
-    return hits, notice, pending_notice(waiting_count, asked), bool(gone)
+    return (hits, notice, pending_notice(waiting_count, asked), bool(floored and hits),
+            bool(gone), embedded)
 
 
 def _exact_scores(reader: Reader, index: ReadIndex, chunk_ids: Sequence[int],
@@ -306,10 +334,13 @@ def _exact_scores(reader: Reader, index: ReadIndex, chunk_ids: Sequence[int],
 
 def _vector_stage(index: ReadIndex, reader: Reader, stage: Stage,
                   vector: npt.NDArray[np.float32], depth: int, allowed: list[int] | None,
-                  params: Params) -> None:
-    """Nearest chunks by meaning into `stage` (blocking)."""
+                  params: Params, waiting: list[tuple[int, set[int]]] | None = None) -> None:
+    """Nearest chunks by meaning into `stage` (blocking); with `waiting`, how many chunks
+    wait for their vectors is added to it (none of the nearest can)."""
     ids, scores, doc_ids = index.nearest(reader, vector, depth,
                                          candidates_for(index.live, params), allowed)
+    if waiting is not None:
+        waiting.append((reader.waiting_count(), set()))
     stage.vector = dict(zip(ids.tolist(), scores.tolist(), strict=True))
     stage.doc_of.update(zip(ids.tolist(), doc_ids.tolist(), strict=True))
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import time
+from functools import lru_cache
 from pathlib import Path
 
 import msgspec
@@ -16,35 +18,50 @@ from pocketmcp.errors import InvalidRequest
 from pocketmcp.ops.ranking import DEFAULT_PARAMS, Params
 from pocketmcp.store.api import ReadIndex
 
-_cache: dict[str, tuple[int, Params]] = {}
+RECHECK_S = 1.0  # a tuning file's change is seen by searches within this
+# tuning file -> (when it was last looked at, its mtime then (None: none), its tuning)
+_cache: dict[Path, tuple[float, int | None, Params]] = {}
+
+
+@lru_cache(maxsize=64)
+def tuning_path(index_file: Path) -> Path:
+    """The tuning file beside the index file `index_file`."""
+    return index_file.with_name(index_file.name + ".search.json")
 
 
 def tuning_file(where: str) -> Path | None:
     """The tuning file of the index at `where` (None when the index is not a file)."""
     path = Path(where)
-    return path.with_name(path.name + ".search.json") if path.is_file() else None
+    return tuning_path(path) if path.is_file() else None
 
 
 def params_of(index: ReadIndex) -> Params:
-    """The index's tuning (the defaults when it has none); read again only when the file
-    changed."""
-    path = tuning_file(index.where) if index.where.startswith(("/", ".")) else None
-    if path is None:
+    """The index's tuning (the defaults when it has none, and for an index that is not a
+    file). Its file is looked at once a second at most, and read again only when it
+    changed: most searches make no system call here."""
+    if index.file is None:
         return DEFAULT_PARAMS
+    path = tuning_path(index.file)
+    now = time.monotonic()
+    known = _cache.get(path)
+    if known is not None and now - known[0] < RECHECK_S:
+        return known[2]
     try:
-        stamp = os.stat(path).st_mtime_ns
+        stamp: int | None = os.stat(path).st_mtime_ns
     except OSError:
-        return DEFAULT_PARAMS
-    known = _cache.get(str(path))
-    if known is not None and known[0] == stamp:
-        return known[1]
-    try:
-        fields = json.loads(path.read_text(encoding="utf-8"))
-        params = msgspec.structs.replace(DEFAULT_PARAMS,
-                                         vector_weight=float(fields["vector_weight"]))
-    except (OSError, ValueError, KeyError, TypeError):
-        params = DEFAULT_PARAMS  # unreadable: the defaults, as without one
-    _cache[str(path)] = (stamp, params)
+        stamp = None
+    if known is not None and known[1] == stamp:
+        params = known[2]
+    elif stamp is None:
+        params = DEFAULT_PARAMS
+    else:
+        try:
+            fields = json.loads(path.read_text(encoding="utf-8"))
+            params = msgspec.structs.replace(DEFAULT_PARAMS,
+                                             vector_weight=float(fields["vector_weight"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            params = DEFAULT_PARAMS  # unreadable: the defaults, as without one
+    _cache[path] = (now, stamp, params)
     return params
 
 

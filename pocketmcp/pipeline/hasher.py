@@ -180,7 +180,7 @@ class Hasher:
     async def _convert(self, job: _ToConvert) -> Hashed | None:
         rel = job.rel
         try:
-            converted = await self.converter.convert(job.kind, job.data, rel)
+            converted = await self.converter.convert(job.kind, job.data, rel, job.sha256)
         except DocumentError as exc:
             self.stats.skip(rel, exc.reason)
             log.warning("skipped", path=rel, reason=exc.reason, size=job.size)

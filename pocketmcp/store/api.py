@@ -103,6 +103,10 @@ class ReadIndex(Protocol):
         """Where the index is, for messages (a file, or a Postgres schema; no password)."""
 
     @property
+    def file(self) -> Path | None:
+        """The index's file (as configured: it may be relative), None when it is no file."""
+
+    @property
     def live(self) -> int:
         """About how many chunks it holds (sizes the vector search's candidate pool)."""
 

@@ -12,6 +12,7 @@ from support import docs
 
 from pocketmcp.convert import kinds
 from pocketmcp.convert.pool import Converter, Limits
+from pocketmcp.core.text import sha256
 from pocketmcp.errors import DocumentError
 
 SECTIONS = [
@@ -33,7 +34,8 @@ async def converter() -> AsyncIterator[Converter]:
 async def convert(conv: Converter, path: Path) -> kinds.Converted:
     kind = kinds.kind_of(path.name)
     assert kind is not None
-    return await conv.convert(kind, path.read_bytes(), path.name)
+    data = path.read_bytes()
+    return await conv.convert(kind, data, path.name, sha256(data))
 
 
 @pytest.mark.parametrize("maker", [docs.pdf, docs.docx, docs.html, docs.pptx, docs.epub])
@@ -165,3 +167,39 @@ def test_kinds_by_name() -> None:
     assert kinds.kind_of("notes.md") == kinds.TEXT
     assert kinds.kind_of("script.py") is None
     assert "save it as .docx" in kinds.UNSUPPORTED[".doc"]
+
+
+async def test_the_ocr_cache_is_keyed_by_the_given_digest_and_skipped_without_a_folder(
+        tmp_path: Path) -> None:
+    """The bytes are not hashed again: the cache key comes from the SHA-256 the caller has,
+    and with no cache folder there is no key at all."""
+    path = docs.pdf(tmp_path / "manual.pdf", "Telescope manual", SECTIONS)
+    data = path.read_bytes()
+    conv = Converter(Limits(workers=1, timeout_s=30, memory_mb=768))
+    try:
+        assert conv.cache.folder is None
+
+        def no_key(*_: object) -> str:
+            raise AssertionError("a cache key was made with no cache folder")
+
+        conv.cache.key = no_key  # type: ignore[method-assign]
+        assert (await conv.convert("pdf", data, "manual.pdf", sha256(data))).title == \
+            "Telescope manual"
+    finally:
+        await conv.aclose()
+
+    from pocketmcp.convert.kinds import Converted
+    from pocketmcp.convert.limits import OcrLimits
+
+    conv = Converter(Limits(workers=1, timeout_s=30, memory_mb=768,
+                            ocr=OcrLimits(cache_dir=tmp_path / "ocr")))
+    try:
+        if conv.cache.folder is None:
+            pytest.skip(f"OCR is off here: {conv.ocr_off}")
+        kept = Converted("# Kept\n\nread before", "Kept", 1, {})
+        await conv.cache.put(conv.cache.key("pdf", "d" * 64), kept)
+        assert await conv.convert("pdf", data, "manual.pdf", "d" * 64) == kept
+        assert (await conv.convert("pdf", data, "manual.pdf", sha256(data))).title == \
+            "Telescope manual"
+    finally:
+        await conv.aclose()

@@ -23,6 +23,7 @@ from pocketmcp.config import Config
 from pocketmcp.convert import ocr
 from pocketmcp.convert.limits import Limits, OcrLimits
 from pocketmcp.convert.pool import Converter, ocr_off
+from pocketmcp.core.text import sha256
 from pocketmcp.embed.priority import NICE, level
 from pocketmcp.errors import ConfigError, DocumentError
 from pocketmcp.plans import Plan, serving
@@ -232,16 +233,17 @@ async def test_a_model_folder_is_used_and_a_wrong_one_refused(tmp_path: Path) ->
     shutil.copytree(Path(rapidocr_onnxruntime.__file__).parent / "models", models)
     image = io.BytesIO()
     picture(RECEIPT[:60], size=24, width=900).save(image, "PNG")
+    data = image.getvalue()
     for folder, expected in ((models, "Corner bakery receipt"),
                              (tmp_path, "holds no PP-OCR detection and recognition models")):
         conv = Converter(Limits(ocr=OcrLimits(model_dir=str(folder))))
         try:
             if folder == models:
-                got = await conv.convert("image", image.getvalue(), "r.png")
+                got = await conv.convert("image", data, "r.png", sha256(data))
                 assert expected in got.text, got.text
             else:
                 with pytest.raises(DocumentError, match=expected):
-                    await conv.convert("image", image.getvalue(), "r.png")
+                    await conv.convert("image", data, "r.png", sha256(data))
         finally:
             await conv.aclose()
 

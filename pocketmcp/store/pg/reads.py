@@ -331,6 +331,10 @@ class PgIndex:
         return self.place.describe()
 
     @property
+    def file(self) -> Path | None:
+        return None  # a Postgres schema
+
+    @property
     def live(self) -> int:
         return 0  # pgvector's HNSW sizes its own candidate list (hnsw.ef_search)
 

@@ -106,6 +106,10 @@ class SqliteIndex:
         return str(self.path)
 
     @property
+    def file(self) -> Path | None:
+        return self.path
+
+    @property
     def live(self) -> int:
         return self.vectors.live
 
