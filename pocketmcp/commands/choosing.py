@@ -9,10 +9,7 @@ from pathlib import Path
 from pocketmcp import indexes
 from pocketmcp.config import Config
 from pocketmcp.errors import PocketError, StoreError
-
-# Commands on an index of a folder (init takes a folder, eval makes its own index).
-ON_AN_INDEX = ("index", "watch", "serve", "search", "check-search", "open", "doctor", "export",
-               "import", "backup")
+from pocketmcp.settings import ON_AN_INDEX
 
 
 def choose(config: Config, command: str | None) -> Config:
