@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from support.cli import A, B, run_cli
+from support.cli import A, B, run_as_user, run_cli
 from support.mcp_harness import server_env, start_http, stop_http
 
 
@@ -44,6 +44,17 @@ def test_searching_before_indexing_says_what_to_do(tmp_path: Path) -> None:
     done = run_cli(tmp_path, "search", "anything")
     assert done.returncode == 1
     assert "pocketmcp index" in done.stderr
+
+
+def test_check_search_before_indexing_says_what_search_says(tmp_path: Path) -> None:
+    """Both name the index that is missing and the command that makes it (the file named
+    by SQLITE_PATH: `--db` with it; none named: the folders' indexes there are)."""
+    for run in (lambda *a: run_cli(tmp_path, *a),
+                lambda *a: run_as_user(tmp_path / "home", tmp_path, *a)):
+        searched, checked = run("search", "anything"), run("check-search")
+        assert searched.returncode == checked.returncode == 1
+        assert checked.stderr == searched.stderr
+        assert "makes" in checked.stderr
 
 
 def test_search_json_carries_the_tool_fields_and_filters_by_flags(tmp_path: Path) -> None:
