@@ -50,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Local semantic search over a folder of documents, served over MCP.",
     )
     parser.add_argument("--version", action="version", version=f"pocketmcp {__version__}")
+    # The indexes looked at to find the one a command means (commands/choosing.py): what a
+    # command lists when that index is not there.
+    parser.set_defaults(indexes_seen=None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser(
@@ -228,7 +231,8 @@ def _config(args: argparse.Namespace) -> Config:
         overrides["include"] = ",".join(f"**/*.{e}" for e in exts if e)
     from pocketmcp.commands.choosing import choose  # which index a command means
 
-    return choose(load(overrides), args.command)
+    config, args.indexes_seen = choose(load(overrides), args.command)
+    return config
 
 
 _WHERE: str | None = None  # the index, named by a DISK_FULL message

@@ -39,7 +39,7 @@ class Report:
 
 async def doctor(config: Config, args: argparse.Namespace) -> int:
     report = Report()
-    folder = _check_folder(config, report)
+    folder = _check_folder(config, report, args.indexes_seen)
     await _check_model(config, report)
     named = folder is not None or config.watch_dir_given or config.sqlite_path_given
     made = named and await _check_index(config, report, folder)
@@ -58,12 +58,12 @@ def _shown(folder: Path | None) -> str:
     return "FOLDER" if folder is None else str(folder)
 
 
-def _check_folder(config: Config, report: Report) -> Path | None:
+def _check_folder(config: Config, report: Report, seen: indexes.Seen | None) -> Path | None:
     """The folder checked (None when none was named and no index was found for here)."""
     from pocketmcp.commands.progress import count_files  # lists the folder
 
     if not config.watch_dir_given and not config.watch_dir.is_dir():
-        report.fail(str(no_index(config)),
+        report.fail(str(no_index(config, seen)),
                     "`pocketmcp doctor FOLDER` checks a folder's setup; `pocketmcp index "
                     "FOLDER` indexes one")
         return None

@@ -96,7 +96,7 @@ async def check_search(config: Config, args: argparse.Namespace) -> int:
                           f"{selfcheck.MAX_QUESTIONS}")
     place = config.main_place()
     if not await anyio.to_thread.run_sync(place.exists):
-        raise no_index(config)
+        raise no_index(config, args.indexes_seen)
     async with open_runtime(config, READING) as runtime:
         await runtime.started()
         reading = await runtime.reading()

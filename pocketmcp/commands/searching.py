@@ -43,7 +43,7 @@ async def run(config: Config, args: argparse.Namespace) -> int:
         raise PocketError(f"--min-score {args.min_score} is not valid: it accepts 0 to 1")
     place = config.main_place()
     if not await anyio.to_thread.run_sync(place.exists):
-        raise no_index(config)
+        raise no_index(config, args.indexes_seen)
     try:
         scope = scope_of(args)
     except ValueError as exc:  # pydantic's, and --metadata that is not JSON

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from support.cli import A, B, run_as_user, run_cli
 from support.mcp_harness import server_env, start_http, stop_http
 
@@ -75,3 +76,30 @@ def test_search_json_carries_the_tool_fields_and_filters_by_flags(tmp_path: Path
     assert json.loads(none.stdout)["hits"] == []
     bad = run_cli(tmp_path, "search", "sourdough", "--modified-after", "someday")
     assert bad.returncode == 1 and "modified_after" in bad.stderr
+
+
+@pytest.mark.parametrize("command", [["search", "anything"], ["check-search"], ["doctor"]])
+def test_the_indexes_are_looked_through_once_to_say_none_is_there(
+        command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The indexes looked at to choose the index a command means are the ones it lists when
+    none is found: each is opened once, not again for the message."""
+    from pocketmcp import cli, indexes
+
+    for name in ("SQLITE_PATH", "WATCH_DIR", "DATABASES_DIR", "POCKETMCP_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)
+    looks: list[int] = []
+    known = indexes.known
+
+    def counted() -> list[Path]:
+        looks.append(1)
+        return known()
+
+    monkeypatch.setattr(indexes, "known", counted)
+    assert cli.main([*command, "--client", "cursor"] if command == ["doctor"]
+                    else command) == 1
+    assert f"no index found for {tmp_path} (nor any other)" in "".join(capsys.readouterr())
+    assert len(looks) == 1
