@@ -14,8 +14,7 @@ import anyio
 
 from pocketmcp import indexes
 from pocketmcp.commands.choosing import no_index
-from pocketmcp.commands.clients import Client, read_config
-from pocketmcp.commands.setup import chosen_clients
+from pocketmcp.commands.clients import Client, chosen_clients, read_config
 from pocketmcp.config import Config
 from pocketmcp.errors import PocketError
 
