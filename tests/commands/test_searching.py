@@ -84,8 +84,10 @@ def test_the_indexes_are_looked_through_once_to_say_none_is_there(
         capsys: pytest.CaptureFixture[str]) -> None:
     """The indexes looked at to choose the index a command means are the ones it lists when
     none is found: each is opened once, not again for the message."""
-    from pocketmcp import cli, indexes
+    from pocketmcp import cli, indexes, logs
 
+    # main() in this process: its logs are not bound to this test's captured stderr
+    monkeypatch.setattr(logs, "configure", lambda level: None)
     for name in ("SQLITE_PATH", "WATCH_DIR", "DATABASES_DIR", "POCKETMCP_TOKEN"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
