@@ -5,9 +5,11 @@ the search tool's fields, filtered by flags; before any indexing it says what to
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.cli import A, B, run_as_user, run_cli
@@ -105,3 +107,75 @@ def test_the_indexes_are_looked_through_once_to_say_none_is_there(
                     else command) == 1
     assert f"no index found for {tmp_path} (nor any other)" in "".join(capsys.readouterr())
     assert len(looks) == 1
+
+
+def test_when_no_hit_passes_one_search_names_the_best_locally_and_through_the_server(
+        tmp_path: Path) -> None:
+    """The search is asked without a strict threshold: the best match under it, which the
+    same reply carries, says why none is shown (no second search for it), and the reply's
+    own notice of the threshold is not printed beside that sentence."""
+    (tmp_path / "kb").mkdir()
+    (tmp_path / "kb" / "a.md").write_text(A)
+    (tmp_path / "kb" / "b.md").write_text(B)
+
+    def said(*flags: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+        query = ("search", "zqxv flurbo gnarp", *flags)
+        shown = subprocess.run([sys.executable, "-m", "pocketmcp", *query], capture_output=True,
+                               text=True, env=server_env(tmp_path), cwd=tmp_path, timeout=120)
+        assert shown.returncode == 0, shown.stderr
+        return shown, _search(tmp_path, *query[1:])
+
+    server = start_http(tmp_path)
+    try:
+        remote = said()
+    finally:
+        assert stop_http(server) == 0
+    local = said("--local")
+    for shown, found in (remote, local):
+        assert "no matches scoring 0.20 or more (the search tool's default threshold); the " \
+               "best scored 0.0" in shown.stdout
+        assert not re.search(r"^ ?\d+\. score", shown.stdout, re.MULTILINE)  # none shown
+        assert "score_threshold" not in shown.stderr  # the floor's notice: said in stdout
+        assert found["hits"] == [] and "the best scored 0.0" in str(found["notice"])
+    assert remote[1]["via"] == server.url and local[1]["via"] == "local"
+
+
+def test_a_search_with_no_hit_passing_is_one_search(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from pocketmcp import cli, logs
+    from pocketmcp.commands.searching import Searcher
+
+    monkeypatch.setattr(logs, "configure", lambda level: None)
+    (tmp_path / "kb").mkdir()
+    (tmp_path / "kb" / "a.md").write_text(A)
+    monkeypatch.setenv("SQLITE_PATH", str(tmp_path / "idx" / "index.db"))
+    monkeypatch.setenv("WATCH_DIR", str(tmp_path / "kb"))
+    assert cli.main(["index", "--progress", "off"]) == 0
+    searches: list[float] = []
+    searched = Searcher.__call__
+
+    async def counted(self: Searcher, threshold: float, **kwargs: Any) -> Any:
+        searches.append(threshold)
+        return await searched(self, threshold, **kwargs)
+
+    monkeypatch.setattr(Searcher, "__call__", counted)
+    capsys.readouterr()
+    assert cli.main(["search", "zqxv flurbo gnarp", "--local"]) == 0
+    assert "the best scored 0.0" in capsys.readouterr().out
+    assert searches == [0.2]
+
+
+def test_the_floor_notice_is_taken_out_and_the_rest_of_the_notice_kept() -> None:
+    """What `search` prints when it says why no hit passed: the reply's other notices."""
+    from pocketmcp.ops import floor
+
+    removed = floor.Removed(0.2, [(1, 0.05), (2, 0.01), (3, 0.002)])
+    other = "3 files are still waiting for their vectors; keyword matches only for them"
+    for shown in (0, 1, 3):
+        own = floor.notice(removed, shown)
+        assert floor.others(own) is None
+        assert floor.others(floor.joined(own, other)) == other
+        assert floor.others(floor.joined(other, own, "the provider is down")) == (
+            f"{other}; the provider is down")
+    assert floor.others(other) == other and floor.others(None) is None
