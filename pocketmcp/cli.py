@@ -50,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Local semantic search over a folder of documents, served over MCP.",
     )
     parser.add_argument("--version", action="version", version=f"pocketmcp {__version__}")
+    # The indexes looked at to find the one a command means (commands/choosing.py): what a
+    # command lists when that index is not there.
+    parser.set_defaults(indexes_seen=None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser(
@@ -228,10 +231,8 @@ def _config(args: argparse.Namespace) -> Config:
         overrides["include"] = ",".join(f"**/*.{e}" for e in exts if e)
     from pocketmcp.commands.choosing import choose  # which index a command means
 
-    return choose(load(overrides), args.command)
-
-
-_WHERE: str | None = None  # the index, named by a DISK_FULL message
+    config, args.indexes_seen = choose(load(overrides), args.command)
+    return config
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -240,11 +241,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
         argv.insert(0, "serve")  # what editors launch: `pocketmcp` with flags only
     args = parser.parse_args(argv)
-    global _WHERE
+    where: str | None = None  # the index, named by a DISK_FULL message
     try:
         config = _config(args)
         logs.configure(config.log_level)
-        _WHERE = config.main_place().describe()
+        where = config.main_place().describe()
         # Each command imports its own modules here: `index` does not pay for the MCP server,
         # nor `--help` for anything. `serve` on stdio imports the MCP SDK in a worker thread
         # while the runtime starts (mcp/host.py).
@@ -297,22 +298,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             finally:
                 gc.enable()
     except BaseExceptionGroup as group:
-        return _failed(single(group))
+        return _failed(single(group), where)
     except Exception as exc:  # the one place that catches everything: report, exit non-zero
-        return _failed(exc)
+        return _failed(exc, where)
     except KeyboardInterrupt:
         return 130
     parser.error(f"unknown command {args.command}")
     return 2
 
 
-def _failed(exc: BaseException) -> int:
+def _failed(exc: BaseException, where: str | None) -> int:
     if isinstance(exc, KeyboardInterrupt):
         return 130
     if isinstance(exc, BrokenPipeError):  # the reader went away (`| head`): nothing to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
-    full = disk_full(exc, _WHERE)
+    full = disk_full(exc, where)
     if full is not None:
         print(f"pocketmcp: {full.code}: {full}", file=sys.stderr)  # noqa: T201
         return 1

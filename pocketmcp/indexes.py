@@ -16,8 +16,12 @@ import hashlib
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pocketmcp.errors import StoreError
+
+if TYPE_CHECKING:
+    from pocketmcp.store.api import Place
 
 APP = "pocketmcp"
 INDEX_FILE = "index.db"
@@ -54,27 +58,36 @@ def known() -> list[Path]:
     return sorted(path for path in base.glob(f"*/{INDEX_FILE}") if path.is_file())
 
 
-def recorded_folder(index: Path) -> Path | None:
-    """The folder the SQLite index at `index` records it indexes (None: none, or unreadable)."""
-    from pocketmcp.store.sqlite.place import SqlitePlace
-
+def recorded_folder(place: Place) -> Path | None:
+    """The folder the index at `place` records it indexes (None: none, or unreadable: the
+    command that opens the index says why)."""
     try:
-        record = SqlitePlace(index, index.parent / "databases").folder()
+        record = place.folder()
     except StoreError:
         return None
     return None if record is None else record.root
 
 
-class Found:
-    """An index picked for a command, with the folder it indexes and why it was picked."""
+def _kept(index: Path) -> Place:
+    """The SQLite index at `index`, kept by the rule (its named databases beside it)."""
+    from pocketmcp.store.sqlite.place import SqlitePlace
 
-    def __init__(self, index: Path, folder: Path | None, why: str) -> None:
+    return SqlitePlace(index, index.parent / "databases")
+
+
+# The indexes a search for one looked at, each with the folder it records.
+Seen = list[tuple[Path, Path | None]]
+
+
+class Found:
+    """An index picked for a command, with the folder it indexes."""
+
+    def __init__(self, index: Path, folder: Path) -> None:
         self.index = index
         self.folder = folder
-        self.why = why
 
 
-def pick(cwd: Path) -> tuple[Found | None, list[tuple[Path, Path | None]]]:
+def pick(cwd: Path) -> tuple[Found | None, Seen]:
     """The index a command run in `cwd` means when told none: the index of `cwd` or of a
     folder above it, else of `cwd/kb`, else the only one of a folder inside `cwd`, else the
     only index of a folder there is. With it (or None) the indexes looked at, each with its
@@ -83,17 +96,17 @@ def pick(cwd: Path) -> tuple[Found | None, list[tuple[Path, Path | None]]]:
     for folder in (cwd, *cwd.parents):
         index = index_for(folder)
         if index.is_file():
-            return Found(index, folder, f"the index of {folder}"), []
+            return Found(index, folder), []
     kb = cwd / "kb"
     if kb.is_dir() and index_for(kb).is_file():
-        return Found(index_for(kb), kb, f"the index of {kb}"), []
-    every = [(index, recorded_folder(index)) for index in known()]
+        return Found(index_for(kb), kb), []
+    every = [(index, recorded_folder(_kept(index))) for index in known()]
     # Indexes of folders: one a server made without a folder (fed by its tools alone) is
     # taken only when named.
     folders = [(i, f) for i, f in every if f is not None]
-    inside = [(i, f) for i, f in folders if f is not None and f.is_relative_to(cwd)]
+    inside = [(i, f) for i, f in folders if f.is_relative_to(cwd)]
     if len(inside) == 1:
-        return Found(*inside[0], f"the only index of a folder in {cwd}"), every
+        return Found(*inside[0]), every
     if len(folders) == 1:
-        return Found(*folders[0], "the only index of a folder"), every
+        return Found(*folders[0]), every
     return None, every

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from typing import IO, Any, TextIO
 
 import structlog
@@ -14,7 +14,8 @@ _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARN
 
 
 def configure(level: str = "info", *, json: bool = True, out: TextIO | None = None) -> None:
-    """Route structlog, the standard logging module and warnings to stderr (or `out`)."""
+    """Route structlog, the standard logging module and warnings to stderr (or `out`; a
+    `Held` counts structlog's warnings and errors as they are logged, before rendering)."""
     out = out or sys.stderr
     numeric = _LEVELS[level]
     renderer: structlog.typing.Processor = (
@@ -22,10 +23,12 @@ def configure(level: str = "info", *, json: bool = True, out: TextIO | None = No
         if json
         else structlog.dev.ConsoleRenderer(colors=False)
     )
+    counted: list[structlog.typing.Processor] = [out.count] if isinstance(out, Held) else []
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
+            *counted,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
             structlog.processors.UnicodeDecoder(),
@@ -65,7 +68,9 @@ def events(name: str) -> Callable[[dict[str, Any]], None]:
 class Held:
     """Log lines held back from a terminal while a progress bar runs there: each written
     whole to `file` when given, passed to `echo` when given (printed above the bar), and the
-    warnings and errors counted by event, for a summary after the bar."""
+    warnings and errors counted by event, for a summary after the bar: structlog's as they
+    are logged (`count`, a processor `configure` adds), the standard logging module's from
+    their plain lines."""
 
     def __init__(self, file: IO[str] | None = None,
                  echo: Callable[[str], None] | None = None) -> None:
@@ -95,8 +100,21 @@ class Held:
             self.file.write(line + "\n")
         if self.echo is not None:
             self.echo(line)
-        level, event, detail = _parsed(line)
-        if level in ("warning", "error", "critical"):
+        if not line.startswith("{"):  # structlog's lines (JSON) are counted by `count`
+            self._problem(*_plain(line))
+
+    def count(self, _logger: Any, _method: str,
+              fields: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+        """A structlog processor: a warning or error counted before it is rendered."""
+        if fields.get("level") in _PROBLEMS:
+            detail = ", ".join(f"{k}={v}" for k, v in fields.items()
+                               if k not in ("level", "event", "timestamp", "exc_info",
+                                            "exception"))
+            self._problem(str(fields["level"]), str(fields.get("event", "")), detail[:200])
+        return fields
+
+    def _problem(self, level: str, event: str, detail: str) -> None:
+        if level in _PROBLEMS:
             seen = self.problems.setdefault((level, event), [0, detail])
             seen[0] += 1
 
@@ -109,21 +127,11 @@ class Held:
         return out
 
 
-def _parsed(line: str) -> tuple[str, str, str]:
-    """(level, event, the other fields in short) of a JSON log line, or of a plain one
-    (`LEVEL name: message`, the standard logging module's)."""
-    import json as json_module
+_PROBLEMS = ("warning", "error", "critical")
 
-    try:
-        fields = json_module.loads(line)
-    except ValueError:
-        fields = None
-    if not isinstance(fields, dict):
-        level, _, rest = line.partition(" ")
-        return level.lower(), rest.split(":", 1)[0], rest.split(":", 1)[-1].strip()[:200]
-    level = str(fields.pop("level", "info"))
-    event = str(fields.pop("event", ""))
-    fields.pop("timestamp", None)
-    fields.pop("exception", None)
-    detail = ", ".join(f"{k}={v}" for k, v in fields.items())
-    return level, event, detail[:200]
+
+def _plain(line: str) -> tuple[str, str, str]:
+    """(level, event, the rest in short) of a line of the standard logging module
+    (`LEVEL name: message`)."""
+    level, _, rest = line.partition(" ")
+    return level.lower(), rest.split(":", 1)[0], rest.split(":", 1)[-1].strip()[:200]

@@ -297,16 +297,19 @@ SETTINGS: tuple[Setting, ...] = (
 
 _BY_FIELD = {s.field: s for s in SETTINGS}
 
+# Commands on an index of a folder (init takes a folder, eval makes its own index): each
+# reads the index settings, and commands/choosing.py picks the index they mean.
+ON_AN_INDEX = ("index", "watch", "serve", "search", "check-search", "open", "doctor", "export",
+               "import", "backup")
+
 # Which commands read each setting: a command's `--help` lists these alone (the others are
 # still read from the environment, and do nothing for it).
-_INDEX_AT = ("index", "watch", "serve", "search", "check-search", "open", "doctor", "export",
-             "import", "backup")
 _WRITING = ("index", "watch", "serve", "eval", "import")
 _EMBEDDING = (*_WRITING, "search", "check-search", "doctor")
 _USES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
-    ((*_INDEX_AT, "init", "eval"), ("log_level",)),
-    (_INDEX_AT, ("sqlite_path", "databases_dir")),
-    ((*_INDEX_AT, "eval"), ("store", "database_url", "pg_schema")),
+    ((*ON_AN_INDEX, "init", "eval"), ("log_level",)),
+    (ON_AN_INDEX, ("sqlite_path", "databases_dir")),
+    ((*ON_AN_INDEX, "eval"), ("store", "database_url", "pg_schema")),
     (("index", "watch", "serve", "search", "open", "doctor", "init"), ("watch_dir",)),
     (("index", "watch", "serve", "doctor", "eval"), ("include", "ignore")),
     (("index", "watch", "serve", "eval"), (

@@ -63,8 +63,8 @@ def ingest_table() -> str:
     return "\n".join(rows)
 
 
-def eval_table(path: Path | None = None) -> str:
-    data = json.loads((path or RESULTS / "eval.json").read_text())
+def eval_table() -> str:
+    data = _load("eval")
     rows = ["| mode | nDCG@10 | Recall@100 | MRR@10 |", "| --- | --- | --- | --- |"]
     for mode, m in data["modes"].items():
         rows.append(f"| {mode} | {m['ndcg@10']:.4f} | {m['recall@100']:.4f} | "

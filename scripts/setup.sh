@@ -17,22 +17,45 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
   done_step
 fi
-step "updating pip in .venv"
-.venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
-done_step
-step "installing PocketMCP and its dependencies (the model comes with them) into .venv"
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[dev]" >&2
-done_step
-# The OCR extra's rapidocr asks for OpenCV's GUI build (it needs libGL); only the headless
-# one, which the extra names too, may provide cv2: both write the same files.
-if .venv/bin/python -m pip show --quiet opencv-python >/dev/null 2>&1; then
-  step "keeping only the headless OpenCV (for OCR)"
-  cv=$(.venv/bin/python -c "import importlib.metadata as m; print(m.version('opencv-python-headless'))")
-  .venv/bin/python -m pip uninstall --quiet --disable-pip-version-check -y opencv-python \
-      opencv-python-headless >&2
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
-      "opencv-python-headless==$cv" >&2
+# What the last complete install was made from (pyproject.toml and this script): when they
+# are unchanged and pip finds nothing missing but the GUI OpenCV left out on purpose (below),
+# pip is not run again (it would install that OpenCV again, to swap it back out).
+stamp=.venv/.pocketmcp-installed
+made_from=$(cat pyproject.toml scripts/setup.sh | .venv/bin/python -c \
+    "import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())")
+installed() {
+  [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$made_from" ] || return 1
+  # pip check's complaints, but rapidocr's about the GUI OpenCV, and cv2 from headless alone
+  ! .venv/bin/python -m pip check --disable-pip-version-check 2>&1 \
+      | grep -v -e "^No broken requirements found" \
+                -e "^rapidocr-onnxruntime .* requires opencv-python, which is not installed" \
+      | grep -q . \
+    && ! .venv/bin/python -m pip show --quiet opencv-python >/dev/null 2>&1
+}
+if installed; then
+  echo "setup: PocketMCP and its dependencies are installed as pyproject.toml says" \
+       "(pip not run; delete $stamp to run it)" >&2
+else
+  rm -f "$stamp"
+  step "updating pip in .venv"
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
   done_step
+  step "installing PocketMCP and its dependencies (the model comes with them) into .venv"
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[dev]" >&2
+  done_step
+  # The OCR extra's rapidocr asks for OpenCV's GUI build (it needs libGL); only the headless
+  # one, which the extra names too, may provide cv2: both write the same files.
+  if .venv/bin/python -m pip show --quiet opencv-python >/dev/null 2>&1; then
+    step "keeping only the headless OpenCV (for OCR)"
+    cv=$(.venv/bin/python -c \
+        "import importlib.metadata as m; print(m.version('opencv-python-headless'))")
+    .venv/bin/python -m pip uninstall --quiet --disable-pip-version-check -y opencv-python \
+        opencv-python-headless >&2
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
+        "opencv-python-headless==$cv" >&2
+    done_step
+  fi
+  echo "$made_from" > "$stamp"
 fi
 # The package is installed editable, so pip compiles none of its modules: compile them now,
 # or the first server start pays for it (a few tenths of a second) before its first answer.

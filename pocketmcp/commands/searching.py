@@ -18,8 +18,9 @@ from pocketmcp.core.secret import Secret
 from pocketmcp.errors import PocketError
 from pocketmcp.mcp.discovery import Published
 from pocketmcp.mcp.upstream import Upstream, locate
+from pocketmcp.ops import floor
 from pocketmcp.ops.filters import Scope
-from pocketmcp.ops.results import SearchFilter, SearchResult
+from pocketmcp.ops.results import SearchFilter, SearchMatch, SearchResult
 
 
 def filter_of(args: argparse.Namespace) -> SearchFilter:
@@ -43,7 +44,7 @@ async def run(config: Config, args: argparse.Namespace) -> int:
         raise PocketError(f"--min-score {args.min_score} is not valid: it accepts 0 to 1")
     place = config.main_place()
     if not await anyio.to_thread.run_sync(place.exists):
-        raise no_index(config)
+        raise no_index(config, args.indexes_seen)
     try:
         scope = scope_of(args)
     except ValueError as exc:  # pydantic's, and --metadata that is not JSON
@@ -57,35 +58,39 @@ async def run(config: Config, args: argparse.Namespace) -> int:
         threshold = SCORE_THRESHOLD
     search = Searcher(config, args, scope)
     try:
+        # Not strict: when no match reaches the threshold, the best few come back anyway,
+        # under it (ops/floor.py). None is shown; the best of them says why.
         result = await search(threshold)
-        best = None
-        if not result.matches and threshold > 0:
-            best = await search(0, top_k=1)  # why nothing passed: the best there was
     finally:
         await search.aclose()
-    if result.notice:
-        print(f"pocketmcp: {result.notice}", file=sys.stderr)  # noqa: T201
+    matches, notice = result.matches, result.notice
+    if matches and all(m.score < threshold for m in matches):
+        matches, notice = [], floor.others(notice)  # the floor's part: said below instead
+    best = result.matches[0] if result.matches else None
+    why = None if matches else nothing_passed(threshold, best,
+                                              explicit=args.min_score is not None)
+    if notice:
+        print(f"pocketmcp: {notice}", file=sys.stderr)  # noqa: T201
     if args.json:
         # The fields of the MCP tool's matches (ops/results.py), each with its rank.
-        hits = [{"rank": i + 1, **m.model_dump()} for i, m in enumerate(result.matches)]
+        hits = [{"rank": i + 1, **m.model_dump()} for i, m in enumerate(matches)]
         print(json.dumps({"query": args.query, "mode": args.mode, "hits": hits,  # noqa: T201
-                          "notice": result.notice, "via": search.via,
+                          "notice": floor.joined(notice, why), "via": search.via,
                           "min_score": threshold}, ensure_ascii=False))
         return 0
-    for i, m in enumerate(result.matches, 1):
+    for i, m in enumerate(matches, 1):
         mark = "  (file changed since indexed)" if m.stale else ""
         print(f"{i:>2}. score {m.score:.3f}  {m.path or m.title}{mark}\n"  # noqa: T201
               f"    {m.preview}")
-    if not result.matches:
-        print(nothing_passed(threshold, best, explicit=args.min_score is not None))  # noqa: T201
+    if why is not None:
+        print(why)  # noqa: T201
     return 0
 
 
-def nothing_passed(threshold: float, best: SearchResult | None, *, explicit: bool) -> str:
-    """Why a search printed no hit."""
-    if best is None or not best.matches:
+def nothing_passed(threshold: float, top: SearchMatch | None, *, explicit: bool) -> str:
+    """Why a search printed no hit (`top`: the best match, under the threshold)."""
+    if top is None:
         return "no matches: nothing in the index matches this query (or these filters)"
-    top = best.matches[0]
     whose = "" if explicit else " (the search tool's default threshold)"
     return (f"no matches scoring {threshold:.2f} or more{whose}; the best scored "
             f"{top.score:.3f}: {top.path or top.title}. `--min-score 0` shows every hit.")
@@ -105,9 +110,8 @@ class Searcher:
         self._opened = contextlib.AsyncExitStack()  # the runtime, once opened here
         self._reading: Any = None
 
-    async def __call__(self, threshold: float, *, top_k: int | None = None) -> SearchResult:
+    async def __call__(self, threshold: float) -> SearchResult:
         args = self.args
-        top_k = top_k or args.top_k
         if not self._asked and not args.local and args.top_k <= MAX_TOOL_TOP_K:
             self._asked = True
             self._upstream = await locate(self.config.sqlite_path, self.config.token)
@@ -116,7 +120,7 @@ class Searcher:
                       "(the model loads in this process).", file=sys.stderr)
         up = self._upstream
         if up is not None and up.token is not None:
-            result = await ask_server(up.server, up.token, args, threshold, top_k)
+            result = await ask_server(up.server, up.token, args, threshold)
             if result is not None:
                 self.via = up.server.url
                 return result
@@ -133,10 +137,10 @@ class Searcher:
         from pocketmcp.ops.search import search
 
         self.via = "local"
-        return await search(self._reading, args.query, top_k=top_k, mode=args.mode,
+        return await search(self._reading, args.query, top_k=args.top_k, mode=args.mode,
                             unique_docs=args.unique_docs, scope=self.scope,
                             max_per_doc=args.max_per_doc, score_threshold=threshold,
-                            strict_threshold=True, dates=True)  # run() says why none passed
+                            dates=True)
 
     async def aclose(self) -> None:
         await self._opened.aclose()
@@ -147,13 +151,13 @@ PROTOCOL_VERSION = "2025-06-18"  # asked for; the server answers with the one it
 
 
 async def ask_server(server: Published, token: Secret, args: argparse.Namespace,
-                     threshold: float, top_k: int) -> SearchResult | None:
+                     threshold: float) -> SearchResult | None:
     """The search tool's answer from the HTTP server of this index; None when it cannot be
     reached (the search is then made here). A refusal of the query is raised."""
     arguments: dict[str, object] = {
-        "query": args.query, "top_k": top_k, "mode": args.mode,
+        "query": args.query, "top_k": args.top_k, "mode": args.mode,
         "unique_docs": args.unique_docs, "max_per_doc": args.max_per_doc,
-        "library": args.library, "score_threshold": threshold, "strict_threshold": True,
+        "library": args.library, "score_threshold": threshold, "strict_threshold": False,
         "filter": filter_of(args).model_dump(exclude_none=True) or None}
     try:
         answer = await call_tool(server.mcp_url, token, "search", arguments)

@@ -9,9 +9,7 @@ from pathlib import Path
 
 from pocketmcp import indexes
 from pocketmcp.commands.clients import (
-    CLIENTS,
-    Client,
-    clients,
+    chosen_clients,
     command,
     entry,
     ephemeral,
@@ -20,17 +18,6 @@ from pocketmcp.commands.clients import (
 )
 from pocketmcp.config import Config
 from pocketmcp.errors import PocketError
-
-
-def chosen_clients(args: argparse.Namespace) -> list[Client]:
-    known = clients()
-    names = args.client or list(CLIENTS)
-    if args.config_file:
-        if len(names) != 1:
-            raise PocketError("--config-file names one file: give one --client with it")
-        base = known[names[0]]
-        return [Client(base.name, base.title, Path(args.config_file), base.key)]
-    return [known[n] for n in names]
 
 
 def _folder(config: Config, args: argparse.Namespace) -> Path:

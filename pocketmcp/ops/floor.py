@@ -5,6 +5,7 @@ agent can tell "nothing relevant" from "filtered out". Pure functions."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import msgspec
@@ -44,6 +45,9 @@ def kept_anyway(removed: Removed, doc_of: dict[int, int], rows: Sequence[int] | 
     return out
 
 
+_ANYWAY = "shown anyway, under the threshold (strict_threshold: none)"
+
+
 def notice(removed: Removed, shown: int) -> str:
     """What the reply says when no match reached the threshold."""
     count = len(removed.under)
@@ -53,8 +57,21 @@ def notice(removed: Removed, shown: int) -> str:
                 f"best score {best}")
     which = "the best match is" if shown == 1 else f"the best {shown} matches are"
     return (f"no match reached score_threshold {removed.threshold:g}: {count} removed "
-            f"(best score {best}); {which} shown anyway, under the threshold "
-            "(strict_threshold: none)")
+            f"(best score {best}); {which} {_ANYWAY}")
+
+
+# The notice above, in either form, within a joined notice.
+_OWN = re.compile(r"no match reached score_threshold \S+: \d+ removed(?:, best score \S+| "
+                  r"\(best score \S+\); the best (?:match is|\d+ matches are) "
+                  + re.escape(_ANYWAY) + ")")
+
+
+def others(said: str | None) -> str | None:
+    """A reply's notice without the floor's own part (None when it says nothing else): for
+    a caller that says in its own words why no match passed."""
+    if not said:
+        return None
+    return joined(*(part.strip("; ") for part in _OWN.split(said)))
 
 
 def joined(*notices: str | None) -> str | None:

@@ -142,3 +142,36 @@ def test_init_run_from_uvs_cache_says_the_entry_lasts_only_as_long_as_the_cache(
     assert main(["init", str(tmp_path / "notes"), "--client", "cursor", "--config-file",
                  str(config)]) == 0
     assert "uv's cache" not in capsys.readouterr().out
+
+
+def test_doctor_reads_the_index_model_and_the_wanted_one_once(
+        home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The model and index checks share one reading of the model the index records and of
+    the one the settings ask for."""
+    from pocketmcp.embed import factory
+    from pocketmcp.store.sqlite.place import SqlitePlace
+
+    for name in ("DATABASES_DIR", "POCKETMCP_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SQLITE_PATH", str(tmp_path / "idx" / "index.db"))
+    monkeypatch.setenv("WATCH_DIR", str(tmp_path / "notes"))
+    assert main(["index", "--progress", "off"]) == 0
+    reads: list[str] = []
+    identity, wanted = SqlitePlace.identity, factory.wanted
+
+    def counted_identity(self: SqlitePlace) -> object:
+        reads.append("identity")
+        return identity(self)
+
+    def counted_wanted(*args: object) -> object:
+        reads.append("wanted")
+        return wanted(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(SqlitePlace, "identity", counted_identity)
+    monkeypatch.setattr(factory, "wanted", counted_wanted)
+    capsys.readouterr()
+    assert main(["doctor", "--client", "cursor"]) == 0, capsys.readouterr()
+    out = capsys.readouterr().out
+    assert "loads and embeds offline" in out and "writer lock free" in out
+    assert sorted(reads) == ["identity", "wanted"]
