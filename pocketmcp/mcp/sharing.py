@@ -123,7 +123,9 @@ async def wait_published(index: Path, process: subprocess.Popen[bytes],
         if code is not None:
             raise SharingFailed(f"the shared server of {index} exited at start (code {code}); "
                                 f"its log is {log_file(index)}")
-        found = discovery.find(index)
+        # Read without discovery.find: its liveness check could reap `process` ending just
+        # now, and its exit code would be lost (0 for the next poll).
+        found = discovery.published(index)
         if found is not None and found.pid == process.pid and (
                 await discovery.answers(found.url) is not None):
             return found
