@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import anyio
+from filelock import FileLock, Timeout
 
 from pocketmcp import logs
 from pocketmcp.core.secret import Secret
@@ -56,30 +57,27 @@ def log_file(index: Path) -> Path:
 
 @contextlib.asynccontextmanager
 async def start_lock(index: Path, timeout_s: float = START_S) -> AsyncIterator[None]:
-    """Hold the start lock of `index` (an advisory lock on a file beside it, released by
-    the system if this process dies); SharingFailed after `timeout_s`."""
+    """Hold the start lock of `index` (a file lock beside it, as the index's writer lock is
+    held: released by the system if this process dies); SharingFailed after `timeout_s`."""
     path = lock_file(index)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    # Not thread-local: taken and released by this task, whichever thread runs it.
+    lock = FileLock(str(path), blocking=False, thread_local=False)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            lock.acquire()
+            break
+        except Timeout:
+            if time.monotonic() > deadline:
+                raise SharingFailed(
+                    f"another process has held {path} for {timeout_s:.0f} s while starting "
+                    "the shared server; set SHARE=off to serve on its own") from None
+            await anyio.sleep(POLL_S)
     try:
-        if os.name != "nt":
-            import fcntl
-
-            deadline = time.monotonic() + timeout_s
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise SharingFailed(
-                            f"another process has held {path} for {timeout_s:.0f} s while "
-                            "starting the shared server; set SHARE=off to serve on its "
-                            "own") from None
-                    await anyio.sleep(POLL_S)
         yield
     finally:
-        os.close(fd)  # releases the lock
+        lock.release()
 
 
 def spawn(index: Path, command: list[str], env: dict[str, str], cwd: Path

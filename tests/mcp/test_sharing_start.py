@@ -1,5 +1,5 @@
-"""Starting the shared server, part by part, with real processes: a server that publishes
-itself and then dies at start."""
+"""Starting the shared server, part by part, with real processes: the start lock another
+process holds, and a server that publishes itself and then dies at start."""
 
 from __future__ import annotations
 
@@ -14,6 +14,13 @@ import pytest
 from pocketmcp.errors import SharingFailed
 from pocketmcp.mcp import discovery, sharing
 
+HOLD = ("import sys, time\n"
+        "from filelock import FileLock\n"
+        "lock = FileLock(sys.argv[1], thread_local=False)\n"
+        "lock.acquire()\n"
+        "print('held', flush=True)\n"
+        "time.sleep(60)\n")
+
 PUBLISH_AND_DIE = ("import os, sys\n"
                    "from pathlib import Path\n"
                    "from pocketmcp.mcp import discovery\n"
@@ -25,6 +32,31 @@ PUBLISH_AND_DIE = ("import os, sys\n"
 
 def python(code: str, *args: str, stdout: int | None = None) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-c", code, *args], stdout=stdout)
+
+
+async def test_the_start_lock_waits_for_another_process_then_is_taken(tmp_path: Path) -> None:
+    index = tmp_path / "data" / "index.db"
+    index.parent.mkdir()
+    holder = python(HOLD, str(sharing.lock_file(index)), stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+        with anyio.fail_after(20):
+            with pytest.raises(SharingFailed, match=r"has held .* while starting"):
+                async with sharing.start_lock(index, timeout_s=0.5):
+                    pass
+            holder.kill()
+            holder.wait()
+            async with sharing.start_lock(index, timeout_s=10):
+                # held here: a second taker waits for it
+                with pytest.raises(SharingFailed):
+                    async with sharing.start_lock(index, timeout_s=0.2):
+                        pass
+            async with sharing.start_lock(index, timeout_s=1):  # released
+                pass
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
 
 
 @pytest.mark.skipif(not hasattr(os, "waitid"), reason="waitid: to order the two processes")
