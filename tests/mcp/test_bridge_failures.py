@@ -6,6 +6,7 @@ request concerned is answered with an error, the others go on, and the bridge ke
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -20,16 +21,28 @@ import httpx2
 import pytest
 from support.mcp_harness import server_env
 
-from pocketmcp.mcp import discovery
+from pocketmcp.mcp import discovery, sharing
 
 STUB = Path(__file__).with_name("upstream_stub.py")
 
 
 @pytest.fixture
 def stub(tmp_path: Path) -> Iterator[str]:
-    """The stub server, published beside the index of `tmp_path` as its HTTP server; its URL."""
+    """The stub server, published beside the index of `tmp_path` as its HTTP server, its
+    token in the token file beside the index; its URL."""
+    yield from _stub(tmp_path, None)
+
+
+@pytest.fixture
+def guarded_stub(tmp_path: Path) -> Iterator[str]:
+    """The stub server, taking only the token in its own STUB_TOKEN (no token file)."""
+    yield from _stub(tmp_path, "the-servers-own-token")
+
+
+def _stub(tmp_path: Path, token: str | None) -> Iterator[str]:
     port_file = tmp_path / "port"
-    process = subprocess.Popen([sys.executable, str(STUB), str(port_file)])
+    env = {**os.environ, **({"STUB_TOKEN": token} if token is not None else {})}
+    process = subprocess.Popen([sys.executable, str(STUB), str(port_file)], env=env)
     try:
         deadline = time.monotonic() + 20
         while not port_file.exists():
@@ -37,10 +50,10 @@ def stub(tmp_path: Path) -> Iterator[str]:
             time.sleep(0.05)
         url = f"http://127.0.0.1:{port_file.read_text()}"
         index = tmp_path / "data" / "index.db"
-        _, token_file, _ = discovery.ensure_token(index)
+        token_file = None if token is not None else discovery.ensure_token(index)[1]
         discovery.publish(index, discovery.Published(
-            url=url, pid=process.pid, index=str(index), token_file=str(token_file),
-            version="0"))
+            url=url, pid=process.pid, index=str(index),
+            token_file=None if token_file is None else str(token_file), version="0"))
         yield url
     finally:
         process.kill()
@@ -135,3 +148,25 @@ async def test_a_message_that_is_not_json_reaches_the_client_on_one_line(
             await relay.send({"jsonrpc": "2.0", "id": 2, "method": "lines"})
             assert await relay.line() == "not json second line"
             assert (await relay.request(3, "echo"))["result"]["method"] == "echo"
+
+
+async def test_a_shared_editor_refused_by_the_running_server_starts_no_other(
+        tmp_path: Path, guarded_stub: str) -> None:
+    """SHARE=on with a server that runs but refuses this editor's token: no server is started
+    beside it (one would only fail), and why is said."""
+    (tmp_path / "kb").mkdir()
+    env = server_env(tmp_path, SHARE="on", POCKETMCP_TOKEN="not-the-servers-token")
+    with anyio.fail_after(60), open(tmp_path / "editor.err", "wb") as errlog:
+        async with await anyio.open_process([sys.executable, "-m", "pocketmcp"], env=env,
+                                            cwd=tmp_path, stderr=errlog) as editor:
+            while '"not_sharing"' not in (tmp_path / "editor.err").read_text():
+                assert editor.returncode is None
+                await anyio.sleep(0.1)
+            assert editor.stdin is not None
+            await editor.stdin.aclose()  # the editor serves on its own meanwhile
+            await editor.wait()
+    said = [line for line in (tmp_path / "editor.err").read_text().splitlines()
+            if '"not_sharing"' in line]
+    assert "refused the POCKETMCP_TOKEN set here (HTTP 401)" in said[0]
+    assert "not-the-servers-token" not in said[0]
+    assert not sharing.log_file(tmp_path / "data" / "index.db").exists()  # none started

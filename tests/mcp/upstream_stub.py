@@ -1,6 +1,7 @@
 """A tiny MCP Streamable HTTP server on 127.0.0.1 for the bridge's tests: it answers each
 request with a result naming its method, except for a few methods that misbehave on purpose.
-Run as `python upstream_stub.py PORT_FILE`; it writes its port there once it listens.
+Run as `python upstream_stub.py PORT_FILE`; it writes its port there once it listens. With
+STUB_TOKEN set, a request without that bearer token is refused (401), as the real server does.
 
 - `reset`: the connection is reset, no answer.
 - `slow`: answered after 1 s.
@@ -13,6 +14,7 @@ Run as `python upstream_stub.py PORT_FILE`; it writes its port there once it lis
 from __future__ import annotations
 
 import json
+import os
 import socket
 import struct
 import sys
@@ -45,7 +47,16 @@ class Handler(BaseHTTPRequestHandler):
         self._send(status, json.dumps({"jsonrpc": "2.0", "id": None, "error": {
             "code": -32600, "message": text}}).encode())
 
+    def _refused(self) -> bool:
+        token = os.environ.get("STUB_TOKEN")
+        if token is None or self.headers.get("Authorization") == f"Bearer {token}":
+            return False
+        self._error(401, "a bearer token is needed")
+        return True
+
     def do_GET(self) -> None:
+        if self._refused():
+            return
         if self.path == "/tools":
             self._send(200, b"[]")
         elif self.path == "/opened":
@@ -58,6 +69,8 @@ class Handler(BaseHTTPRequestHandler):
         self._send(200, b"")
 
     def do_POST(self) -> None:
+        if self._refused():
+            return
         message = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         method = message.get("method")
         session = self.headers.get("mcp-session-id")
@@ -100,8 +113,6 @@ def main() -> None:
     server.daemon_threads = True
     with open(sys.argv[1] + ".tmp", "w") as out:
         out.write(str(server.server_address[1]))
-    import os
-
     os.replace(sys.argv[1] + ".tmp", sys.argv[1])
     server.serve_forever()
 
