@@ -271,7 +271,8 @@ async def bridge(upstream: Published, token: Secret, *, reconnect: Reconnect | N
                     f"{'ended this session' if how == 'session gone' else 'went away'} while "
                     "this request was in flight; it may not have been carried out: send it again")
                 if how == "session gone":  # the same server, on a new session
-                    first, current = await _next_server(relay, lines, reconnect or _same(current))
+                    first, current = await _next_server(relay, lines, reconnect or _same(current),
+                                                        how)
                     continue
                 if reconnect is None:
                     ended = "server gone"
@@ -291,12 +292,12 @@ def _same(current: Upstream) -> Reconnect:
     return same
 
 
-async def _next_server(relay: Relay, lines: Lines, reconnect: Reconnect
-                       ) -> tuple[str | None, Upstream | None]:
+async def _next_server(relay: Relay, lines: Lines, reconnect: Reconnect,
+                       why: str = "server gone") -> tuple[str | None, Upstream | None]:
     """Wait for the client's next request, then a server for it (started anew when none
     runs); a request that finds none is answered with an error saying why. (None, None)
     once stdin has closed."""
-    log.warning("server_gone", action="a server is looked for at the next request")
+    log.warning(why.replace(" ", "_"), action="a server is looked for at the next request")
     async for line in lines:
         message = _parsed(line)
         if not _is_request(message):
@@ -369,7 +370,7 @@ async def _relay(relay: Relay, upstream: Published, token: Secret, lines: Lines,
                 if how == "stdin closed" or alive(upstream.pid):
                     await connection.close()
     except* SessionGone as group:
-        log.warning("session_gone", url=url, error=str(group.exceptions[0])[:200])
+        log.warning("session_forgotten", url=url, error=str(group.exceptions[0])[:200])
         how = "session gone"
     except* (httpx2.HTTPError, httpx2.StreamError, OSError, TimeoutError) as group:
         # the server went meanwhile
