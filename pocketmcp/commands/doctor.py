@@ -8,7 +8,7 @@ import argparse
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -18,6 +18,9 @@ from pocketmcp.commands.clients import Client, read_config
 from pocketmcp.commands.setup import chosen_clients
 from pocketmcp.config import Config
 from pocketmcp.errors import PocketError
+
+if TYPE_CHECKING:
+    from pocketmcp.mcp.upstream import Upstream
 
 
 class Report:
@@ -44,10 +47,10 @@ async def doctor(config: Config, args: argparse.Namespace) -> int:
     named = folder is not None or config.watch_dir_given or config.sqlite_path_given
     made = named and await _check_index(config, report, folder)
     if made:
-        await _check_server(config, report)
+        upstream = await _check_server(config, report)
         from pocketmcp.mcp.sharing import described  # the shared server, if one runs
 
-        report.ok(await described(config.sqlite_path, config.token, on=config.share == "on"))
+        report.ok(await described(config.sqlite_path, upstream, on=config.share == "on"))
     for client in chosen_clients(args):
         _check_client(client, report, config, folder)
     print("all good" if not report.failed else f"{report.failed} problem(s) to fix")  # noqa: T201
@@ -176,7 +179,8 @@ async def _check_lock(config: Config, report: Report) -> None:
         report.ok("writer lock free: no PocketMCP is writing the index now")
 
 
-async def _check_server(config: Config, report: Report) -> None:
+async def _check_server(config: Config, report: Report) -> Upstream | None:
+    """The server found for the index (None: none runs), said in the report."""
     from pocketmcp.mcp.upstream import locate
 
     found = await locate(config.sqlite_path, config.token)
@@ -189,6 +193,7 @@ async def _check_server(config: Config, report: Report) -> None:
     else:
         report.ok(f"HTTP server at {found.server.url} (pid {found.server.pid}) serves this "
                   "index and takes this shell's token (`pocketmcp open` opens its page)")
+    return found
 
 
 def _check_client(client: Client, report: Report, config: Config,

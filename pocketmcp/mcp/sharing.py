@@ -25,15 +25,18 @@ import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 from filelock import FileLock, Timeout
 
 from pocketmcp import logs
 from pocketmcp.core.secret import Secret
-from pocketmcp.errors import PocketError, SharingFailed
+from pocketmcp.errors import SharingFailed
 from pocketmcp.mcp import discovery
+
+if TYPE_CHECKING:
+    from pocketmcp.mcp.upstream import Upstream
 
 log = logs.get("pocketmcp.sharing")
 
@@ -210,24 +213,20 @@ async def exit_when_idle(attached: Attached, idle_s: float, stop: Callable[[], N
             return
 
 
-async def described(index: Path, token: Secret | None, *, on: bool) -> str:
+async def described(index: Path, upstream: Upstream | None, *, on: bool) -> str:
     """One line for `doctor`: whether editors share a server of `index`, and, while one
-    runs, who started it, its clients, the model's state and its memory."""
-    found = discovery.find(index)
-    if found is None:
+    runs (`upstream`, as locate found it), who started it, and, when it takes this
+    process's token, its clients, the model's state and its memory."""
+    if upstream is None:
         return ("sharing on: no server of this index runs now; the first editor starts one "
                 f"(its log: {log_file(index)})" if on else
                 "sharing off (SHARE=off): each editor runs a server of its own")
+    found = upstream.server
     who = "an editor (it exits once idle)" if found.started_by == "editor" else "you"
     line = f"a shared server started by {who} serves this index at {found.url} (pid {found.pid})"
-    if token is None and found.token_file is not None:
-        try:
-            token = discovery.read_token(Path(found.token_file))
-        except PocketError:
-            return line
-    if token is None:
+    if upstream.token is None:
         return line
-    state = await _status(found.url, token)
+    state = await _status(found.url, upstream.token)
     shared = state.get("sharing") if state is not None else None
     if not isinstance(shared, dict):
         return line

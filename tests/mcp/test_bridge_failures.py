@@ -1,7 +1,8 @@
 """The bridge when one request goes wrong while its server still runs: a real bridge process
 (`pocketmcp` on stdio) relaying to a small real HTTP server (upstream_stub.py) that resets one
 connection, forgets a session, refuses a request or sends a message that is not JSON. The
-request concerned is answered with an error, the others go on, and the bridge keeps serving."""
+request concerned is answered with an error, the others go on, and the bridge keeps serving.
+And, with the same server, what an editor with SHARE=on and `doctor` make of one that runs."""
 
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ import httpx2
 import pytest
 from support.mcp_harness import server_env
 
+from pocketmcp.core.secret import Secret
 from pocketmcp.mcp import discovery, sharing
+from pocketmcp.mcp.upstream import locate
 
 STUB = Path(__file__).with_name("upstream_stub.py")
 
@@ -40,17 +43,19 @@ def guarded_stub(tmp_path: Path) -> Iterator[str]:
 
 
 def _stub(tmp_path: Path, token: str | None) -> Iterator[str]:
+    """The stub, taking `token` (None: the one in the token file beside the index)."""
     port_file = tmp_path / "port"
-    env = {**os.environ, **({"STUB_TOKEN": token} if token is not None else {})}
-    process = subprocess.Popen([sys.executable, str(STUB), str(port_file)], env=env)
+    index = tmp_path / "data" / "index.db"
+    token_file = None if token is not None else discovery.ensure_token(index)[1]
+    taken = token if token_file is None else discovery.read_token(token_file).reveal()
+    process = subprocess.Popen([sys.executable, str(STUB), str(port_file)],
+                               env={**os.environ, "STUB_TOKEN": taken})
     try:
         deadline = time.monotonic() + 20
         while not port_file.exists():
             assert process.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
         url = f"http://127.0.0.1:{port_file.read_text()}"
-        index = tmp_path / "data" / "index.db"
-        token_file = None if token is not None else discovery.ensure_token(index)[1]
         discovery.publish(index, discovery.Published(
             url=url, pid=process.pid, index=str(index),
             token_file=None if token_file is None else str(token_file), version="0"))
@@ -137,7 +142,9 @@ async def test_an_http_error_answers_its_request_and_a_forgotten_session_is_open
             assert "HTTP 404: Session not found" in gone["error"]["message"]
             again = await relay.request(4, "echo")  # on a new session, initialize repeated
             assert again["result"] == {"method": "echo", "session": "s2"}
-            async with httpx2.AsyncClient(trust_env=False) as client:
+            token = discovery.read_token(discovery.token_file(tmp_path / "data" / "index.db"))
+            async with httpx2.AsyncClient(trust_env=False, headers={
+                    "Authorization": f"Bearer {token.reveal()}"}) as client:
                 assert (await client.get(stub + "/opened")).json() == ["s1", "s2"]
 
 
@@ -170,3 +177,18 @@ async def test_a_shared_editor_refused_by_the_running_server_starts_no_other(
     assert "refused the POCKETMCP_TOKEN set here (HTTP 401)" in said[0]
     assert "not-the-servers-token" not in said[0]
     assert not sharing.log_file(tmp_path / "data" / "index.db").exists()  # none started
+
+
+async def test_doctor_describes_the_server_locate_found(tmp_path: Path, stub: str) -> None:
+    index = tmp_path / "data" / "index.db"
+    with anyio.fail_after(20):
+        found = await locate(index, None)
+        assert found is not None and found.token is not None
+        line = await sharing.described(index, found, on=True)
+        assert line.startswith(f"a shared server started by you serves this index at {stub}")
+        assert line.endswith(": 2 client(s), model loaded, 123 MiB")
+        refused = await locate(index, Secret("not-the-servers-token"))
+        assert refused is not None and refused.token is None
+        assert ("client(s)" not in await sharing.described(index, refused, on=True))
+    assert (await sharing.described(index, None, on=True)).startswith("sharing on: no server")
+    assert (await sharing.described(index, None, on=False)).startswith("sharing off")

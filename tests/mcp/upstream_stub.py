@@ -59,6 +59,9 @@ class Handler(BaseHTTPRequestHandler):
             return
         if self.path == "/tools":
             self._send(200, b"[]")
+        elif self.path == "/status.json":
+            self._send(200, json.dumps({"sharing": {
+                "clients": 2, "model_state": "loaded", "memory_mib": 123}}).encode())
         elif self.path == "/opened":
             with lock:
                 self._send(200, json.dumps(opened).encode())
