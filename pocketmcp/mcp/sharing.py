@@ -10,10 +10,8 @@ same one. The parts of that, and of the server's side of it:
   one. The one holding the lock starts the server; the others wait for the lock, then find it.
 - `spawn`: the server as its own process, detached from the editor (a session of its own, no
   terminal, stdin from /dev/null), its output appended to `SQLITE_PATH.server.log`, started
-  with POCKETMCP_STARTED_BY=editor so that it exits once idle.
-- `Attached`: the HTTP server's count of the requests and streams open on it (a bridge keeps
-  one stream open for as long as it is attached), and `exit_when_idle`, which stops a server
-  an editor started once none is open and SERVER_IDLE_EXIT_S have passed.
+  with POCKETMCP_STARTED_BY=editor so that it exits once idle (mcp/attached.py, on the
+  server's side).
 """
 
 from __future__ import annotations
@@ -44,10 +42,6 @@ T = TypeVar("T")
 
 START_S = 60.0  # longest wait for a started server to answer, and for the start lock
 POLL_S = 0.05  # how often the lock and the discovery file are looked at meanwhile
-FIRST_CLIENT_S = 30.0  # a new server waits this long for its first client at least
-IDLE_POLL_S = 1.0  # how often a server started by an editor looks whether it is idle
-OPEN_PATHS = ("/health", "/health/ready")  # probes: not clients
-MCP_PATHS = ("/mcp", "/sse", "/messages/")
 
 
 def lock_file(index: Path) -> Path:
@@ -158,59 +152,6 @@ async def ensure(index: Path, find: Callable[[], Awaitable[T | None]],
         raise SharingFailed(f"the shared server of {index} started but cannot be used "
                             "(see the warning above)")
     return found
-
-
-class Attached:
-    """ASGI middleware counting what is open on the server: `requests` in flight (the long
-    streams a bridge keeps open included), `streams` of them long-lived (GET /mcp and
-    /sse: one per attached client), and when the count last changed."""
-
-    def __init__(self, app: Callable[..., Awaitable[None]]) -> None:
-        self.app = app
-        self.requests = 0
-        self.streams = 0
-        self.changed = time.monotonic()
-        self.came = False  # whether a client has come yet
-
-    async def __call__(self, scope: dict[str, object], receive: Callable[..., object],
-                       send: Callable[..., object]) -> None:
-        if scope.get("type") != "http" or scope.get("path") in OPEN_PATHS:
-            await self.app(scope, receive, send)
-            return
-        stream = scope.get("method") == "GET" and scope.get("path") in MCP_PATHS
-        self.requests += 1
-        self.streams += stream
-        # A client's MCP session (not a probe of /tools) ends the wait for the first one.
-        self.came = self.came or scope.get("path") in MCP_PATHS
-        self.changed = time.monotonic()
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            self.requests -= 1
-            self.streams -= stream
-            self.changed = time.monotonic()
-
-    def idle_for(self) -> float:
-        """Seconds since the last request or stream closed; 0 while one is open, and for
-        FIRST_CLIENT_S after start while no client has come yet (the editor that started
-        the server is on its way)."""
-        if self.requests:
-            return 0.0
-        now = time.monotonic()
-        if not self.came and now - self.changed < FIRST_CLIENT_S:
-            return 0.0
-        return now - self.changed
-
-
-async def exit_when_idle(attached: Attached, idle_s: float, stop: Callable[[], None]) -> None:
-    """Call `stop` once nothing has been open on the server for `idle_s` seconds."""
-    while True:
-        await anyio.sleep(min(IDLE_POLL_S, max(idle_s / 4, 0.05)))
-        idle = attached.idle_for()
-        if idle >= idle_s:
-            log.info("idle_exit", idle_s=round(idle, 1))
-            stop()
-            return
 
 
 async def described(index: Path, upstream: Upstream | None, *, on: bool) -> str:
