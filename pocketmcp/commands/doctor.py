@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from pocketmcp.core.identity import Identity
     from pocketmcp.embed.factory import Wanted
     from pocketmcp.mcp.discovery import Published
+    from pocketmcp.mcp.upstream import Upstream
 
 
 class Report:
@@ -52,10 +53,10 @@ async def doctor(config: Config, args: argparse.Namespace) -> int:
         from pocketmcp.mcp.discovery import find  # the HTTP server of the index, if one runs
 
         await _check_lock(config, report, find(config.sqlite_path))
-        await _check_server(config, report)
+        upstream = await _check_server(config, report)
         from pocketmcp.mcp.sharing import described  # the shared server, if one runs
 
-        report.ok(await described(config.sqlite_path, config.token, on=config.share == "on"))
+        report.ok(await described(config.sqlite_path, upstream, on=config.share == "on"))
     for client in chosen_clients(args):
         _check_client(client, report, config, folder)
     print("all good" if not report.failed else f"{report.failed} problem(s) to fix")  # noqa: T201
@@ -201,7 +202,8 @@ async def _check_lock(config: Config, report: Report, server: Published | None) 
         report.ok("writer lock free: no PocketMCP is writing the index now")
 
 
-async def _check_server(config: Config, report: Report) -> None:
+async def _check_server(config: Config, report: Report) -> Upstream | None:
+    """The server found for the index (None: none runs), said in the report."""
     from pocketmcp.mcp.upstream import locate
 
     found = await locate(config.sqlite_path, config.token)
@@ -214,6 +216,7 @@ async def _check_server(config: Config, report: Report) -> None:
     else:
         report.ok(f"HTTP server at {found.server.url} (pid {found.server.pid}) serves this "
                   "index and takes this shell's token (`pocketmcp open` opens its page)")
+    return found
 
 
 def _check_client(client: Client, report: Report, config: Config,

@@ -10,16 +10,16 @@ once. With a way to reconnect (a shared server, mcp/sharing.py), the bridge then
 client's next request, has a server again (started anew when none runs), repeats the client's
 `initialize` to it and relays the request: the client sees one session throughout. A request
 that finds no server is answered with an error saying why; nothing hangs. Without one (SHARE
-off), the bridge ends, and the client sees the server exit.
+off), the bridge ends, and the client sees the server exit. One request that fails while the
+server still runs (its connection reset, an HTTP error answer) is answered with an error on
+its own; a session the server has forgotten (404) is opened anew, the `initialize` repeated.
 """
 
 from __future__ import annotations
 
-import base64
 import json
-import re
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from typing import Any
 
@@ -31,8 +31,18 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from pocketmcp import logs
 from pocketmcp.core.secret import Secret
 from pocketmcp.errors import PocketError
-from pocketmcp.mcp.discovery import Published, alive
+from pocketmcp.mcp.discovery import Published, alive, answers
 from pocketmcp.mcp.lines import stdin_lines, stdout_lines
+from pocketmcp.mcp.streamable import (
+    METHOD,
+    NAME,
+    NAME_BEARING,
+    SESSION,
+    VERSION,
+    VERSION_META,
+    events,
+    header_value,
+)
 
 log = logs.get("pocketmcp.bridge")
 
@@ -44,30 +54,10 @@ CLOSE_S = 2.0  # how long closing the HTTP session may take
 LISTEN_RETRIES = 3  # the server's own stream, opened again after it broke
 SERVER_GONE = -32000  # the JSON-RPC error of a request the server's end left unanswered
 
-# Streamable HTTP's headers (the MCP SDK's names): the session, the negotiated protocol
-# version, and, in the per-request protocol era (the version in a request's `_meta`), the
-# method and the name it bears.
-SESSION = "mcp-session-id"
-VERSION = "mcp-protocol-version"
-METHOD = "mcp-method"
-NAME = "mcp-name"
-VERSION_META = "io.modelcontextprotocol/protocolVersion"
-NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
-_HEADER_SAFE = re.compile(r"^[\x20-\x7E]*$")
-_B64_SENTINEL = re.compile(r"^=\?base64\?.*\?=$")
-
 Upstream = tuple[Published, Secret]
 Reconnect = Callable[[], Awaitable[Upstream]]
 Lines = MemoryObjectReceiveStream[str]
 Out = MemoryObjectSendStream[str]
-
-
-def header_value(value: str) -> str:
-    """`value` as an HTTP header carries it (the SDK's base64 sentinel when it must)."""
-    if _HEADER_SAFE.fullmatch(value) and value == value.strip() and not (
-            _B64_SENTINEL.fullmatch(value)):
-        return value
-    return f"=?base64?{base64.b64encode(value.encode()).decode('ascii')}?="
 
 
 def error_reply(request_id: Any, why: str) -> str:
@@ -127,7 +117,9 @@ class Relay:
             self.pending.discard(message.get("id"))
             if self.init is not None and message.get("id") == self.init.get("id"):
                 self._note_version(message)
-        await self.out.send(data if "\n" not in data else json.dumps(message))
+        # One line each: a newline in JSON is only whitespace, and a message that is not
+        # JSON still reaches the client whole.
+        await self.out.send(data.replace("\n", " "))
         return False
 
     def _note_version(self, message: dict[str, Any]) -> None:
@@ -142,27 +134,19 @@ class Relay:
         self.pending.clear()
 
 
-async def _events(response: httpx2.Response) -> AsyncIterator[str]:
-    """The data of each event of an SSE response."""
-    data: list[str] = []
-    async for line in response.aiter_lines():
-        if not line:
-            if data:
-                yield "\n".join(data)
-            data = []
-        elif line.startswith("data:"):
-            data.append(line[5:].lstrip(" ") if line.startswith("data: ") else line[5:])
-    if data:
-        yield "\n".join(data)
+class SessionGone(Exception):
+    """The server no longer knows this bridge's HTTP session (it answered 404): the relay
+    ends, and the client's `initialize` is repeated on a new one."""
 
 
 class Connection:
     """One HTTP session with one server."""
 
-    def __init__(self, relay: Relay, client: httpx2.AsyncClient, url: str) -> None:
+    def __init__(self, relay: Relay, client: httpx2.AsyncClient, server: Published) -> None:
         self.relay = relay
         self.client = client
-        self.url = url
+        self.server = server
+        self.url = server.mcp_url
         self.session: str | None = None
 
     def _headers(self, extra: dict[str, str]) -> dict[str, str]:
@@ -186,19 +170,54 @@ class Connection:
                                       headers=self._headers(relay.headers(message))) as response:
             if message is not None and message.get("method") == "initialize":
                 self.session = response.headers.get(SESSION) or self.session
+            if response.status_code >= 400:
+                await self._refused(response, message if request and swallow is None else None)
+                return False
             kind = response.headers.get("content-type", "")
             if "text/event-stream" in kind:
-                async for data in _events(response):
+                async for data in events(response):
                     swallowed = await relay.deliver(data, swallow=swallow) or swallowed
             elif "application/json" in kind:
                 swallowed = await relay.deliver((await response.aread()).decode(
                     "utf-8", "replace").strip(), swallow=swallow)
-            elif response.status_code >= 400 and request and swallow is None:
-                assert message is not None
-                relay.pending.discard(message["id"])
-                await relay.out.send(error_reply(message["id"], (
-                    f"the shared server answered HTTP {response.status_code}")))
         return swallowed
+
+    async def _refused(self, response: httpx2.Response, request: dict[str, Any] | None
+                       ) -> None:
+        """An HTTP error answer. Its JSON-RPC error (if any) bears no id, so the client's
+        `request` is answered here, with the server's message; a 404 while a session is set
+        means the server has forgotten it (SessionGone)."""
+        body = _parsed((await response.aread()).decode("utf-8", "replace"))
+        error = body.get("error") if body is not None else None
+        said = error.get("message") if isinstance(error, dict) else None
+        why = f"the server answered HTTP {response.status_code}" + (
+            f": {said}" if isinstance(said, str) and said else "")
+        if request is not None:
+            self.relay.pending.discard(request["id"])
+            await self.relay.out.send(error_reply(request["id"], why))
+        else:
+            log.warning("http_refused", url=self.url, status=response.status_code)
+        if response.status_code == 404 and self.session is not None:
+            self.session = None  # nothing left to close
+            raise SessionGone(why)
+
+    async def relayed(self, line: str, message: dict[str, Any]) -> None:
+        """POST one client request on its own: when that POST alone fails (its connection
+        reset, the pool full) while the server still runs, the request is answered with an
+        error and the others in flight go on; when the server has gone, the relay ends."""
+        try:
+            await self.post(line, message)
+        except (httpx2.HTTPError, httpx2.StreamError) as exc:
+            # A server killed resets its connections before its process is gone: it must
+            # still answer on a new one.
+            if not alive(self.server.pid) or await answers(self.server.url) is None:
+                raise
+            log.warning("request_failed", url=self.url, error=str(exc)[:200])
+            if message["id"] in self.relay.pending:
+                self.relay.pending.discard(message["id"])
+                await self.relay.out.send(error_reply(message["id"], (
+                    f"the request to the server failed ({type(exc).__name__}: {exc}); it may "
+                    "not have been carried out: send it again")))
 
     async def listen(self) -> None:
         """The server's own stream (its notifications outside any request)."""
@@ -208,7 +227,7 @@ class Connection:
                         self.relay.headers(None))) as response:
                     if response.status_code != 200:
                         return
-                    async for data in _events(response):
+                    async for data in events(response):
                         await self.relay.deliver(data)
             except httpx2.HTTPError:
                 pass
@@ -248,8 +267,13 @@ async def bridge(upstream: Published, token: Secret, *, reconnect: Reconnect | N
                 if how == "stdin closed":
                     break
                 await relay.fail_pending(
-                    f"the shared server (pid {current[0].pid}) went away while this request "
-                    "was in flight; it may not have been carried out: send it again")
+                    f"the server (pid {current[0].pid}) "
+                    f"{'ended this session' if how == 'session gone' else 'went away'} while "
+                    "this request was in flight; it may not have been carried out: send it again")
+                if how == "session gone":  # the same server, on a new session
+                    first, current = await _next_server(relay, lines, reconnect or _same(current),
+                                                        how)
+                    continue
                 if reconnect is None:
                     ended = "server gone"
                     break
@@ -262,12 +286,18 @@ async def bridge(upstream: Published, token: Secret, *, reconnect: Reconnect | N
     return 1 if ended == "server gone" else 0
 
 
-async def _next_server(relay: Relay, lines: Lines, reconnect: Reconnect
-                       ) -> tuple[str | None, Upstream | None]:
+def _same(current: Upstream) -> Reconnect:
+    async def same() -> Upstream:
+        return current
+    return same
+
+
+async def _next_server(relay: Relay, lines: Lines, reconnect: Reconnect,
+                       why: str = "server gone") -> tuple[str | None, Upstream | None]:
     """Wait for the client's next request, then a server for it (started anew when none
     runs); a request that finds none is answered with an error saying why. (None, None)
     once stdin has closed."""
-    log.warning("server_gone", action="a server is looked for at the next request")
+    log.warning(why.replace(" ", "_"), action="a server is looked for at the next request")
     async for line in lines:
         message = _parsed(line)
         if not _is_request(message):
@@ -297,7 +327,7 @@ async def _relay(relay: Relay, upstream: Published, token: Secret, lines: Lines,
     auth = {"Authorization": f"Bearer {token.reveal()}"}
     try:
         async with httpx2.AsyncClient(headers=auth, timeout=TIMEOUT, trust_env=False) as client:
-            connection = Connection(relay, client, url)
+            connection = Connection(relay, client, upstream)
             try:
                 async with anyio.create_task_group() as tg:
 
@@ -307,7 +337,7 @@ async def _relay(relay: Relay, upstream: Published, token: Secret, lines: Lines,
                             relay.init = message
                         if _is_request(message) and message is not None and (
                                 message.get("method") != "initialize"):
-                            tg.start_soon(connection.post, line, message)
+                            tg.start_soon(connection.relayed, line, message)
                             return
                         await connection.post(line, message)
                         if message is not None and (
@@ -339,7 +369,11 @@ async def _relay(relay: Relay, upstream: Published, token: Secret, lines: Lines,
             finally:
                 if how == "stdin closed" or alive(upstream.pid):
                     await connection.close()
-    except* (httpx2.HTTPError, OSError, TimeoutError) as group:  # the server went meanwhile
+    except* SessionGone as group:
+        log.warning("session_forgotten", url=url, error=str(group.exceptions[0])[:200])
+        how = "session gone"
+    except* (httpx2.HTTPError, httpx2.StreamError, OSError, TimeoutError) as group:
+        # the server went meanwhile
         log.warning("server_unreachable", url=url, error=str(group.exceptions[0])[:200])
     return how
 

@@ -118,9 +118,14 @@ def withdraw(index: Path, pid: int) -> None:
             path.unlink()
 
 
+def published(index: Path) -> Published | None:
+    """What the discovery file beside `index` says, whether its process runs or not."""
+    return _read(server_file(index))
+
+
 def find(index: Path) -> Published | None:
     """The HTTP server the discovery file beside `index` names, if its process is alive."""
-    found = _read(server_file(index))
+    found = published(index)
     if found is None or found.pid == os.getpid() or not alive(found.pid):
         return None
     return found

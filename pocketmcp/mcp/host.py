@@ -21,7 +21,8 @@ from pocketmcp import __version__, logs
 from pocketmcp.config import Config
 from pocketmcp.core.secret import Secret
 from pocketmcp.errors import AlreadyServing, ListenFailed, PocketError
-from pocketmcp.mcp import discovery, sharing
+from pocketmcp.mcp import discovery
+from pocketmcp.mcp.attached import Attached, exit_when_idle
 from pocketmcp.mcp.collector import collect_again
 from pocketmcp.mcp.lines import stdin_lines, stdout_lines
 from pocketmcp.plans import serving
@@ -153,7 +154,7 @@ async def host_http(config: Config, title: str, instructions: str | None) -> int
                                       origins=config.allowed_origins),
                 web=web_routes(runtime, logins), logins=logins)
             _announce_page(url, logins)
-            attached = sharing.Attached(app)
+            attached = Attached(app)
             runtime.readiness.serving = "shared"
             runtime.readiness.clients = lambda: attached.streams
             listener = http.listener(attached, grace_s=GRACE_S)  # type: ignore[arg-type]
@@ -177,7 +178,7 @@ async def host_http(config: Config, title: str, instructions: str | None) -> int
                         reason = "idle"
                         listener.handle_exit(signal.SIGTERM, None)
 
-                    signals.start_soon(sharing.exit_when_idle, attached,
+                    signals.start_soon(exit_when_idle, attached,
                                        config.server_idle_exit_s, idle, name="pocketmcp.idle")
                 async with server.session_manager.run():
                     await listener.serve(sockets=[sock])

@@ -62,8 +62,10 @@ async def serve(config: Config, title: str = "pocketmcp", instructions: str | No
 async def shared_upstream(config: Config, title: str, instructions: str | None
                           ) -> tuple[discovery.Published, Secret]:
     """The HTTP server of this index, started in the background (detached, exiting once
-    idle) when none runs; SharingFailed when none can be started or used."""
+    idle) when none runs; SharingFailed when none can be started, or when one runs but
+    cannot be used (it refuses the token: another would fail to start beside it)."""
     from pocketmcp.mcp import sharing
+    from pocketmcp.mcp.upstream import locate
 
     index = config.sqlite_path
 
@@ -74,7 +76,15 @@ async def shared_upstream(config: Config, title: str, instructions: str | None
         return sharing.spawn(index, sharing.server_command(title, instructions), env,
                              Path.cwd())
 
-    return await sharing.ensure(index, lambda: find_upstream(config), start)
+    async def find() -> tuple[discovery.Published, Secret] | None:
+        found = await locate(index, config.token)
+        if found is None:
+            return None
+        if found.token is None:
+            raise SharingFailed(found.said())
+        return found.server, found.token
+
+    return await sharing.ensure(index, find, start)
 
 
 async def find_upstream(config: Config) -> tuple[discovery.Published, Secret] | None:

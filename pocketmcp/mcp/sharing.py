@@ -10,10 +10,8 @@ same one. The parts of that, and of the server's side of it:
   one. The one holding the lock starts the server; the others wait for the lock, then find it.
 - `spawn`: the server as its own process, detached from the editor (a session of its own, no
   terminal, stdin from /dev/null), its output appended to `SQLITE_PATH.server.log`, started
-  with POCKETMCP_STARTED_BY=editor so that it exits once idle.
-- `Attached`: the HTTP server's count of the requests and streams open on it (a bridge keeps
-  one stream open for as long as it is attached), and `exit_when_idle`, which stops a server
-  an editor started once none is open and SERVER_IDLE_EXIT_S have passed.
+  with POCKETMCP_STARTED_BY=editor so that it exits once idle (mcp/attached.py, on the
+  server's side).
 """
 
 from __future__ import annotations
@@ -25,14 +23,18 @@ import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio
+from filelock import FileLock, Timeout
 
 from pocketmcp import logs
 from pocketmcp.core.secret import Secret
-from pocketmcp.errors import PocketError, SharingFailed
+from pocketmcp.errors import SharingFailed
 from pocketmcp.mcp import discovery
+
+if TYPE_CHECKING:
+    from pocketmcp.mcp.upstream import Upstream
 
 log = logs.get("pocketmcp.sharing")
 
@@ -40,10 +42,6 @@ T = TypeVar("T")
 
 START_S = 60.0  # longest wait for a started server to answer, and for the start lock
 POLL_S = 0.05  # how often the lock and the discovery file are looked at meanwhile
-FIRST_CLIENT_S = 30.0  # a new server waits this long for its first client at least
-IDLE_POLL_S = 1.0  # how often a server started by an editor looks whether it is idle
-OPEN_PATHS = ("/health", "/health/ready")  # probes: not clients
-MCP_PATHS = ("/mcp", "/sse", "/messages/")
 
 
 def lock_file(index: Path) -> Path:
@@ -56,30 +54,27 @@ def log_file(index: Path) -> Path:
 
 @contextlib.asynccontextmanager
 async def start_lock(index: Path, timeout_s: float = START_S) -> AsyncIterator[None]:
-    """Hold the start lock of `index` (an advisory lock on a file beside it, released by
-    the system if this process dies); SharingFailed after `timeout_s`."""
+    """Hold the start lock of `index` (a file lock beside it, as the index's writer lock is
+    held: released by the system if this process dies); SharingFailed after `timeout_s`."""
     path = lock_file(index)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    # Not thread-local: taken and released by this task, whichever thread runs it.
+    lock = FileLock(str(path), blocking=False, thread_local=False)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            lock.acquire()
+            break
+        except Timeout:
+            if time.monotonic() > deadline:
+                raise SharingFailed(
+                    f"another process has held {path} for {timeout_s:.0f} s while starting "
+                    "the shared server; set SHARE=off to serve on its own") from None
+            await anyio.sleep(POLL_S)
     try:
-        if os.name != "nt":
-            import fcntl
-
-            deadline = time.monotonic() + timeout_s
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise SharingFailed(
-                            f"another process has held {path} for {timeout_s:.0f} s while "
-                            "starting the shared server; set SHARE=off to serve on its "
-                            "own") from None
-                    await anyio.sleep(POLL_S)
         yield
     finally:
-        os.close(fd)  # releases the lock
+        lock.release()
 
 
 def spawn(index: Path, command: list[str], env: dict[str, str], cwd: Path
@@ -123,7 +118,9 @@ async def wait_published(index: Path, process: subprocess.Popen[bytes],
         if code is not None:
             raise SharingFailed(f"the shared server of {index} exited at start (code {code}); "
                                 f"its log is {log_file(index)}")
-        found = discovery.find(index)
+        # Read without discovery.find: its liveness check could reap `process` ending just
+        # now, and its exit code would be lost (0 for the next poll).
+        found = discovery.published(index)
         if found is not None and found.pid == process.pid and (
                 await discovery.answers(found.url) is not None):
             return found
@@ -157,77 +154,20 @@ async def ensure(index: Path, find: Callable[[], Awaitable[T | None]],
     return found
 
 
-class Attached:
-    """ASGI middleware counting what is open on the server: `requests` in flight (the long
-    streams a bridge keeps open included), `streams` of them long-lived (GET /mcp and
-    /sse: one per attached client), and when the count last changed."""
-
-    def __init__(self, app: Callable[..., Awaitable[None]]) -> None:
-        self.app = app
-        self.requests = 0
-        self.streams = 0
-        self.changed = time.monotonic()
-        self.came = False  # whether a client has come yet
-
-    async def __call__(self, scope: dict[str, object], receive: Callable[..., object],
-                       send: Callable[..., object]) -> None:
-        if scope.get("type") != "http" or scope.get("path") in OPEN_PATHS:
-            await self.app(scope, receive, send)
-            return
-        stream = scope.get("method") == "GET" and scope.get("path") in MCP_PATHS
-        self.requests += 1
-        self.streams += stream
-        # A client's MCP session (not a probe of /tools) ends the wait for the first one.
-        self.came = self.came or scope.get("path") in MCP_PATHS
-        self.changed = time.monotonic()
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            self.requests -= 1
-            self.streams -= stream
-            self.changed = time.monotonic()
-
-    def idle_for(self) -> float:
-        """Seconds since the last request or stream closed; 0 while one is open, and for
-        FIRST_CLIENT_S after start while no client has come yet (the editor that started
-        the server is on its way)."""
-        if self.requests:
-            return 0.0
-        now = time.monotonic()
-        if not self.came and now - self.changed < FIRST_CLIENT_S:
-            return 0.0
-        return now - self.changed
-
-
-async def exit_when_idle(attached: Attached, idle_s: float, stop: Callable[[], None]) -> None:
-    """Call `stop` once nothing has been open on the server for `idle_s` seconds."""
-    while True:
-        await anyio.sleep(min(IDLE_POLL_S, max(idle_s / 4, 0.05)))
-        idle = attached.idle_for()
-        if idle >= idle_s:
-            log.info("idle_exit", idle_s=round(idle, 1))
-            stop()
-            return
-
-
-async def described(index: Path, token: Secret | None, *, on: bool) -> str:
+async def described(index: Path, upstream: Upstream | None, *, on: bool) -> str:
     """One line for `doctor`: whether editors share a server of `index`, and, while one
-    runs, who started it, its clients, the model's state and its memory."""
-    found = discovery.find(index)
-    if found is None:
+    runs (`upstream`, as locate found it), who started it, and, when it takes this
+    process's token, its clients, the model's state and its memory."""
+    if upstream is None:
         return ("sharing on: no server of this index runs now; the first editor starts one "
                 f"(its log: {log_file(index)})" if on else
                 "sharing off (SHARE=off): each editor runs a server of its own")
+    found = upstream.server
     who = "an editor (it exits once idle)" if found.started_by == "editor" else "you"
     line = f"a shared server started by {who} serves this index at {found.url} (pid {found.pid})"
-    if token is None and found.token_file is not None:
-        try:
-            token = discovery.read_token(Path(found.token_file))
-        except PocketError:
-            return line
-    if token is None:
+    if upstream.token is None:
         return line
-    state = await _status(found.url, token)
+    state = await _status(found.url, upstream.token)
     shared = state.get("sharing") if state is not None else None
     if not isinstance(shared, dict):
         return line
