@@ -84,6 +84,7 @@ async def reindex(pipeline: Rescanner, index: ReadIndex, *, force: bool, path_gl
         files_added=s.added, files_updated=s.updated, files_removed=s.removed,
         files_unchanged=s.unchanged, files_skipped=s.skipped,
         chunks_embedded=s.chunks_embedded, chunks_total=counts["chunks"],
+        chunks_waiting=counts["waiting"],
         elapsed_ms=round((time.perf_counter() - started) * 1000),
     )
 

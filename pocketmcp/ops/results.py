@@ -273,6 +273,8 @@ class ReindexResult(BaseModel):
     files_skipped: int
     chunks_embedded: int
     chunks_total: int
+    chunks_waiting: int = Field(0, description="Chunks searchable by keywords whose vectors "
+                                "are still coming: search by meaning finds them once in.")
     elapsed_ms: int
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 import pytest
 from ocr_pictures import picture, png_bomb, save, scanned_pdf, transparent
+from support.mcp_harness import until
 from support.runtime import make_config, running
 from support.tools import Tools
 
@@ -69,6 +70,11 @@ async def indexed(config: Config, watch: bool = False, plan: Plan | None = None,
         yield rt
 
 
+async def vectors_in(tools: Tools) -> None:
+    """Until every chunk has its vector: the text is searchable by keywords first."""
+    await until(lambda: tools("status"), lambda s: s["chunks_waiting"] == 0, 300)
+
+
 async def top_path(tools: Tools, query: str) -> dict[str, Any]:
     matches = await tools.search(query, top_k=3, unique_docs=True, score_threshold=0)
     assert matches, query
@@ -96,6 +102,7 @@ async def test_images_and_scans_are_found_by_meaning(tmp_path: Path) -> None:
 
     async with indexed(config, watch=True) as rt:
         tools = Tools(rt)
+        await vectors_in(tools)
         cases = {
             "how much do I owe the plumber for fixing the boiler": "invoice.png",
             "plan to move payments to a new database this quarter": "whiteboard.jpg",
@@ -131,7 +138,9 @@ async def test_images_and_scans_are_found_by_meaning(tmp_path: Path) -> None:
         runs = converter.ocr_runs
         assert runs == 7  # five images, two scanned PDFs
         (kb / "invoice.png").rename(kb / "photos" / "plumber.png")
-        await tools("reindex", force=True)
+        reindexed = await tools("reindex", force=True)
+        assert reindexed["files_added"] == 1, reindexed
+        await vectors_in(tools)
         assert converter.ocr_runs == runs, "OCR ran again for content it had read"
         assert converter.cache.hits >= 7
         match = await top_path(tools, "how much do I owe the plumber for fixing the boiler")

@@ -15,7 +15,7 @@ from support.runtime import fake, make_config, running
 from support.tools import Tools
 
 from pocketmcp.ops import search
-from pocketmcp.plans import Plan
+from pocketmcp.plans import serving
 
 
 async def test_a_search_during_a_vector_commit_still_finds_the_document(
@@ -31,13 +31,15 @@ async def test_a_search_during_a_vector_commit_still_finds_the_document(
         return await embed(self, texts)
 
     monkeypatch.setattr(FakeEmbedder, "embed_documents", held)
-    async with running(config, Plan(feed="scan", keep_serving=True),
+    async with running(config, serving(True),
                        embedding=fake(config)) as rt:
         assert rt.pipeline is not None
         with anyio.fail_after(60):
             await rt.pipeline.scan_done.wait()
         tools = Tools(rt)
         assert (await tools("status"))["chunks_waiting"] == 2
+        reindexed = await tools("reindex")  # says what still waits for vectors, as status does
+        assert (reindexed["chunks_total"], reindexed["chunks_waiting"]) == (2, 2), reindexed
         gather = search.gather
 
         async def then_vectors(*args: Any, **kw: Any) -> Any:
