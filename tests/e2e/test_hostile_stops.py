@@ -18,7 +18,8 @@ import pytest
 from support.cli import run_cli
 from support.mcp_harness import start_http, stop_http
 from support.protocol_fuzz import HttpPeer
-from support.runtime import fake, make_config, running
+from support.provider_server import Fault, ProviderServer
+from support.runtime import remote_config, running
 from support.tools import Tools, refused
 
 from pocketmcp.store.sqlite.connect import open_sync_reader
@@ -84,21 +85,24 @@ def test_an_interrupted_index_exits_with_the_signal_and_names_what_it_left(
     assert done["added"] == len(left) and done["unchanged"] == summary["added"]
 
 
-async def test_a_search_past_its_deadline_answers_deadline_exceeded(tmp_path: Path) -> None:
-    config = make_config(tmp_path, {"SEARCH_TIMEOUT_S": "0.1"})
-    async with running(config, embedding=fake(config)) as rt:
+async def test_a_search_past_its_deadline_answers_deadline_exceeded(
+        tmp_path: Path, fake_provider: ProviderServer) -> None:
+    # Globs are matched in linear time now, so the slow part is the provider: it stops
+    # answering the query's embedding.
+    config = remote_config(tmp_path, fake_provider, {"SEARCH_TIMEOUT_S": "0.5"})
+    async with running(config) as rt:
         tools = Tools(rt)
-        for batch in range(20):
-            await tools.add(*[("x" * 500 + f"-{batch}-{i}", f"Note {i} about bread.")
-                              for i in range(64)])
+        await tools.add(*[(f"note-{i}", f"Note {i} about bread.") for i in range(64)])
+        fake_provider.always = Fault(hang=True)
         started = time.perf_counter()
         from pocketmcp.errors import DeadlineExceeded
 
         with refused(DeadlineExceeded, match="SEARCH_TIMEOUT_S"):
-            await tools.search("bread", filter={"path_glob": "*x" * 400 + "y"})
+            await tools.search("bread", filter={"path_glob": "*x*" * 300 + "y"})
         assert time.perf_counter() - started < 3
         # the server goes on answering
-        assert (await tools("status"))["documents"] == 20 * 64
+        assert (await tools("status"))["documents"] == 64
+        fake_provider.release.set()
 
 
 @pytest.mark.timeout(180)
@@ -115,7 +119,7 @@ def test_a_hostile_search_blocks_neither_health_nor_shutdown(tmp_path: Path) -> 
                                             "filter": {"path_glob": "*a" * 14 + "b"}}}}
         answers: list[float] = []
 
-        def hostile(posting: threading.Event) -> None:
+        def hostile(posting: threading.Event, stopping: bool = False) -> None:
             peer = HttpPeer(server.url, server.token)
             try:
                 peer.handshake()
@@ -123,6 +127,9 @@ def test_a_hostile_search_blocks_neither_health_nor_shutdown(tmp_path: Path) -> 
                 posting.set()
                 peer.client.post("/mcp", headers=peer.headers, json=call, timeout=120)
                 answers.append(time.monotonic() - started)
+            except httpx2.TransportError:
+                if not stopping:  # a search cut by the shutdown may lose its connection
+                    raise
             finally:
                 peer.close()
 
@@ -143,7 +150,8 @@ def test_a_hostile_search_blocks_neither_health_nor_shutdown(tmp_path: Path) -> 
         assert len(answers) == 3 and max(answers) < 10, answers
         # shutdown within 5 s while the same searches are running again
         posting = [threading.Event() for _ in range(3)]
-        workers = [threading.Thread(target=hostile, args=(p,), daemon=True) for p in posting]
+        workers = [threading.Thread(target=hostile, args=(p, True), daemon=True)
+                   for p in posting]
         for worker in workers:
             worker.start()
         assert all(p.wait(30) for p in posting), "the searches were not sent"

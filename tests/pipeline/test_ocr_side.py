@@ -35,7 +35,7 @@ class _SlowOcr:
     def may_ocr(self, kind: str | None) -> bool:
         return kind in ("image", "pdf")
 
-    async def convert(self, kind: str, data: bytes, name: str) -> Converted:
+    async def convert(self, kind: str, data: bytes, name: str, digest: str) -> Converted:
         self.converting += 1
         await self.gate.wait()
         return Converted(text=f"Text read from {name}.")
