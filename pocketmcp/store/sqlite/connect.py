@@ -18,15 +18,14 @@ import msgspec
 import sqlite_vec
 
 from pocketmcp.errors import StoreError
-
-_CANDIDATES = ("sqlite3", "pysqlite3.dbapi2", "sqlean")
+from pocketmcp.store.sqlite.engine import CANDIDATES, chose
 
 
 @cache
 def sqlite_module() -> ModuleType:
     """The first sqlite3-compatible module whose connections can load sqlite-vec."""
     tried: list[str] = []
-    for name in _CANDIDATES:
+    for name in CANDIDATES:
         try:
             module = importlib.import_module(name)
         except ImportError:
@@ -48,6 +47,7 @@ def sqlite_module() -> ModuleType:
         except Exception as exc:  # a foreign module's failure, reported below
             tried.append(f"{name}: {exc}")
             continue
+        chose(module)
         return module
     raise StoreError(
         "no sqlite3 module here can load the sqlite-vec extension ("

@@ -41,25 +41,27 @@ class SqlitePlace(msgspec.Struct, frozen=True):
         return recorded_identity(self.path) if self.path.is_file() else None
 
     def folder(self) -> FolderRecord | None:
-        # One row, read with the standard library's sqlite3 (no extension needed): a stdio
-        # server told no folder asks it before choosing to bridge, and loads no engine.
-        import sqlite3
+        # One row, read without the engine: a stdio server told no folder asks it before
+        # choosing to bridge, and loads no sqlite-vec or numpy. With the engine's own SQLite
+        # library, never a second copy of SQLite (store/sqlite/engine.py says why).
+        from pocketmcp.store.sqlite.engine import reading_module
 
+        sqlite = reading_module()
         if not self.path.is_file():
             return None
         try:
-            conn = sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True,
-                                   timeout=5)
+            conn = sqlite.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True,
+                                  timeout=5)
             try:
                 row = conn.execute("SELECT value FROM meta WHERE key = ?",
                                    (FOLDER_KEY,)).fetchone()
             finally:
                 conn.close()
-        except sqlite3.OperationalError as exc:
+        except sqlite.OperationalError as exc:
             if "no such table" in str(exc):
                 return None  # not made yet
             raise StoreError(f"cannot read {self.describe()}: {exc}") from exc
-        except sqlite3.DatabaseError as exc:
+        except sqlite.DatabaseError as exc:
             raise StoreError(f"cannot read {self.describe()}: {exc}") from exc
         return FolderRecord.decode(None if row is None else str(row[0]))
 
