@@ -234,7 +234,9 @@ async def test_two_servers_share_one_index_and_the_reader_takes_over(tmp_path: P
     async with mcp_session(tmp_path, stderr_name="one.err") as one:
         await until(lambda: call(one, "status"), lambda s: s["initial_indexing_done"])
         async with mcp_session(tmp_path, stderr_name="two.err") as two:
-            status = await until(lambda: call(two, "status"), lambda s: s["model_ready"])
+            # Its role is "pending" until it has tried the writer lock.
+            status = await until(lambda: call(two, "status"),
+                                 lambda s: s["model_ready"] and s["role"] != "pending")
             assert status["role"] == "reader"
             (kb / "b.md").write_text("# Owls\n\nOwls turn their heads very far around.\n")
             # The reader sees the writer's commits.
