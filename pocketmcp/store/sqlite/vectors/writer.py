@@ -38,6 +38,7 @@ from pocketmcp.store.sqlite.vectors.file import (
     create_columns,
     install,
     open_columns,
+    rows_of,
     staging_path,
     vectors_path,
 )
@@ -180,16 +181,12 @@ class VectorFileWriter:
         cols, st = self._cols, self._state
         assert cols is not None
         removed = {chunk for _, chunk, added in changes if not added}
-        wanted = [chunk for _, chunk, added in changes
-                  if added and chunk not in removed and chunk > st.last_id]
+        # Each chunk is added once: one past the slot's seq is in no row below `rows`.
+        wanted = [chunk for _, chunk, added in changes if added and chunk not in removed]
         ids, docs, vectors = self._vectors(source, wanted, fresh)
         live = st.live
         if removed:
-            gone = np.fromiter(sorted(removed), dtype=np.int64)
-            rows = np.searchsorted(cols.ids[:st.rows], gone)
-            inside = rows < st.rows
-            rows, gone = rows[inside], gone[inside]
-            rows = rows[cols.ids[rows] == gone]
+            rows = rows_of(cols.ids[:st.rows], np.fromiter(sorted(removed), dtype=np.int64))
             # Every one was alive at the slot's seq: a chunk is removed once, and its byte
             # may have been flipped already by a writer that died before writing the slot.
             cols.set_dead(rows[cols.alive[rows] == 1])
@@ -254,7 +251,8 @@ class VectorFileWriter:
                 new.write_rows(lo, old.ids[part], old.docs[part], old.f16[part])
             if len(extra[0]):
                 new.write_rows(len(keep), extra[0], extra[1], extra[2].astype(np.float16))
-            last = int(extra[0][-1]) if len(extra[0]) else st.last_id
+            last = (int(extra[0][-1]) if len(extra[0]) else
+                    int(old.ids[keep[-1]]) if len(keep) else 0)  # the last row's id
             state = State(1, rows, seq, rows, last, *entry)
             new.write_state(state)
             install(new)
@@ -366,6 +364,7 @@ class VectorFileWriter:
                         f"database {want[0]}, or other ids")
             pick = np.unique(np.concatenate([rows[-SAMPLE:], np.random.default_rng().choice(
                 rows, min(SAMPLE, len(rows)), replace=False)])) if len(rows) else rows
+            pick = pick[np.argsort(cols.ids[pick], kind="stable")]  # as SQLite gives them
             found_ids, found_docs, vectors = source.vectors_by_ids(cols.ids[pick].tolist(),
                                                                    self.dim)
             if (not np.array_equal(found_ids, cols.ids[pick])
