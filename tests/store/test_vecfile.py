@@ -277,24 +277,39 @@ def test_chunks_that_get_their_vectors_late_keep_their_ids_and_the_file_follows(
 def test_a_file_compacted_after_its_last_rows_went_is_used_as_it_is_after_a_restart(
         tmp_path: Path) -> None:
     """A commit that removes enough chunks, the last rows among them, has the file written
-    anew without them: its state names its new last row, so a reader (and the next writer)
-    takes it as it is instead of answering from SQLite until a rebuild."""
+    anew without them, in id order (chunks that got their vectors late included): its state
+    names its new last row, so a reader (and the next writer) takes it as it is instead of
+    answering from SQLite until a rebuild."""
     db = tmp_path / "index.db"
     writer = SqliteWriter(db, Identity(model="m", dim=DIM))
     try:
+        late = _waiting(writer, range(2000, 2010))
         _add(writer, 0, 1000, seed=8)
+        vectors = _unit(20, seed=10)
+        writer.begin()
+        for n, d in enumerate(sorted(late)):
+            assert writer.add_vectors(late[d], str(d), _chunks_of(d),
+                                      vectors[2 * n:2 * n + 2].tobytes())
+        writer.commit()
         inode = vectors_path(db).stat().st_ino
         _delete(writer, range(480, 1000))  # 1040 chunks: past the compaction's threshold
         assert vectors_path(db).stat().st_ino != inode  # written anew
     finally:
         writer.close()
+    cols = open_columns(vectors_path(db), DIM)
+    state = cols.state()
+    assert state is not None and state.rows == 980
+    assert np.all(np.diff(cols.ids[:state.rows]) > 0)  # in id order again
     found, exact, reason = _searches(db)
     assert reason is None and found == exact
     writer = SqliteWriter(db, Identity(model="m", dim=DIM))
     try:
         assert writer.vectors.pending is None
         state = writer.vectors.state
-        assert state is not None and state.live == 960
+        assert state is not None and state.live == 980
+        inode = vectors_path(db).stat().st_ino
+        writer.repair_vectors()  # the file matches SQLite: checked, not rebuilt
+        assert writer.vectors.checked and vectors_path(db).stat().st_ino == inode
     finally:
         writer.close()
 
