@@ -1,9 +1,11 @@
 """Kill -9 a writer in the middle of its vector file updates, again and again; after each kill,
 vector searches must equal an exact scan of what SQLite holds.
 
-Each round runs a child process that commits batches (new documents, and deletions of
-earlier ones) through the store's SqliteWriter, so its vector file is appended to, flipped,
-grown and rewritten, and kills it with SIGKILL at a random moment. Then, on the index as the
+Each round runs a child process that commits batches (new documents, some of them written
+for keywords first with their vectors given in a later batch, in any order, so that rows
+reach the file out of id order; and deletions of earlier ones) through the store's
+SqliteWriter, so its vector file is appended to, flipped, grown and rewritten, and kills it
+with SIGKILL at a random moment. Then, on the index as the
 kill left it: a read-only VectorIndex (what another process's search sees at once), and
 after the writer has reopened and repaired the file, a fresh one. Both must give, for every
 query, the same chunks as an exact float32 scan of SQLite's vectors (up to float16 ties).
@@ -26,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pocketmcp.core.chunking import stored_chunk
 from pocketmcp.core.identity import Identity
 from pocketmcp.core.text import sha256
 from pocketmcp.messages import Chunk, DocRecord
@@ -39,6 +42,7 @@ DIM = 32
 PER_DOC = 4
 TIE = 2e-3  # float16 scores may swap chunks whose exact scores are this close
 PAUSE_S = 0.1  # in the child, before each state slot is written
+WAIT = 0.4  # of documents written for keywords first, their vectors in a later batch
 EVERY_ROW = 1 << 40  # every row rescored: the file's contents are checked, not the 1-bit passes
 
 
@@ -59,6 +63,13 @@ def child(db: Path, seed: int) -> None:
 
     Columns.write_state = slow_write_state  # type: ignore[method-assign]
     writer = SqliteWriter(db, Identity(model="m", dim=DIM))
+    reader = SqliteReader(db)
+    try:  # documents an earlier round left waiting for their vectors
+        waiting = [(w.doc_id, w.sha256, tuple(
+            stored_chunk(c.idx, c.start_off, c.end_off, c.text, c.tokens, c.text_sha256,
+                         c.section) for c in w.chunks)) for w in reader.embed_backlog(10**5)]
+    finally:
+        reader.close()
     print("ready", flush=True)
     doc = int(time.time() * 1000) % 10**9  # fresh names each round
     while True:
@@ -67,9 +78,17 @@ def child(db: Path, seed: int) -> None:
             doc += 1
             chunks = tuple(Chunk(idx=i, start=i, end=i + 1, text=f"c{doc}-{i}", tokens=2,
                                  sha256=sha256(f"{doc}-{i}")) for i in range(PER_DOC))
-            writer.upsert(DocRecord(external_id=f"d{doc}", source="raw", uri=None, title="",
-                                    content="x" * PER_DOC, sha256=str(doc)),
-                          chunks, _vectors(rng, PER_DOC).tobytes())
+            keywords_first = rng.random() < WAIT
+            written = writer.upsert(
+                DocRecord(external_id=f"d{doc}", source="raw", uri=None, title="",
+                          content="x" * PER_DOC, sha256=str(doc)),
+                chunks, None if keywords_first else _vectors(rng, PER_DOC).tobytes())
+            if keywords_first:
+                waiting.append((written.doc_id, str(doc), chunks))
+        for _ in range(int(rng.integers(0, len(waiting) + 1))):  # in any order
+            doc_id, text_sha, waited = waiting.pop(int(rng.integers(len(waiting))))
+            writer.add_vectors(doc_id, text_sha, waited,  # False when deleted since
+                               _vectors(rng, len(waited)).tobytes())
         for _ in range(int(rng.integers(0, 12))):
             writer.delete(f"d{doc - int(rng.integers(1, 400))}")
         writer.commit()

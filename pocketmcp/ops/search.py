@@ -185,8 +185,9 @@ async def gather(reading: Reading, query: str, *, mode: Mode, depth: int,
 
 async def _ranked(reading: Reading, query: str, **kw: Any
                   ) -> tuple[list[Hit], str | None, str | None, bool]:
-    """`_ranked_once`, again (twice at most) when chunks it ranked were written anew, under
-    new ids, between its stages and its rows (a document getting its vectors)."""
+    """`_ranked_once`, again (twice at most) when chunks it ranked were gone between its
+    stages and its rows (their document changed or was removed meanwhile; a chunk getting
+    its vector keeps its id)."""
     embedded: Embedded | None = None  # the query is embedded once: a retry only retrieves
     for _ in range(3):
         hits, notice, pending, floored, gone, embedded = await _ranked_once(
@@ -241,7 +242,7 @@ async def _ranked_once(reading: Reading, query: str, *, top_k: int,
     base = background_of(stage, params)
     stat_cache: dict[int, bool | None] = {}
     removed = floor.Removed(score_threshold or 0.0)
-    gone: list[int] = []  # ranked, then written again by a commit before their rows were read
+    gone: list[int] = []  # ranked, then removed by a commit before their rows were read
     floored: list[bool] = []  # the threshold removed every hit: the best kept anyway
 
     def stale_of(row: HitRow) -> bool | None:

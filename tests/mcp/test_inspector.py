@@ -50,10 +50,10 @@ def test_the_inspector_lists_calls_and_reads(inspector: Path, tmp_path: Path) ->
     (kb / "bikes.md").write_text("# Bikes\n\nOil the chain after riding in the rain.\n")
     tools = _cli(inspector, tmp_path, "--method", "tools/list")
     assert {t["name"] for t in tools["tools"]} >= {"search", "status", "reindex"}
-    # Keywords first, vectors after: a chunk is written anew when its vector comes, and each
-    # call below runs a server of its own that exits at once. `pocketmcp index` (which returns
-    # once every chunk has its vector) fills the index first, so the search and the read of
-    # its resource meet the same rows.
+    # Each call below runs a server of its own that exits at once. `pocketmcp index` (which
+    # returns once every chunk has its vector) fills the index first, so the search finds
+    # the note by meaning (a chunk keeps its id when its vector comes: the link would hold
+    # either way).
     indexed = subprocess.run(
         [sys.executable, "-m", "pocketmcp", "index", "--progress", "off"],
         env={**os.environ, "WATCH_DIR": str(kb), "SQLITE_PATH": str(tmp_path / "index.db")},

@@ -1,6 +1,7 @@
-"""A search that meets a document getting its vectors: the document's chunks are written
-anew (new ids) between the search's stages and its reading of their rows, and the search
-still finds it."""
+"""A search that meets a document getting its vectors: the vectors are committed between
+the search's stages and its reading of their rows. The chunks keep their ids, so the rows
+are read as they were ranked (nothing to rank again), and the search finds the document,
+with the vector score the commit gave it."""
 
 from __future__ import annotations
 
@@ -41,10 +42,12 @@ async def test_a_search_during_a_vector_commit_still_finds_the_document(
         reindexed = await tools("reindex")  # says what still waits for vectors, as status does
         assert (reindexed["chunks_total"], reindexed["chunks_waiting"]) == (2, 2), reindexed
         gather = search.gather
+        first: list[int] = []  # the chunk ids the first ranking saw
 
         async def then_vectors(*args: Any, **kw: Any) -> Any:
             staged = await gather(*args, **kw)
             if not ranked.is_set():  # the first ranking only: vectors committed after it
+                first.extend(staged[0].doc_of)
                 ranked.set()
                 await until(lambda: tools("status"), lambda s: s["chunks_waiting"] == 0, 60)
             return staged
@@ -53,3 +56,4 @@ async def test_a_search_during_a_vector_commit_still_finds_the_document(
         [match] = await tools.search("launch checklists", top_k=1,
                                      filter={"path_glob": "old.md"})
         assert match["path"] == "old.md" and match["vector_score"] is not None
+        assert match["chunk_id"] in first  # the id it had while it waited

@@ -1,5 +1,5 @@
 """How much work one search does: a dated search runs under one deadline and at most twice,
-and a ranking retried after a vector commit does not embed its query again."""
+and a ranking retried after an edit does not embed its query again."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from typing import Any
 import anyio
 import pytest
 from support.fake_embedder import FakeEmbedder
-from support.mcp_harness import until
 from support.runtime import fake, make_config, running
 from support.tools import Tools
 
@@ -78,40 +77,35 @@ async def test_a_dated_search_runs_under_one_deadline_and_never_twice_alike(
     assert (count.deadlines, len(count.embedded)) == (1, 1)
 
 
-async def test_a_ranking_retried_after_a_vector_commit_embeds_its_query_once(
+async def test_a_ranking_retried_after_an_edit_embeds_its_query_once(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A document edited between a search's ranking and its reading of the rows: the chunks
+    it ranked are gone (the edit wrote others), so it ranks again, finds the new text, and
+    does not embed its query again. (A chunk getting its vector keeps its id: that commit
+    needs no second ranking, tests/ops/test_search_meets_vectors.py.)"""
     config = make_config(tmp_path)
-    (config.watch_dir / "old.md").write_text("# Old\n\nAn old note about launch checklists.\n")
-    ranked = anyio.Event()  # the search's stages have run: vectors may come now
-    embed = FakeEmbedder.embed_documents
-
-    async def held(self: FakeEmbedder, texts: list[str]) -> Any:
-        await ranked.wait()
-        return await embed(self, texts)
-
-    monkeypatch.setattr(FakeEmbedder, "embed_documents", held)
     async with running(config, Plan(feed="scan", keep_serving=True),
                        embedding=fake(config)) as rt:
         assert rt.pipeline is not None
         with anyio.fail_after(60):
             await rt.pipeline.scan_done.wait()
         tools = Tools(rt)
+        await tools.add(("plan", "An old note about launch checklists."))
         gather = search.gather
         rankings = 0
 
-        async def then_vectors(*args: Any, **kw: Any) -> Any:
+        async def then_edit(*args: Any, **kw: Any) -> Any:
             nonlocal rankings
             rankings += 1
             staged = await gather(*args, **kw)
-            if not ranked.is_set():  # the first ranking only: vectors committed after it
-                ranked.set()
-                await until(lambda: tools("status"), lambda s: s["chunks_waiting"] == 0, 60)
+            if rankings == 1:  # the first ranking only: the edit committed after it
+                await tools.add(("plan", "An old note about launch checklists, revised."))
             return staged
 
-        monkeypatch.setattr(search, "gather", then_vectors)
+        monkeypatch.setattr(search, "gather", then_edit)
         count = Counted(monkeypatch)
         [match] = await tools.search("launch checklists", top_k=1)
-        assert match["path"] == "old.md" and match["vector_score"] is not None
+        assert "revised" in match["preview"], match
         assert rankings == 2, "the ranking was not retried: nothing here is checked"
         assert count.embedded == ["launch checklists"]
 

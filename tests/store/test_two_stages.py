@@ -5,6 +5,7 @@ and nothing is written twice."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,41 @@ async def test_keywords_first_then_vectors_and_never_twice(store) -> None:
     assert [r[3] for r in rows] == [c.text for c in chunks]
 
 
+async def test_a_chunk_keeps_its_id_when_its_vector_comes(store) -> None:
+    """An id read while the chunk waits (a search's, a link's) names the same chunk once
+    the vector is in, though a later document got its vectors first, and a search by
+    meaning finds the chunk under it."""
+    writer, index = store
+    chunks = _chunks("Herons wade in the marsh at dawn. ", "Otters dive for fish.")
+    doc = _doc("a", *[c.text for c in chunks])
+    written = _keywords(writer, doc, chunks)
+    later = _chunks("Kingfishers perch above the stream.")
+    other = _keywords(writer, _doc("b", later[0].text), later)  # a later id
+    found = await index.run(lambda r: r.keyword_stage("herons otters", 10, None,
+                                                      title_weight=1.0, total=10,
+                                                      documents=False))
+    ids = sorted(c for c, d in found.doc_of.items() if d == written.doc_id)
+    assert len(ids) == 2
+
+    def rows(r: Any) -> list[Any]:
+        return [(row.doc_id, row.idx, row.text) if (row := r.chunk(i)) else None for i in ids]
+
+    before = await index.run(rows)
+    assert before == [(written.doc_id, c.idx, c.text) for c in chunks]
+    assert _vectors_of(writer, other.doc_id, _doc("b", later[0].text).sha256, later,
+                       _vectors(1, seed=3), "b")  # the later document first
+    vectors = _vectors(2, seed=7)
+    assert _vectors_of(writer, written.doc_id, doc.sha256, chunks, vectors, "a")
+    assert await index.run(rows) == before  # the same ids, the same chunks
+    await index.open_vectors()
+    for chunk_id, vector in zip(ids, vectors, strict=True):
+        nearest, _, docs = await index.run(lambda r, v=vector: index.nearest(r, v, 1, 1000,
+                                                                             None))
+        assert (nearest.tolist(), docs.tolist()) == ([chunk_id], [written.doc_id])
+    waiting = await index.run(lambda r: r.waiting_among(ids))
+    assert waiting == set()
+
+
 async def test_an_edit_in_the_gap_replaces_the_old_text_and_its_late_vectors_are_refused(
         store) -> None:
     writer, index = store
@@ -130,8 +166,9 @@ async def test_an_edit_keeps_the_vectors_of_its_unchanged_chunks(store) -> None:
 
 async def test_bm25_over_a_folder_written_in_two_stages_is_as_over_one_written_at_once(
         tmp_path: Path) -> None:
-    """FTS5's totals (rows, tokens: what BM25 weighs words by) count each chunk once, though
-    its keyword row was written twice (and a waiting version was replaced by an edit)."""
+    """FTS5's totals (rows, tokens: what BM25 weighs words by) count each chunk once, its
+    keyword row written while it waited and kept with its vector (and a waiting version
+    replaced by an edit not at all)."""
     texts = [("a", "Herons wade in the marsh at dawn. "), ("b", "Otters dive for fish. "),
              ("c", "Herons and otters share the river.")]
     at_once = SqlitePlace(tmp_path / "once.db", tmp_path / "d1")
@@ -194,11 +231,13 @@ async def test_the_backlog_is_read_in_two_queries_each_document_with_its_own_chu
         assert [c.idx for c in doc.chunks] == [0, 1, 2]
 
 
-async def test_one_transaction_of_many_documents_notes_the_keyword_debt_once(
+async def test_one_transaction_of_many_edits_in_the_gap_notes_the_keyword_debt_once(
         tmp_path: Path) -> None:
-    """Many documents given their vectors in one transaction (one of them undone by its own
-    error): the totals still come out as if written at once, the debt is noted in meta once
-    before the commit, and a transaction that owes nothing does not read it."""
+    """Many documents edited while they wait, in one transaction (one edit undone by its
+    own error): the totals still come out as if only the last versions were written at
+    once, the debt is noted in meta once before the commit, a transaction that owes nothing
+    does not read it, and one that gives chunks their vectors owes nothing (their keyword
+    rows stay)."""
     texts = [(f"d{i}", f"Note {i}: herons wade and otters dive, {i} times over. ")
              for i in range(6)]
     at_once = SqlitePlace(tmp_path / "once.db", tmp_path / "d1")
@@ -206,36 +245,44 @@ async def test_one_transaction_of_many_documents_notes_the_keyword_debt_once(
     one, two = at_once.writer(IDENTITY), staged.writer(IDENTITY)
     statements: list[str] = []
     try:
-        waiting = []
         for i, (ext, text) in enumerate(texts):
             chunks, doc = _chunks(text), _doc(ext, text)
             vectors = _vectors(1, seed=i).tobytes()
             one.batch(lambda d=doc, c=chunks, v=vectors: one.upsert(d, c, v), [ext])
-            waiting.append((_keywords(two, doc, chunks).doc_id, text, chunks))
+            draft = _chunks(f"Draft {i}: kingfishers nest by the herons.")
+            _keywords(two, _doc(ext, draft[0].text), draft)
+        doc_ids: dict[str, int] = {}
 
-        def all_vectors() -> None:
-            for i, (doc_id, text, chunks) in enumerate(waiting):
+        def edits() -> None:
+            for i, (ext, text) in enumerate(texts):
                 try:
                     with two.item():
-                        assert two.add_vectors(doc_id, sha256(text), chunks,
-                                               _vectors(1, seed=i).tobytes())
+                        doc_ids[ext] = two.upsert(_doc(ext, text), _chunks(text), None).doc_id
                         if i == 2:
                             raise ValueError("this item fails after its keyword rows went")
                 except ValueError:
                     pass
 
         two._conn.set_trace_callback(statements.append)  # type: ignore[attr-defined]
-        two.batch(all_vectors, [ext for ext, _ in texts])
+        two.batch(edits, [ext for ext, _ in texts])
         notes = [s for s in statements if "INTO meta" in s]
         assert len(notes) == 1, notes
         statements.clear()
         two.batch(lambda: None, [])  # settled already: nothing owed, nothing read
         assert not [s for s in statements if "meta" in s], statements
-        # The document whose item failed still waits; its vectors come in a batch of their
-        # own.
-        doc_id, text, chunks = waiting[2]
-        assert two.batch(lambda: two.add_vectors(doc_id, sha256(text), chunks,
-                                                 _vectors(1, seed=2).tobytes()), ["d2"])
+        # The edit whose item failed, in a batch of its own; then every vector at once.
+        doc_ids["d2"] = _keywords(two, _doc("d2", texts[2][1]), _chunks(texts[2][1])).doc_id
+        statements.clear()
+
+        def all_vectors() -> None:
+            for i, (ext, text) in enumerate(texts):
+                assert two.add_vectors(doc_ids[ext], sha256(text), _chunks(text),
+                                       _vectors(1, seed=i).tobytes())
+
+        two.batch(all_vectors, [ext for ext, _ in texts])
+        # Neither meta nor a keyword row touched (\b: vec0's tables hold "metadata").
+        assert not [s for s in statements if re.search(r"\bmeta\b|chunks_fts", s)], (
+            statements)
     finally:
         two._conn.set_trace_callback(None)  # type: ignore[attr-defined]
         one.close()

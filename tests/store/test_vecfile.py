@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ import pytest
 from pocketmcp.core.identity import Identity
 from pocketmcp.core.text import sha256
 from pocketmcp.messages import Chunk, DocRecord
+from pocketmcp.store.sqlite.connect import open_sync_writer
 from pocketmcp.store.sqlite.queries import SqliteReader
 from pocketmcp.store.sqlite.vectors.file import Layout, open_columns, vectors_path
 from pocketmcp.store.sqlite.vectors.index import VectorIndex
@@ -41,7 +43,7 @@ def _add(writer: SqliteWriter, first: int, docs: int, seed: int) -> None:
     writer.commit()
 
 
-def _delete(writer: SqliteWriter, docs: range) -> None:
+def _delete(writer: SqliteWriter, docs: Iterable[int]) -> None:
     writer.begin()
     for d in docs:
         writer.delete(f"d{d}")
@@ -183,3 +185,162 @@ def test_searches_equal_an_exact_scan_after_the_writer_is_killed_mid_update() ->
     assert counts["rounds"] == 3
     assert counts["bad_rounds"] == 0, done.stderr[-2000:]
     assert done.returncode == 0
+
+
+def _chunks_of(d: int) -> tuple[Chunk, ...]:
+    return tuple(Chunk(idx=i, start=i, end=i + 1, text=f"d{d}c{i}", tokens=2,
+                       sha256=sha256(f"d{d}c{i}")) for i in range(2))
+
+
+def _waiting(writer: SqliteWriter, docs: range) -> dict[int, int]:
+    """Documents written for keyword search only (their chunks wait): doc id by number."""
+    writer.begin()
+    ids = {d: writer.upsert(DocRecord(external_id=f"d{d}", source="raw", uri=None, title="",
+                                      content="xx", sha256=str(d)), _chunks_of(d), None).doc_id
+           for d in docs}
+    writer.commit()
+    return ids
+
+
+def _chunk_ids(db: Path, waiting: int) -> dict[int, list[int]]:
+    """Each document's chunk ids (those waiting when `waiting` is 1, else those with
+    vectors), from a new reader."""
+    reader = SqliteReader(db)
+    try:
+        found: dict[int, list[int]] = {}
+        for doc_id, chunk_id in reader._rows("SELECT doc_id, chunk_id FROM chunks WHERE "
+                                             "waiting = ? ORDER BY doc_id, idx", (waiting,)):
+            found.setdefault(doc_id, []).append(chunk_id)
+        return found
+    finally:
+        reader.close()
+
+
+def test_chunks_that_get_their_vectors_late_keep_their_ids_and_the_file_follows(
+        db: Path, tmp_path: Path) -> None:
+    """Chunks written before others get their vectors after them: they keep their ids, so
+    the file's rows are no longer in id order, and it still finds (and forgets) each one,
+    in the writer, in a reader following the log past an older copy, and after a restart
+    and a check of every id."""
+    writer = SqliteWriter(db, Identity(model="m", dim=DIM))
+    try:
+        late = _waiting(writer, range(300, 310))
+        _add(writer, 400, 20, seed=4)  # later ids, with their vectors at once
+    finally:
+        writer.close()
+    kept = _chunk_ids(db, waiting=1)
+    assert sorted(kept) == sorted(late.values()) and all(len(v) == 2 for v in kept.values())
+    saved = tmp_path / "saved.vectors"
+    shutil.copy(vectors_path(db), saved)
+    writer = SqliteWriter(db, Identity(model="m", dim=DIM))
+    try:
+        vectors = _unit(20, seed=6)
+        writer.begin()
+        for n, d in enumerate(sorted(late, reverse=True)):  # the newest first
+            assert writer.add_vectors(late[d], str(d), _chunks_of(d),
+                                      vectors[2 * n:2 * n + 2].tobytes())
+        writer.commit()
+        state = writer.vectors.state
+        assert state is not None and state.live == 360 + 40 + 20
+        _delete(writer, [*range(300, 303), *range(400, 403), *range(20, 23)])
+        state = writer.vectors.state
+        assert state is not None and state.live == 360 + 40 + 20 - 18
+    finally:
+        writer.close()
+    after = _chunk_ids(db, waiting=0)
+    assert {doc: after[doc] for doc in kept if doc in after} == {
+        late[d]: kept[late[d]] for d in range(303, 310)}  # the ids they had while waiting
+    cols = open_columns(vectors_path(db), DIM)
+    rows = cols.state()
+    assert rows is not None
+    assert not np.all(np.diff(cols.ids[:rows.rows]) > 0)  # rows out of id order
+    found, exact, reason = _searches(db)
+    assert reason is None and found == exact  # the file, removed rows left out
+    shutil.copy(saved, vectors_path(db))  # as if the writer died before updating the file
+    found, exact, reason = _searches(db)
+    assert reason is None and found == exact  # the older copy, the log past it followed
+    writer = SqliteWriter(db, Identity(model="m", dim=DIM))  # replays the log on open
+    try:
+        state = writer.vectors.state
+        assert state is not None and state.live == 360 + 40 + 20 - 18
+        inode = vectors_path(db).stat().st_ino
+        writer.repair_vectors()  # every id, and a sample of the vectors, against SQLite
+        assert writer.vectors.checked and not writer.vectors.failed
+        assert writer.vectors.pending is None
+        assert vectors_path(db).stat().st_ino == inode  # it matched: not rebuilt
+    finally:
+        writer.close()
+    found, exact, reason = _searches(db)
+    assert reason is None and found == exact
+
+
+def test_a_file_compacted_after_its_last_rows_went_is_used_as_it_is_after_a_restart(
+        tmp_path: Path) -> None:
+    """A commit that removes enough chunks, the last rows among them, has the file written
+    anew without them, in id order (chunks that got their vectors late included): its state
+    names its new last row, so a reader (and the next writer) takes it as it is instead of
+    answering from SQLite until a rebuild."""
+    db = tmp_path / "index.db"
+    writer = SqliteWriter(db, Identity(model="m", dim=DIM))
+    try:
+        late = _waiting(writer, range(2000, 2010))
+        _add(writer, 0, 1000, seed=8)
+        vectors = _unit(20, seed=10)
+        writer.begin()
+        for n, d in enumerate(sorted(late)):
+            assert writer.add_vectors(late[d], str(d), _chunks_of(d),
+                                      vectors[2 * n:2 * n + 2].tobytes())
+        writer.commit()
+        inode = vectors_path(db).stat().st_ino
+        _delete(writer, range(480, 1000))  # 1040 chunks: past the compaction's threshold
+        assert vectors_path(db).stat().st_ino != inode  # written anew
+    finally:
+        writer.close()
+    cols = open_columns(vectors_path(db), DIM)
+    state = cols.state()
+    assert state is not None and state.rows == 980
+    assert np.all(np.diff(cols.ids[:state.rows]) > 0)  # in id order again
+    found, exact, reason = _searches(db)
+    assert reason is None and found == exact
+    writer = SqliteWriter(db, Identity(model="m", dim=DIM))
+    try:
+        assert writer.vectors.pending is None
+        state = writer.vectors.state
+        assert state is not None and state.live == 980
+        inode = vectors_path(db).stat().st_ino
+        writer.repair_vectors()  # the file matches SQLite: checked, not rebuilt
+        assert writer.vectors.checked and vectors_path(db).stat().st_ino == inode
+    finally:
+        writer.close()
+
+
+def test_an_index_of_schema_6_with_waiting_chunks_gives_them_their_vectors_in_place(
+        db: Path) -> None:
+    """An index written before chunks kept their ids (no trigger to log a chunk given its
+    vector in place) is migrated on open; its waiting chunks then get their vectors under
+    their ids, and the vector file has them."""
+    writer = SqliteWriter(db, Identity(model="m", dim=DIM))
+    try:
+        late = _waiting(writer, range(300, 302))
+    finally:
+        writer.close()
+    conn = open_sync_writer(db)
+    conn.execute("DROP TRIGGER chunk_embedded")  # as schema 6 left it
+    conn.execute("PRAGMA user_version = 6")
+    conn.close()
+    kept = _chunk_ids(db, waiting=1)
+    writer = SqliteWriter(db, Identity(model="m", dim=DIM))
+    try:
+        vectors = _unit(4, seed=9)
+        writer.begin()
+        for n, d in enumerate(sorted(late)):
+            assert writer.add_vectors(late[d], str(d), _chunks_of(d),
+                                      vectors[2 * n:2 * n + 2].tobytes())
+        writer.commit()
+        state = writer.vectors.state
+        assert state is not None and state.live == 360 + 4
+    finally:
+        writer.close()
+    assert _chunk_ids(db, waiting=0)[late[300]] == kept[late[300]]
+    found, exact, reason = _searches(db)
+    assert reason is None and found == exact

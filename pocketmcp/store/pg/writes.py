@@ -243,7 +243,7 @@ class PgWriter:
 
     def add_vectors(self, doc_id: int, sha256: str, chunks: Sequence[Chunk],
                     vectors: bytes) -> bool:
-        """As the SQLite store's; here the chunks keep their ids and get their vectors."""
+        """As the SQLite store's: the chunks keep their ids and get their vectors in place."""
         if len(vectors) != len(chunks) * self.dim * 4:
             raise StoreError(f"document {doc_id}: {len(chunks)} chunks but "
                              f"{len(vectors)} bytes of vectors (dim {self.dim})")

@@ -187,6 +187,14 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
         """CREATE TRIGGER chunk_removed AFTER DELETE ON chunks WHEN old.waiting = 0 BEGIN
                INSERT INTO chunk_log(chunk_id, added) VALUES (old.chunk_id, 0); END""",
     ),
+    (
+        # A waiting chunk keeps its id when its vector comes: its row is updated in place,
+        # and the chunk log notes it then, as it notes a chunk written with its vector.
+        # Vector files no longer hold their ids in ascending order (vectors/file.py).
+        """CREATE TRIGGER chunk_embedded AFTER UPDATE OF waiting ON chunks
+               WHEN old.waiting = 1 AND new.waiting = 0 BEGIN
+               INSERT INTO chunk_log(chunk_id, added) VALUES (new.chunk_id, 1); END""",
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -3,18 +3,23 @@
 A document is written for keyword search as soon as it is chunked: chunks whose text the
 index already holds get that vector at once, the others are written `waiting` (no row in
 vec_chunks, no entry in the chunk log) and the document is queued in `embed_queue`. When
-the embedder returns their vectors, `add_vectors` writes those chunks again with them,
-under new chunk ids: ids only grow, as the vector file and the chunk lengths that follow
-the chunk log need. Both stages run inside the writer's transactions, so neither is ever
-half-written, and the second finds the document as the first left it or writes nothing.
+the embedder returns their vectors, `add_vectors` gives each waiting chunk its vector in
+place: the row keeps its chunk id (so an id or `mcp+doc://` link read meanwhile still names
+it) and its keyword row, `waiting` turns 0, and the chunk log notes it as added (a trigger,
+schema.py), which the vector file and the chunk lengths follow. Ids no longer reach the
+vector file in ascending order: vectors/file.py says how it finds rows anyway. Both stages
+run inside the writer's transactions, so neither is ever half-written, and the second finds
+the document as the first left it or writes nothing.
 
 A contentless FTS5 table keeps, in its totals (rows, and tokens per column: what BM25's
 document frequencies and average length come from), every row ever inserted: its deletes
-cannot take theirs off. The keyword rows of waiting chunks, written once more with their
-vectors, would count twice, and BM25 over a folder indexed in two stages would differ from
-one indexed in one. So what those rows added is noted (`fts_debt` in meta) when they go,
-and taken off the totals in a transaction of their own right after (`settle_keywords`,
-before FTS5 reads them), so searches never see them, nor an exported copy's totals differ.
+cannot take theirs off. A waiting chunk's keyword row is the one it keeps, so a folder
+indexed in two stages counts each chunk once, as one indexed in one stage does. Only the
+keyword rows of chunks that go while they wait (their document changed before its vectors
+came) would count where one stage never wrote them: what those rows added is noted
+(`fts_debt` in meta) when they go, and taken off the totals in a transaction of their own
+right after (`settle_keywords`, before FTS5 reads them), so searches never see them, nor an
+exported copy's totals differ.
 """
 
 from __future__ import annotations
@@ -47,9 +52,7 @@ class StagedWrites:
     def _many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         raise NotImplementedError
 
-    def _insert_chunks(self, doc_id: int, title: str, chunks: Sequence[Chunk],
-                       vectors: Sequence[bytes | None]) -> None:
-        raise NotImplementedError
+    _fresh: dict[int, tuple[int, bytes]]  # chunk id -> (doc id, vector) of this transaction
 
     def _rows_of(self, chunks: Sequence[Chunk], vectors: bytes) -> list[bytes | None]:
         """Each chunk's vector, cut from the float32 matrix `vectors`."""
@@ -62,16 +65,27 @@ class StagedWrites:
                                (c.sha256 for c in chunks), self.dim)
         return [found.get(c.sha256) for c in chunks]
 
+    def _write_vectors(self, doc_id: int, ids: Sequence[int], chunks: Sequence[Chunk],
+                       vectors: Sequence[bytes | None]) -> None:
+        """The vec_chunks rows of these chunks (ids as written), those with a vector."""
+        rows = [(i, v, doc_id, c.idx, c.start, c.end, c.text)
+                for i, c, v in zip(ids, chunks, vectors, strict=True) if v is not None]
+        for chunk_id, vector, *_ in rows:
+            self._fresh[chunk_id] = (doc_id, vector)
+        self._many(
+            "INSERT INTO vec_chunks(chunk_id, embedding, doc_id, idx, start_off, end_off, text) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+
     def add_vectors(self, doc_id: int, sha256: str, chunks: Sequence[Chunk],
                     vectors: bytes) -> bool:
         """The vectors of a document's waiting `chunks`, as the embedder returned them for
-        its text `sha256`: those chunks are written again with them. False, and nothing
-        written, when the document has changed since (another version waits, or it is
-        gone) or has its vectors already."""
+        its text `sha256`: each chunk gets its vector under the id it has. False, and
+        nothing written, when the document has changed since (another version waits, or it
+        is gone) or has its vectors already."""
         if len(vectors) != len(chunks) * self.dim * 4:
             raise StoreError(f"document {doc_id}: {len(chunks)} chunks but "
                              f"{len(vectors)} bytes of vectors (dim {self.dim})")
-        row = self._sql("SELECT d.content_sha256, d.title FROM embed_queue q JOIN documents d "
+        row = self._sql("SELECT d.content_sha256 FROM embed_queue q JOIN documents d "
                         "ON d.doc_id = q.doc_id WHERE q.doc_id = ?", (doc_id,)).fetchone()
         if row is None or row[0] != sha256:
             return False
@@ -79,18 +93,18 @@ class StagedWrites:
                             "AND waiting = 1 ORDER BY idx", (doc_id,)).fetchall()
         if [(r[1], r[2]) for r in waiting] != [(c.idx, c.sha256) for c in chunks]:
             return False
-        ids = [r[0] for r in waiting]
-        self._forget_keywords(ids)
-        self._many("DELETE FROM chunks WHERE chunk_id = ?", [(i,) for i in ids])  # not logged
-        self._insert_chunks(doc_id, str(row[1]), chunks, self._rows_of(chunks, vectors))
+        ids = [int(r[0]) for r in waiting]
+        # The trigger notes each in the chunk log: the vector file and lengths follow.
+        self._many("UPDATE chunks SET waiting = 0 WHERE chunk_id = ?", [(i,) for i in ids])
+        self._write_vectors(doc_id, ids, chunks, self._rows_of(chunks, vectors))
         self._sql("DELETE FROM embed_queue WHERE doc_id = ?", (doc_id,))
         return True
 
-
     def _forget_keywords(self, waiting: Sequence[int]) -> None:
-        """Delete the keyword rows of waiting chunks, adding what they added to the totals
-        to this transaction's debt (noted once, before the commit: `_note_debt`; the next
-        transaction takes it off: `settle_keywords`)."""
+        """Delete the keyword rows of waiting chunks that go (their document changed before
+        its vectors came), adding what they added to the totals to this transaction's debt
+        (noted once, before the commit: `_note_debt`; the next transaction takes it off:
+        `settle_keywords`)."""
         if not waiting:
             return
         rows, owed = self._owed

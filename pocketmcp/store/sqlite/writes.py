@@ -309,13 +309,7 @@ class SqliteWriter(StagedWrites):
         self._many("INSERT INTO chunks_fts(rowid, title, text) VALUES (?, ?, ?)",
                    [(ids[c.idx], index_text(c.section or title), index_text(c.keyword_text))
                     for c in chunks])
-        rows = [(ids[c.idx], v, doc_id, c.idx, c.start, c.end, c.text)
-                for c, v in zip(chunks, vectors, strict=True) if v is not None]
-        for chunk_id, vector, *_ in rows:
-            self._fresh[chunk_id] = (doc_id, vector)
-        self._many(
-            "INSERT INTO vec_chunks(chunk_id, embedding, doc_id, idx, start_off, end_off, text) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        self._write_vectors(doc_id, [ids[c.idx] for c in chunks], chunks, vectors)
 
     def _delete_chunks(self, doc_id: int) -> int:
         rows = self._sql("SELECT chunk_id, waiting FROM chunks WHERE doc_id = ?",

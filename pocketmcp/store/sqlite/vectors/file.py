@@ -13,7 +13,9 @@ Format (little-endian; every region starts on a 4096-byte boundary):
     slots     two state slots of 64 bytes: counter (newest wins), rows (rows written),
               seq (the chunk_log sequence number the rows reflect), live rows, the last
               row's chunk id, the log entry at seq (chunk id, added), CRC-32.
-    ids       int64[capacity]  chunk ids, ascending (chunk ids only grow)
+    ids       int64[capacity]  chunk ids, in the order their vectors came (ascending but
+              where a chunk got its vector after later chunks: it keeps the id it had
+              while it waited; a file written anew is in id order again)
     docs      int64[capacity]  doc ids
     alive     uint8[capacity]  0 once the chunk is removed
     codes     uint64[ceil(dim / 64)][capacity]  1-bit codes, bit-sliced (word w of every row
@@ -27,14 +29,16 @@ where no reader looks), flips the alive bytes of removed chunks, then writes the
 two slots with the new row count and seq. A slot is written last and
 carries its own checksum, so a crash (kill -9 included) at any point leaves the newest valid
 slot describing rows that are all there: the file is never wrong, only behind the log, and
-replaying the log from the slot's seq brings it up to date (appends of ids already present
-are skipped; removals are idempotent). Alive bytes flipped ahead of the slot are harmless:
-they belong to removals already committed. A file that cannot be brought up to date that way
-(missing, damaged, another database's, ahead of the database, or behind what the trimmed log
-still holds) is rebuilt from SQLite in the background into a new file, which is synced and
-renamed into place; readers notice the new inode and map it. Readers map the file read-only
-and follow the log past the slot themselves (vectors/index.py), so they see every commit at
-once and never write.
+replaying the log from the slot's seq brings it up to date (its appends write the rows past
+the slot's again; removals are idempotent). A chunk id is added once and removed once (ids
+are never reused), so a removed chunk's row is found by a binary search where the ids
+around it ascend, else by one pass over the ids (`rows_of`). Alive bytes flipped ahead of
+the slot are harmless: they belong to removals already committed. A file that cannot be
+brought up to date that way (missing, damaged, another database's, ahead of the database,
+or behind what the trimmed log still holds) is rebuilt from SQLite in the background into a
+new file, in id order, which is synced and renamed into place; readers notice the new inode
+and map it. Readers map the file read-only and follow the log past the slot themselves
+(vectors/index.py), so they see every commit at once and never write.
 """
 
 from __future__ import annotations
@@ -202,6 +206,24 @@ class Columns:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+
+
+def rows_of(ids: npt.NDArray[np.int64], chunks: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The rows of `ids` (a file's ids column, up to its row count) that hold these chunk
+    ids, ascending (an id is in one row at most). A binary search finds them while the ids
+    ascend (a file written anew, and most rows of any other); a row it misses (the id got
+    its vector after later ones, or is not in the file) is looked for in one pass over the
+    ids (bench/removed_rows.py measures both)."""
+    rows = len(ids)
+    if not len(chunks) or not rows:
+        return np.zeros(0, np.int64)
+    at = np.minimum(np.searchsorted(ids, chunks), rows - 1)
+    hit = ids[at] == chunks
+    found = np.sort(at[hit]).astype(np.int64)
+    missed = chunks[~hit]
+    if len(missed):
+        found = np.union1d(found, np.flatnonzero(np.isin(ids, missed)).astype(np.int64))
+    return found
 
 
 def _header_bytes(header: Header, mean: npt.NDArray[np.float32]) -> bytes:

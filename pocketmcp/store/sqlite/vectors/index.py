@@ -31,6 +31,7 @@ from pocketmcp.store.sqlite.vectors.file import (
     check,
     inode_of,
     open_columns,
+    rows_of,
     vectors_path,
 )
 from pocketmcp.store.sqlite.vectors.rowcodes import RowCodes, kernel
@@ -59,7 +60,6 @@ class _Delta:
     def __init__(self, state: State, dim: int) -> None:
         self.base = state.seq
         self.seq = state.seq
-        self.last_id = state.last_id
         self.ids = np.zeros(0, np.int64)
         self.docs = np.zeros(0, np.int64)
         self.f16 = np.zeros((0, dim), np.float16)
@@ -71,23 +71,18 @@ class _Delta:
             if not changes:
                 break
             removed = {chunk for _, chunk, added in changes if not added}
-            wanted = [chunk for _, chunk, added in changes
-                      if added and chunk not in removed and chunk > self.last_id]
+            # Each chunk is added once: one past the slot's seq is in no row of the file.
+            wanted = [chunk for _, chunk, added in changes if added and chunk not in removed]
             if removed:
                 gone = np.fromiter(sorted(removed), dtype=np.int64)
                 keep = ~np.isin(self.ids, gone)
                 self.ids, self.docs, self.f16 = self.ids[keep], self.docs[keep], self.f16[keep]
-                rows = np.searchsorted(cols.ids[:state.rows], gone)
-                inside = rows < state.rows
-                rows, gone = rows[inside], gone[inside]
-                self.masked = np.union1d(self.masked, rows[cols.ids[rows] == gone])
+                self.masked = np.union1d(self.masked, rows_of(cols.ids[:state.rows], gone))
             if wanted:
                 ids, docs, vectors = source.vectors_by_ids(wanted, cols.dim)
                 self.ids = np.concatenate([self.ids, ids])
                 self.docs = np.concatenate([self.docs, docs])
                 self.f16 = np.concatenate([self.f16, vectors.astype(np.float16)])
-                if len(ids):
-                    self.last_id = int(ids[-1])
             self.seq = changes[-1][0]
 
     def search(self, query: F32, k: int, allowed: I64 | None) -> Found:
@@ -274,7 +269,9 @@ class VectorIndex:
                                        allowed)]
             if self._delta is not None and len(self._delta.ids):
                 found.append(self._delta.search(query, k, allowed))
-            return scan.merge(found, k)
+            chunks, scores, of_docs = scan.merge(found, k)
+            order = np.lexsort((chunks, -scores))  # equal scores by chunk id, wherever the rows
+            return chunks[order], scores[order], of_docs[order]
 
     def _search_file(self, cols: Columns, state: State, query: F32, k: int, candidates: int,
                      allowed: I64 | None) -> Found:
@@ -316,6 +313,7 @@ class VectorIndex:
     def _exact(cols: Columns, rows: I64, query: F32, k: int) -> Found:
         if not len(rows):
             return _empty()
+        rows = rows[np.argsort(cols.ids[rows], kind="stable")]  # equal scores: by chunk id
         scores = scan.dot16(cols.f16, rows, query)
         best = scan.top(scores, k)
         picked = rows[best]

@@ -38,6 +38,7 @@ from pocketmcp.store.sqlite.vectors.file import (
     create_columns,
     install,
     open_columns,
+    rows_of,
     staging_path,
     vectors_path,
 )
@@ -180,16 +181,12 @@ class VectorFileWriter:
         cols, st = self._cols, self._state
         assert cols is not None
         removed = {chunk for _, chunk, added in changes if not added}
-        wanted = [chunk for _, chunk, added in changes
-                  if added and chunk not in removed and chunk > st.last_id]
+        # Each chunk is added once: one past the slot's seq is in no row below `rows`.
+        wanted = [chunk for _, chunk, added in changes if added and chunk not in removed]
         ids, docs, vectors = self._vectors(source, wanted, fresh)
         live = st.live
         if removed:
-            gone = np.fromiter(sorted(removed), dtype=np.int64)
-            rows = np.searchsorted(cols.ids[:st.rows], gone)
-            inside = rows < st.rows
-            rows, gone = rows[inside], gone[inside]
-            rows = rows[cols.ids[rows] == gone]
+            rows = rows_of(cols.ids[:st.rows], np.fromiter(sorted(removed), dtype=np.int64))
             # Every one was alive at the slot's seq: a chunk is removed once, and its byte
             # may have been flipped already by a writer that died before writing the slot.
             cols.set_dead(rows[cols.alive[rows] == 1])
@@ -235,8 +232,9 @@ class VectorFileWriter:
     # -- writing a file anew -----------------------------------------------------------------
 
     def _rewrite(self, extra: Vectors, seq: int, entry: tuple[int, int]) -> None:
-        """A new file of the live rows plus `extra`, re-centred while the centre is a small
-        sample, renamed into place (compaction, growth)."""
+        """A new file of the live rows plus `extra`, in id order (chunks that got their
+        vectors late are in order again), re-centred while the centre is a small sample,
+        renamed into place (compaction, growth)."""
         old, st = self._cols, self._state
         assert old is not None
         keep = np.flatnonzero(old.alive[:st.rows]).astype(np.int64)
@@ -247,14 +245,20 @@ class VectorFileWriter:
             sample = [old.f16[keep[::step]].astype(np.float32), extra[2][::step]]
             mean = np.concatenate(sample).mean(axis=0).astype(np.float32)
             mean_n = rows
+        ids = np.concatenate([old.ids[keep], extra[0]])
+        order = np.argsort(ids, kind="stable")
         new = create_columns(self.path, self.dim, capacity_for(rows), self.token, mean, mean_n)
         try:
-            for lo in range(0, len(keep), BLOCK):
-                part = keep[lo:lo + BLOCK]
-                new.write_rows(lo, old.ids[part], old.docs[part], old.f16[part])
-            if len(extra[0]):
-                new.write_rows(len(keep), extra[0], extra[1], extra[2].astype(np.float16))
-            last = int(extra[0][-1]) if len(extra[0]) else st.last_id
+            for lo in range(0, rows, BLOCK):
+                part = order[lo:lo + BLOCK]
+                kept = part < len(keep)  # the others are rows of `extra`
+                docs = np.empty(len(part), np.int64)
+                f16 = np.empty((len(part), self.dim), np.float16)
+                at, more = keep[part[kept]], part[~kept] - len(keep)
+                docs[kept], f16[kept] = old.docs[at], old.f16[at]
+                docs[~kept], f16[~kept] = extra[1][more], extra[2][more].astype(np.float16)
+                new.write_rows(lo, ids[part], docs, f16)
+            last = int(ids[order[-1]]) if rows else 0  # the last row's id, the highest
             state = State(1, rows, seq, rows, last, *entry)
             new.write_state(state)
             install(new)
@@ -366,6 +370,7 @@ class VectorFileWriter:
                         f"database {want[0]}, or other ids")
             pick = np.unique(np.concatenate([rows[-SAMPLE:], np.random.default_rng().choice(
                 rows, min(SAMPLE, len(rows)), replace=False)])) if len(rows) else rows
+            pick = pick[np.argsort(cols.ids[pick], kind="stable")]  # as SQLite gives them
             found_ids, found_docs, vectors = source.vectors_by_ids(cols.ids[pick].tolist(),
                                                                    self.dim)
             if (not np.array_equal(found_ids, cols.ids[pick])
