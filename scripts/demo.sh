@@ -5,9 +5,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 echo "demo: setting up .venv (scripts/setup.sh; the first time takes a minute or two)" >&2
 scripts/setup.sh
-# The folder's own index, in the user data folder (SQLITE_PATH, when set, names another):
-# a plain `pocketmcp search` from this folder finds it afterwards.
+# The sample notes' index is kept inside the clone (SQLITE_PATH, when set, names another),
+# not among your folders' indexes in the user data folder: a `pocketmcp search` from any
+# directory then finds your own folder's index when it is the only one you have indexed.
 folder="${WATCH_DIR:-examples/kb}"
+export SQLITE_PATH="${SQLITE_PATH:-$PWD/.venv/demo-index/index.db}"
 echo "demo: indexing $folder (pocketmcp index $folder)" >&2
 started=$SECONDS
 .venv/bin/pocketmcp index "$folder" --progress on
