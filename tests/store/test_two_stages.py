@@ -189,17 +189,7 @@ async def test_bm25_over_a_folder_written_in_two_stages_is_as_over_one_written_a
     finally:
         one.close()
         two.close()
-    results = []
-    for place in (at_once, staged):
-        index = place.reader(DIM)
-        try:
-            rows = await index.run(lambda r: r.fts_rows())  # type: ignore[attr-defined]
-            found = await index.run(lambda r: r.keyword_stage(
-                "herons otters", 10, None, title_weight=1.0, total=3, documents=False))
-            results.append((rows, sorted(found.keyword.values())))
-        finally:
-            index.close()
-    assert results[0] == results[1] and results[0][0] == 3
+    await _same_keywords(at_once, staged, rows=3)
 
 
 async def test_the_backlog_is_read_in_two_queries_each_document_with_its_own_chunks(
@@ -287,14 +277,19 @@ async def test_one_transaction_of_many_edits_in_the_gap_notes_the_keyword_debt_o
         two._conn.set_trace_callback(None)  # type: ignore[attr-defined]
         one.close()
         two.close()
+    await _same_keywords(at_once, staged, rows=6)
+
+
+async def _same_keywords(at_once: SqlitePlace, staged: SqlitePlace, *, rows: int) -> None:
+    """Both indexes hold `rows` keyword rows and score "herons otters" alike."""
     results = []
     for place in (at_once, staged):
         index = place.reader(DIM)
         try:
-            rows = await index.run(lambda r: r.fts_rows())  # type: ignore[attr-defined]
+            fts = await index.run(lambda r: r.fts_rows())  # type: ignore[attr-defined]
             found = await index.run(lambda r: r.keyword_stage(
-                "herons otters", 10, None, title_weight=1.0, total=6, documents=False))
-            results.append((rows, sorted(found.keyword.values())))
+                "herons otters", 10, None, title_weight=1.0, total=rows, documents=False))
+            results.append((fts, sorted(found.keyword.values())))
         finally:
             index.close()
-    assert results[0] == results[1] and results[0][0] == 6
+    assert results[0] == results[1] and results[0][0] == rows

@@ -202,6 +202,17 @@ def _waiting(writer: SqliteWriter, docs: range) -> dict[int, int]:
     return ids
 
 
+def _give_vectors(writer: SqliteWriter, late: dict[int, int], vectors: np.ndarray, *,
+                  newest_first: bool = False) -> None:
+    """The waiting documents `late` get their vectors (two rows of `vectors` each, in the
+    order given), in one transaction."""
+    writer.begin()
+    for n, d in enumerate(sorted(late, reverse=newest_first)):
+        assert writer.add_vectors(late[d], str(d), _chunks_of(d),
+                                  vectors[2 * n:2 * n + 2].tobytes())
+    writer.commit()
+
+
 def _chunk_ids(db: Path, waiting: int) -> dict[int, list[int]]:
     """Each document's chunk ids (those waiting when `waiting` is 1, else those with
     vectors), from a new reader."""
@@ -235,11 +246,7 @@ def test_chunks_that_get_their_vectors_late_keep_their_ids_and_the_file_follows(
     writer = SqliteWriter(db, Identity(model="m", dim=DIM))
     try:
         vectors = _unit(20, seed=6)
-        writer.begin()
-        for n, d in enumerate(sorted(late, reverse=True)):  # the newest first
-            assert writer.add_vectors(late[d], str(d), _chunks_of(d),
-                                      vectors[2 * n:2 * n + 2].tobytes())
-        writer.commit()
+        _give_vectors(writer, late, vectors, newest_first=True)
         state = writer.vectors.state
         assert state is not None and state.live == 360 + 40 + 20
         _delete(writer, [*range(300, 303), *range(400, 403), *range(20, 23)])
@@ -286,11 +293,7 @@ def test_a_file_compacted_after_its_last_rows_went_is_used_as_it_is_after_a_rest
         late = _waiting(writer, range(2000, 2010))
         _add(writer, 0, 1000, seed=8)
         vectors = _unit(20, seed=10)
-        writer.begin()
-        for n, d in enumerate(sorted(late)):
-            assert writer.add_vectors(late[d], str(d), _chunks_of(d),
-                                      vectors[2 * n:2 * n + 2].tobytes())
-        writer.commit()
+        _give_vectors(writer, late, vectors)
         inode = vectors_path(db).stat().st_ino
         _delete(writer, range(480, 1000))  # 1040 chunks: past the compaction's threshold
         assert vectors_path(db).stat().st_ino != inode  # written anew
@@ -332,11 +335,7 @@ def test_an_index_of_schema_6_with_waiting_chunks_gives_them_their_vectors_in_pl
     writer = SqliteWriter(db, Identity(model="m", dim=DIM))
     try:
         vectors = _unit(4, seed=9)
-        writer.begin()
-        for n, d in enumerate(sorted(late)):
-            assert writer.add_vectors(late[d], str(d), _chunks_of(d),
-                                      vectors[2 * n:2 * n + 2].tobytes())
-        writer.commit()
+        _give_vectors(writer, late, vectors)
         state = writer.vectors.state
         assert state is not None and state.live == 360 + 4
     finally:
