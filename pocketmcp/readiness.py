@@ -41,12 +41,28 @@ class Readiness:
         # how many clients are attached (mcp/sharing.py).
         self.serving = "alone"
         self.clients: Callable[[], int] | None = None
-        # The main index once it is open, before the model is: searches that waited
-        # READY_WAIT_S for start-up answer by keywords from it (runtime.py).
+        # The main index once it is open, before the model is: searches meanwhile answer
+        # by keywords from it at once (runtime.py).
         self.early: tuple[ReadIndex, Identity] | None = None
+        self.opened = anyio.Event()  # set with `early`
 
     def searchable(self, index: ReadIndex, identity: Identity) -> None:
         self.early = (index, identity)
+        self.opened.set()
+
+    async def wait_searchable(self) -> None:
+        """Wait a bounded time (READY_WAIT_S) until the index is open or start-up is done,
+        whichever comes first; the caller then looks which (`early`, `ready`)."""
+        if self.ready.is_set() or self.early is not None or self.status.phase == "failed":
+            return
+        with anyio.move_on_after(READY_WAIT_S):
+            async with anyio.create_task_group() as tg:
+                async def first(event: anyio.Event) -> None:
+                    await event.wait()
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(first, self.ready)
+                tg.start_soon(first, self.opened)
 
     def fail(self, error: str) -> None:
         self.status.phase = "failed"

@@ -266,14 +266,16 @@ class Runtime:
 
     async def reading(self, db_name: str | None = None) -> Reading:
         """The main index (or database `db_name`) for searching. While the model is still
-        loading at start (past the wait), the main index is searched by keywords."""
-        try:
-            services = await self._services(db_name)
-        except NotReady:
-            early = self.readiness.early
-            if db_name is not None or early is None or self.status.phase == "failed":
-                raise
-            return Reading(early[0], StillLoading(early[1]), self.status.initial_indexing_done)
+        loading at start, the main index is searched by keywords at once (once it is open;
+        before that, the request waits for start-up as every other does)."""
+        if db_name is None:
+            await self.readiness.wait_searchable()
+        early = self.readiness.early
+        if (db_name is None and early is not None and not self.ready.is_set()
+                and self.status.phase != "failed"):
+            return Reading(early[0], StillLoading(early[1]), self.status.initial_indexing_done,
+                           deadline_s=self.config.search_timeout_s)
+        services = await self._services(db_name)
         host = await services.hosts.get(db_name)
         complete = await self.readiness.scan_settled(host.pipeline) if (
             db_name is None) else True

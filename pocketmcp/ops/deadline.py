@@ -31,6 +31,12 @@ def check() -> None:
         raise DeadlineExceeded("the search ran longer than SEARCH_TIMEOUT_S and was stopped")
 
 
+def remaining() -> float | None:
+    """Seconds left before the current search's deadline (None: it has none)."""
+    deadline = _DEADLINE.get()
+    return None if deadline is None else max(deadline - time.monotonic(), 0.0)
+
+
 @asynccontextmanager
 async def within(seconds: float | None) -> AsyncIterator[None]:
     """The block, stopped with DEADLINE_EXCEEDED after `seconds` (None: no limit)."""

@@ -102,8 +102,10 @@ async def find_similar(open_reading: Open[Reading], text: str, top_k: int = 10, 
         raise InvalidRequest("text is empty: give the text to find similar documents to")
     if len(query.encode("utf-8")) > max_bytes:
         raise InvalidRequest(f"text is larger than MAX_FILE_MB ({max_bytes} bytes)")
-    hits, notice, pending, _ = await _ranked(await open_reading(), query, top_k=top_k,
-                                             mode="vector", exact=True)
+    reading = await open_reading()
+    async with deadline.within(reading.deadline_s):  # SEARCH_TIMEOUT_S, as a search
+        hits, notice, pending, _ = await _ranked(reading, query, top_k=top_k,
+                                                 mode="vector", exact=True)
     if notice:
         notice += "; `score` is then a keyword score, not a cosine similarity"
     notice = floor.joined(notice, pending)
@@ -147,8 +149,7 @@ async def gather(reading: Reading, query: str, *, mode: Mode, depth: int,
             vector = known
         else:
             try:
-                vector = await reading.embedder.embed_query(query)
-                base = await model_background(reading.embedder) if params.calibrated else 0.0
+                vector, base = await _embedded(reading, query, params, fallback)
             except EmbeddingError as exc:
                 if not fallback:
                     raise
@@ -181,6 +182,27 @@ async def gather(reading: Reading, query: str, *, mode: Mode, depth: int,
     if notice is not None and mode == "vector":
         await by_words()  # keywords alone, by their own scale
     return stage, (query_vector[0] if query_vector else None), notice
+
+
+# The share of a search's remaining time its query's embedding may take when the search can
+# answer by keywords instead: a provider that stops answering leaves the rest of the deadline
+# to the keyword results, rather than ending the search with DEADLINE_EXCEEDED.
+EMBED_SHARE = 0.5
+
+
+async def _embedded(reading: Reading, query: str, params: Params, fallback: bool
+                    ) -> tuple[npt.NDArray[np.float32], float]:
+    """The query's vector and the model's background similarity; with `fallback`, an
+    EmbeddingError when they take more than EMBED_SHARE of the time left."""
+    left = deadline.remaining()
+    limit = None if left is None or not fallback else left * EMBED_SHARE
+    with anyio.move_on_after(limit) as bounded:
+        vector = await reading.embedder.embed_query(query)
+        base = await model_background(reading.embedder) if params.calibrated else 0.0
+        return vector, base
+    assert limit is not None and bounded.cancelled_caught
+    raise EmbeddingError(f"no embedding within {limit:.2g} s, half the time the search had "
+                         "left (SEARCH_TIMEOUT_S)")
 
 
 async def _ranked(reading: Reading, query: str, **kw: Any

@@ -20,7 +20,7 @@ from support.mcp_harness import start_http, stop_http
 from support.protocol_fuzz import HttpPeer
 from support.provider_server import Fault, ProviderServer
 from support.runtime import remote_config, running
-from support.tools import Tools, refused
+from support.tools import Tools
 
 from pocketmcp.store.sqlite.connect import open_sync_reader
 
@@ -85,22 +85,45 @@ def test_an_interrupted_index_exits_with_the_signal_and_names_what_it_left(
     assert done["added"] == len(left) and done["unchanged"] == summary["added"]
 
 
+async def test_a_query_the_provider_does_not_embed_answers_by_keywords_in_time(
+        tmp_path: Path, fake_provider: ProviderServer) -> None:
+    # The provider stops answering the query's embedding: the search gives it half the
+    # time it has, then answers with keyword results and says why, inside SEARCH_TIMEOUT_S.
+    config = remote_config(tmp_path, fake_provider, {"SEARCH_TIMEOUT_S": "2"})
+    async with running(config) as rt:
+        tools = Tools(rt)
+        await tools.add(("bread", "Sourdough bread rises overnight."),
+                        ("tea", "Green tea brews at eighty degrees."))
+        fake_provider.always = Fault(hang=True)
+        for call in ({"name": "search", "query": "sourdough bread"},
+                     {"name": "find_similar_documents", "text": "sourdough bread"}):
+            name = call.pop("name")
+            started = time.perf_counter()
+            answer = await tools(name, **call)
+            assert time.perf_counter() - started < 2  # within the deadline, not past it
+            assert "no embedding within" in answer["notice"]
+            found = answer.get("matches") or answer.get("results")
+            assert found and "Sourdough" in (found[0].get("preview") or found[0]["text"])
+        fake_provider.release.set()
+
+
 async def test_a_search_past_its_deadline_answers_deadline_exceeded(
         tmp_path: Path, fake_provider: ProviderServer) -> None:
-    # Globs are matched in linear time now, so the slow part is the provider: it stops
-    # answering the query's embedding.
+    # A search that may not answer by keywords alone (as `eval` and `check-search` ask)
+    # waits for the query's embedding until SEARCH_TIMEOUT_S, then stops.
     config = remote_config(tmp_path, fake_provider, {"SEARCH_TIMEOUT_S": "0.5"})
     async with running(config) as rt:
         tools = Tools(rt)
         await tools.add(*[(f"note-{i}", f"Note {i} about bread.") for i in range(64)])
         fake_provider.always = Fault(hang=True)
-        started = time.perf_counter()
         from pocketmcp.errors import DeadlineExceeded
+        from pocketmcp.ops.search import search
 
-        with refused(DeadlineExceeded, match="SEARCH_TIMEOUT_S"):
-            await tools.search("bread", filter={"path_glob": "*x*" * 300 + "y"})
+        started = time.perf_counter()
+        with pytest.raises(DeadlineExceeded, match="SEARCH_TIMEOUT_S"):
+            await search(await rt.reading(), "bread", fallback=False)
         assert time.perf_counter() - started < 3
-        # the server goes on answering
+        # the runtime goes on answering
         assert (await tools("status"))["documents"] == 64
         fake_provider.release.set()
 
