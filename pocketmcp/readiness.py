@@ -13,11 +13,12 @@ import msgspec
 
 from pocketmcp import logs
 from pocketmcp.core.identity import Identity
+from pocketmcp.embed.keeper import StillLoading
 from pocketmcp.errors import NotReady, PocketError, StoreError
 from pocketmcp.pipeline.state import Stats
 from pocketmcp.pipeline.supervisor import Pipeline
-from pocketmcp.plans import Status
-from pocketmcp.store.api import ReadIndex
+from pocketmcp.plans import Reading, Status
+from pocketmcp.store.api import Reader, ReadIndex
 
 if TYPE_CHECKING:
     from pocketmcp.ops.status_results import ServingStatus
@@ -63,6 +64,26 @@ class Readiness:
 
                 tg.start_soon(first, self.ready)
                 tg.start_soon(first, self.opened)
+
+    async def scanned_before(self) -> bool:
+        """Whether the model still loads while the index, open, records a completed scan
+        of the folder (an earlier run's) and documents: searches need not wait for this
+        run's."""
+        if self.early is None or self.ready.is_set() or self.status.phase == "failed":
+            return False
+        def scanned(reader: Reader) -> bool:  # (a new index records no scan: "done")
+            return reader.scan_done() and reader.counts()["documents"] > 0
+
+        try:
+            return await self.early[0].run(scanned)
+        except StoreError:
+            return False
+
+    def early_reading(self, deadline_s: float | None, complete: bool) -> Reading:
+        """The main index, searched by keywords while the model loads."""
+        assert self.early is not None
+        index, identity = self.early
+        return Reading(index, StillLoading(identity), complete, deadline_s=deadline_s)
 
     def fail(self, error: str) -> None:
         self.status.phase = "failed"

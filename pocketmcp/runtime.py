@@ -30,7 +30,6 @@ from pocketmcp.config import Config
 from pocketmcp.convert.pool import Converter
 from pocketmcp.embed import factory
 from pocketmcp.embed.base import Embedder, EmbedderSource
-from pocketmcp.embed.keeper import StillLoading
 from pocketmcp.errors import (
     InvalidRequest,
     NotReady,
@@ -266,16 +265,21 @@ class Runtime:
 
     async def reading(self, db_name: str | None = None) -> Reading:
         """The main index (or database `db_name`) for searching. While the model is still
-        loading at start, the main index is searched by keywords at once (once it is open;
-        before that, the request waits for start-up as every other does)."""
+        loading at start, the main index is searched by keywords: at once when a scan of
+        the folder was completed before (an earlier run's), else after the wait for
+        start-up; a request before the index is open waits for that first."""
         if db_name is None:
             await self.readiness.wait_searchable()
-        early = self.readiness.early
-        if (db_name is None and early is not None and not self.ready.is_set()
-                and self.status.phase != "failed"):
-            return Reading(early[0], StillLoading(early[1]), self.status.initial_indexing_done,
-                           deadline_s=self.config.search_timeout_s)
-        services = await self._services(db_name)
+            if await self.readiness.scanned_before():
+                return self.readiness.early_reading(self.config.search_timeout_s, True)
+        try:
+            services = await self._services(db_name)
+        except NotReady:
+            if db_name is not None or self.readiness.early is None or (
+                    self.status.phase == "failed"):
+                raise
+            return self.readiness.early_reading(self.config.search_timeout_s,
+                                                self.status.initial_indexing_done)
         host = await services.hosts.get(db_name)
         complete = await self.readiness.scan_settled(host.pipeline) if (
             db_name is None) else True
