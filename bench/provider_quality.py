@@ -206,20 +206,9 @@ def threshold_check(index: Path, dataset: Path, work: Path, folder: bool,
     import quality_cv
     from threshold import first_scores
 
-    import pocketmcp.config as config_module
-
-    plain = config_module.load
-
-    def with_provider(values: Any, environ: Any = None, **kw: Any) -> Any:
-        return plain(values, environ={**(environ or {}), **env}, **kw)
-
     for old in (index.with_suffix(".qcache"), index.with_suffix(".qcache.npz")):
         old.unlink(missing_ok=True)  # load_set keeps its lists there: read them again
-    config_module.load = with_provider  # type: ignore[assignment]
-    try:
-        corpus = quality_cv.load_set(index, dataset, work, folder)
-    finally:
-        config_module.load = plain  # type: ignore[assignment]
+    corpus = quality_cv.load_set(index, dataset, work, folder, env)
     good, bad, noise = first_scores(corpus)
     return {
         "queries": len(corpus.queries),

@@ -61,8 +61,8 @@ def _chunk_ids(index: Path) -> list[int]:
         conn.close()
 
 
-async def _gather(index: Path, dataset: Any, name_of: Callable[[str], str]
-                  ) -> tuple[Cache, np.ndarray, np.ndarray]:
+async def _gather(index: Path, dataset: Any, name_of: Callable[[str], str],
+                  environ: Mapping[str, str]) -> tuple[Cache, np.ndarray, np.ndarray]:
     from pocketmcp.config import load
     from pocketmcp.core.paths import path_of
     from pocketmcp.ops.calibrate import model_background
@@ -71,7 +71,7 @@ async def _gather(index: Path, dataset: Any, name_of: Callable[[str], str]
     from pocketmcp.runtime import open_runtime
 
     config = load({}, environ={"SQLITE_PATH": str(index),
-                               "WATCH_DIR": str(index) + ".corpus"})
+                               "WATCH_DIR": str(index) + ".corpus", **environ})
     async with open_runtime(config, READING) as runtime:
         await runtime.started()
         reading = await runtime.reading()
@@ -97,8 +97,10 @@ async def _gather(index: Path, dataset: Any, name_of: Callable[[str], str]
     return cache, np.asarray(vectors, dtype=np.float32), np.stack(qvecs).astype(np.float32)
 
 
-def load_set(index: Path, dataset_dir: Path, cache_dir: Path, folder_names: bool
-             ) -> candidates.Corpus:
+def load_set(index: Path, dataset_dir: Path, cache_dir: Path, folder_names: bool,
+             environ: Mapping[str, str] | None = None) -> candidates.Corpus:
+    """The set's cached lists (read from `index` the first time; `environ`: settings such
+    as a provider's, beside the index's path)."""
     from pocketmcp.ops.evaluate import doc_of, load_dataset
 
     dataset = load_dataset(dataset_dir, corpus=not folder_names)
@@ -110,7 +112,7 @@ def load_set(index: Path, dataset_dir: Path, cache_dir: Path, folder_names: bool
         vectors, qvecs = found["vectors"], found["queries"]
     else:
         cache, vectors, qvecs = anyio.run(_gather, index, dataset,
-                                          str if folder_names else doc_of)
+                                          str if folder_names else doc_of, environ or {})
         meta.write_bytes(msgspec.msgpack.encode(cache))
         np.savez(arrays, vectors=vectors, queries=qvecs)
     return candidates.Corpus.make(cache, vectors, qvecs, dataset.qrels)
