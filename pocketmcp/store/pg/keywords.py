@@ -12,11 +12,8 @@ holding every word of the query as websearch_to_tsquery reads it (quotes, `or`) 
 score multiplied by ALL_WORDS_BOOST. Words written as `-word` (or `-"a phrase"`) exclude
 the chunks that hold them.
 
-With one match per document (`documents`), documents rank as SQLite's do: by BM25 over the
-whole document (FTS5's formula and constants, its idf over documents), its words counted
-over its chunks (the title once, weighted as a chunk's), its length in tokens against the
-average document's. Ranking a document by its best chunk instead won on long pages and lost
-on short abstracts (docs/search.md, Postgres); both stores keep one rule."""
+With one match per document (`documents`), documents rank as SQLite's do, by BM25 over the
+whole document (doc_words.py)."""
 
 from __future__ import annotations
 
@@ -26,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pocketmcp.core.keywords import reference_bm25
-from pocketmcp.store.pg import schema
+from pocketmcp.store.pg import doc_words, schema
 from pocketmcp.store.rows import Keywords
 
 Rows = Callable[[str, Sequence[Any] | Mapping[str, Any]], list[Any]]
@@ -36,8 +33,6 @@ _TEXT_WEIGHT = 0.5
 COMMON_WORD = 2000  # chunks holding a word beyond which it is too common to search alone
 CANDIDATES = 5000  # matching chunks ranked for one query, at most
 MAX_WORDS = 12  # rarest words searched, as SQLite's keyword search keeps
-K1, B = 1.2, 0.75  # BM25's constants, FTS5's (store/sqlite/keywords/bm25.py)
-DOCUMENT_POSTINGS = 20_000  # matching chunks read for whole-document scores, at most
 ALL_WORDS_BOOST = 1.0  # score factor of a chunk holding every word (bench/pg_keywords.py)
 NORMALISATION = 32  # ts_rank_cd's: rank / (rank + 1)
 _NEGATED = re.compile(r'(?:^|(?<=\s))-("[^"]*"?|[^\s"]+)')
@@ -67,13 +62,14 @@ def idf(count: int, total: int) -> float:
 
 
 def keyword_stage(rows: Rows, query: str, depth: int, allowed: Sequence[int] | None, *,
-                  title_weight: float, documents: bool = False) -> Keywords:
+                  title_weight: float, documents: bool = False, key: str = "") -> Keywords:
     """Best chunks for the query's words (the module's docstring says how they are chosen
     and ranked), and with `documents`, best whole documents by BM25 (`document_stage`).
     The 0..1 scale's midpoint (`reference`) is the score of a text holding each searched
     word once, ten words apart, as SQLite's is the BM25 of a text of average length holding
     each word once; with `documents`, that BM25 itself (`reference_bm25`, as SQLite's), the
-    scale of the documents' scores."""
+    scale of the documents' scores. `key` names the index (its statistics are kept a
+    while: doc_words.py)."""
     found = Keywords()
     if allowed is not None and not allowed:
         return found
@@ -127,68 +123,13 @@ def keyword_stage(rows: Rows, query: str, depth: int, allowed: Sequence[int] | N
         found.keyword[int(chunk_id)] = float(rank)
         found.doc_of[int(chunk_id)] = int(doc_id)
     if documents:
-        words = [w for _, w in kept]
-        found.doc_keyword, found.first_chunk = document_stage(
-            rows, words, depth, allowed, negated, title_weight)
-        found.reference = reference_bm25(_chunks_holding(rows, words), total)
+        found.doc_keyword, found.first_chunk = doc_words.document_stage(
+            rows, [w for _, w in kept], depth, allowed, negated, title_weight, key=key)
+        # As SQLite's: the BM25 of a text of average length holding each word once (a
+        # count stopped at the cap is counted whole).
+        found.reference = reference_bm25(
+            doc_words.chunks_holding(rows, kept, COMMON_WORD), total)
     return found
-
-
-def document_stage(rows: Rows, words: Sequence[str], depth: int,
-                   allowed: Sequence[int] | None, negated: str, title_weight: float
-                   ) -> tuple[dict[int, float], dict[int, int]]:
-    """The best `depth` documents holding any of `words` (lexemes) by BM25 over the whole
-    document, as SQLite's documents_fts ranks them: (doc id -> score, doc id -> its first
-    chunk). A word's frequency in a document is its title occurrences (weighted
-    `title_weight`) plus its occurrences in the text of every chunk; the document's length
-    is its chunks' tokens, and the average length every chunk's tokens over the documents."""
-    (docs, tokens), = rows("SELECT (SELECT count(*) FROM documents), "
-                           "(SELECT coalesce(sum(tokens), 0) FROM chunks)", ())
-    if not words or not docs or not tokens:
-        return {}, {}
-    held = dict(rows("SELECT w, (SELECT count(DISTINCT c.doc_id) FROM chunks c WHERE c.tsv @@ "
-                     "quote_literal(w)::tsquery) FROM unnest(%s::text[]) w", (list(words),)))
-    where = "" if allowed is None else " AND c.doc_id = ANY(%(allowed)s)"
-    if negated:
-        where += (" AND NOT EXISTS (SELECT 1 FROM chunks x WHERE x.doc_id = c.doc_id AND "
-                  f"x.tsv @@ websearch_to_tsquery('{schema.TEXT_CONFIG}', %(negated)s))")
-    found = rows(
-        "WITH m AS (SELECT c.doc_id, c.tsv FROM chunks c WHERE c.tsv @@ %(any)s::tsquery"
-        f"{where} LIMIT %(limit)s), "
-        "o AS (SELECT m.doc_id, u.lexeme AS w, "
-        "max(cardinality(array_positions(u.weights, 'A'))) AS title, "
-        "sum(cardinality(array_positions(u.weights, 'C')) + "
-        "cardinality(array_positions(u.weights, 'D'))) AS text "
-        "FROM m, unnest(m.tsv) u WHERE u.lexeme = ANY(%(words)s) GROUP BY m.doc_id, u.lexeme), "
-        "l AS (SELECT c.doc_id, sum(c.tokens) AS len, "
-        "min(c.chunk_id) FILTER (WHERE c.idx = 0) AS first FROM chunks c "
-        "WHERE c.doc_id IN (SELECT doc_id FROM o) GROUP BY c.doc_id) "
-        "SELECT o.doc_id, o.w, o.title, o.text, l.len, l.first FROM o JOIN l USING (doc_id)",
-        {"any": " | ".join(_literal(w) for w in words), "words": list(words),
-         "limit": DOCUMENT_POSTINGS, "negated": negated,
-         "allowed": None if allowed is None else list(allowed)})
-    average = float(tokens) / float(docs)
-    scores: dict[int, float] = {}
-    first: dict[int, int] = {}
-    for doc_id, word, title, text, length, head in found:
-        n = int(held.get(word) or 0)
-        weight = math.log((docs - n + 0.5) / (n + 0.5))
-        freq = title_weight * float(title or 0) + float(text or 0)
-        norm = K1 * ((1 - B) + B * float(length or 0) / average)
-        doc = int(doc_id)
-        scores[doc] = scores.get(doc, 0.0) + (weight if weight > 0.0 else 1e-6) * (
-            freq * (K1 + 1.0)) / (freq + norm)
-        if head is not None:
-            first[doc] = int(head)
-    best = sorted(scores, key=lambda d: (-scores[d], d))[:depth]
-    return {d: scores[d] for d in best}, {d: first[d] for d in best if d in first}
-
-
-def _chunks_holding(rows: Rows, words: Sequence[str]) -> list[int]:
-    """How many chunks hold each lexeme (counted whole, not up to a cap)."""
-    return [int(n) for _, n in rows(
-        "SELECT w, (SELECT count(*) FROM chunks c WHERE c.tsv @@ quote_literal(w)::tsquery) "
-        "FROM unnest(%s::text[]) WITH ORDINALITY AS t(w, i) ORDER BY i", (list(words),))]
 
 
 def _chunk_count(rows: Rows) -> int:

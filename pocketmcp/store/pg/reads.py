@@ -152,7 +152,8 @@ class PgReader:
                                           title_weight=title_weight)
         with self.snapshot():
             return keywords.keyword_stage(self._rows, query, depth, allowed,
-                                          title_weight=title_weight, documents=True)
+                                          title_weight=title_weight, documents=True,
+                                          key=self.place.describe())
 
     def hits(self, chunk_ids: Sequence[int]) -> dict[int, HitRow]:
         if not chunk_ids:
