@@ -67,20 +67,27 @@ def _write(place: Place) -> dict[int, str]:
 
 
 async def _documents(place: Place, query: str, title_weight: float
-                     ) -> tuple[list[tuple[str, float]], dict[str, int], float]:
+                     ) -> tuple[list[tuple[str, float]], dict[str, int], float,
+                                dict[str, float]]:
     """(documents by score, best first, with their scores; each document's first chunk as
-    its position in the document; the scale's reference) of one keyword stage."""
+    its position in the document; the scale's reference; the scores when only "short" and
+    "twice" may match) of one keyword stage."""
     names = _write(place)
     index = place.reader(DIM)
+    ids = {ext: doc_id for doc_id, ext in names.items()}
     try:
         found = await index.run(lambda r: r.keyword_stage(
             query, 50, None, title_weight=title_weight, total=20, documents=True))
         first = {names[d]: (await index.run(lambda r, c=c: r.chunk(c))).idx  # type: ignore
                  for d, c in found.first_chunk.items()}
+        some = await index.run(lambda r: r.keyword_stage(
+            query, 50, [ids["short"], ids["twice"]], title_weight=title_weight, total=20,
+            documents=True))
     finally:
         index.close()
     ranked = sorted(found.doc_keyword.items(), key=lambda item: (-item[1], names[item[0]]))
-    return [(names[d], s) for d, s in ranked], first, found.reference
+    return ([(names[d], s) for d, s in ranked], first, found.reference,
+            {names[d]: s for d, s in some.doc_keyword.items()})
 
 
 @pytest.mark.parametrize("title_weight", [1.0, 2.0])
@@ -98,3 +105,7 @@ async def test_both_stores_rank_documents_by_whole_document_bm25(
     assert [s for _, s in postgres[0]] == pytest.approx([s for _, s in sqlite[0]], rel=1e-9)
     assert postgres[1] == sqlite[1] == {d: 0 for d, _ in sqlite[0]}  # the first chunks
     assert postgres[2] == pytest.approx(sqlite[2], rel=1e-9)  # one 0..1 scale
+    # Documents left out narrow the matches, not the statistics: the same scores.
+    for store in (sqlite, postgres):
+        assert store[3] == pytest.approx({d: s for d, s in store[0] if d in ("short", "twice")},
+                                         rel=1e-12)
