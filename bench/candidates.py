@@ -114,6 +114,24 @@ def _rank(name: str, p: Mapping[str, Any], corpus: Corpus, qid: str) -> list[str
                    for d in set(best) | set(stage.doc_keyword)}
         stage = msgspec.structs.replace(stage, doc_keyword=blended)
         return ranked_docs(corpus, stage, params)
+    if name in ("chunkcount", "chunksecond"):
+        # A document's keyword score from its chunks' BM25: its best chunk's, plus (count)
+        # the query's reference times a saturating count of its other matching chunks,
+        # m / (m + 1), or (second) its second best chunk's; g weighs the addition.
+        stage = corpus.stage(qid, vector)
+        per_doc: dict[int, list[float]] = {}
+        for chunk, score in stage.keyword.items():
+            per_doc.setdefault(stage.doc_of[chunk], []).append(score)
+        g = p["g"]
+        rolled = {}
+        for doc, scores in per_doc.items():
+            scores.sort(reverse=True)
+            others = len(scores) - 1
+            extra = (stage.keyword_ref * others / (others + 1) if name == "chunkcount"
+                     else (scores[1] if others else 0.0))
+            rolled[doc] = scores[0] + g * extra
+        stage = msgspec.structs.replace(stage, doc_keyword=rolled, first_chunk={})
+        return ranked_docs(corpus, stage, params)
     if name == "rocchio":
         first = ranked_docs(corpus, corpus.stage(qid, vector), Params())
         by_name = {v: k for k, v in corpus.names.items()}
@@ -181,6 +199,8 @@ GRIDS: dict[str, list[dict[str, Any]]] = {
     "weight": [{"vector_weight": w} for w in (0.3, 0.4, 0.5, 0.6, 0.7)],
     "chunkwords": [{"vector_weight": w} for w in (0.4, 0.5, 0.6)],
     "wordsblend": [{"a": a} for a in (0.0, 0.25, 0.5, 0.75, 1.0)],
+    "chunkcount": [{"g": g} for g in (0.1, 0.25, 0.5)],
+    "chunksecond": [{"g": g} for g in (0.1, 0.25, 0.5)],
     "rocchio": [{"k": k, "beta": b} for k, b in itertools.product((1, 3, 5), (0.2, 0.4, 0.7))],
     "rollup": [{"g": g} for g in (0.1, 0.2, 0.3)],
     "docvec": [{"g": g} for g in (0.1, 0.2, 0.35, 0.5)],

@@ -10,7 +10,10 @@ word's idf times its ts_rank_cd in the chunk (title, section path and text weigh
 normalised as rank / (rank + 1), which saturates as BM25's term frequency does). A chunk
 holding every word of the query as websearch_to_tsquery reads it (quotes, `or`) has its
 score multiplied by ALL_WORDS_BOOST. Words written as `-word` (or `-"a phrase"`) exclude
-the chunks that hold them."""
+the chunks that hold them.
+
+With one match per document (`documents`), documents rank as SQLite's do, by BM25 over the
+whole document (doc_words.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +22,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pocketmcp.store.pg import schema
+from pocketmcp.core.keywords import reference_bm25
+from pocketmcp.store.pg import doc_words, schema
 from pocketmcp.store.rows import Keywords
 
 Rows = Callable[[str, Sequence[Any] | Mapping[str, Any]], list[Any]]
@@ -58,12 +62,14 @@ def idf(count: int, total: int) -> float:
 
 
 def keyword_stage(rows: Rows, query: str, depth: int, allowed: Sequence[int] | None, *,
-                  title_weight: float) -> Keywords:
+                  title_weight: float, documents: bool = False, key: str = "") -> Keywords:
     """Best chunks for the query's words (the module's docstring says how they are chosen
-    and ranked). The 0..1 scale's midpoint (`reference`) is the score of a text holding
-    each searched word once, ten words apart, as SQLite's is the BM25 of a text of average
-    length holding each word once. Whole-document matching is not kept: documents rank by
-    their best chunk."""
+    and ranked), and with `documents`, best whole documents by BM25 (`document_stage`).
+    The 0..1 scale's midpoint (`reference`) is the score of a text holding each searched
+    word once, ten words apart, as SQLite's is the BM25 of a text of average length holding
+    each word once; with `documents`, that BM25 itself (`reference_bm25`, as SQLite's), the
+    scale of the documents' scores. `key` names the index (its statistics are kept a
+    while: doc_words.py)."""
     found = Keywords()
     if allowed is not None and not allowed:
         return found
@@ -116,6 +122,13 @@ def keyword_stage(rows: Rows, query: str, depth: int, allowed: Sequence[int] | N
     for chunk_id, rank, doc_id in found_rows:
         found.keyword[int(chunk_id)] = float(rank)
         found.doc_of[int(chunk_id)] = int(doc_id)
+    if documents:
+        found.doc_keyword, found.first_chunk = doc_words.document_stage(
+            rows, [w for _, w in kept], depth, allowed, negated, title_weight, key=key)
+        # As SQLite's: the BM25 of a text of average length holding each word once (a
+        # count stopped at the cap is counted whole).
+        found.reference = reference_bm25(
+            doc_words.chunks_holding(rows, kept, COMMON_WORD), total)
     return found
 
 

@@ -143,11 +143,17 @@ class PgReader:
     def keyword_stage(self, query: str, depth: int, allowed: Sequence[int] | None, *,
                       title_weight: float, total: int, documents: bool,
                       alone: bool = False) -> Keywords:
-        """Best chunks by Postgres full-text search (store/pg/keywords.py); `total` is not
-        needed (the server counts the chunks), whole-document matching is not kept, and
-        `alone` changes nothing (the server runs the query)."""
-        return keywords.keyword_stage(self._rows, query, depth, allowed,
-                                      title_weight=title_weight)
+        """Best chunks (and with `documents`, best whole documents by BM25, as SQLite's)
+        by Postgres full-text search (store/pg/keywords.py), in one read snapshot; `total`
+        is not needed (the server counts the chunks), and `alone` changes nothing (the
+        server runs the query)."""
+        if not documents:
+            return keywords.keyword_stage(self._rows, query, depth, allowed,
+                                          title_weight=title_weight)
+        with self.snapshot():
+            return keywords.keyword_stage(self._rows, query, depth, allowed,
+                                          title_weight=title_weight, documents=True,
+                                          key=self.place.describe())
 
     def hits(self, chunk_ids: Sequence[int]) -> dict[int, HitRow]:
         if not chunk_ids:
