@@ -7,6 +7,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from support.mcp_harness import until
 from support.runtime import make_config, running
 from support.tools import Tools
 
@@ -34,6 +35,8 @@ async def test_a_folder_is_indexed_searched_read_and_deleted_on_postgres(
         with anyio.fail_after(60):
             await rt.pipeline.scan_done.wait()
         tools = Tools(rt)
+        # keywords come first: vector mode waits for the vectors
+        await until(lambda: tools("status"), lambda s: s["chunks_waiting"] == 0, 60)
         for mode in ("hybrid", "vector", "keyword"):
             matches = await tools.search("how did we fix the DNS outage", mode=mode)
             assert matches and matches[0]["path"] == "dns.md", mode

@@ -153,7 +153,7 @@ class PgReader:
         with self.snapshot():
             return keywords.keyword_stage(self._rows, query, depth, allowed,
                                           title_weight=title_weight, documents=True,
-                                          key=self.place.describe())
+                                          key=self.place.key())
 
     def hits(self, chunk_ids: Sequence[int]) -> dict[int, HitRow]:
         if not chunk_ids:

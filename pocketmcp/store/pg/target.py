@@ -29,6 +29,11 @@ class PgTarget(msgspec.Struct, frozen=True):
         """For messages and logs: the schema, never the URL (it may hold a password)."""
         return f"postgres schema {self.schema}"
 
+    def key(self) -> str:
+        """Names this index among those of every server (its URL hashed: no secret)."""
+        server = hashlib.sha256(self.url.reveal().encode()).hexdigest()[:16]
+        return f"{server}/{self.schema}"
+
 
 MAX_IDENTIFIER = 63  # bytes in a Postgres name (NAMEDATALEN - 1); longer ones are cut
 
