@@ -16,6 +16,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from pocketmcp import logs
 from pocketmcp.core.chunking import Chunker
+from pocketmcp.core.precedence import SEARCHES
 from pocketmcp.messages import Chunk, Chunked, FileChunked, FileHashed, Hashed
 from pocketmcp.pipeline.state import InFlight, Stats
 
@@ -59,11 +60,11 @@ async def chunk_files(
     ahead_tx, ahead_rx = anyio.create_memory_object_stream[list[_Ahead]](max(threads - 1, 0))
     limiter = anyio.CapacityLimiter(max(threads, 1))
 
-    async def cut(items: list[_Ahead]) -> None:
+    async def cut(items: list[_Ahead], files: list[FileHashed]) -> None:
         try:
             async with limiter:
-                results = await split_all(chunker, [(a.item.text, a.item.facts.body_start)
-                                                    for a in items], most, halt=stop)
+                results = await split_all(chunker, [(f.text, f.facts.body_start)
+                                                    for f in files], most, halt=stop)
             for ahead, result in zip(items, results, strict=True):
                 if isinstance(result, Exception):
                     ahead.error = result
@@ -76,6 +77,7 @@ async def chunk_files(
     async def start_all(tg: anyio.abc.TaskGroup) -> None:
         async with inbox, ahead_tx:
             async for first in inbox:
+                await SEARCHES.give_way()  # a search in flight goes first
                 items = [first]
                 while len(items) < group:
                     try:
@@ -83,12 +85,13 @@ async def chunk_files(
                     except (anyio.WouldBlock, anyio.EndOfStream):
                         break
                 aheads = [_Ahead(item) for item in items]
-                files = [a for a in aheads if isinstance(a.item, FileHashed)]
+                cutting = [a for a in aheads if isinstance(a.item, FileHashed)]
+                files = [a.item for a in cutting if isinstance(a.item, FileHashed)]
                 for ahead in aheads:
                     if not isinstance(ahead.item, FileHashed):
                         ahead.done.set()
                 if files:
-                    tg.start_soon(cut, files)
+                    tg.start_soon(cut, cutting, files)
                 await ahead_tx.send(aheads)
 
     async with outbox, anyio.create_task_group() as tg:

@@ -18,6 +18,7 @@ from pocketmcp.convert.pool import Converter
 from pocketmcp.core import dates
 from pocketmcp.core.notes import Note, converted_facts, read_note
 from pocketmcp.core.paths import watched_id
+from pocketmcp.core.precedence import SEARCHES
 from pocketmcp.core.text import clean, decode, looks_binary, sha256, title_of
 from pocketmcp.errors import DocumentError
 from pocketmcp.messages import (
@@ -256,6 +257,7 @@ class Hasher:
                         await self._idle.wait()
                     await outbox.send(event)
                     continue
+                await SEARCHES.give_way()  # a search in flight goes first
                 lock = self._lock(event.rel)
                 self._busy += 1
                 handed = False
