@@ -257,12 +257,12 @@ class Hasher:
                         await self._idle.wait()
                     await outbox.send(event)
                     continue
-                await SEARCHES.give_way()  # a search in flight goes first
                 lock = self._lock(event.rel)
                 self._busy += 1
                 handed = False
-                await lock.acquire()
+                await lock.acquire()  # at once: a file's events keep their order
                 try:
+                    await SEARCHES.give_way()  # a search in flight goes first
                     step = await self._check(event)
                     if isinstance(step, _ToConvert) and self.aside is not None \
                             and self.converter.may_ocr(step.kind):
