@@ -80,6 +80,8 @@ class _Text(msgspec.Struct, frozen=True):
     text: str
     exact: bool  # decoded without replacement
     note: Note | None  # None: the index holds this very content (not worked out)
+    title: str = ""
+    uri: str = ""
 
 
 class _Looked(msgspec.Struct, frozen=True):
@@ -109,7 +111,9 @@ def _look(rel: str, path: Path, max_bytes: int, known: DocState | None, force: b
     text, exact = decode(read.data)
     text = clean(text)
     note = read_note(text, folder=posixpath.dirname(rel), modified=dates.from_ns(read.mtime_ns))
-    return _Looked(known, read, _Text(digest, text, exact, note))
+    return _Looked(known, read, _Text(digest, text, exact, note,
+                                      note.title or title_of(text, Path(rel).stem),
+                                      path.as_uri()))
 
 
 class _ToConvert(msgspec.Struct, frozen=True):
@@ -223,8 +227,8 @@ class Hasher:
         for field, why in note.dropped:
             log.warning("front_matter_field_dropped", path=rel, field=field, reason=why)
         return FileHashed(
-            rel=rel, seq=self.inflight.begin(rel, digest), uri=(self.root / rel).as_uri(),
-            title=note.title or title_of(text, Path(rel).stem), text=text, sha256=digest,
+            rel=rel, seq=self.inflight.begin(rel, digest), uri=looked.text.uri,
+            title=looked.text.title, text=text, sha256=digest,
             size=read.size, mtime_ns=read.mtime_ns, library=library, facts=note.facts,
             edit=known is not None,
         )
