@@ -67,7 +67,7 @@ def environment(root: Path, **extra: str) -> dict[str, str]:
     env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/"),
            "SQLITE_PATH": str(root / "data" / "index.db"), "WATCH_DIR": str(root / "kb"),
            "LOG_LEVEL": "info", "SERVER_IDLE_EXIT_S": "5"}
-    for key in ("POCKETMCP_CACHE", "XDG_CACHE_HOME"):
+    for key in ("POCKETMCP_CACHE", "XDG_CACHE_HOME", "PYTHONPATH"):  # the code measured
         if key in os.environ:
             env[key] = os.environ[key]
     env.update(extra)
@@ -145,8 +145,11 @@ async def editors(root: Path, count: int, queries: list[str]) -> dict[str, Any]:
 # -- unload ---------------------------------------------------------------------------------------
 
 class Served:
-    def __init__(self, root: Path, **env: str) -> None:
+    def __init__(self, root: Path, code: Path | None = None, **env: str) -> None:
+        """`code`: a checkout of other code to serve with (this interpreter and packages)."""
         index = Path(env.get("SQLITE_PATH", root / "data" / "index.db"))
+        if code is not None:
+            env["PYTHONPATH"] = str(code)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "pocketmcp", "serve", "--transport", "http", "--port", "0"],
             env=environment(root, **env), cwd=root, stdin=subprocess.DEVNULL,
@@ -252,13 +255,18 @@ def indexed(status: dict[str, Any], n: int) -> bool:
     return status["documents"] >= n and status["chunks_waiting"] == 0
 
 
-async def searches_while_indexing(root: Path, queries: list[str], n: int) -> dict[str, Any]:
+async def searches_while_indexing(root: Path, queries: list[str], n: int,
+                                  code: Path | None = None, name: str = "live"
+                                  ) -> dict[str, Any]:
     """A server watching a folder of a few notes (first scan done), then `n` notes copied in:
-    one client searches without pause while they are indexed, then as many times idle."""
-    live = root / "live"
+    one client searches without pause while they are indexed, then as many times idle. The
+    searches while indexing are also given apart: while the notes are written for keyword
+    search (fewer than `n` documents at the last status), then while their vectors come."""
+    live = root / name
     folder = notes(live, 5)
-    served = Served(live, WATCH_DIR=str(folder))
+    served = Served(live, code, WATCH_DIR=str(folder))
     during: list[float] = []
+    keywords: list[float] = []  # of `during`: before every note was written for keywords
     idle: list[float] = []
     try:
         stack, enter = served.session()
@@ -270,11 +278,13 @@ async def searches_while_indexing(root: Path, queries: list[str], n: int) -> dic
             i = 0
             began = time.perf_counter()
             # Indexed means every chunk has its vector: the keywords come first.
-            while not indexed(await call(session, "status", {}), n):
+            while not indexed(status := await call(session, "status", {}), n):
                 for _ in range(5):
                     started = time.perf_counter()
                     await call(session, "search", {"query": queries[i % len(queries)], **SEARCH})
                     during.append(ms_since(started))
+                    if status["documents"] < n:
+                        keywords.append(during[-1])
                     i += 1
             indexing_s = time.perf_counter() - began
             progress = await call(session, "status", {})
@@ -285,7 +295,13 @@ async def searches_while_indexing(root: Path, queries: list[str], n: int) -> dic
     finally:
         served.stop()
     ratio = summary(during)["p95_ms"] / summary(idle)["p95_ms"] if during and idle else None
-    return {"searches_during": len(during), "during_ms": summary(during) if during else {},
+    in_keywords = summary(keywords)["p95_ms"] / summary(idle)["p95_ms"] if (
+        keywords and idle) else None
+    return {"code": str(code) if code is not None else "this checkout",
+            "searches_during": len(during), "during_ms": summary(during) if during else {},
+            "searches_in_keyword_phase": len(keywords),
+            "keyword_phase_ms": summary(keywords) if keywords else {},
+            "p95_keyword_phase_vs_idle": in_keywords and round(in_keywords, 2),
             "idle_ms": summary(idle), "p95_during_vs_idle": ratio and round(ratio, 2),
             "indexing_s": round(indexing_s, 1), "documents": progress["documents"],
             "chunks": progress["chunks"]}
@@ -300,6 +316,9 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=2,
                         help="throughput rounds (0: keep the last run's throughput)")
     parser.add_argument("--idle-unload-s", type=int, default=5)
+    parser.add_argument("--base", type=Path, default=None,
+                        help="a checkout of earlier code whose searches while indexing are "
+                             "measured first, in the same run (same interpreter and packages)")
     add_result_args(parser, "shared")
     args = parser.parse_args()
     parts = args.parts.split(",")
@@ -322,8 +341,15 @@ async def main() -> None:
         if "indexing" in parts:
             big = Path(tmp) / "big"
             notes(big, args.notes)
+            if args.base is not None:
+                out["indexing_base"] = {"when": stamp(), "load_1min": load_1min(),
+                                        "notes": args.notes, **await searches_while_indexing(
+                                            big, queries, args.notes, args.base, "base")}
+                out["indexing_base"]["load_1min_after"] = load_1min()
+                print(json.dumps(out["indexing_base"]), file=sys.stderr)
             out["indexing"] = {"when": stamp(), "load_1min": load_1min(), "notes": args.notes,
                                **await searches_while_indexing(big, queries, args.notes)}
+            out["indexing"]["load_1min_after"] = load_1min()
             print(json.dumps(out["indexing"]), file=sys.stderr)
             if args.rounds > 0:
                 out["indexing"]["throughput"] = throughput(big, args.rounds)

@@ -101,16 +101,24 @@ class Chunker:
         window = WINDOW_CHUNKS * self.size
         out: list[tuple[int, str, str]] = []  # (start, text, section path)
         counted: dict[str, int] = {}  # tokens of texts measured already: not measured again
+        shortened: dict[str, str] = {}  # section paths as they fit, each worked out once
         whole = True
         for begin, end in _blocks(text, heading_starts):
             pos = begin
             while pos < end and len(out) < most and not stop():
                 cut = _window_end(text, pos, window, end)
+                pieces: list[tuple[int, str, str]] = []
                 for start, piece in self._by_chars.chunk_indices(text[pos:cut]):
                     if stop():  # a piece of a pathological text can take a while
                         return (), 0
-                    path = self._path_at(pos + start, piece, heading_starts, heading_paths)
-                    out.extend(self._fit(pos + start, piece, path, counted))
+                    pieces.append((pos + start, piece, self._path_at(
+                        pos + start, piece, heading_starts, heading_paths, shortened)))
+                # The window's pieces measured in one call of the tokenizer, not one by one.
+                whole_pieces = [_prefix(piece, path) + piece for _, piece, path in pieces]
+                new = list(dict.fromkeys(t for t in whole_pieces if t not in counted))
+                counted.update(zip(new, self.count(new), strict=True))
+                for start, piece, path in pieces:
+                    out.extend(self._fit(start, piece, path, counted))
                 pos = cut
             if pos < end:
                 whole = False
@@ -133,13 +141,23 @@ class Chunker:
         covered = len(text) if whole else (chunks[-1].end if chunks else 0)
         return chunks, covered
 
-    def _path_at(self, start: int, piece: str, starts: list[int], paths: list[str]) -> str:
+    def _path_at(self, start: int, piece: str, starts: list[int], paths: list[str],
+                 shortened: dict[str, str] | None = None) -> str:
         """The section a piece belongs to: the last heading at or before its first line of
-        body text (a piece opening with "# A" then "## B" is about B, within A)."""
+        body text (a piece opening with "# A" then "## B" is about B, within A). `shortened`
+        keeps each path as it fits, so a path is measured once per text."""
         i = bisect.bisect_right(starts, start + _body_offset(piece)) - 1
         if i < 0:
             return ""
-        path = paths[i]
+        if shortened is None:
+            return self._fitting_path(paths[i])
+        path = shortened.get(paths[i])
+        if path is None:
+            path = shortened[paths[i]] = self._fitting_path(paths[i])
+        return path
+
+    def _fitting_path(self, path: str) -> str:
+        """`path`, shortened from the left if it is longer than MAX_PATH_TOKENS."""
         if self.count([path])[0] - SPECIAL_TOKENS > MAX_PATH_TOKENS:
             words = path.split(" > ")
             while len(words) > 1 and self.count([" > ".join(words)])[0] > MAX_PATH_TOKENS:
@@ -152,7 +170,9 @@ class Chunker:
         """The piece, cut again by tokens if it and its path exceed the window (its tokens
         noted in `counted` when it fits)."""
         prefix = _prefix(piece, path)
-        tokens = self.count([prefix + piece])[0]
+        tokens = counted.get(prefix + piece)
+        if tokens is None:
+            tokens = self.count([prefix + piece])[0]
         if tokens <= self.max_tokens:
             counted[prefix + piece] = tokens
             return [(start, piece, path)]

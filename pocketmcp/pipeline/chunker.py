@@ -16,6 +16,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from pocketmcp import logs
 from pocketmcp.core.chunking import Chunker
+from pocketmcp.core.precedence import SEARCHES
 from pocketmcp.messages import Chunk, Chunked, FileChunked, FileHashed, Hashed
 from pocketmcp.pipeline.state import InFlight, Stats
 
@@ -24,6 +25,7 @@ log = logs.get("pocketmcp.chunker")
 # Files chunked at a time: two cores' worth (one when there is one), what the tokenizer can
 # use while the rest of the pipeline waits on it.
 THREADS = min(2, os.cpu_count() or 1)
+GROUP_FILES = 8  # files waiting together cut in one worker-thread step, at most
 
 
 async def split_capped(chunker: Chunker, text: str, skip: int, most: int, *,
@@ -47,42 +49,84 @@ async def split_capped(chunker: Chunker, text: str, skip: int, most: int, *,
 async def chunk_files(
     inbox: MemoryObjectReceiveStream[Hashed], outbox: MemoryObjectSendStream[Chunked], *,
     chunker: Chunker, inflight: InFlight, stats: Stats, most: int,
-    stop: anyio.Event | None = None, threads: int = THREADS,
+    stop: anyio.Event | None = None, threads: int = THREADS, group: int = GROUP_FILES,
 ) -> None:
-    """Chunk each file, `threads` files at a time (the tokenizer works outside the
+    """Chunk each file, `threads` groups of files at a time (the tokenizer works outside the
     interpreter's lock), passing them on in the order they came, so a file's versions keep
     theirs; once `stop` is set, files not yet chunked (those at hand too) are left unrecorded
-    for the next start, so a stop never waits for a long text."""
-    ahead_tx, ahead_rx = anyio.create_memory_object_stream[_Ahead](max(threads - 1, 0))
+    for the next start, so a stop never waits for a long text. Files that wait together (a
+    scan) are cut up to `group` in one worker-thread step: one hop off the event loop, which
+    searches share, for several files."""
+    ahead_tx, ahead_rx = anyio.create_memory_object_stream[list[_Ahead]](max(threads - 1, 0))
     limiter = anyio.CapacityLimiter(max(threads, 1))
 
-    async def cut(item: FileHashed, ahead: _Ahead) -> None:
+    async def cut(items: list[_Ahead], files: list[FileHashed]) -> None:
         try:
             async with limiter:
-                ahead.result = await split_capped(chunker, item.text, item.facts.body_start,
-                                                  most, halt=stop)
-        except (ValueError, RuntimeError) as exc:  # the splitter's or tokenizer's own
-            ahead.error = exc
+                results = await split_all(chunker, [(f.text, f.facts.body_start)
+                                                    for f in files], most, halt=stop)
+            for ahead, result in zip(items, results, strict=True):
+                if isinstance(result, Exception):
+                    ahead.error = result
+                else:
+                    ahead.result = result
         finally:
-            ahead.done.set()
+            for ahead in items:
+                ahead.done.set()
 
     async def start_all(tg: anyio.abc.TaskGroup) -> None:
         async with inbox, ahead_tx:
-            async for item in inbox:
-                ahead = _Ahead(item)
-                if isinstance(item, FileHashed):
-                    tg.start_soon(cut, item, ahead)
-                else:
-                    ahead.done.set()
-                await ahead_tx.send(ahead)
+            async for first in inbox:
+                await SEARCHES.give_way()  # a search in flight goes first
+                items = [first]
+                while len(items) < group:
+                    try:
+                        items.append(inbox.receive_nowait())
+                    except (anyio.WouldBlock, anyio.EndOfStream):
+                        break
+                aheads = [_Ahead(item) for item in items]
+                cutting = [a for a in aheads if isinstance(a.item, FileHashed)]
+                files = [a.item for a in cutting if isinstance(a.item, FileHashed)]
+                for ahead in aheads:
+                    if not isinstance(ahead.item, FileHashed):
+                        ahead.done.set()
+                if files:
+                    tg.start_soon(cut, cutting, files)
+                await ahead_tx.send(aheads)
 
     async with outbox, anyio.create_task_group() as tg:
         tg.start_soon(start_all, tg)
         async with ahead_rx:
-            async for ahead in ahead_rx:
-                await ahead.done.wait()
-                await _pass_on(ahead, outbox, inflight=inflight, stats=stats, most=most,
-                               stop=stop)
+            async for aheads in ahead_rx:
+                for ahead in aheads:
+                    await ahead.done.wait()
+                    await _pass_on(ahead, outbox, inflight=inflight, stats=stats, most=most,
+                                   stop=stop)
+
+
+async def split_all(chunker: Chunker, texts: list[tuple[str, int]], most: int, *,
+                    halt: anyio.Event | None = None
+                    ) -> list[tuple[tuple[Chunk, ...], int] | Exception]:
+    """split_capped of each (text, skip) in one worker thread, in turn: a text the splitter
+    or tokenizer refuses gets its error in its place. Stops as split_capped does."""
+    stop = threading.Event()
+
+    def stopped() -> bool:
+        return stop.is_set() or (halt is not None and halt.is_set())
+
+    def run() -> list[tuple[tuple[Chunk, ...], int] | Exception]:
+        out: list[tuple[tuple[Chunk, ...], int] | Exception] = []
+        for text, skip in texts:
+            try:
+                out.append(chunker.split_capped(text, skip, most=most, stop=stopped))
+            except (ValueError, RuntimeError) as exc:  # the splitter's or tokenizer's own
+                out.append(exc)
+        return out
+
+    try:
+        return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
+    finally:
+        stop.set()
 
 
 class _Ahead:

@@ -32,6 +32,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from pocketmcp import logs
 from pocketmcp.core.chunking import stored_chunk
 from pocketmcp.core.paths import path_of
+from pocketmcp.core.precedence import SEARCHES
 from pocketmcp.embed.base import Batching
 from pocketmcp.errors import InputRejected, ProviderError
 from pocketmcp.messages import Chunk, ToWriter, VectorsFound
@@ -149,6 +150,7 @@ class Batcher:
                     return
                 await self.backlog.wait(seconds=IDLE_S)
                 continue
+            await SEARCHES.give_way()  # a search in flight goes first
             await self.run_batch()
             await self._send_done(outbox)
             if self.budget is not None:  # after the vectors are sent on, not holding them

@@ -16,8 +16,9 @@ from pocketmcp import logs
 from pocketmcp.convert import kinds
 from pocketmcp.convert.pool import Converter
 from pocketmcp.core import dates
-from pocketmcp.core.notes import converted_facts, read_note
+from pocketmcp.core.notes import Note, converted_facts, read_note
 from pocketmcp.core.paths import watched_id
+from pocketmcp.core.precedence import SEARCHES
 from pocketmcp.core.text import clean, decode, looks_binary, sha256, title_of
 from pocketmcp.errors import DocumentError
 from pocketmcp.messages import (
@@ -72,6 +73,49 @@ def _read(path: Path, max_bytes: int, known: DocState | None, force: bool,
     return _Read(len(data), st.st_mtime_ns, data)
 
 
+class _Text(msgspec.Struct, frozen=True):
+    """A text file read and found changed: its digest, text and what it says of itself."""
+
+    sha256: str
+    text: str
+    exact: bool  # decoded without replacement
+    note: Note | None  # None: the index holds this very content (not worked out)
+    title: str = ""
+    uri: str = ""
+
+
+class _Looked(msgspec.Struct, frozen=True):
+    """One file as the index knows it and as it is on disk, worked out in one worker thread
+    (one hop off the event loop per file: the loop is shared with searches)."""
+
+    known: DocState | None
+    read: _Read | None
+    text: _Text | None = None
+    failure: OSError | None = None  # the file could not be read
+
+
+def _look(rel: str, path: Path, max_bytes: int, known: DocState | None, force: bool,
+          kind: str | None, unsupported: str | None, seen: bool) -> _Looked:
+    """Stat, read and hash one file and, if it is text that changed, decode it and read its
+    note (blocking). `force` as _check decides it, given `known`."""
+    if not seen:
+        return _Looked(known, None)
+    read = _Read(0, 0, None, unsupported) if unsupported else _read(
+        path, max_bytes, known, force, kind)
+    if read is None or read.problem is not None or read.data is None:
+        return _Looked(known, read)
+    digest = sha256(read.data)
+    if (known is not None and known.sha256 == digest and not force) or (
+            kind in kinds.CONVERTED):
+        return _Looked(known, read, _Text(digest, "", True, None))
+    text, exact = decode(read.data)
+    text = clean(text)
+    note = read_note(text, folder=posixpath.dirname(rel), modified=dates.from_ns(read.mtime_ns))
+    return _Looked(known, read, _Text(digest, text, exact, note,
+                                      note.title or title_of(text, Path(rel).stem),
+                                      path.as_uri()))
+
+
 class _ToConvert(msgspec.Struct, frozen=True):
     """A file read and found changed, whose format must be converted to text."""
 
@@ -109,11 +153,31 @@ class Hasher:
         self._busy = 0
         self._idle = anyio.Event()
 
-    async def _known(self, rel: str) -> DocState | None:
+    def _library_changed(self, known: DocState | None, library: str) -> bool:
+        return known is not None and known.library not in ("", library)
+
+    async def _look(self, event: FileSeen | FileGone, library: str, kind: str | None
+                    ) -> _Looked:
+        """The index's state of the file (files in flight first) and, for a file seen, what
+        it holds now: one worker-thread step, the index's lookup included."""
+        rel = event.rel
+        seen = isinstance(event, FileSeen)
+        unsupported = kinds.refused_by_name(rel) if seen else None
+        forced = self.force or (isinstance(event, FileSeen) and event.force)
+
+        def look(known: DocState | None) -> _Looked:
+            force = forced or self._library_changed(known, library)
+            try:
+                return _look(rel, self.root / rel, self.max_bytes, known, force, kind,
+                             unsupported, seen)
+            except OSError as exc:  # a value: the index's connection stays in use
+                return _Looked(known, None, failure=exc)
+
         pending = self.inflight.get(rel)
         if pending is not None:
-            return None if pending == GONE else DocState(pending, None, None, "")
-        return await self.view.run(lambda reader: reader.doc_state(watched_id(rel)))
+            known = None if pending == GONE else DocState(pending, None, None, "")
+            return await anyio.to_thread.run_sync(look, known)
+        return await self.view.run(lambda reader: look(reader.doc_state(watched_id(rel))))
 
     async def handle(self, event: FileSeen | FileGone) -> Hashed | None:
         step = await self._check(event)
@@ -123,23 +187,18 @@ class Hasher:
         """Everything short of converting: stat, read, compare with the index; a file whose
         format must be converted comes back as a _ToConvert."""
         rel = event.rel
-        known = await self._known(rel)
         library = self.library_of(rel)
+        kind = kinds.kind_of(rel)
+        looked = await self._look(event, library, kind)
+        if looked.failure is not None:
+            exc = looked.failure
+            self.stats.skip(rel, f"unreadable: {exc.strerror or exc}")
+            log.warning("skipped", path=rel, reason=f"unreadable: {exc}")
+            return None
+        known, read = looked.known, looked.read
         # A file whose library changed (LIBRARY_FROM, or a moved folder) is written again.
         force = self.force or (isinstance(event, FileSeen) and event.force) or (
-            known is not None and known.library not in ("", library))
-        kind = kinds.kind_of(rel)
-        read: _Read | None = None
-        if isinstance(event, FileSeen):
-            unsupported = kinds.refused_by_name(rel)
-            try:
-                read = _Read(0, 0, None, unsupported) if unsupported else (
-                    await anyio.to_thread.run_sync(
-                        _read, self.root / rel, self.max_bytes, known, force, kind))
-            except OSError as exc:
-                self.stats.skip(rel, f"unreadable: {exc.strerror or exc}")
-                log.warning("skipped", path=rel, reason=f"unreadable: {exc}")
-                return None
+            self._library_changed(known, library))
         if read is None or read.problem is not None:
             if read is not None:
                 self.stats.skip(rel, read.problem or "not indexed")
@@ -148,31 +207,28 @@ class Hasher:
                 return None
             # A file still there but no longer indexable is counted once, as skipped.
             return FileGone(rel, self.inflight.begin(rel, GONE), skipped=read is not None)
-        if read.data is None:
+        if read.data is None or looked.text is None:
             self.stats.unchanged += 1
             return None
-        digest = sha256(read.data)
+        digest = looked.text.sha256
         if known is not None and known.sha256 == digest and not force:
             self.stats.unchanged += 1
             return FileTouched(rel, read.size, read.mtime_ns)
         if kind in kinds.CONVERTED:
             return _ToConvert(rel, kind, read.size, read.mtime_ns, read.data, digest,
                               library, known is not None)
-        modified = dates.from_ns(read.mtime_ns)
-        text, exact = decode(read.data)
-        if not exact:
+        text, note = looked.text.text, looked.text.note
+        assert note is not None
+        if not looked.text.exact:
             log.warning("decoded_with_replacement", path=rel,
                         reason="invalid UTF-8 bytes were replaced with U+FFFD")
-        text = clean(text)
-        note = await anyio.to_thread.run_sync(lambda: read_note(
-            text, folder=posixpath.dirname(rel), modified=modified))
         if note.problem is not None:
             log.warning("front_matter_skipped", path=rel, reason=note.problem)
         for field, why in note.dropped:
             log.warning("front_matter_field_dropped", path=rel, field=field, reason=why)
         return FileHashed(
-            rel=rel, seq=self.inflight.begin(rel, digest), uri=(self.root / rel).as_uri(),
-            title=note.title or title_of(text, Path(rel).stem), text=text, sha256=digest,
+            rel=rel, seq=self.inflight.begin(rel, digest), uri=looked.text.uri,
+            title=looked.text.title, text=text, sha256=digest,
             size=read.size, mtime_ns=read.mtime_ns, library=library, facts=note.facts,
             edit=known is not None,
         )
@@ -208,8 +264,9 @@ class Hasher:
                 lock = self._lock(event.rel)
                 self._busy += 1
                 handed = False
-                await lock.acquire()
+                await lock.acquire()  # at once: a file's events keep their order
                 try:
+                    await SEARCHES.give_way()  # a search in flight goes first
                     step = await self._check(event)
                     if isinstance(step, _ToConvert) and self.aside is not None \
                             and self.converter.may_ocr(step.kind):

@@ -30,7 +30,7 @@ from pocketmcp.embed.base import Batching
 from pocketmcp.errors import Busy, Stopping
 from pocketmcp.messages import Chunked, Event, Hashed, ScanDone
 from pocketmcp.pipeline.budget import CpuBudget
-from pocketmcp.pipeline.chunker import chunk_files
+from pocketmcp.pipeline.chunker import GROUP_FILES, chunk_files
 from pocketmcp.pipeline.embedder import Batcher, EmbedFn
 from pocketmcp.pipeline.hasher import Hasher, hash_files
 from pocketmcp.pipeline.settings import PipelineSettings, folder_record
@@ -224,7 +224,10 @@ class Pipeline:
         assert self.chunker is not None
         await chunk_files(inbox, outbox, chunker=self.chunker, inflight=self.inflight,
                           stats=self.stats, most=self.settings.max_chunks_per_doc,
-                          stop=self._stop)
+                          stop=self._stop,
+                          # Groups no larger than the queues: files in flight stay bounded
+                          # by them.
+                          group=min(GROUP_FILES, self.settings.queue_size))
 
 
 def _waiting_count(reader: Reader) -> int:

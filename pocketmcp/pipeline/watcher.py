@@ -149,12 +149,15 @@ async def _reconcile(folder: Folder, outbox: MemoryObjectSendStream[Event], view
         if not page:
             return
         after = page[-1]
-        for ext in page:
-            rel = rel_of(ext)
-            if only is not None and not only(rel):
-                continue
-            if not await anyio.to_thread.run_sync(folder.is_wanted_file, rel):
-                await outbox.send(FileGone(rel))
+        rels = [rel for rel in map(rel_of, page) if only is None or only(rel)]
+        # A page's files looked at in one worker-thread step, not one step each.
+        for rel in await anyio.to_thread.run_sync(_unwanted, folder, rels):
+            await outbox.send(FileGone(rel))
+
+
+def _unwanted(folder: Folder, rels: list[str]) -> list[str]:
+    """Those of `rels` that are no longer wanted files (blocking)."""
+    return [rel for rel in rels if not folder.is_wanted_file(rel)]
 
 
 async def scan_folder(

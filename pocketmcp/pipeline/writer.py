@@ -18,6 +18,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from pocketmcp import logs
+from pocketmcp.core.precedence import SEARCHES
 from pocketmcp.errors import PocketError, Stopping, StoreError, single
 from pocketmcp.messages import (
     DocsSubmitted,
@@ -65,6 +66,8 @@ async def write_index(
         # The first scan's marker is recorded in the index, in the same transaction as what
         # came before it; a later scan's marker only wakes its caller.
         work = [i for i in items if not isinstance(i, ScanDone) or i.token == 0]
+        if work and not any(isinstance(i, DocsSubmitted | RemovalAsked) for i in work):
+            await SEARCHES.give_way()  # the folder's writes wait for a search in flight
         if work:
             started = time.perf_counter()
             try:

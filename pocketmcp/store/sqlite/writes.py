@@ -37,6 +37,7 @@ from pocketmcp.store.sqlite.vectors.file import new_token
 from pocketmcp.store.sqlite.vectors.writer import VectorFileWriter
 
 T = TypeVar("T")
+VIEW_READERS = 4  # connections of the pipeline's own view of its index
 LOG_KEEP = 200_000  # chunk changes kept for vector files (and their readers) to follow
 
 
@@ -109,7 +110,9 @@ class SqliteWriter(StagedWrites):
         self.vectors.stop()
 
     def view(self) -> ReaderPool:
-        view = ReaderPool(self.db_path, size=1)
+        # The hasher's readers look files up at once (each with the file's read and note in
+        # the same worker-thread step), the embedder beside them.
+        view = ReaderPool(self.db_path, size=VIEW_READERS)
         self._views.append(view)
         return view
 

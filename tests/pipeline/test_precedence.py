@@ -1,0 +1,91 @@
+"""Searches go before indexing: while a search is in flight, the pipeline's stages wait
+between their steps (each at most GIVE_WAY_S), and the search tool marks itself in flight."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import anyio
+import anyio.lowlevel
+from support.index import Index
+from support.runtime import fake, make_config, running
+from support.tools import Tools
+
+from pocketmcp.core.precedence import GIVE_WAY_S, SEARCHES, Precedence
+
+NOTE = "# Note {i}\n\nThe {word} was seen on day {i}, written down before the evening.\n"
+WORDS = ["lighthouse", "glacier", "violin"]
+
+
+async def test_give_way_waits_for_the_searches_in_flight_and_no_longer() -> None:
+    gate = Precedence()
+    assert await gate.give_way() == 0.0  # none in flight: no wait at all
+
+    async def search_for(seconds: float) -> None:
+        with gate.searching():
+            await anyio.sleep(seconds)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(search_for, 0.3)
+        await anyio.sleep(0.02)
+        waited = await gate.give_way(most_s=5.0)
+    assert 0.2 <= waited < 2.0  # until the search ended, not the whole bound
+    assert gate.active == 0
+    with gate.searching():  # a search that does not end: the step goes on after the bound
+        waited = await gate.give_way(most_s=0.2)
+    assert 0.2 <= waited < 2.0
+    assert gate.waits == 2
+
+
+async def test_a_scan_writes_nothing_while_a_search_is_in_flight(fake_index: Index,
+                                                                   write) -> None:
+    for i, word in enumerate(WORDS):
+        write(f"n{i}.md", NOTE.format(i=i, word=word))
+    hold_s = 2 * GIVE_WAY_S + 0.3  # longer than one stage's bound: the stages wait in turn
+    written: list[float] = []
+    started = time.monotonic()
+
+    def on_event(event: dict[str, object]) -> None:
+        fake_index.events.append(event)
+        if event["event"] == "inserted":
+            written.append(time.monotonic() - started)
+
+    fake_index.on_event = on_event  # type: ignore[method-assign]
+
+    async def a_search() -> None:
+        with SEARCHES.searching():
+            await anyio.sleep(hold_s)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(a_search)
+        await anyio.lowlevel.checkpoint()
+        pipeline = await fake_index.index_once()
+    assert pipeline.stats.added == len(WORDS)
+    # The hasher waited for the search, then the chunker, then the writer: the first note
+    # was written once the search had ended (about hold_s), not at once.
+    assert min(written) >= hold_s - 0.1, written
+    assert SEARCHES.active == 0
+
+
+async def test_the_search_tool_is_in_flight_while_it_runs(tmp_path: Path) -> None:
+    config = make_config(tmp_path)
+    (config.watch_dir / "a.md").write_text(NOTE.format(i=0, word="lighthouse"))
+    seen = 0
+    async with running(config, embedding=fake(config)) as rt:
+        done = anyio.Event()
+
+        async def watch() -> None:
+            nonlocal seen
+            while not done.is_set():
+                seen = max(seen, SEARCHES.active)
+                await anyio.lowlevel.checkpoint()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch)
+            try:
+                await Tools(rt)("search", query="lighthouse", mode="keyword")
+            finally:
+                done.set()
+    assert seen == 1
+    assert SEARCHES.active == 0
