@@ -60,9 +60,11 @@ async def run(open_reading: Open[Reading], args: SearchArgs, counts: dict[str, A
     PocketError for what the op refuses)."""
     scope = search.Scope.of(args.filter, args.library)
     check_score(args.score_threshold)
+    # Not while it waits for start-up or the first scan: that would hold the scan back.
+    reading = await open_reading()
     with SEARCHES.searching():  # indexing in this process gives way meanwhile
         result = await search.search(
-            await open_reading(), args.query, top_k=args.top_k, scope=scope,
+            reading, args.query, top_k=args.top_k, scope=scope,
             score_threshold=args.score_threshold, mode=args.mode,
             unique_docs=args.unique_docs, context=args.context, max_per_doc=args.max_per_doc,
             strict_threshold=args.strict_threshold, dates=True)
