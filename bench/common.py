@@ -15,6 +15,7 @@ sys.path, so `import common` finds this module.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -22,8 +23,10 @@ import platform
 import statistics
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import metadata, util
 from pathlib import Path
 from typing import Any
@@ -204,3 +207,18 @@ def write_results(args: argparse.Namespace, data: dict[str, Any]) -> Path:
     path.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {path}", file=sys.stderr)
     return path
+
+
+@contextlib.contextmanager
+def serving(handler: type[BaseHTTPRequestHandler], name: str) -> Iterator[str]:
+    """`handler` served on 127.0.0.1 (a free port) from a thread until the block ends;
+    its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, name=name, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()

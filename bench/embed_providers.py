@@ -31,16 +31,15 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import anyio
 import httpx
 import numpy as np
-from common import Stopwatch, add_result_args, summary, write_results
+from common import Stopwatch, add_result_args, serving, summary, write_results
 from data import chunk_texts, queries
 
 QUERIES = 40  # single queries timed per mode, each new (a query asked again is not embedded)
@@ -68,15 +67,8 @@ def builtin_server(embed: Callable[[list[str]], np.ndarray]) -> Iterator[str]:
         def log_message(self, *args: Any) -> None:  # stderr stays quiet
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, name="bench.provider", daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serving(Handler, "bench.provider") as url:
+        yield url
 
 
 def free_port() -> int:

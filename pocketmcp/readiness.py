@@ -46,6 +46,7 @@ class Readiness:
         # by keywords from it at once (runtime.py).
         self.early: tuple[ReadIndex, Identity] | None = None
         self.opened = anyio.Event()  # set with `early`
+        self._scanned = False  # `scanned_before` found it so (it stays so while loading)
 
     def searchable(self, index: ReadIndex, identity: Identity) -> None:
         self.early = (index, identity)
@@ -71,13 +72,17 @@ class Readiness:
         run's."""
         if self.early is None or self.ready.is_set() or self.status.phase == "failed":
             return False
+        if self._scanned:  # read once: nothing in this process writes before it is ready
+            return True
+
         def scanned(reader: Reader) -> bool:  # (a new index records no scan: "done")
             return reader.scan_done() and reader.counts()["documents"] > 0
 
         try:
-            return await self.early[0].run(scanned)
+            self._scanned = await self.early[0].run(scanned)
         except StoreError:
             return False
+        return self._scanned
 
     def early_reading(self, deadline_s: float | None, complete: bool) -> Reading:
         """The main index, searched by keywords while the model loads."""

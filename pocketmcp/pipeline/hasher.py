@@ -90,6 +90,7 @@ class _Looked(msgspec.Struct, frozen=True):
 
     known: DocState | None
     read: _Read | None
+    force: bool  # written again whatever its digest (asked, or its library changed)
     text: _Text | None = None
     failure: OSError | None = None  # the file could not be read
 
@@ -99,19 +100,19 @@ def _look(rel: str, path: Path, max_bytes: int, known: DocState | None, force: b
     """Stat, read and hash one file and, if it is text that changed, decode it and read its
     note (blocking). `force` as _check decides it, given `known`."""
     if not seen:
-        return _Looked(known, None)
+        return _Looked(known, None, force)
     read = _Read(0, 0, None, unsupported) if unsupported else _read(
         path, max_bytes, known, force, kind)
     if read is None or read.problem is not None or read.data is None:
-        return _Looked(known, read)
+        return _Looked(known, read, force)
     digest = sha256(read.data)
     if (known is not None and known.sha256 == digest and not force) or (
             kind in kinds.CONVERTED):
-        return _Looked(known, read, _Text(digest, "", True, None))
+        return _Looked(known, read, force, _Text(digest, "", True, None))
     text, exact = decode(read.data)
     text = clean(text)
     note = read_note(text, folder=posixpath.dirname(rel), modified=dates.from_ns(read.mtime_ns))
-    return _Looked(known, read, _Text(digest, text, exact, note,
+    return _Looked(known, read, force, _Text(digest, text, exact, note,
                                       note.title or title_of(text, Path(rel).stem),
                                       path.as_uri()))
 
@@ -166,12 +167,13 @@ class Hasher:
         forced = self.force or (isinstance(event, FileSeen) and event.force)
 
         def look(known: DocState | None) -> _Looked:
+            # A file whose library changed (LIBRARY_FROM, a moved folder) is written again.
             force = forced or self._library_changed(known, library)
             try:
                 return _look(rel, self.root / rel, self.max_bytes, known, force, kind,
                              unsupported, seen)
             except OSError as exc:  # a value: the index's connection stays in use
-                return _Looked(known, None, failure=exc)
+                return _Looked(known, None, force, failure=exc)
 
         pending = self.inflight.get(rel)
         if pending is not None:
@@ -195,10 +197,7 @@ class Hasher:
             self.stats.skip(rel, f"unreadable: {exc.strerror or exc}")
             log.warning("skipped", path=rel, reason=f"unreadable: {exc}")
             return None
-        known, read = looked.known, looked.read
-        # A file whose library changed (LIBRARY_FROM, or a moved folder) is written again.
-        force = self.force or (isinstance(event, FileSeen) and event.force) or (
-            self._library_changed(known, library))
+        known, read, force = looked.known, looked.read, looked.force
         if read is None or read.problem is not None:
             if read is not None:
                 self.stats.skip(rel, read.problem or "not indexed")
