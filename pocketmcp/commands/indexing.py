@@ -165,8 +165,10 @@ async def index(config: Config, args: argparse.Namespace) -> int:
                   sep="\n")
         if signals:
             more = " (and more)" if summary["unfinished_listed_in_full"] is False else ""
-            print(f"interrupted by {signals[0]}: {len(left)} files unfinished{more}; the "  # noqa: T201
-                  "next `pocketmcp index` completes them:",
+            waiting = (f" and {s.chunks_waiting} chunks waiting for vectors"
+                       if s.chunks_waiting else "")
+            print(f"interrupted by {signals[0]}: {len(left)} files unfinished{more}{waiting}; "  # noqa: T201
+                  "the next `pocketmcp index` completes them" + (":" if left else ""),
                   *(f"  {path}" for path in left), sep="\n")
     if signals:
         return EXIT_SIGNAL.get(signals[0], 130)
