@@ -9,7 +9,6 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field
 
 from pocketmcp.core.argdoc import doc
-from pocketmcp.core.precedence import SEARCHES
 from pocketmcp.ops import search
 from pocketmcp.ops.checks import check_score
 from pocketmcp.ops.results import SearchFilter, SearchResult
@@ -60,13 +59,10 @@ async def run(open_reading: Open[Reading], args: SearchArgs, counts: dict[str, A
     PocketError for what the op refuses)."""
     scope = search.Scope.of(args.filter, args.library)
     check_score(args.score_threshold)
-    # Not while it waits for start-up or the first scan: that would hold the scan back.
-    reading = await open_reading()
-    with SEARCHES.searching():  # indexing in this process gives way meanwhile
-        result = await search.search(
-            reading, args.query, top_k=args.top_k, scope=scope,
-            score_threshold=args.score_threshold, mode=args.mode,
-            unique_docs=args.unique_docs, context=args.context, max_per_doc=args.max_per_doc,
-            strict_threshold=args.strict_threshold, dates=True)
+    result = await search.search(
+        await open_reading(), args.query, top_k=args.top_k, scope=scope,
+        score_threshold=args.score_threshold, mode=args.mode,
+        unique_docs=args.unique_docs, context=args.context, max_per_doc=args.max_per_doc,
+        strict_threshold=args.strict_threshold, dates=True)
     counts["matches"] = len(result.matches)
     return result

@@ -1,5 +1,6 @@
 """Searches go before indexing: while a search is in flight, the pipeline's stages wait
-between their steps (each at most GIVE_WAY_S), and the search tool marks itself in flight."""
+between their steps (each at most GIVE_WAY_S), and every search (the tools, the web page)
+marks itself in flight."""
 
 from __future__ import annotations
 
@@ -8,11 +9,17 @@ from pathlib import Path
 
 import anyio
 import anyio.lowlevel
+import httpx
+import pytest
+from starlette.applications import Starlette
 from support.index import Index
 from support.runtime import fake, make_config, running
 from support.tools import Tools
 
 from pocketmcp.core.precedence import GIVE_WAY_S, SEARCHES, Precedence
+from pocketmcp.runtime import Runtime
+from pocketmcp.web.auth import Logins
+from pocketmcp.web.routes import routes
 
 NOTE = "# Note {i}\n\nThe {word} was seen on day {i}, written down before the evening.\n"
 WORDS = ["lighthouse", "glacier", "violin"]
@@ -68,7 +75,17 @@ async def test_a_scan_writes_nothing_while_a_search_is_in_flight(fake_index: Ind
     assert SEARCHES.active == 0
 
 
-async def test_the_search_tool_is_in_flight_while_it_runs(tmp_path: Path) -> None:
+async def _page_search(rt: Runtime, query: str) -> None:
+    """The web page's search, its routes served in this process (no guard in front)."""
+    app = Starlette(routes=routes(rt, Logins("a token for this test only")))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://127.0.0.1") as client:
+        answer = await client.get("/", params={"q": query, "mode": "keyword"})
+    assert answer.status_code == 200 and 'id="count"' in answer.text, answer.text[-2000:]
+
+
+@pytest.mark.parametrize("caller", ["search", "find_similar_documents", "page"])
+async def test_every_search_is_in_flight_while_it_runs(tmp_path: Path, caller: str) -> None:
     config = make_config(tmp_path)
     (config.watch_dir / "a.md").write_text(NOTE.format(i=0, word="lighthouse"))
     seen = 0
@@ -84,7 +101,12 @@ async def test_the_search_tool_is_in_flight_while_it_runs(tmp_path: Path) -> Non
         async with anyio.create_task_group() as tg:
             tg.start_soon(watch)
             try:
-                await Tools(rt)("search", query="lighthouse", mode="keyword")
+                if caller == "search":
+                    await Tools(rt)("search", query="lighthouse", mode="keyword")
+                elif caller == "find_similar_documents":
+                    await Tools(rt)("find_similar_documents", text="lighthouse")
+                else:
+                    await _page_search(rt, "lighthouse")
             finally:
                 done.set()
     assert seen == 1
