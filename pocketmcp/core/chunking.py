@@ -25,6 +25,7 @@ from tokenizers import Tokenizer
 
 from pocketmcp.core import markdown
 from pocketmcp.core.text import sha256
+from pocketmcp.core.token_count import FastCounter
 from pocketmcp.messages import Chunk
 
 # [CLS] and [SEP] take two places in the window.
@@ -67,6 +68,7 @@ class Chunker:
         if overlap >= size:
             raise ValueError("overlap must be smaller than size")
         self._tokenizer = _counting_copy(tokenizer)
+        self._fast = FastCounter.of(self._tokenizer)  # None: the tokenizer counts alone
         self.size = size
         self.max_tokens = max_tokens
         self.overlap = overlap
@@ -79,6 +81,8 @@ class Chunker:
 
     def count(self, texts: list[str]) -> list[int]:
         """Tokens of each text as the model sees it, special tokens included."""
+        if self._fast is not None:
+            return self._fast.counts(texts)
         return [len(e.ids) for e in self._tokenizer.encode_batch(texts, add_special_tokens=True)]
 
     def split(self, text: str, skip: int = 0) -> tuple[Chunk, ...]:
