@@ -55,8 +55,8 @@ class FastCounter:
     def __init__(self, tokenizer: Tokenizer, *, lowercase: bool, specials: int,
                  added: Sequence[str]) -> None:
         self._tokenizer = tokenizer
-        self._normalize = tokenizer.normalizer.normalize_str  # type: ignore[union-attr]
-        self._pre_tokenize = tokenizer.pre_tokenizer.pre_tokenize_str  # type: ignore[union-attr]
+        self._normalize = tokenizer.normalizer.normalize_str
+        self._pre_tokenize = tokenizer.pre_tokenizer.pre_tokenize_str
         self._word_pieces = tokenizer.model.tokenize
         self._lowercase = lowercase
         self._specials = specials
