@@ -14,8 +14,9 @@ The counts are the tokenizer's own, not estimates:
 - a text holding anything this does not model (ASCII control characters, the text of an
   added token such as "[MASK]", a character the pre-tokenizer treats otherwise) is counted
   by the tokenizer itself;
-- `FastCounter.of` checks the counter against the tokenizer on a set of awkward texts and
-  returns None (count with the tokenizer) for any tokenizer it does not match.
+- `FastCounter.of` returns None (count with the tokenizer) for a tokenizer of another kind,
+  one with added tokens matched after normalization, or one it does not count exactly as
+  the tokenizer does on a set of awkward texts.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from tokenizers import Tokenizer
 # which this path leaves to the tokenizer.
 _ASCII_WORDS = re.compile(r"[A-Za-z0-9]+|[!-/:-@\[-`{-~]")
 _ASCII_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-MAX_WORDS = 400_000  # distinct words remembered; the memory is cleared past this
+MAX_WORDS = 400_000  # distinct words remembered; past this, the memory starts again
 
 # Texts the counter must count as the tokenizer does before it is used: accents, case,
 # scripts, punctuation of several kinds, joined and combining characters, long words.
@@ -53,15 +54,17 @@ class FastCounter:
     tokenizer with no truncation and no padding."""
 
     def __init__(self, tokenizer: Tokenizer, *, lowercase: bool, specials: int,
-                 added: Sequence[str]) -> None:
+                 added: Sequence[str], longest_word: int) -> None:
         self._tokenizer = tokenizer
         self._normalize = tokenizer.normalizer.normalize_str
         self._pre_tokenize = tokenizer.pre_tokenizer.pre_tokenize_str
         self._word_pieces = tokenizer.model.tokenize
         self._lowercase = lowercase
         self._specials = specials
-        self._added = tuple(a.lower() for a in added if a)
-        self._words: dict[str, int] = {}
+        # Added tokens are found in the raw text, as they are written (case included).
+        self._added = tuple(a for a in added if a)
+        self._longest_word = longest_word  # longer words are one unknown token: not kept
+        self._words: dict[str, int] = {"": 0}  # each word's WordPiece count
         # Characters met in normalized text: what the pre-tokenizer makes of each.
         self._table: dict[int, str] = {ord(c): f" {c} " for c in map(chr, range(33, 127))
                                        if not c.isalnum()}
@@ -71,28 +74,31 @@ class FastCounter:
 
     @classmethod
     def of(cls, tokenizer: Tokenizer) -> FastCounter | None:
-        """A counter for `tokenizer` (a copy with no truncation and no padding), or None
+        """A counter for `tokenizer` (which must have no truncation and no padding), or None
         when it is not of the kind this counts, or does not count as it does."""
         try:
             spec = json.loads(tokenizer.to_str())
         except (ValueError, TypeError):
             return None
         normalizer, pre = spec.get("normalizer") or {}, spec.get("pre_tokenizer") or {}
+        model = spec.get("model") or {}
+        added = spec.get("added_tokens") or ()
         if (normalizer.get("type") != "BertNormalizer" or not normalizer.get("clean_text")
-                or pre.get("type") != "BertPreTokenizer"
-                or (spec.get("model") or {}).get("type") != "WordPiece"
-                or spec.get("truncation") or spec.get("padding")):
+                or pre.get("type") != "BertPreTokenizer" or model.get("type") != "WordPiece"
+                or spec.get("truncation") or spec.get("padding")
+                or any(t.get("normalized") for t in added)):  # found in normalized text
             return None
         specials = len(tokenizer.encode("", add_special_tokens=True).ids)
         counter = cls(tokenizer, lowercase=bool(normalizer.get("lowercase")), specials=specials,
-                      added=[t.get("content", "") for t in spec.get("added_tokens") or ()])
+                      added=[t.get("content", "") for t in added],
+                      longest_word=int(model.get("max_input_chars_per_word") or 100))
         texts = list(_PROBES)
         texts += [a + " " + b for a, b in zip(texts, reversed(texts), strict=True)]
         texts += [t.upper() for t in texts] + [t + " [MASK] [cls]" for t in texts[:4]]
         exact = [len(e.ids) for e in tokenizer.encode_batch(texts, add_special_tokens=True)]
         if [counter.count(t) for t in texts] != exact:
             return None
-        counter._words.clear()  # the probes' words need not stay
+        counter._words = {"": 0}  # the probes' words need not stay
         counter.fallbacks = 0
         return counter
 
@@ -113,29 +119,34 @@ class FastCounter:
 
     def _fast(self, text: str) -> int | None:
         """The count of `text`, or None when it holds something the tokenizer must see."""
-        lowered = text.lower()
-        if any(a in lowered for a in self._added):
+        if any(a in text for a in self._added):
             return None
         if text.isascii():
             if _ASCII_CONTROL.search(text):
                 return None
-            words: list[str] = _ASCII_WORDS.findall(lowered if self._lowercase else text)
+            words: list[str] = _ASCII_WORDS.findall(text.lower() if self._lowercase else text)
         else:
             normalized = self._normalize(text)
             new = set(normalized) - self._known
             if new and not self._learn(new):
                 return None
             words = normalized.translate(self._table).split(" ")
-        total = self._specials
         memory = self._words
+        try:  # the words summed without a Python loop: most are known already
+            return self._specials + sum(map(memory.__getitem__, words))
+        except KeyError:
+            pass
+        known = memory.get
+        total = self._specials
         for word in words:
-            n = memory.get(word)
+            n = known(word)
             if n is None:
-                if not word:
-                    continue
-                if len(memory) >= MAX_WORDS:
-                    memory.clear()
-                n = memory[word] = len(self._word_pieces(word))
+                n = len(self._word_pieces(word))
+                if len(word) <= self._longest_word:
+                    if len(memory) >= MAX_WORDS:
+                        self._words = memory = {"": 0}
+                        known = memory.get
+                    memory[word] = n
             total += n
         return total
 

@@ -22,8 +22,10 @@ from pocketmcp.pipeline.state import InFlight, Stats
 
 log = logs.get("pocketmcp.chunker")
 
-# Files chunked at a time: two cores' worth (one when there is one), what the tokenizer can
-# use while the rest of the pipeline waits on it.
+# Groups of files chunked at a time: two cores' worth (one when there is one). Cutting is
+# mostly work under the interpreter's lock since token counts need no tokenizer call
+# (core/token_count.py); a second group keeps the chunker going while the other waits for
+# the lock, and texts the tokenizer must count itself are counted outside it.
 THREADS = min(2, os.cpu_count() or 1)
 GROUP_FILES = 8  # files waiting together cut in one worker-thread step, at most
 
@@ -51,8 +53,8 @@ async def chunk_files(
     chunker: Chunker, inflight: InFlight, stats: Stats, most: int,
     stop: anyio.Event | None = None, threads: int = THREADS, group: int = GROUP_FILES,
 ) -> None:
-    """Chunk each file, `threads` groups of files at a time (the tokenizer works outside the
-    interpreter's lock), passing them on in the order they came, so a file's versions keep
+    """Chunk each file, `threads` groups of files at a time (one cuts while the other waits
+    for the interpreter's lock), passing them on in the order they came, so a file's versions keep
     theirs; once `stop` is set, files not yet chunked (those at hand too) are left unrecorded
     for the next start, so a stop never waits for a long text. Files that wait together (a
     scan) are cut up to `group` in one worker-thread step: one hop off the event loop, which

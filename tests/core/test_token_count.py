@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import random
 
-from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+import pytest
+from tokenizers import AddedToken, Tokenizer, models, normalizers, pre_tokenizers
 
 from pocketmcp.core.chunking import Chunker, _counting_copy
 from pocketmcp.core.token_count import FastCounter
@@ -72,3 +73,27 @@ def test_a_tokenizer_of_another_kind_counts_alone() -> None:
     assert FastCounter.of(other) is None
     chunker = Chunker(other, size=200, overlap=20, max_tokens=64)
     assert chunker.count(["Tide boat", "tide, tide"]) == [2, 3]
+
+
+def test_counts_stay_exact_when_the_words_remembered_are_forgotten(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    tokenizer, counter = _counter()
+    monkeypatch.setattr("pocketmcp.core.token_count.MAX_WORDS", 8)  # forgotten again and again
+    texts = [NOTE.format(i=i) + " ünïcödé wörds" * (i % 2) for i in range(50)]
+    assert counter.counts(texts) == _exact(tokenizer, texts)
+    assert len(counter._words) <= 8 + 60  # one text's new words beyond the bound, at most
+
+
+def test_words_too_long_for_the_model_are_counted_but_not_remembered() -> None:
+    tokenizer, counter = _counter()
+    texts = [f"{i:x}" * 40 + " short words" for i in range(300)]  # 80 to 120 characters
+    assert counter.counts(texts) == _exact(tokenizer, texts)
+    assert all(len(word) <= 100 for word in counter._words)
+
+
+def test_a_tokenizer_matching_added_tokens_after_normalization_counts_alone() -> None:
+    tokenizer = _counting_copy(bundled_tokenizer())
+    tokenizer.add_tokens([AddedToken("ing", normalized=True)])  # "wíngs": w, ing, s
+    assert FastCounter.of(tokenizer) is None
+    chunker = Chunker(tokenizer, size=200, overlap=20, max_tokens=64)
+    assert chunker.count(["the wíngs of a bírd"]) == _exact(tokenizer, ["the wíngs of a bírd"])
