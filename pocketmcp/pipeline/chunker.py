@@ -53,12 +53,12 @@ async def chunk_files(
     chunker: Chunker, inflight: InFlight, stats: Stats, most: int,
     stop: anyio.Event | None = None, threads: int = THREADS, group: int = GROUP_FILES,
 ) -> None:
-    """Chunk each file, `threads` groups of files at a time (one cuts while the other waits
-    for the interpreter's lock), passing them on in the order they came, so a file's versions keep
-    theirs; once `stop` is set, files not yet chunked (those at hand too) are left unrecorded
-    for the next start, so a stop never waits for a long text. Files that wait together (a
-    scan) are cut up to `group` in one worker-thread step: one hop off the event loop, which
-    searches share, for several files."""
+    """Chunk each file, `threads` groups of files at a time (one cuts while the other waits for the
+    interpreter's lock), passing them on in the order they came, so a file's versions keep
+    theirs; once `stop` is set, files not yet chunked (those at hand too) are left
+    unrecorded for the next start, so a stop never waits for a long text. Files that wait
+    together (a scan) are cut up to `group` in one worker-thread step: one hop off the event
+    loop, which searches share, for several files."""
     ahead_tx, ahead_rx = anyio.create_memory_object_stream[list[_Ahead]](max(threads - 1, 0))
     limiter = anyio.CapacityLimiter(max(threads, 1))
 
