@@ -209,8 +209,11 @@ class Runtime:
     async def _run_main(self, main: IndexHost, embedder: Embedder) -> None:
         pipeline = main.pipeline
         assert pipeline is not None
-        if pipeline.feed != "none" and not self.readiness.stopping.is_set():
-            # Searches were answered without it; the folder's documents need it now.
+        if pipeline.feed == "scan" and not pipeline.keywords_first and (
+                not self.readiness.stopping.is_set()):
+            # Searches were answered without it; one scan embeds from its start. A followed
+            # folder is scanned for keywords first, and the model loads with the first
+            # vectors: its scan does not wait for it, nor share the cores with its loading.
             await embedder.load_documents()
         if self.readiness.stopping.is_set():  # stopped meanwhile: the feed is not started
             main.discard()

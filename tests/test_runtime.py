@@ -11,8 +11,9 @@ from support.runtime import fake, make_config, remote_config, running
 from support.tools import Tools, refused
 
 from pocketmcp.embed import background
+from pocketmcp.embed.local import LocalEmbedder
 from pocketmcp.errors import ReadOnly, WriterBusyError
-from pocketmcp.plans import INDEXING, READING, Plan
+from pocketmcp.plans import INDEXING, READING, WATCHING, Plan
 from pocketmcp.readiness import SCAN_POLL_S
 from pocketmcp.runtime import Runtime, open_runtime
 from pocketmcp.store.sqlite.reads import recorded_identity
@@ -135,3 +136,27 @@ async def test_a_serving_runtime_learns_the_models_background_before_it_is_ready
         await tools("search", query="owls hunting at night in the forest")
         # The first search embeds its query alone: the probes were embedded at start.
         assert rt.services.embedder.usage.inputs - before == 1
+
+
+async def test_a_followed_folder_is_scanned_before_the_documents_model_loads(
+    tmp_path: Path,
+) -> None:
+    """Following a folder, keywords come first: the scan does not wait for the model that
+    embeds documents (nor share the cores with its loading). It loads with the first
+    vectors wanted, and not at all while none are."""
+    config = make_config(tmp_path)
+    (config.watch_dir / "owls.md").write_text("# Owls\n\nOwls hunt at night.\n")
+    async with open_runtime(config, INDEXING) as rt:  # one scan: every vector in
+        with anyio.fail_after(120):
+            await rt.fed.wait()
+    async with open_runtime(config, WATCHING) as rt:
+        with anyio.fail_after(60):
+            await rt.started()
+            await until_scan_done(rt)
+        embedder = rt.services.embedder
+        assert isinstance(embedder, LocalEmbedder)
+        assert embedder._model is None  # nothing new: nothing to embed
+        (config.watch_dir / "bats.md").write_text("# Bats\n\nBats hunt at dusk.\n")
+        with anyio.fail_after(60):
+            while embedder._model is None:  # noqa: ASYNC110 - loaded in a worker thread
+                await anyio.sleep(0.05)

@@ -63,7 +63,7 @@ _PARTICLE = re.compile(f"[{_char_class(HIRAGANA)}\u30fc]")  # a lone kana: の, 
 
 def has_cjk(text: str) -> bool:
     """Whether `text` holds any character of a CJK run."""
-    return _RUN.search(text) is not None
+    return not text.isascii() and _RUN.search(text) is not None
 
 
 def bigrams(run: str) -> list[str]:
@@ -79,7 +79,7 @@ def index_text(text: str) -> str:
     Text without CJK comes back as it is (the very same string). A run is also set apart
     from letters it touches ("Pythonの" -> "Python の"), which unicode61 would join.
     """
-    if _RUN.search(text) is None:
+    if text.isascii() or _RUN.search(text) is None:  # isascii: one pass, no scan
         return text
     out: list[str] = []
     pos = 0

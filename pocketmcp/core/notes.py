@@ -270,12 +270,20 @@ def aliases(fields: Mapping[str, Any]) -> list[str]:
 
 def _without_code(text: str) -> str:
     """The text with fenced code blocks and inline code taken out."""
+    if "`" not in text and "~~~" not in text:  # no code: the text itself, without a scan
+        return text
     return _INLINE_CODE.sub(" ", _FENCE.sub("\n", text))
 
 
 def inline_tags(body: str) -> list[str]:
     """The `#tags` of a text outside code, each once as first written."""
-    return list(dict.fromkeys(m.group(1) for m in _TAG.finditer(_without_code(body))))
+    return _tags_in(_without_code(body))
+
+
+def _tags_in(text: str) -> list[str]:
+    if "#" not in text:
+        return []
+    return list(dict.fromkeys(m.group(1) for m in _TAG.finditer(text)))
 
 
 def key_of(name: str) -> str:
@@ -286,7 +294,12 @@ def key_of(name: str) -> str:
 def links(body: str, folder: str) -> tuple[Link, ...]:
     """Wiki links and relative Markdown links outside code; `folder` is the note's own
     folder (POSIX), against which relative paths are resolved."""
-    text = _without_code(body)
+    return _links_in(_without_code(body), folder)
+
+
+def _links_in(text: str, folder: str) -> tuple[Link, ...]:
+    if "[" not in text:  # neither kind of link
+        return ()
     found: dict[tuple[str, str], Link] = {}
     seen: set[str] = set()
     for match in _WIKI.finditer(text):
@@ -338,8 +351,9 @@ def read_note(text: str, *, folder: str = "", modified: str | None = None) -> No
         title_of(body, "") or None)
     changed = first_date(fields, MODIFIED_KEYS) or modified
     created = first_date(fields, CREATED_KEYS) or changed
-    facts = DocFacts(properties=fields, tags=merge_tags(field_tags(fields), inline_tags(body)),
-                     links=links(body, folder), created=created, modified=changed,
+    prose = _without_code(body)  # once, for tags and links both
+    facts = DocFacts(properties=fields, tags=merge_tags(field_tags(fields), _tags_in(prose)),
+                     links=_links_in(prose, folder), created=created, modified=changed,
                      body_start=body_start)
     return Note(facts, title, problem, tuple(dropped))
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import posixpath
 import stat
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import anyio
@@ -31,7 +32,7 @@ from pocketmcp.messages import (
     ScanDone,
 )
 from pocketmcp.pipeline.state import GONE, InFlight, Stats
-from pocketmcp.store.api import View
+from pocketmcp.store.api import Reader, View
 from pocketmcp.store.rows import DocState
 
 log = logs.get("pocketmcp.hasher")
@@ -130,8 +131,10 @@ class _ToConvert(msgspec.Struct, frozen=True):
     edit: bool
 
 
-_Aside = tuple[_ToConvert, anyio.Semaphore]  # a file to convert and its path lock, held
 OCR_SIDE_WORKERS = 2  # files converted beside the others when they may need OCR
+# Files waiting together (a scan) looked at in one worker-thread step, at most: one hop off
+# the event loop, which searches share, for several files.
+GROUP_FILES = 16
 
 
 class Hasher:
@@ -147,51 +150,60 @@ class Hasher:
         self.stats = stats
         self.max_bytes = max_bytes
         self.force = force
-        self._locks: dict[str, tuple[anyio.Semaphore, int]] = {}
+        self._turns: dict[str, deque[anyio.Event]] = {}  # per path, in arrival order
         # Files to convert that may need OCR are handed over here to OCR_SIDE_WORKERS
         # workers (set by hash_files; None: converted in turn with the others).
-        self.aside: MemoryObjectSendStream[_Aside] | None = None
+        self.aside: MemoryObjectSendStream[_ToConvert] | None = None
         self._busy = 0
         self._idle = anyio.Event()
 
     def _library_changed(self, known: DocState | None, library: str) -> bool:
         return known is not None and known.library not in ("", library)
 
-    async def _look(self, event: FileSeen | FileGone, library: str, kind: str | None
-                    ) -> _Looked:
-        """The index's state of the file (files in flight first) and, for a file seen, what
-        it holds now: one worker-thread step, the index's lookup included."""
-        rel = event.rel
-        seen = isinstance(event, FileSeen)
-        unsupported = kinds.refused_by_name(rel) if seen else None
-        forced = self.force or (isinstance(event, FileSeen) and event.force)
+    async def _look_all(self, events: Sequence[FileSeen | FileGone]) -> list[_Looked]:
+        """The index's state of each file (files in flight first) and, for a file seen, what
+        it holds now: one worker-thread step for the whole group, the index's lookups
+        included (each step off the event loop costs it, and searches share the loop)."""
+        asks = []
+        for event in events:
+            rel = event.rel
+            seen = isinstance(event, FileSeen)
+            forced = self.force or (isinstance(event, FileSeen) and event.force)
+            pending = self.inflight.get(rel)
+            known = None if pending in (None, GONE) else DocState(pending, None, None, "")
+            asks.append((rel, seen, kinds.refused_by_name(rel) if seen else None, forced,
+                         self.library_of(rel), kinds.kind_of(rel), pending is None, known))
 
-        def look(known: DocState | None) -> _Looked:
-            # A file whose library changed (LIBRARY_FROM, a moved folder) is written again.
-            force = forced or self._library_changed(known, library)
-            try:
-                return _look(rel, self.root / rel, self.max_bytes, known, force, kind,
-                             unsupported, seen)
-            except OSError as exc:  # a value: the index's connection stays in use
-                return _Looked(known, None, force, failure=exc)
+        def look(reader: Reader | None) -> list[_Looked]:
+            out = []
+            for rel, seen, unsupported, forced, library, kind, stored, known in asks:
+                if stored and reader is not None:
+                    known = reader.doc_state(watched_id(rel))
+                # A file whose library changed (LIBRARY_FROM, a moved folder) is written again.
+                force = forced or self._library_changed(known, library)
+                try:
+                    out.append(_look(rel, self.root / rel, self.max_bytes, known, force, kind,
+                                     unsupported, seen))
+                except OSError as exc:  # a value: the index's connection stays in use
+                    out.append(_Looked(known, None, force, failure=exc))
+            return out
 
-        pending = self.inflight.get(rel)
-        if pending is not None:
-            known = None if pending == GONE else DocState(pending, None, None, "")
-            return await anyio.to_thread.run_sync(look, known)
-        return await self.view.run(lambda reader: look(reader.doc_state(watched_id(rel))))
+        if not any(ask[6] for ask in asks):  # all in flight: the index is not asked
+            return await anyio.to_thread.run_sync(look, None)
+        return await self.view.run(look)
 
-    async def handle(self, event: FileSeen | FileGone) -> Hashed | None:
-        step = await self._check(event)
-        return await self._convert(step) if isinstance(step, _ToConvert) else step
+    async def _check_all(self, events: Sequence[FileSeen | FileGone]
+                         ) -> list[Hashed | _ToConvert | None]:
+        """Everything short of converting, for each file: stat, read, compare with the index;
+        a file whose format must be converted comes back as a _ToConvert."""
+        looked = await self._look_all(events)
+        return [self._checked(event, one) for event, one in zip(events, looked, strict=True)]
 
-    async def _check(self, event: FileSeen | FileGone) -> Hashed | _ToConvert | None:
-        """Everything short of converting: stat, read, compare with the index; a file whose
-        format must be converted comes back as a _ToConvert."""
+    def _checked(self, event: FileSeen | FileGone, looked: _Looked
+                 ) -> Hashed | _ToConvert | None:
         rel = event.rel
         library = self.library_of(rel)
         kind = kinds.kind_of(rel)
-        looked = await self._look(event, library, kind)
         if looked.failure is not None:
             exc = looked.failure
             self.stats.skip(rel, f"unreadable: {exc.strerror or exc}")
@@ -252,72 +264,112 @@ class Hasher:
 
     async def work(self, inbox: MemoryObjectReceiveStream[Event],
                    outbox: MemoryObjectSendStream[Hashed]) -> None:
+        """Take the files waiting in `inbox`, up to GROUP_FILES at a time, and send each on.
+        A file's events keep their order: each takes its turn on its path as it is received,
+        and waits for the events of that path received before it."""
+        carried: Event | None = None  # received last time, the start of the next group
         async with inbox, outbox:
-            async for event in inbox:
-                if isinstance(event, ScanDone):
+            while True:
+                if carried is None:
+                    try:
+                        carried = await inbox.receive()
+                    except anyio.EndOfStream:
+                        return
+                    if not isinstance(carried, ScanDone):
+                        turn = self._take_turn(carried.rel)
+                first, carried = carried, None
+                if isinstance(first, ScanDone):
                     # In band: wait until every file received before it has been sent on.
                     while self._busy:
                         await self._idle.wait()
-                    await outbox.send(event)
+                    await outbox.send(first)
                     continue
-                lock = self._lock(event.rel)
-                self._busy += 1
-                handed = False
-                await lock.acquire()  # at once: a file's events keep their order
-                try:
-                    await SEARCHES.give_way()  # a search in flight goes first
-                    step = await self._check(event)
-                    if isinstance(step, _ToConvert) and self.aside is not None \
-                            and self.converter.may_ocr(step.kind):
-                        # OCR takes seconds a file and runs one file at a time: such files
-                        # wait for it beside the others, so text files go on meanwhile. The
-                        # hand-over waits while both OCR-side workers are busy, so files
-                        # waiting for OCR are bounded, not the whole folder.
-                        await self.aside.send((step, lock))
-                        handed = True  # the OCR-side worker releases the lock
-                        continue
-                    out = await self._convert(step) if isinstance(step, _ToConvert) else step
-                    if out is not None:
-                        await outbox.send(out)
-                finally:
-                    if not handed:
-                        lock.release()
-                        self._finished(event.rel)
+                group = [(first, turn)]
+                rels = {first.rel}
+                while len(group) < GROUP_FILES:  # the files waiting now, without waiting
+                    try:
+                        more = inbox.receive_nowait()
+                    except (anyio.WouldBlock, anyio.EndOfStream):
+                        break
+                    if not isinstance(more, ScanDone):
+                        more_turn = self._take_turn(more.rel)
+                        if more.rel not in rels:
+                            group.append((more, more_turn))
+                            rels.add(more.rel)
+                            continue
+                        turn = more_turn
+                    carried = more  # after this group: a marker, or the path's next event
+                    break
+                await self._work_on(group, outbox)
 
-    async def beside(self, jobs: MemoryObjectReceiveStream[_Aside],
+    async def _work_on(self, group: list[tuple[FileSeen | FileGone, anyio.Event]],
+                       outbox: MemoryObjectSendStream[Hashed]) -> None:
+        """One group of files, of as many paths: one worker-thread step for all, then each
+        sent on (or handed to an OCR-side worker) in turn."""
+        settled: set[str] = set()  # paths whose turn has ended, or an OCR-side worker ends
+        events = [event for event, _ in group]
+        try:
+            for _, turn in group:  # waits only for events received before this group
+                await turn.wait()
+            await SEARCHES.give_way()  # a search in flight goes first
+            steps = await self._check_all(events)
+            for event, step in zip(events, steps, strict=True):
+                if isinstance(step, _ToConvert) and self.aside is not None \
+                        and self.converter.may_ocr(step.kind):
+                    # OCR takes seconds a file and runs one file at a time: such files wait
+                    # for it beside the others, so text files go on meanwhile. The hand-over
+                    # waits while both OCR-side workers are busy, so files waiting for OCR are
+                    # bounded, not the whole folder.
+                    await self.aside.send(step)
+                    settled.add(event.rel)  # the OCR-side worker ends the path's turn
+                    continue
+                out = await self._convert(step) if isinstance(step, _ToConvert) else step
+                if out is not None:
+                    await outbox.send(out)
+                settled.add(event.rel)
+                self._finished(event.rel)
+        finally:
+            for event in events:
+                if event.rel not in settled:
+                    self._finished(event.rel)
+
+    async def beside(self, jobs: MemoryObjectReceiveStream[_ToConvert],
                      outbox: MemoryObjectSendStream[Hashed]) -> None:
         """An OCR-side worker: converts the files handed over by work(), one at a time."""
         async with jobs, outbox:
-            async for job, lock in jobs:
+            async for job in jobs:
                 try:
                     out = await self._convert(job)
                     if out is not None:
                         await outbox.send(out)
                 finally:
-                    lock.release()
                     self._finished(job.rel)
 
     def _finished(self, rel: str) -> None:
-        self._release(rel)
+        self._end_turn(rel)
         self._busy -= 1
         if not self._busy:
             self._idle.set()
             self._idle = anyio.Event()
 
-    def _lock(self, rel: str) -> anyio.Semaphore:
-        """A per-path lock, so two events of one file are handled in arrival order."""
-        lock, users = self._locks.get(rel, (None, 0))
-        if lock is None:
-            lock = anyio.Semaphore(1)
-        self._locks[rel] = (lock, users + 1)
-        return lock
+    def _take_turn(self, rel: str) -> anyio.Event:
+        """A turn on `rel` for an event just received, set once those of the same path
+        received before it are done; the event counts as in progress from now."""
+        self._busy += 1
+        turns = self._turns.setdefault(rel, deque())
+        turn = anyio.Event()
+        if not turns:
+            turn.set()
+        turns.append(turn)
+        return turn
 
-    def _release(self, rel: str) -> None:
-        lock, users = self._locks[rel]
-        if users == 1:
-            del self._locks[rel]
+    def _end_turn(self, rel: str) -> None:
+        turns = self._turns[rel]
+        turns.popleft()
+        if turns:
+            turns[0].set()
         else:
-            self._locks[rel] = (lock, users - 1)
+            del self._turns[rel]
 
 
 async def hash_files(
@@ -330,7 +382,7 @@ async def hash_files(
     over through an unbuffered stream: at most that many are converted and `concurrency`
     wait to be, however many such files the folder holds."""
     async with inbox, outbox, anyio.create_task_group() as tg:
-        aside_tx, aside_rx = anyio.create_memory_object_stream[_Aside](0)
+        aside_tx, aside_rx = anyio.create_memory_object_stream[_ToConvert](0)
         async with aside_rx:
             for i in range(OCR_SIDE_WORKERS):
                 tg.start_soon(hasher.beside, aside_rx.clone(), outbox.clone(),

@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +128,12 @@ def test_when_no_hit_passes_one_search_names_the_best_locally_and_through_the_se
 
     server = start_http(tmp_path)
     try:
+        # Ready is keyword-searchable; the best score needs the vectors, which follow.
+        waiting = "still wait for their vectors"
+        deadline = time.monotonic() + 60
+        while waiting in (shown := said()[0]).stderr:
+            assert time.monotonic() < deadline, shown.stderr
+            time.sleep(0.2)
         remote = said()
     finally:
         assert stop_http(server) == 0
