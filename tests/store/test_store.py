@@ -227,52 +227,6 @@ def test_a_failed_batch_leaves_nothing_behind(db: Path) -> None:
     assert _rows(db, "SELECT count(*) FROM vec_chunks") == [(0,)]
 
 
-def test_only_chunks_with_vectors_are_kept_by_digest_and_an_older_file_is_upgraded(
-        db: Path) -> None:
-    """The digest index serves the reuse of vectors and holds nothing else: a chunk written
-    for keywords alone is not in it, so a first scan inserts no digest keys; a file of the
-    previous schema has its full index replaced, and reuse goes on finding what it did."""
-    writer = SqliteWriter(db, Identity(model="m", dim=DIM))
-    vectors = _vectors(2)
-    try:
-        writer.begin()
-        writer.upsert(_doc("d", "ab"), _chunks("alpha", "beta"), vectors)
-        writer.upsert(_doc("w", "cd"), _chunks("gamma"), None)  # waits for its vector
-        writer.commit()
-    finally:
-        writer.close()
-    lookup = ("EXPLAIN QUERY PLAN SELECT text_sha256, chunk_id FROM chunks WHERE waiting = 0 "
-              "AND text_sha256 IN (SELECT value FROM json_each('[]'))")
-    partial = "CREATE INDEX chunks_text ON chunks(text_sha256) WHERE waiting = 0"
-    definition = "SELECT sql FROM sqlite_master WHERE name = 'chunks_text'"
-    assert _rows(db, definition) == [(partial,)]
-    assert any("USING COVERING INDEX chunks_text" in r[3] for r in _rows(db, lookup)), \
-        "the lookup of known vectors scans the chunks"
-    # The previous schema: every chunk's digest in the index.
-    conn = sqlite_module().connect(str(db), isolation_level=None)
-    sqlite_module_vec(conn)
-    _undo_migration_8(conn)
-    conn.execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION - 1}")
-    conn.close()
-    assert _rows(db, definition) == [("CREATE INDEX chunks_text ON chunks(text_sha256)",)]
-    SqliteWriter(db, Identity(model="m", dim=DIM)).close()
-    assert _rows(db, "PRAGMA user_version") == [(schema.SCHEMA_VERSION,)]
-    assert _rows(db, definition) == [(partial,)]
-    reader = SqliteReader(db)
-    try:
-        found = reader.vectors_for([sha256("beta"), sha256("gamma")])
-    finally:
-        reader.close()
-    assert list(found) == [sha256("beta")]
-    assert found[sha256("beta")] == vectors[DIM * 4:]
-
-
-def _undo_migration_8(conn) -> None:
-    """Put back the digest index of every chunk, as schema 8 made it."""
-    conn.execute("DROP INDEX chunks_text")
-    conn.execute("CREATE INDEX chunks_text ON chunks(text_sha256)")
-
-
 def _undo_migration_7(conn) -> None:
     """Take out what schema 7 added (a waiting chunk given its vector in place, logged)."""
     conn.execute("DROP TRIGGER chunk_embedded")
@@ -329,7 +283,6 @@ def test_migration_4_reindexes_cjk_rows_as_bigrams_and_leaves_others_alone(db: P
         conn.execute("DELETE FROM chunks_fts WHERE rowid = ?", (chunk_id,))
         conn.execute("INSERT INTO chunks_fts(rowid, title, text) VALUES (?, ?, ?)",
                      (chunk_id, head, text))
-    _undo_migration_8(conn)
     _undo_migration_7(conn)
     _undo_migration_6(conn)
     _undo_migration_5(conn)

@@ -195,14 +195,6 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
                WHEN old.waiting = 1 AND new.waiting = 0 BEGIN
                INSERT INTO chunk_log(chunk_id, added) VALUES (new.chunk_id, 1); END""",
     ),
-    (
-        # Chunks are found by their text's digest only to reuse a vector they have, so only
-        # chunks with one are in that index: the first scan, which writes every chunk for
-        # keywords, no longer inserts 64-character keys in random order (a new folder of
-        # 10,000 notes: about a seventh of the writer's SQLite time).
-        "DROP INDEX chunks_text",
-        "CREATE INDEX chunks_text ON chunks(text_sha256) WHERE waiting = 0",
-    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
