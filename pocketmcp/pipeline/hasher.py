@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import posixpath
-import stat
 from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -17,10 +14,10 @@ from pocketmcp import logs
 from pocketmcp.convert import kinds
 from pocketmcp.convert.pool import Converter
 from pocketmcp.core import dates
-from pocketmcp.core.notes import Note, converted_facts, read_note
+from pocketmcp.core.notes import converted_facts
 from pocketmcp.core.paths import watched_id
 from pocketmcp.core.precedence import SEARCHES
-from pocketmcp.core.text import clean, decode, looks_binary, sha256, title_of
+from pocketmcp.core.text import clean, title_of
 from pocketmcp.errors import DocumentError
 from pocketmcp.messages import (
     Event,
@@ -31,91 +28,12 @@ from pocketmcp.messages import (
     Hashed,
     ScanDone,
 )
+from pocketmcp.pipeline.looking import Ask, Looked, look_at
 from pocketmcp.pipeline.state import GONE, InFlight, Stats
 from pocketmcp.store.api import Reader, View
 from pocketmcp.store.rows import DocState
 
 log = logs.get("pocketmcp.hasher")
-
-
-class _Read(msgspec.Struct, frozen=True):
-    size: int
-    mtime_ns: int
-    data: bytes | None  # None: the stat matched the index, content not read
-    problem: str | None = None
-
-
-def _read(path: Path, max_bytes: int, known: DocState | None, force: bool,
-          kind: str | None) -> _Read | None:
-    """Stat and read one file (blocking). None when it is not a regular file any more.
-
-    `kind` is the file's format by name (None: unknown, read if its content is text)."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    if not stat.S_ISREG(st.st_mode):
-        return None
-    if st.st_size > max_bytes:
-        return _Read(st.st_size, st.st_mtime_ns, None,
-                     f"larger than the limit of {max_bytes} bytes")
-    if not force and known is not None and (known.size, known.mtime_ns) == (
-        st.st_size, st.st_mtime_ns
-    ):
-        return _Read(st.st_size, st.st_mtime_ns, None)
-    with open(path, "rb") as handle:
-        data = handle.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        return _Read(len(data), st.st_mtime_ns, None,
-                     f"larger than the limit of {max_bytes} bytes")
-    if kind not in kinds.CONVERTED and looks_binary(data):
-        problem = "binary content" if kind else kinds.refused_binary(path.name)
-        return _Read(len(data), st.st_mtime_ns, None, problem)
-    return _Read(len(data), st.st_mtime_ns, data)
-
-
-class _Text(msgspec.Struct, frozen=True):
-    """A text file read and found changed: its digest, text and what it says of itself."""
-
-    sha256: str
-    text: str
-    exact: bool  # decoded without replacement
-    note: Note | None  # None: the index holds this very content (not worked out)
-    title: str = ""
-    uri: str = ""
-
-
-class _Looked(msgspec.Struct, frozen=True):
-    """One file as the index knows it and as it is on disk, worked out in one worker thread
-    (one hop off the event loop per file: the loop is shared with searches)."""
-
-    known: DocState | None
-    read: _Read | None
-    force: bool  # written again whatever its digest (asked, or its library changed)
-    text: _Text | None = None
-    failure: OSError | None = None  # the file could not be read
-
-
-def _look(rel: str, path: Path, max_bytes: int, known: DocState | None, force: bool,
-          kind: str | None, unsupported: str | None, seen: bool) -> _Looked:
-    """Stat, read and hash one file and, if it is text that changed, decode it and read its
-    note (blocking). `force` as _check decides it, given `known`."""
-    if not seen:
-        return _Looked(known, None, force)
-    read = _Read(0, 0, None, unsupported) if unsupported else _read(
-        path, max_bytes, known, force, kind)
-    if read is None or read.problem is not None or read.data is None:
-        return _Looked(known, read, force)
-    digest = sha256(read.data)
-    if (known is not None and known.sha256 == digest and not force) or (
-            kind in kinds.CONVERTED):
-        return _Looked(known, read, force, _Text(digest, "", True, None))
-    text, exact = decode(read.data)
-    text = clean(text)
-    note = read_note(text, folder=posixpath.dirname(rel), modified=dates.from_ns(read.mtime_ns))
-    return _Looked(known, read, force, _Text(digest, text, exact, note,
-                                      note.title or title_of(text, Path(rel).stem),
-                                      path.as_uri()))
 
 
 class _ToConvert(msgspec.Struct, frozen=True):
@@ -134,14 +52,14 @@ class _ToConvert(msgspec.Struct, frozen=True):
 OCR_SIDE_WORKERS = 2  # files converted beside the others when they may need OCR
 # Files waiting together (a scan) looked at in one worker-thread step, at most: one hop off
 # the event loop, which searches share, for several files.
-GROUP_FILES = 16
+LOOK_FILES = 16
 
 
 class Hasher:
     def __init__(self, *, root: Path, view: View, inflight: InFlight, stats: Stats,
                  max_bytes: int, converter: Converter,
                  library_of: Callable[[str], str] = lambda rel: "default",
-                 force: bool = False) -> None:
+                 force: bool = False, group: int = LOOK_FILES) -> None:
         self.root = root
         self.converter = converter
         self.library_of = library_of
@@ -150,6 +68,7 @@ class Hasher:
         self.stats = stats
         self.max_bytes = max_bytes
         self.force = force
+        self.group = max(1, group)  # files looked at in one step, at most
         self._turns: dict[str, deque[anyio.Event]] = {}  # per path, in arrival order
         # Files to convert that may need OCR are handed over here to OCR_SIDE_WORKERS
         # workers (set by hash_files; None: converted in turn with the others).
@@ -160,7 +79,7 @@ class Hasher:
     def _library_changed(self, known: DocState | None, library: str) -> bool:
         return known is not None and known.library not in ("", library)
 
-    async def _look_all(self, events: Sequence[FileSeen | FileGone]) -> list[_Looked]:
+    async def _look_all(self, events: Sequence[FileSeen | FileGone]) -> list[Looked]:
         """The index's state of each file (files in flight first) and, for a file seen, what
         it holds now: one worker-thread step for the whole group, the index's lookups
         included (each step off the event loop costs it, and searches share the loop)."""
@@ -168,29 +87,31 @@ class Hasher:
         for event in events:
             rel = event.rel
             seen = isinstance(event, FileSeen)
-            forced = self.force or (isinstance(event, FileSeen) and event.force)
             pending = self.inflight.get(rel)
-            known = None if pending in (None, GONE) else DocState(pending, None, None, "")
-            asks.append((rel, seen, kinds.refused_by_name(rel) if seen else None, forced,
-                         self.library_of(rel), kinds.kind_of(rel), pending is None, known))
+            asks.append(Ask(
+                rel=rel, seen=seen, unsupported=kinds.refused_by_name(rel) if seen else None,
+                forced=self.force or (isinstance(event, FileSeen) and event.force),
+                library=self.library_of(rel), kind=kinds.kind_of(rel),
+                stored=pending is None,
+                known=None if pending in (None, GONE) else DocState(pending, None, None, "")))
 
-        def look(reader: Reader | None) -> list[_Looked]:
+        def look_all(reader: Reader | None) -> list[Looked]:
             out = []
-            for rel, seen, unsupported, forced, library, kind, stored, known in asks:
-                if stored and reader is not None:
-                    known = reader.doc_state(watched_id(rel))
+            for ask in asks:
+                known = reader.doc_state(watched_id(ask.rel)) if (
+                    ask.stored and reader is not None) else ask.known
                 # A file whose library changed (LIBRARY_FROM, a moved folder) is written again.
-                force = forced or self._library_changed(known, library)
+                force = ask.forced or self._library_changed(known, ask.library)
                 try:
-                    out.append(_look(rel, self.root / rel, self.max_bytes, known, force, kind,
-                                     unsupported, seen))
+                    out.append(look_at(ask.rel, self.root / ask.rel, self.max_bytes, known, force,
+                                     ask.kind, ask.unsupported, ask.seen))
                 except OSError as exc:  # a value: the index's connection stays in use
-                    out.append(_Looked(known, None, force, failure=exc))
+                    out.append(Looked(known, None, force, failure=exc))
             return out
 
-        if not any(ask[6] for ask in asks):  # all in flight: the index is not asked
-            return await anyio.to_thread.run_sync(look, None)
-        return await self.view.run(look)
+        if not any(ask.stored for ask in asks):  # all in flight: the index is not asked
+            return await anyio.to_thread.run_sync(look_all, None)
+        return await self.view.run(look_all)
 
     async def _check_all(self, events: Sequence[FileSeen | FileGone]
                          ) -> list[Hashed | _ToConvert | None]:
@@ -199,7 +120,7 @@ class Hasher:
         looked = await self._look_all(events)
         return [self._checked(event, one) for event, one in zip(events, looked, strict=True)]
 
-    def _checked(self, event: FileSeen | FileGone, looked: _Looked
+    def _checked(self, event: FileSeen | FileGone, looked: Looked
                  ) -> Hashed | _ToConvert | None:
         rel = event.rel
         library = self.library_of(rel)
@@ -264,7 +185,7 @@ class Hasher:
 
     async def work(self, inbox: MemoryObjectReceiveStream[Event],
                    outbox: MemoryObjectSendStream[Hashed]) -> None:
-        """Take the files waiting in `inbox`, up to GROUP_FILES at a time, and send each on.
+        """Take the files waiting in `inbox`, up to `group` at a time, and send each on.
         A file's events keep their order: each takes its turn on its path as it is received,
         and waits for the events of that path received before it."""
         carried: Event | None = None  # received last time, the start of the next group
@@ -286,7 +207,7 @@ class Hasher:
                     continue
                 group = [(first, turn)]
                 rels = {first.rel}
-                while len(group) < GROUP_FILES:  # the files waiting now, without waiting
+                while len(group) < self.group:  # the files waiting now, without waiting
                     try:
                         more = inbox.receive_nowait()
                     except (anyio.WouldBlock, anyio.EndOfStream):

@@ -32,7 +32,7 @@ from pocketmcp.messages import Chunked, Event, Hashed, ScanDone
 from pocketmcp.pipeline.budget import CpuBudget
 from pocketmcp.pipeline.chunker import GROUP_FILES, chunk_files
 from pocketmcp.pipeline.embedder import Batcher, EmbedFn
-from pocketmcp.pipeline.hasher import Hasher, hash_files
+from pocketmcp.pipeline.hasher import LOOK_FILES, Hasher, hash_files
 from pocketmcp.pipeline.settings import PipelineSettings, folder_record
 from pocketmcp.pipeline.state import Backlog, InFlight, Stats, depth
 from pocketmcp.pipeline.watcher import Folder, Only, path_filter, scan_folder, watch_folder
@@ -178,7 +178,10 @@ class Pipeline:
         folder = self._folder = Folder(watched.root, path_filter(watched))
         hasher = Hasher(root=folder.real, view=view, inflight=self.inflight, stats=self.stats,
                         max_bytes=self.settings.max_file_bytes, converter=self.converter,
-                        library_of=watched.library_of, force=self.force)
+                        library_of=watched.library_of, force=self.force,
+                        # Groups no larger than the queues: files in flight stay bounded by
+                        # them.
+                        group=min(LOOK_FILES, size))
         if not (self.feed == "scan" and self.keywords_first):
             batcher = Batcher(embed=self._embed, dim=self.dim, view=view, stats=self.stats,
                               batching=self.batching, backlog=self.backlog,

@@ -76,5 +76,6 @@ async def test_a_slow_embedder_holds_back_no_stage_and_the_queues_stay_bounded(
         assert set(sample) == {"events", "hashed", "writer"}
     # The watcher itself was held back by the writer's pace, not listed into memory.
     assert any(s["events"]["used"] == 2 for s in samples)
-    # Files in flight stay bounded by the buffers, not by the size of the folder.
-    assert max(inflight) <= 4 * 2 + 3 + 4 + 2
+    # Files in flight stay bounded by the buffers, not by the size of the folder (each of
+    # the three readers holds a group of at most a queue's size).
+    assert max(inflight) <= 4 * 2 + 3 * 2 + 4 + 2

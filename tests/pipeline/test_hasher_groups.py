@@ -13,7 +13,7 @@ import pytest
 
 from pocketmcp.convert.pool import Converter
 from pocketmcp.messages import Event, FileGone, FileHashed, FileSeen, FileTouched, Hashed, ScanDone
-from pocketmcp.pipeline.hasher import GROUP_FILES, Hasher, hash_files
+from pocketmcp.pipeline.hasher import LOOK_FILES, Hasher, hash_files
 from pocketmcp.pipeline.state import InFlight, Stats
 from pocketmcp.store.api import View
 from pocketmcp.store.rows import DocState
@@ -59,10 +59,10 @@ async def _hash(tmp_path: Path, events: list[Event], concurrency: int
 @pytest.mark.parametrize("concurrency", [1, 3])
 async def test_files_waiting_together_take_one_step_a_group_and_keep_their_order(
         tmp_path: Path, concurrency: int) -> None:
-    names = [f"n{i:03}.md" for i in range(3 * GROUP_FILES)]
+    names = [f"n{i:03}.md" for i in range(3 * LOOK_FILES)]
     for i, name in enumerate(names):
         (tmp_path / name).write_text(f"# Note {i}\n\nThe kettle note number {i}.\n")
-    first, later = names[:2 * GROUP_FILES], names[2 * GROUP_FILES:]
+    first, later = names[:2 * LOOK_FILES], names[2 * LOOK_FILES:]
     # The same file again (a second save): its second reading must come after its first.
     events: list[Event] = [FileSeen(n) for n in first[:5]] + [FileSeen(first[2])]
     events += [FileSeen(n) for n in first[5:]] + [ScanDone(files=len(first))]
@@ -88,13 +88,13 @@ async def test_a_files_events_keep_their_order_across_groups_and_workers(
         tmp_path: Path) -> None:
     """A file seen, then gone, then seen again, each event in a different group: the
     readings come out in that order, however the workers share the groups."""
-    names = [f"n{i:03}.md" for i in range(2 * GROUP_FILES)]
+    names = [f"n{i:03}.md" for i in range(2 * LOOK_FILES)]
     for name in names:
         (tmp_path / name).write_text(f"# {name}\n\nText of {name}.\n")
     target = names[0]
     events: list[Event] = [FileSeen(target)]
-    events += [FileSeen(n) for n in names[1:GROUP_FILES]]
-    events += [FileGone(target)] + [FileSeen(n) for n in names[GROUP_FILES:]]
+    events += [FileSeen(n) for n in names[1:LOOK_FILES]]
+    events += [FileGone(target)] + [FileSeen(n) for n in names[LOOK_FILES:]]
     events += [FileSeen(target, force=True)]
     out, _ = await _hash(tmp_path, events, 3)
     mine = [type(m).__name__ for m in out if getattr(m, "rel", None) == target]
