@@ -79,7 +79,8 @@ class Hasher:
     def _library_changed(self, known: DocState | None, library: str) -> bool:
         return known is not None and known.library not in ("", library)
 
-    async def _look_all(self, events: Sequence[FileSeen | FileGone]) -> list[Looked]:
+    async def _look_all(self, events: Sequence[FileSeen | FileGone]
+                        ) -> list[tuple[Ask, Looked]]:
         """The index's state of each file (files in flight first) and, for a file seen, what
         it holds now: one worker-thread step for the whole group, the index's lookups
         included (each step off the event loop costs it, and searches share the loop)."""
@@ -110,21 +111,19 @@ class Hasher:
             return out
 
         if not any(ask.stored for ask in asks):  # all in flight: the index is not asked
-            return await anyio.to_thread.run_sync(look_all, None)
-        return await self.view.run(look_all)
+            looked = await anyio.to_thread.run_sync(look_all, None)
+        else:
+            looked = await self.view.run(look_all)
+        return list(zip(asks, looked, strict=True))
 
     async def _check_all(self, events: Sequence[FileSeen | FileGone]
                          ) -> list[Hashed | _ToConvert | None]:
         """Everything short of converting, for each file: stat, read, compare with the index;
         a file whose format must be converted comes back as a _ToConvert."""
-        looked = await self._look_all(events)
-        return [self._checked(event, one) for event, one in zip(events, looked, strict=True)]
+        return [self._checked(ask, looked) for ask, looked in await self._look_all(events)]
 
-    def _checked(self, event: FileSeen | FileGone, looked: Looked
-                 ) -> Hashed | _ToConvert | None:
-        rel = event.rel
-        library = self.library_of(rel)
-        kind = kinds.kind_of(rel)
+    def _checked(self, ask: Ask, looked: Looked) -> Hashed | _ToConvert | None:
+        rel, library, kind = ask.rel, ask.library, ask.kind
         if looked.failure is not None:
             exc = looked.failure
             self.stats.skip(rel, f"unreadable: {exc.strerror or exc}")
@@ -250,9 +249,9 @@ class Hasher:
                 settled.add(event.rel)
                 self._finished(event.rel)
         finally:
-            for event in events:
+            for event, turn in group:
                 if event.rel not in settled:
-                    self._finished(event.rel)
+                    self._finished(event.rel, turn)
 
     async def beside(self, jobs: MemoryObjectReceiveStream[_ToConvert],
                      outbox: MemoryObjectSendStream[Hashed]) -> None:
@@ -266,8 +265,8 @@ class Hasher:
                 finally:
                     self._finished(job.rel)
 
-    def _finished(self, rel: str) -> None:
-        self._end_turn(rel)
+    def _finished(self, rel: str, turn: anyio.Event | None = None) -> None:
+        self._end_turn(rel, turn)
         self._busy -= 1
         if not self._busy:
             self._idle.set()
@@ -284,8 +283,13 @@ class Hasher:
         turns.append(turn)
         return turn
 
-    def _end_turn(self, rel: str) -> None:
+    def _end_turn(self, rel: str, turn: anyio.Event | None = None) -> None:
+        """End the path's current turn, or `turn` (an event given up before its turn came:
+        a stop, or a failure)."""
         turns = self._turns[rel]
+        if turn is not None and turn is not turns[0]:
+            turns.remove(turn)
+            return
         turns.popleft()
         if turns:
             turns[0].set()
