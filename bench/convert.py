@@ -24,6 +24,7 @@ from common import Stopwatch, add_result_args, pct, write_results
 from pocketmcp.convert import formats, kinds
 from pocketmcp.convert.limits import Limits
 from pocketmcp.convert.pool import Converter
+from pocketmcp.core.text import sha256
 
 LABELS = {"pdf": "pdf (30 pages)", "docx": "docx (60 sections)", "html": "html (60 sections)",
           "pptx": "pptx (30 slides)", "xlsx": "xlsx (1,000 rows)",
@@ -56,13 +57,14 @@ async def measure(files: dict[str, Path], runs: int) -> list[dict[str, object]]:
         kind = kinds.kind_of(path.name)
         assert kind is not None
         content = path.read_bytes()
+        digest = sha256(content)
         cold = Converter(Limits(workers=1))
         first, warm, direct = Stopwatch(), Stopwatch(), Stopwatch()
         with first:
-            converted = await cold.convert(kind, content, path.name)
+            converted = await cold.convert(kind, content, path.name, digest)
         for _ in range(runs):
             with warm:
-                await cold.convert(kind, content, path.name)
+                await cold.convert(kind, content, path.name, digest)
         await cold.aclose()
         for _ in range(runs):
             with direct:

@@ -52,9 +52,10 @@ def rss_mib(pid: int) -> float:
     return memory_mib(pid).get("VmRSS", 0.0)
 
 
-def env_for(folder: Path, db: Path) -> dict[str, str]:
+def env_for(folder: Path, db: Path, share: str = "on") -> dict[str, str]:
     return {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/"),
-            "WATCH_DIR": str(folder), "SQLITE_PATH": str(db), "LOG_LEVEL": "warning"}
+            "WATCH_DIR": str(folder), "SQLITE_PATH": str(db), "LOG_LEVEL": "warning",
+            "SHARE": share}
 
 
 def start_server(folder: Path, db: Path) -> tuple[subprocess.Popen[bytes], str, str]:
@@ -89,8 +90,10 @@ async def client(mode: str, folder: Path, db: Path, url: str, token: str
             read, write = await stack.enter_async_context(
                 streamable_http_client(url + "/mcp", http_client=http))
         else:
+            # A bridge relays to the server; a stdio server alone serves itself.
+            share = "on" if mode == "bridge" else "off"
             params = StdioServerParameters(command=sys.executable, args=["-m", "pocketmcp"],
-                                           env=env_for(folder, db))
+                                           env=env_for(folder, db, share))
             read, write = await stack.enter_async_context(stdio_client(params, errlog=DEVNULL))
         session = await stack.enter_async_context(ClientSession(read, write))
         await session.initialize()

@@ -1,7 +1,9 @@
 """Time from spawning `python -m pocketmcp` to initialize, tools/list and the first search.
 
 The python-sdk client spawns the server over stdio, as an editor does, on a copy of
-examples/kb and a fresh index each run. Prints p50/p95 over the runs and writes JSON.
+examples/kb and a fresh index each run; the server serves on its own (SHARE=off: editors
+sharing one server are measured by bench/shared.py). Prints p50/p95 over the runs and
+writes JSON.
 
 With `--again`, each folder is indexed by a first server, and a second one (SHARE=off: a
 server of its own) is timed: its first search, sent right after `initialize` while the
@@ -31,17 +33,18 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 
-def _params(folder: Path, db: Path, python: str, **more: str) -> StdioServerParameters:
+def _params(folder: Path, db: Path, python: str) -> StdioServerParameters:
     env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/"),
-           "WATCH_DIR": str(folder), "SQLITE_PATH": str(db), "LOG_LEVEL": "warning", **more}
+           "WATCH_DIR": str(folder), "SQLITE_PATH": str(db), "LOG_LEVEL": "warning",
+           "SHARE": "off"}
     return StdioServerParameters(command=python, args=["-m", "pocketmcp"], env=env)
 
 
 async def again_run(folder: Path, db: Path, python: str) -> dict[str, float]:
     """A second start on an indexed folder: its first search while the model loads."""
-    first = await one_run(folder, db, python, warm=0, SHARE="off")
+    first = await one_run(folder, db, python, warm=0)
     assert first["first_search_s"] > 0
-    params = _params(folder, db, python, SHARE="off")
+    params = _params(folder, db, python)
     out: dict[str, float] = {}
     with open(os.devnull, "w") as errlog:
         started = time.perf_counter()
@@ -64,9 +67,9 @@ async def again_run(folder: Path, db: Path, python: str) -> dict[str, float]:
     return out
 
 
-async def one_run(folder: Path, db: Path, python: str = sys.executable, warm: int = 20,
-                  **more: str) -> dict[str, float]:
-    params = _params(folder, db, python, **more)
+async def one_run(folder: Path, db: Path, python: str = sys.executable, warm: int = 20
+                  ) -> dict[str, float]:
+    params = _params(folder, db, python)
     started = time.perf_counter()
     out: dict[str, float] = {}
     with open(os.devnull, "w") as errlog:
@@ -94,7 +97,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--again", action="store_true",
-                        help="time a second start on an indexed folder (SHARE=off)")
+                        help="time a second start on an indexed folder")
     parser.add_argument("--python", default=sys.executable,
                         help="the interpreter that runs the servers (another checkout's)")
     add_result_args(parser, "startup")

@@ -68,7 +68,7 @@ def stages(log: Path, spawned: float) -> dict[str, float]:
 
 async def one_run(db: Path, source: Path | None, queries: list[str]) -> dict[str, object]:
     env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/"),
-           "SQLITE_PATH": str(db), "LOG_LEVEL": "debug"}
+           "SQLITE_PATH": str(db), "LOG_LEVEL": "debug", "SHARE": "off"}  # a server of its own
     if "POCKETMCP_CACHE" in os.environ:
         env["POCKETMCP_CACHE"] = os.environ["POCKETMCP_CACHE"]
     if source is not None:
