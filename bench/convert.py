@@ -12,14 +12,14 @@ Results: bench/results/convert.json.
 
 from __future__ import annotations
 
-import argparse
+import json
 import statistics
 import tempfile
 from pathlib import Path
 
 import anyio
 import data
-from common import Stopwatch, add_result_args, pct, write_results
+from common import Stopwatch, parser_for, pct, write_results
 
 from pocketmcp.convert import formats, kinds
 from pocketmcp.convert.limits import Limits
@@ -85,22 +85,14 @@ async def measure(files: dict[str, Path], runs: int) -> list[dict[str, object]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = parser_for(__doc__, "convert")
     parser.add_argument("--runs", type=int, default=9)
-    add_result_args(parser, "convert")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         files = build(Path(tmp))
         results = anyio.run(measure, files, args.runs)
     write_results(args, {"runs": args.runs, "results": results})
-    print("| format | size | text | p50 | p95 | first call (new worker) | MB/s "
-          "| contained / in-process |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for r in results:
-        print(f"| {r['format']} | {int(r['bytes']) // 1024} KiB | "
-              f"{int(r['text_chars']) // 1000}k chars | {r['p50_ms']} ms | "
-              f"{r['p95_ms']} ms | {r['cold_ms']} ms | {r['mb_per_s']} | "
-              f"{r['contained_over_in_process']} |")
+    print(json.dumps(results, indent=1))  # the table: scripts/results_tables.py convert
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ Results: bench/results/startup.json (`--again`: startup_again.json).
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
@@ -28,30 +27,18 @@ import time
 from pathlib import Path
 
 import anyio
-from common import ROOT, Stopwatch, add_result_args, summary, write_results
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
-
-
-def _params(folder: Path, db: Path, python: str) -> StdioServerParameters:
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/"),
-           "WATCH_DIR": str(folder), "SQLITE_PATH": str(db), "LOG_LEVEL": "warning",
-           "SHARE": "off"}
-    return StdioServerParameters(command=python, args=["-m", "pocketmcp"], env=env)
+from common import ROOT, Stopwatch, parser_for, server_env, stdio_session, summary, write_results
 
 
 async def again_run(folder: Path, db: Path, python: str) -> dict[str, float]:
     """A second start on an indexed folder: its first search while the model loads."""
     first = await one_run(folder, db, python, warm=0)
     assert first["first_search_s"] > 0
-    params = _params(folder, db, python)
     out: dict[str, float] = {}
     with open(os.devnull, "w") as errlog:
         started = time.perf_counter()
-        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(
-            read, write
-        ) as session:
-            await session.initialize()
+        async with stdio_session(server_env(db, folder, SHARE="off"), errlog=errlog,
+                                 python=python) as session:
             out["initialize_s"] = time.perf_counter() - started
             sent = time.perf_counter()
             result = await session.call_tool("search", {"query": "sourdough starter"})
@@ -69,14 +56,11 @@ async def again_run(folder: Path, db: Path, python: str) -> dict[str, float]:
 
 async def one_run(folder: Path, db: Path, python: str = sys.executable, warm: int = 20
                   ) -> dict[str, float]:
-    params = _params(folder, db, python)
     started = time.perf_counter()
     out: dict[str, float] = {}
     with open(os.devnull, "w") as errlog:
-        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(
-            read, write
-        ) as session:
-            await session.initialize()
+        async with stdio_session(server_env(db, folder, SHARE="off"), errlog=errlog,
+                                 python=python) as session:
             out["initialize_s"] = time.perf_counter() - started
             await session.list_tools()
             out["tools_list_s"] = time.perf_counter() - started
@@ -94,13 +78,12 @@ async def one_run(folder: Path, db: Path, python: str = sys.executable, warm: in
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = parser_for(__doc__, "startup")
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--again", action="store_true",
                         help="time a second start on an indexed folder")
     parser.add_argument("--python", default=sys.executable,
                         help="the interpreter that runs the servers (another checkout's)")
-    add_result_args(parser, "startup")
     args = parser.parse_args()
     if args.again:
         args.measure = "startup_again"
