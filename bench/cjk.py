@@ -9,6 +9,8 @@ The Japanese corpus is made of sentences drawn from a fixed set of words and par
 the project's tokenizer, in its own database file, merged with 'optimize' and vacuumed.
 
 Results: bench/results/cjk.json.
+
+Figures on: docs/benchmarks.md (the CJK table); docs/search-scores.md.
 """
 
 from __future__ import annotations

@@ -19,6 +19,8 @@ in the same order.
 Results: bench/results/client_cost.json, one entry per index; the previous commit's run with
 its own interpreter (`../prev/.venv/bin/python bench/client_cost.py ... --as-baseline`) is
 client_cost.baseline.json.
+
+Figures on: docs/development.md (how to run it); docs/changelog.md (its figures).
 """
 
 from __future__ import annotations

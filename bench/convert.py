@@ -8,6 +8,8 @@ ratio of the contained call to converting in-process (the cost of isolation).
     .venv/bin/python bench/convert.py [--runs 9]
 
 Results: bench/results/convert.json.
+
+Figures on: docs/benchmarks.md (the conversion table); docs/formats.md.
 """
 
 from __future__ import annotations

@@ -16,6 +16,8 @@ with its mean and spread over the folds, and the folds on which it beats the cur
     .venv/bin/python bench/cv_search.py --index /tmp/scifact.db
 
 Results: bench/results/cv_search.json.
+
+Figures on: docs/search-scores.md; docs/search.md; docs/postgres.md.
 """
 
 from __future__ import annotations

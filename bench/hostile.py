@@ -10,6 +10,8 @@ vectors, offsets, integers), and search filters (spans, integers, globs, sizes).
     .venv/bin/python bench/hostile.py --each 2000 --seed 7
 
 Results: bench/results/hostile.json.
+
+Figures on: docs/reliability.md.
 """
 
 from __future__ import annotations

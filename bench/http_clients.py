@@ -15,6 +15,8 @@ writes JSON. The machine is shared: compare the modes of one run, not numbers ac
     .venv/bin/python bench/http_clients.py --searches 30
 
 Results: bench/results/http_clients.json.
+
+Figures on: docs/benchmarks.md (the clients table).
 """
 
 from __future__ import annotations

@@ -15,6 +15,8 @@ With `--other CHECKOUT`, part 1 also indexes the folder with that checkout's cod
 .venv), alternating with this one's, and reports both rates and their ratio (this / other).
 
 Results: bench/results/ingest.json (scripts/results_tables.py puts it in docs/benchmarks.md).
+
+Figures on: docs/benchmarks.md (the indexing table); docs/settings.md (EMBED_BATCH_SIZE).
 """
 
 from __future__ import annotations

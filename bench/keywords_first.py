@@ -19,6 +19,8 @@ complete; nDCG@10 and recall@100 per mode compare quality with every vector in.
     .venv/bin/python bench/keywords_first.py --notes 2000 --docs 200 --other ../r
 
 Results: bench/results/keywords_first.json.
+
+Figures on: docs/indexing.md.
 """
 
 from __future__ import annotations

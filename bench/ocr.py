@@ -14,6 +14,8 @@ Parts:
   worker reads images without pause; rounds alternate. Speed ratio = alone / beside.
 - search: hybrid searches over a copy of a 50,000-chunk index, idle and while the OCR worker
   reads images; p50/p95 of whole calls, query embedding included.
+
+Figures on: docs/ocr.md.
 """
 
 from __future__ import annotations

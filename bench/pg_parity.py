@@ -6,6 +6,8 @@ the difference per mode.
     .venv/bin/python bench/pg_parity.py ../shared/datasets/scifact-train --sample 100 220
 
 Results: bench/results/pg_parity.json.
+
+Figures on: docs/search.md (Postgres).
 """
 
 from __future__ import annotations

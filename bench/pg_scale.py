@@ -23,6 +23,8 @@ Measured per store, on real SciFact claims (embedded by the model) as queries:
         --pgdata ../pgbench
 
 Results: bench/results/pg_scale.json.
+
+Figures on: docs/postgres.md.
 """
 
 from __future__ import annotations

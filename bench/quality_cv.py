@@ -19,6 +19,8 @@ the whole first set is then scored on the second set (`--check`, the Hatch docum
         --check DIR/hatch.db bench/realdocs
 
 Results: bench/results/quality_cv.json.
+
+Figures on: docs/search.md (ranking: what was tried).
 """
 
 from __future__ import annotations

@@ -22,6 +22,9 @@ size an index file is written through the store (vec0 + FTS5 + documents), then:
 Results: bench/results/search.json and the plot search.png; the previous commit's run, for
 comparison, with its own interpreter: `../prev/.venv/bin/python bench/search.py --as-baseline`
 (search.baseline.json).
+
+Figures on: docs/benchmarks.md (the search table and the plot); docs/postgres.md builds on its
+indexes.
 """
 
 from __future__ import annotations

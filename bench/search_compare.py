@@ -15,6 +15,8 @@ checkouts' figures, so the other checkout is the baseline.
 
     .venv/bin/python bench/search_compare.py --index ../benchdata/search-1000000.db \\
         --index ../benchdata/search-50000.db --other ../baseline --queries 100
+
+Figures on: docs/search.md (the search path's cost); docs/changelog.md (each change to search).
 """
 
 from __future__ import annotations

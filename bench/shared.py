@@ -19,6 +19,8 @@ and searches while a folder is indexed. Real processes, the real MCP client (pyt
     .venv/bin/python bench/shared.py --parts indexing --notes 5000 --rounds 0 --window 240
 
 Results: bench/results/shared.json.
+
+Figures on: docs/sharing.md.
 """
 
 from __future__ import annotations

@@ -15,6 +15,8 @@ interpreter (its .venv) for a before/after in one run.
     .venv/bin/python bench/startup.py --again --runs 8 --python ../old/.venv/bin/python
 
 Results: bench/results/startup.json (`--again`: startup_again.json).
+
+Figures on: docs/benchmarks.md (the start-up table); docs/sharing.md (`--again`).
 """
 
 from __future__ import annotations

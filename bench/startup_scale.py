@@ -24,6 +24,8 @@ alternating with the current code so both see the same machine load.
         --baseline ../base --runs 3
 
 Results: bench/results/startup_scale.json (with --baseline, both codes' figures).
+
+Figures on: docs/benchmarks.md (the plot's start-up panel); docs/changelog.md.
 """
 
 from __future__ import annotations

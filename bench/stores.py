@@ -19,6 +19,8 @@ Postgres is DATABASE_URL when set, else a local server from the embedded-postgre
     .venv/bin/python bench/stores.py --sizes 50000,1000000 --queries 100
 
 Results: bench/results/stores.json.
+
+Figures on: docs/benchmarks.md (the stores table); docs/postgres.md.
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ the output schemas), and `whole`, the answer with its output schemas; with their
     ../OLD/.venv/bin/python bench/tools_list.py --as-baseline   # an earlier checkout's package
 
 Results: bench/results/tools_list.json (tools_list.baseline.json).
+
+Figures on: docs/tool-definitions.md; docs/tools.md; docs/using-tools.md.
 """
 
 from __future__ import annotations
