@@ -326,6 +326,8 @@ def http_server(env: dict[str, str], log: Path, cwd: Path | None = None
                 ) -> Iterator[HttpServer]:
     """`pocketmcp serve --transport http` on 127.0.0.1 and a free port, its stderr in `log`,
     until the block ends (then stopped, SIGTERM)."""
+    # Imported here: a script run by an earlier checkout's interpreter (--as-baseline)
+    # imports that checkout's package, which the other scripts need not load.
     from pocketmcp.mcp import discovery
 
     index = Path(env["SQLITE_PATH"])
