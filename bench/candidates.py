@@ -3,6 +3,8 @@
 Every candidate ends in the search op's own fusion (`ops.ranking.fuse`, one match per
 document); what it changes is the vector list it hands over (a second query vector, a
 document's score rolled up from several chunks) or the fusion weight of the query.
+
+Figures on: docs/search.md (ranking: what was tried), through quality_cv.py.
 """
 
 from __future__ import annotations

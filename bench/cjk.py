@@ -9,11 +9,12 @@ The Japanese corpus is made of sentences drawn from a fixed set of words and par
 the project's tokenizer, in its own database file, merged with 'optimize' and vacuumed.
 
 Results: bench/results/cjk.json.
+
+Figures on: docs/benchmarks.md (the CJK table); docs/search-scores.md.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import random
@@ -23,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from common import ROOT, Stopwatch, add_result_args, summary, write_results
+from common import ROOT, Stopwatch, parser_for, summary, write_results
 
 from pocketmcp.core import keywords
 from pocketmcp.core.cjk import index_text
@@ -102,11 +103,10 @@ def timed(build: Callable[[str], None], queries: list[str], rounds: int) -> dict
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = parser_for(__doc__, "cjk")
     parser.add_argument("--sentences", type=int, default=2000)
     parser.add_argument("--base", default="c2e495e", help="commit before the bigrams")
     parser.add_argument("--rounds", type=int, default=2000)
-    add_result_args(parser, "cjk")
     args = parser.parse_args()
     texts = sentences(args.sentences)
     with tempfile.TemporaryDirectory(prefix="pocketmcp-cjk-") as tmp:

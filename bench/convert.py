@@ -8,22 +8,25 @@ ratio of the contained call to converting in-process (the cost of isolation).
     .venv/bin/python bench/convert.py [--runs 9]
 
 Results: bench/results/convert.json.
+
+Figures on: docs/benchmarks.md (the conversion table); docs/formats.md.
 """
 
 from __future__ import annotations
 
-import argparse
+import json
 import statistics
 import tempfile
 from pathlib import Path
 
 import anyio
 import data
-from common import Stopwatch, add_result_args, pct, write_results
+from common import Stopwatch, parser_for, pct, write_results
 
 from pocketmcp.convert import formats, kinds
 from pocketmcp.convert.limits import Limits
 from pocketmcp.convert.pool import Converter
+from pocketmcp.core.text import sha256
 
 LABELS = {"pdf": "pdf (30 pages)", "docx": "docx (60 sections)", "html": "html (60 sections)",
           "pptx": "pptx (30 slides)", "xlsx": "xlsx (1,000 rows)",
@@ -56,13 +59,14 @@ async def measure(files: dict[str, Path], runs: int) -> list[dict[str, object]]:
         kind = kinds.kind_of(path.name)
         assert kind is not None
         content = path.read_bytes()
+        digest = sha256(content)
         cold = Converter(Limits(workers=1))
         first, warm, direct = Stopwatch(), Stopwatch(), Stopwatch()
         with first:
-            converted = await cold.convert(kind, content, path.name)
+            converted = await cold.convert(kind, content, path.name, digest)
         for _ in range(runs):
             with warm:
-                await cold.convert(kind, content, path.name)
+                await cold.convert(kind, content, path.name, digest)
         await cold.aclose()
         for _ in range(runs):
             with direct:
@@ -83,22 +87,14 @@ async def measure(files: dict[str, Path], runs: int) -> list[dict[str, object]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = parser_for(__doc__, "convert")
     parser.add_argument("--runs", type=int, default=9)
-    add_result_args(parser, "convert")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         files = build(Path(tmp))
         results = anyio.run(measure, files, args.runs)
     write_results(args, {"runs": args.runs, "results": results})
-    print("| format | size | text | p50 | p95 | first call (new worker) | MB/s "
-          "| contained / in-process |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for r in results:
-        print(f"| {r['format']} | {int(r['bytes']) // 1024} KiB | "
-              f"{int(r['text_chars']) // 1000}k chars | {r['p50_ms']} ms | "
-              f"{r['p95_ms']} ms | {r['cold_ms']} ms | {r['mb_per_s']} | "
-              f"{r['contained_over_in_process']} |")
+    print(json.dumps(results, indent=1))  # the table: scripts/results_tables.py convert
 
 
 if __name__ == "__main__":

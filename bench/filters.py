@@ -13,70 +13,49 @@ all of them alike. Reported: p50/p95 per case, and how many results each call re
     .venv/bin/python bench/filters.py --chunks 50000 --queries 200 --top-k 10
 
 Results: bench/results/filters.json.
+
+Figures on: docs/benchmarks.md (the filters table); docs/metadata.md.
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import statistics
 import sys
 import tempfile
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import data
-import numpy as np
-from common import Stopwatch, add_result_args, write_results
+from common import Stopwatch, parser_for, write_results
 
 PER_DOC = 4
 
 
-def build(path: Path, vectors: np.ndarray, text_of: np.ndarray, texts: list[str],
-          keep: float) -> int:
-    """The index, written through the store; how many documents are recent."""
+def facts(keep: float) -> Callable[[int], Any]:
+    """Document d's facts: one in 1/`keep` modified in the last 7 days and tagged `recent`,
+    the others older and tagged `archive`."""
     from pocketmcp.core import dates
-    from pocketmcp.core.identity import Identity
-    from pocketmcp.messages import DocFacts, DocRecord
-    from pocketmcp.store.sqlite.writes import SqliteWriter
+    from pocketmcp.messages import DocFacts
 
     now = dt.datetime.now(dt.UTC)
     every = round(1 / keep)
-    writer = SqliteWriter(path, Identity(model=data.MODEL, dim=vectors.shape[1]))
-    recent = 0
-    try:
-        docs = len(vectors) // PER_DOC
-        for start in range(0, docs, 1000):
-            writer.begin()
-            for d in range(start, min(docs, start + 1000)):
-                fresh = d % every == 0
-                recent += fresh
-                when = now - dt.timedelta(days=(d % 5) if fresh else 30 + d % 700)
-                chunks, content = data.synthetic_doc(d, PER_DOC, texts, text_of)
-                facts = DocFacts(tags=("recent",) if fresh else ("archive",),
-                                 modified=dates.iso(when), created=dates.iso(when))
-                writer.upsert(DocRecord(external_id=f"file:doc{d}.md", source="file", uri=None,
-                                        title=f"Document {d}", content=content,
-                                        sha256=str(d),
-                                        facts=facts),
-                              chunks, vectors[d * PER_DOC:(d + 1) * PER_DOC].tobytes())
-            writer.commit()
-    finally:
-        writer.close()
-    return recent
+
+    def of(d: int) -> Any:
+        fresh = d % every == 0
+        when = now - dt.timedelta(days=(d % 5) if fresh else 30 + d % 700)
+        return DocFacts(tags=("recent",) if fresh else ("archive",),
+                        modified=dates.iso(when), created=dates.iso(when))
+    return of
 
 
 async def measure(db: Path, query_texts: list[str], queries: int, top_k: int) -> dict[str, Any]:
-    from pocketmcp.config import load
     from pocketmcp.ops.results import SearchFilter
     from pocketmcp.ops.search import Scope, search
-    from pocketmcp.plans import READING
-    from pocketmcp.runtime import open_runtime
 
-    config = load({}, environ={"SQLITE_PATH": str(db), "WATCH_DIR": str(db.parent / "none")})
     cases = {
         "no filter": None,
         "modified_after 7d": Scope.of(SearchFilter.model_validate({"modified_after": "7d"})),
@@ -84,9 +63,7 @@ async def measure(db: Path, query_texts: list[str], queries: int, top_k: int) ->
     }
     times = {name: Stopwatch() for name in cases}
     counts: dict[str, list[int]] = {name: [] for name in cases}
-    async with open_runtime(config, READING) as runtime:
-        await runtime.started()
-        reading = await runtime.reading()
+    async with data.reading(db) as reading:
         for scope in cases.values():  # warm every path once
             await search(reading, "warm up", top_k=top_k, scope=scope)
         for i in range(queries):
@@ -101,22 +78,22 @@ async def measure(db: Path, query_texts: list[str], queries: int, top_k: int) ->
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = parser_for(__doc__, "filters")
     parser.add_argument("--chunks", type=int, default=50_000)
     parser.add_argument("--keep", type=float, default=0.01, help="share of documents kept")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--top-k", type=int, default=10)
     parser.add_argument("--base-docs", type=int, default=1500)
-    add_result_args(parser, "filters")
     args = parser.parse_args()
     base, texts, _, query_texts = data.base_vectors(args.base_docs)
     vectors, text_of = data.synthesise(base, args.chunks, seed=args.chunks)
     with tempfile.TemporaryDirectory(prefix="pocketmcp-filters-") as tmp:
         db = Path(tmp) / "filters.db"
-        started = time.perf_counter()
-        recent = build(db, vectors, text_of, texts, args.keep)
-        print(f"built {args.chunks} chunks ({recent} recent documents) in "
-              f"{time.perf_counter() - started:.0f} s", file=sys.stderr)
+        seconds = data.build_index(db, vectors, text_of, texts, per_doc=PER_DOC,
+                                   facts=facts(args.keep))
+        recent = len(range(0, args.chunks // PER_DOC, round(1 / args.keep)))
+        print(f"built {args.chunks} chunks ({recent} recent documents) in {seconds:.0f} s",
+              file=sys.stderr)
         cases = anyio.run(measure, db, query_texts, args.queries, args.top_k)
     row = {"chunks": args.chunks, "documents": args.chunks // PER_DOC,
            "kept_documents": recent, "queries": args.queries, "top_k": args.top_k,

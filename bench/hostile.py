@@ -10,11 +10,12 @@ vectors, offsets, integers), and search filters (spans, integers, globs, sizes).
     .venv/bin/python bench/hostile.py --each 2000 --seed 7
 
 Results: bench/results/hostile.json.
+
+Figures on: docs/reliability.md.
 """
 
 from __future__ import annotations
 
-import argparse
 import base64
 import contextlib
 import json
@@ -27,7 +28,7 @@ from typing import Any
 
 import msgspec
 import numpy as np
-from common import add_result_args, write_results
+from common import parser_for, write_results
 
 
 def _measure(inputs: list[Any], run: Callable[[Any], str]) -> dict[str, Any]:
@@ -241,12 +242,11 @@ def check_filter(given: dict[str, Any]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = parser_for(__doc__, "hostile")
     parser.add_argument("--each", type=int, default=1000, help="random inputs of each kind")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--text-size", type=int, default=200_000,
                         help="characters of each pathological note text")
-    add_result_args(parser, "hostile")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     kinds = {

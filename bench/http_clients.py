@@ -15,30 +15,38 @@ writes JSON. The machine is shared: compare the modes of one run, not numbers ac
     .venv/bin/python bench/http_clients.py --searches 30
 
 Results: bench/results/http_clients.json.
+
+Figures on: docs/benchmarks.md (the clients table).
 """
 
 from __future__ import annotations
 
-import argparse
+import contextlib
 import json
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx2
-from common import ROOT, add_result_args, children, memory_mib, ms_since, summary, write_results
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
+from common import (
+    ROOT,
+    HttpServer,
+    children,
+    http_server,
+    ms_since,
+    parser_for,
+    rss_mib,
+    server_env,
+    stdio_session,
+    summary,
+    write_results,
+)
+from mcp import ClientSession
 
 QUERIES = ("how do I keep a sourdough starter alive", "why are my pods unreachable",
            "what temperature for green tea", "service with a stable virtual IP",
@@ -48,53 +56,17 @@ QUERIES = ("how do I keep a sourdough starter alive", "why are my pods unreachab
 DEVNULL = open(os.devnull, "w")  # noqa: SIM115 (the stderr of every spawned process, all run)
 
 
-def rss_mib(pid: int) -> float:
-    return memory_mib(pid).get("VmRSS", 0.0)
-
-
-def env_for(folder: Path, db: Path) -> dict[str, str]:
-    return {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/"),
-            "WATCH_DIR": str(folder), "SQLITE_PATH": str(db), "LOG_LEVEL": "warning"}
-
-
-def start_server(folder: Path, db: Path) -> tuple[subprocess.Popen[bytes], str, str]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pocketmcp", "serve", "--transport", "http", "--port", "0"],
-        env=env_for(folder, db), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL)
-    published = db.with_name(db.name + ".server.json")
-    deadline = time.monotonic() + 120
-    while True:
-        assert process.poll() is None and time.monotonic() < deadline, "server did not start"
-        if published.exists():
-            url = json.loads(published.read_text())["url"]
-            try:
-                if httpx2.get(url + "/health/ready", trust_env=False).status_code == 200:
-                    break
-            except httpx2.HTTPError:
-                pass
-        time.sleep(0.1)
-    token = db.with_name(db.name + ".token").read_text().strip()
-    return process, url, token
-
-
 @asynccontextmanager
-async def client(mode: str, folder: Path, db: Path, url: str, token: str
+async def client(mode: str, folder: Path, db: Path, server: HttpServer | None
                  ) -> AsyncIterator[ClientSession]:
-    async with AsyncExitStack() as stack:
-        if mode == "http":
-            http = await stack.enter_async_context(httpx2.AsyncClient(
-                headers={"Authorization": f"Bearer {token}"}, trust_env=False,
-                timeout=httpx2.Timeout(30, read=300)))
-            read, write = await stack.enter_async_context(
-                streamable_http_client(url + "/mcp", http_client=http))
-        else:
-            params = StdioServerParameters(command=sys.executable, args=["-m", "pocketmcp"],
-                                           env=env_for(folder, db))
-            read, write = await stack.enter_async_context(stdio_client(params, errlog=DEVNULL))
-        session = await stack.enter_async_context(ClientSession(read, write))
-        await session.initialize()
-        yield session
+    if server is not None and mode == "http":
+        async with server.session() as session:
+            yield session
+    else:  # a bridge relays to the server; a stdio server alone serves itself
+        share = "on" if mode == "bridge" else "off"
+        async with stdio_session(server_env(db, folder, SHARE=share), errlog=DEVNULL
+                                 ) as session:
+            yield session
 
 
 async def wait_ready(session: ClientSession) -> None:
@@ -106,8 +78,8 @@ async def wait_ready(session: ClientSession) -> None:
             await anyio.sleep(0.2)
 
 
-async def round_of(mode: str, n: int, searches: int, folder: Path, db: Path, url: str,
-                   token: str, server_pid: int | None) -> dict[str, Any]:
+async def round_of(mode: str, n: int, searches: int, folder: Path, db: Path,
+                   server: HttpServer | None) -> dict[str, Any]:
     latencies: list[float] = []
     connected = 0
     all_connected = anyio.Event()
@@ -117,7 +89,7 @@ async def round_of(mode: str, n: int, searches: int, folder: Path, db: Path, url
 
     async def one(i: int) -> None:
         nonlocal connected, finished
-        async with client(mode, folder, db, url, token) as session:
+        async with client(mode, folder, db, server) as session:
             await wait_ready(session)
             await session.call_tool("search", {"query": QUERIES[i % len(QUERIES)]})  # warm
             connected += 1
@@ -132,8 +104,8 @@ async def round_of(mode: str, n: int, searches: int, folder: Path, db: Path, url
                 assert not result.is_error, result
             finished += 1
             if finished == n:
-                rss["clients"] = [rss_mib(pid) for pid in children()
-                                  if mode != "http" and pid != server_pid]
+                rss["clients"] = [rss_mib(pid) for pid in children() if mode != "http" and (
+                    server is None or pid != server.process.pid)]
                 done.set()
             await done.wait()  # every process stays up until RSS is read
 
@@ -145,11 +117,10 @@ async def round_of(mode: str, n: int, searches: int, folder: Path, db: Path, url
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = parser_for(__doc__, "http_clients")
     parser.add_argument("--clients", default="1,4,16")
     parser.add_argument("--modes", default="http,bridge,stdio")
     parser.add_argument("--searches", type=int, default=30, help="per client and round")
-    add_result_args(parser, "http_clients")
     args = parser.parse_args()
     sizes = [int(x) for x in args.clients.split(",")]
     results: list[dict[str, Any]] = []
@@ -158,23 +129,16 @@ async def main() -> None:
             folder = Path(tmp) / mode / "kb"
             shutil.copytree(ROOT / "examples" / "kb", folder)
             db = Path(tmp) / mode / "index.db"
-            server = None
-            url = token = ""
-            if mode != "stdio":
-                server, url, token = start_server(folder, db)
-            try:
+            with contextlib.ExitStack() as stack:
+                server = None if mode == "stdio" else stack.enter_context(
+                    http_server(server_env(db, folder), Path(tmp) / mode / "http.err"))
                 for n in sizes:
-                    row = await round_of(mode, n, args.searches, folder, db, url, token,
-                                         server.pid if server is not None else None)
+                    row = await round_of(mode, n, args.searches, folder, db, server)
                     row["mode"] = mode
                     if server is not None:
-                        row["server_rss_mib"] = rss_mib(server.pid)
+                        row["server_rss_mib"] = rss_mib(server.process.pid)
                     results.append(row)
                     print(json.dumps(row), flush=True)
-            finally:
-                if server is not None:
-                    server.send_signal(signal.SIGTERM)
-                    server.wait(30)
     write_results(args, {"searches": args.searches, "results": results})
 
 

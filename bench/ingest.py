@@ -15,34 +15,24 @@ With `--other CHECKOUT`, part 1 also indexes the folder with that checkout's cod
 .venv), alternating with this one's, and reports both rates and their ratio (this / other).
 
 Results: bench/results/ingest.json (scripts/results_tables.py puts it in docs/benchmarks.md).
+
+Figures on: docs/benchmarks.md (the indexing table); docs/settings.md (EMBED_BATCH_SIZE).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from common import add_result_args, write_results
-from data import corpus
-
-
-def write_abstracts(folder: Path, n: int) -> None:
-    docs = corpus()
-    for i in range(n):
-        doc = docs[i % len(docs)]
-        suffix = "" if i < len(docs) else f"\n\n(copy {i // len(docs)})"
-        (folder / f"{doc['_id']}-{i}.md").write_text(
-            f"# {doc['title']}\n\n{doc['text']}{suffix}\n", encoding="utf-8")
+import data
+from common import Ran, parser_for, run_pocketmcp, venv_python, write_results
 
 
 def write_notes(folder: Path, n: int) -> None:
-    docs = corpus()
+    docs = data.corpus()
     for i in range(n):
         doc = docs[i % len(docs)]
         sub = folder / f"d{i // 500:03}"
@@ -50,38 +40,18 @@ def write_notes(folder: Path, n: int) -> None:
         (sub / f"n{i}.md").write_text(f"# Note {i}\n\n{doc['title']}\n", encoding="utf-8")
 
 
-def run_index(folder: Path, db: Path, env_extra: dict[str, str],
-              python: str = sys.executable) -> tuple[dict, float]:
-    """`pocketmcp index` in a child (of `python`); (its JSON summary, its peak RSS in MiB)."""
-    env = {**os.environ, "WATCH_DIR": str(folder), "SQLITE_PATH": str(db), "LOG_LEVEL": "error",
-           **env_extra}
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        child = subprocess.Popen([python, "-m", "pocketmcp", "index", "--json",
-                                  "--progress", "off"], env=env, stdout=out, stderr=err)
-        _, status, usage = os.wait4(child.pid, 0)
-        child.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        if child.returncode:
-            raise SystemExit(f"pocketmcp index failed:\n{err.read().decode()}")
-        summary = json.loads(out.read())
-    return summary, usage.ru_maxrss / 1024  # Linux reports KiB
+def run_index(folder: Path, db: Path, python: Path | str = sys.executable) -> Ran:
+    """`pocketmcp index` of `folder` in a child (of `python`): its summary, time and memory."""
+    env = {**os.environ, "WATCH_DIR": str(folder), "SQLITE_PATH": str(db), "LOG_LEVEL": "error"}
+    return run_pocketmcp("index", "--json", "--progress", "off", env=env, python=python)
 
 
 def bare_chunks_per_s(folder: Path, batch_size: int) -> tuple[int, float]:
     """Chunk every file like the pipeline, then time bare fastembed on the chunks."""
-    from pocketmcp.config import load
-    from pocketmcp.core.chunking import Chunker
-    from pocketmcp.core.text import clean
-    from pocketmcp.embed.local import LocalEmbedder
-    from pocketmcp.embed.models import ModelSpec
-
-    config = load({}, environ={k: v for k, v in os.environ.items() if k.isupper()})
-    embedder = LocalEmbedder(ModelSpec(config.embed_settings()))
-    chunker = Chunker(embedder.tokenizer, size=config.chunk_size, overlap=config.chunk_overlap,
-                      max_tokens=embedder.max_tokens)
-    texts = [c.embed_text for path in sorted(folder.rglob("*.md"))
-             for c in chunker.split(clean(path.read_text(encoding="utf-8")))]
+    environ = {k: v for k, v in os.environ.items() if k.isupper()}
+    embedder = data.local_embedder(environ)
+    texts = list(data.pieces((path.read_text(encoding="utf-8")
+                              for path in sorted(folder.rglob("*.md"))), embedder, environ))
     model = embedder._documents_model()  # loaded on first use
     started = time.perf_counter()
     for _ in model.embed(texts, batch_size=batch_size):
@@ -91,7 +61,7 @@ def bare_chunks_per_s(folder: Path, batch_size: int) -> tuple[int, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = parser_for(__doc__, "ingest")
     parser.add_argument("--files", type=int, default=600, help="abstracts for part 1")
     parser.add_argument("--repeats", type=int, default=2,
                         help="alternating runs of pipeline and bare model (best is kept)")
@@ -99,7 +69,6 @@ def main() -> None:
                         help="comma-separated folder sizes (notes) for part 2")
     parser.add_argument("--other", type=Path, default=None,
                         help="another checkout (with its .venv) to index the abstracts too")
-    add_result_args(parser, "ingest")
     args = parser.parse_args()
     from pocketmcp.config import load
 
@@ -108,21 +77,20 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="pocketmcp-bench-") as tmp:
         base = Path(tmp)
-        folder = base / "abstracts"
-        folder.mkdir()
-        write_abstracts(folder, args.files)
+        folder = data.abstracts(base / "abstracts", args.files)
         # Alternate the two, twice, and keep each one's best: noise on a shared machine only
         # ever slows a run down.
         pipe_rates, bare_rates, peaks, other_rates = [], [], [], []
         for attempt in range(args.repeats):
             db = base / f"a{attempt}.db"
-            summary, peak = run_index(folder, db, {})
+            ran = run_index(folder, db)
+            summary = ran.answer
             pipe_rates.append(summary["chunks_embedded"] / summary["pipeline_s"])
-            peaks.append(peak)
+            peaks.append(ran.peak_rss_mib)
             if args.other is not None:
-                theirs, _ = run_index(folder, base / f"o{attempt}.db", {},
-                                      str(args.other / ".venv" / "bin" / "python"))
-                other_rates.append(theirs["chunks_embedded"] / theirs["pipeline_s"])
+                theirs = run_index(folder, base / f"o{attempt}.db", venv_python(args.other))
+                other_rates.append(theirs.answer["chunks_embedded"]
+                                   / theirs.answer["pipeline_s"])
             chunks, rate = bare_chunks_per_s(folder, batch)
             bare_rates.append(rate)
         pipe_rate, bare_rate, peak = max(pipe_rates), max(bare_rates), max(peaks)
@@ -152,7 +120,8 @@ def main() -> None:
             notes = base / f"notes-{n}"
             notes.mkdir()
             write_notes(notes, n)
-            summary, peak = run_index(notes, base / f"n{n}.db", {})
+            ran = run_index(notes, base / f"n{n}.db")
+            summary, peak = ran.answer, ran.peak_rss_mib
             row = {"files": n, "chunks": summary["chunks_embedded"],
                    "pipeline_s": summary["pipeline_s"], "peak_rss_mib": round(peak, 1),
                    "files_per_s": round(n / summary["pipeline_s"], 1)}

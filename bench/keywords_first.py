@@ -19,12 +19,12 @@ complete; nDCG@10 and recall@100 per mode compare quality with every vector in.
     .venv/bin/python bench/keywords_first.py --notes 2000 --docs 200 --other ../r
 
 Results: bench/results/keywords_first.json.
+
+Figures on: docs/indexing.md.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import random
 import signal
@@ -35,8 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import DATASET, add_result_args, cpu_s, load_1min, write_results
-from data import corpus
+import data
+from common import cpu_s, load_1min, parser_for, run_pocketmcp, venv_python, write_results
 
 PER_FOLDER = 500
 
@@ -44,7 +44,7 @@ PER_FOLDER = 500
 def write_notes(folder: Path, n: int, seed: int = 7) -> str:
     """`n` notes of three to five paragraphs, in folders of PER_FOLDER; the relative path
     of the last one a scan reaches (folders and files are walked in name order)."""
-    docs = corpus()
+    docs = data.corpus()
     rng = random.Random(seed)
     last = ""
     for i in range(n):
@@ -146,59 +146,34 @@ def findable(folder: Path, last: str, db: Path, follow_s: float, timeout_s: floa
 def scifact_subset(target: Path, docs: int) -> dict[str, int]:
     """A BEIR folder of SciFact's claims whose relevant abstracts all fit in `docs`
     abstracts (those abstracts first, then others in corpus order)."""
-    qrels: dict[str, set[str]] = {}
-    with open(DATASET / "qrels" / "train.tsv", encoding="utf-8") as handle:
-        for line in handle:
-            parts = line.rstrip("\n").split("\t")
-            if len(parts) >= 3 and parts[-1].isdigit():
-                qrels.setdefault(parts[0], set()).add(parts[1])
+    relevant = {q: sorted(set(d)) for q, d in data.qrels().items()}
     keep: dict[str, None] = {}
-    queries: list[str] = []
-    for query, relevant in qrels.items():
-        if len(keep) + len(relevant - set(keep)) > docs // 2:
+    chosen: list[str] = []
+    for query, wanted in relevant.items():
+        if len(keep) + len(set(wanted) - set(keep)) > docs // 2:
             break
-        queries.append(query)
-        keep.update(dict.fromkeys(sorted(relevant)))
-    rows = corpus()
-    chosen = [r for r in rows if r["_id"] in keep]
-    chosen += [r for r in rows if r["_id"] not in keep][:docs - len(chosen)]
-    (target / "qrels").mkdir(parents=True)
-    with open(target / "corpus.jsonl", "w", encoding="utf-8") as out:
-        out.writelines(json.dumps(r) + "\n" for r in chosen)
-    wanted = set(queries)
-    with open(DATASET / "queries.jsonl", encoding="utf-8") as handle, open(
-            target / "queries.jsonl", "w", encoding="utf-8") as out:
-        out.writelines(line for line in handle if json.loads(line)["_id"] in wanted)
-    with open(target / "qrels" / "train.tsv", "w", encoding="utf-8") as out:
-        out.write("query-id\tcorpus-id\tscore\n")
-        out.writelines(f"{q}\t{d}\t1\n" for q in queries for d in sorted(qrels[q]))
-    return {"documents": len(chosen), "queries": len(queries)}
+        chosen.append(query)
+        keep.update(dict.fromkeys(wanted))
+    rows = data.corpus()
+    picked = [r for r in rows if r["_id"] in keep]
+    picked += [r for r in rows if r["_id"] not in keep][:docs - len(picked)]
+    data.beir_part(target, chosen, picked, relevant)
+    return {"documents": len(picked), "queries": len(chosen)}
 
 
-def evaluate(python: str, dataset: Path, cwd: Path) -> dict[str, Any]:
-    """`pocketmcp eval` by `python` (its checkout's code): the report, and the wall time."""
-    env = {**os.environ, "LOG_LEVEL": "error"}
-    started = time.perf_counter()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        child = subprocess.Popen([python, "-m", "pocketmcp", "eval", str(dataset), "--json"],
-                                 env=env, cwd=cwd, stdout=out, stderr=err)
-        _, status, usage = os.wait4(child.pid, 0)
-        out.seek(0)
-        err.seek(0)
-        if os.waitstatus_to_exitcode(status):
-            raise SystemExit(f"pocketmcp eval failed:\n{err.read().decode()[-3000:]}")
-        report = json.loads(out.read())
+def evaluate(python: Path | str, dataset: Path, cwd: Path) -> dict[str, Any]:
+    """`pocketmcp eval` by `python` (its checkout's code): the report, and the time taken."""
+    ran = run_pocketmcp("eval", str(dataset), "--json", env={**os.environ, "LOG_LEVEL": "error"},
+                        python=python, cwd=cwd)
+    report = ran.answer
     return {"index": report["index"], "chunks": report["chunks"],
-            "wall_s": round(time.perf_counter() - started, 1),
-            # CPU seconds of the whole run (every thread): steadier than wall time when
-            # other jobs share the machine.
-            "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+            "wall_s": round(ran.wall_s, 1), "cpu_s": round(ran.cpu_s, 1),
             "modes": {m: {k: round(v, 4) for k, v in values.items() if k != "ms_per_query"}
                       for m, values in report["modes"].items()}}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = parser_for(__doc__, "keywords_first")
     parser.add_argument("--notes", type=int, default=10000, help="notes for part 1 (0: skip)")
     parser.add_argument("--follow", type=float, default=60.0,
                         help="seconds of embedding watched after the first scan (part 1)")
@@ -212,7 +187,6 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1,
                         help="alternating runs of each code in part 2, and in part 1 with --base "
                              "(the best is kept)")
-    add_result_args(parser, "keywords_first")
     args = parser.parse_args()
     results: dict[str, Any] = {"load_1min_before": load_1min()}
     with tempfile.TemporaryDirectory(prefix="pocketmcp-kwfirst-") as tmp:
@@ -251,7 +225,7 @@ def main() -> None:
         if args.docs:
             dataset = base / "scifact-subset"
             results["subset"] = scifact_subset(dataset, args.docs)
-            other = str(args.other / ".venv" / "bin" / "python")
+            other = venv_python(args.other)
             runs: dict[str, list[dict[str, Any]]] = {"this": [], "other": []}
             for _ in range(args.repeats):
                 runs["this"].append(evaluate(sys.executable, dataset, base))

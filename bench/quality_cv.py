@@ -15,15 +15,16 @@ the whole first set is then scored on the second set (`--check`, the Hatch docum
 
     .venv/bin/pocketmcp eval ../shared/datasets/scifact-train --index DIR/scifact.db
     .venv/bin/pocketmcp eval bench/realdocs --corpus HATCH --index DIR/hatch.db
-    .venv/bin/python bench/quality_cv.py --index DIR/scifact.db \
+    .venv/bin/python bench/quality_cv.py --index DIR/scifact.db \\
         --check DIR/hatch.db bench/realdocs
 
 Results: bench/results/quality_cv.json.
+
+Figures on: docs/search.md (ranking: what was tried).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import statistics
@@ -34,9 +35,10 @@ from typing import Any
 
 import anyio
 import candidates
+import data
 import msgspec
 import numpy as np
-from common import DATASET, add_result_args, write_results
+from common import DATASET, parser_for, write_results
 
 DEPTH = 200
 
@@ -61,20 +63,13 @@ def _chunk_ids(index: Path) -> list[int]:
         conn.close()
 
 
-async def _gather(index: Path, dataset: Any, name_of: Callable[[str], str],
-                  environ: Mapping[str, str]) -> tuple[Cache, np.ndarray, np.ndarray]:
-    from pocketmcp.config import load
+async def _gather(index: Path, dataset: Any, name_of: Callable[[str], str]
+                  ) -> tuple[Cache, np.ndarray, np.ndarray]:
     from pocketmcp.core.paths import path_of
     from pocketmcp.ops.calibrate import model_background
     from pocketmcp.ops.search import gather
-    from pocketmcp.plans import READING
-    from pocketmcp.runtime import open_runtime
 
-    config = load({}, environ={"SQLITE_PATH": str(index),
-                               "WATCH_DIR": str(index) + ".corpus", **environ})
-    async with open_runtime(config, READING) as runtime:
-        await runtime.started()
-        reading = await runtime.reading()
+    async with data.reading(index) as reading:
         index_ = reading.index
         ids = await index_.run(lambda r: r.all_external_ids())
         names = {d: name_of(path_of(ext, "file") or ext) for d, ext in ids}
@@ -97,10 +92,9 @@ async def _gather(index: Path, dataset: Any, name_of: Callable[[str], str],
     return cache, np.asarray(vectors, dtype=np.float32), np.stack(qvecs).astype(np.float32)
 
 
-def load_set(index: Path, dataset_dir: Path, cache_dir: Path, folder_names: bool,
-             environ: Mapping[str, str] | None = None) -> candidates.Corpus:
-    """The set's cached lists (read from `index` the first time; `environ`: settings such
-    as a provider's, beside the index's path)."""
+def load_set(index: Path, dataset_dir: Path, cache_dir: Path, folder_names: bool
+             ) -> candidates.Corpus:
+    """The set's cached lists (read from `index` the first time)."""
     from pocketmcp.ops.evaluate import doc_of, load_dataset
 
     dataset = load_dataset(dataset_dir, corpus=not folder_names)
@@ -112,7 +106,7 @@ def load_set(index: Path, dataset_dir: Path, cache_dir: Path, folder_names: bool
         vectors, qvecs = found["vectors"], found["queries"]
     else:
         cache, vectors, qvecs = anyio.run(_gather, index, dataset,
-                                          str if folder_names else doc_of, environ or {})
+                                          str if folder_names else doc_of)
         meta.write_bytes(msgspec.msgpack.encode(cache))
         np.savez(arrays, vectors=vectors, queries=qvecs)
     return candidates.Corpus.make(cache, vectors, qvecs, dataset.qrels)
@@ -172,7 +166,7 @@ def _summary(scores: Mapping[str, tuple[float, float, float]],
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = parser_for(__doc__, "quality_cv")
     parser.add_argument("--index", type=Path, required=True)
     parser.add_argument("--dataset", type=Path, default=DATASET)
     parser.add_argument("--check", nargs=2, metavar=("INDEX", "DATASET"),
@@ -186,7 +180,6 @@ def main() -> None:
     parser.add_argument("--common-share", type=float,
                         help="keyword search: drop words in more than this share of the "
                              "chunks (instead of the default); give each its own --cache-dir")
-    add_result_args(parser, "quality_cv")
     args = parser.parse_args()
     if args.common_share is not None:
         from pocketmcp.core import keywords

@@ -22,11 +22,13 @@ size an index file is written through the store (vec0 + FTS5 + documents), then:
 Results: bench/results/search.json and the plot search.png; the previous commit's run, for
 comparison, with its own interpreter: `../prev/.venv/bin/python bench/search.py --as-baseline`
 (search.baseline.json).
+
+Figures on: docs/benchmarks.md (the search table and the plot); docs/postgres.md builds on its
+indexes.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
@@ -37,24 +39,17 @@ from typing import Any
 import anyio
 import data
 import numpy as np
-from common import RESULTS, Stopwatch, add_result_args, result_path, write_results
+from common import RESULTS, Stopwatch, parser_for, result_path, write_results
 
 
 async def measure(db: Path, vectors: np.ndarray, queries: np.ndarray, query_texts: list[str],
                   repeats: int) -> dict:
-    from pocketmcp.config import load
     from pocketmcp.ops.search import DEFAULT_PARAMS, candidates_for
-    from pocketmcp.plans import READING
-    from pocketmcp.runtime import open_runtime
 
-    config = load({}, environ={"SQLITE_PATH": str(db), "WATCH_DIR": str(db.parent / "none")})
     out: dict = {}
-    opening = Stopwatch()
-    async with open_runtime(config, READING) as runtime:
-        with opening:
-            await runtime.started()
-        out["load_s"] = round(opening.times[0] / 1000, 2)
-        reading = await runtime.reading()
+    started = time.perf_counter()
+    async with data.reading(db) as reading:
+        out["load_s"] = round(time.perf_counter() - started, 2)
         index = reading.index.vectors
         assert index.reason is None, index.reason  # the vector file answers, not SQLite
         out["vector_index_mib"] = round(index.path.stat().st_blocks * 512 / 2**20, 1)
@@ -172,7 +167,7 @@ def plot(results: list[dict], path: Path, startup: Path | None = None) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = parser_for(__doc__, "search")
     parser.add_argument("--sizes", default="10000,50000,200000,1000000")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--base-docs", type=int, default=1500,
@@ -182,7 +177,6 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="keep the index files in this folder")
     parser.add_argument("--startup", type=Path, default=result_path("startup_scale"),
                         help="bench/startup_scale.py's results for the plot's start-up panel")
-    add_result_args(parser, "search")
     args = parser.parse_args()
     base, texts, queries, query_texts = data.base_vectors(args.base_docs, args.base_index)
     results = []
@@ -193,9 +187,8 @@ def main() -> None:
             vectors, text_of = data.synthesise(base, n, seed=n)
             db = folder / f"search-{n}.db"
             if not db.exists():
-                t = time.perf_counter()
-                data.build_index(db, vectors, text_of, texts)
-                print(f"built {n} chunks in {time.perf_counter() - t:.0f} s", file=sys.stderr)
+                seconds = data.build_index(db, vectors, text_of, texts, content=False)
+                print(f"built {n} chunks in {seconds:.0f} s", file=sys.stderr)
             data.prepare(db, vectors.shape[1])
             row = {"chunks": n, **anyio.run(measure, db, vectors, queries, query_texts,
                                              args.queries)}

@@ -15,6 +15,8 @@ checkouts' figures, so the other checkout is the baseline.
 
     .venv/bin/python bench/search_compare.py --index ../benchdata/search-1000000.db \\
         --index ../benchdata/search-50000.db --other ../baseline --queries 100
+
+Figures on: docs/search.md (the search path's cost); docs/changelog.md (each change to search).
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import add_result_args, load_1min, summary, versions, write_results
-from data import BASE
+import data
+from common import load_1min, parser_for, summary, venv_python, versions, write_results
 
 MODES = ("hybrid", "vector", "keyword")
 REPLY = "reply: "  # what starts a worker's replies (log lines may go to stdout too)
@@ -49,9 +51,6 @@ async def _serve(db: Path) -> None:
     import numpy as np
 
     import pocketmcp.ops.search as ops
-    from pocketmcp.config import load
-    from pocketmcp.plans import READING
-    from pocketmcp.runtime import open_runtime
 
     stages: dict[str, float] = {}
 
@@ -74,11 +73,8 @@ async def _serve(db: Path) -> None:
         "  term_counts", SqliteReader.term_docs)
     SqliteReader.search_keyword = timed(  # type: ignore[method-assign]
         "  chunk_fts_query", SqliteReader.search_keyword)
-    queries = np.load(BASE)["queries"]
-    config = load({}, environ={"SQLITE_PATH": str(db), "WATCH_DIR": str(db.parent / "none")})
-    async with open_runtime(config, READING) as runtime:
-        await runtime.started()
-        reading = await runtime.reading()
+    queries = np.load(data.BASE)["queries"]
+    async with data.reading(db) as reading:
         embedder = reading.embedder
         embed = embedder.embed_query
 
@@ -154,9 +150,9 @@ def compare(db: Path, other: Path, queries: int, warm: int,
             kernels_may_differ: bool = False) -> dict[str, Any]:
     import numpy as np
 
-    texts = [str(t) for t in np.load(BASE)["query_texts"]]
+    texts = [str(t) for t in np.load(data.BASE)["query_texts"]]
     workers = {"this": Worker(Path(sys.executable), db),
-               "other": Worker(other / ".venv" / "bin" / "python", db)}
+               "other": Worker(venv_python(other), db)}
     mine, theirs = workers["this"].kernels, workers["other"].kernels
     if mine != theirs and not kernels_may_differ:
         for w in workers.values():
@@ -203,14 +199,13 @@ def compare(db: Path, other: Path, queries: int, warm: int,
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = parser_for(__doc__, "search_compare")
     parser.add_argument("--index", type=Path, action="append",
                         help="an index kept by bench/search.py --keep (again for more)")
     parser.add_argument("--other", type=Path,
                         help="the other checkout (with its own .venv)")
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--warm", type=int, default=5, help="requests not measured, first")
-    add_result_args(parser, "search_compare")
     parser.add_argument("--kernels-may-differ", action="store_true",
                         help="compare even when the checkouts load different library versions")
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)

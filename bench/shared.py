@@ -19,14 +19,14 @@ and searches while a folder is indexed. Real processes, the real MCP client (pyt
     .venv/bin/python bench/shared.py --parts indexing --notes 5000 --rounds 0 --window 240
 
 Results: bench/results/shared.json.
+
+Figures on: docs/sharing.md.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,24 +36,22 @@ from typing import Any
 
 import anyio
 import data
-import httpx2
 from common import (
-    ROOT,
-    add_result_args,
     children,
     cpu_s,
+    http_server,
     load_1min,
-    memory_mib,
     ms_since,
+    parser_for,
     result_path,
+    rss_mib,
+    run_pocketmcp,
+    server_env,
+    stdio_session,
     summary,
     write_results,
 )
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
-
-sys.path.insert(0, str(ROOT / "tests"))
+from mcp import ClientSession
 from support.mcp_harness import call, until
 
 from pocketmcp.mcp import discovery
@@ -66,37 +64,21 @@ def stamp() -> str:
 SEARCH = {"top_k": 10, "score_threshold": 0, "mode": "hybrid"}
 
 
-def environment(root: Path, **extra: str) -> dict[str, str]:
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/"),
-           "SQLITE_PATH": str(root / "data" / "index.db"), "WATCH_DIR": str(root / "kb"),
-           "LOG_LEVEL": "info", "SERVER_IDLE_EXIT_S": "5"}
-    for key in ("POCKETMCP_CACHE", "XDG_CACHE_HOME", "PYTHONPATH"):  # the code measured
-        if key in os.environ:
-            env[key] = os.environ[key]
-    env.update(extra)
-    return env
+def environment(root: Path, code: Path | None = None, **settings: str) -> dict[str, str]:
+    """A server's settings: the index root/data/index.db of the folder root/kb."""
+    return server_env(root / "data" / "index.db", root / "kb", code=code, log_level="info",
+                      SERVER_IDLE_EXIT_S="5", **settings)
 
 
 def notes(root: Path, n: int) -> Path:
     """`n` SciFact abstracts as Markdown notes in root/kb."""
-    kb = root / "kb"
-    kb.mkdir(parents=True, exist_ok=True)
-    for row in data.corpus(n):
-        (kb / f"{row['_id']}.md").write_text(f"# {row['title']}\n\n{row['text']}\n",
-                                            encoding="utf-8")
-    return kb
+    return data.abstracts(root / "kb", n)
 
 
-def index_cli(root: Path, **env: str) -> dict[str, Any]:
-    done = subprocess.run([sys.executable, "-m", "pocketmcp", "index", "--json", "--progress",
-                           "off"], env=environment(root, **env), capture_output=True, text=True,
-                          timeout=3600, check=True)
-    summary_: dict[str, Any] = json.loads(done.stdout)
-    return summary_
-
-
-def rss(pid: int) -> float:
-    return memory_mib(pid).get("VmRSS", 0.0)
+def index_cli(root: Path, **settings: str) -> dict[str, Any]:
+    answer: dict[str, Any] = run_pocketmcp("index", "--json", "--progress", "off",
+                                           env=environment(root, **settings)).answer
+    return answer
 
 
 # -- editors ------------------------------------------------------------------------------------
@@ -104,25 +86,18 @@ def rss(pid: int) -> float:
 async def editors(root: Path, count: int, queries: list[str]) -> dict[str, Any]:
     log = open(root / "editors.err", "w")  # noqa: SIM115
     index = root / "data" / "index.db"
-
-    def params(share: str) -> StdioServerParameters:
-        return StdioServerParameters(command=sys.executable, args=["-m", "pocketmcp"],
-                                     env=environment(root, SHARE=share), cwd=str(root))
-
-    async with stdio_client(params("off"), errlog=log) as (r, w), ClientSession(r, w) as alone:
-        await alone.initialize()
+    async with stdio_session(environment(root, SHARE="off"), errlog=log, cwd=root) as alone:
         for q in queries[:10]:
             await call(alone, "search", {"query": q, **SEARCH})
         (pid,) = children()
-        alone_mib = rss(pid)
+        alone_mib = rss_mib(pid)
     spawn_ms: list[float] = []
     async with AsyncExitStack() as stack:
         sessions = []
         for _ in range(count):
             started = time.perf_counter()
-            r, w = await stack.enter_async_context(stdio_client(params("on"), errlog=log))
-            session = await stack.enter_async_context(ClientSession(r, w))
-            await session.initialize()
+            session = await stack.enter_async_context(stdio_session(
+                environment(root, SHARE="on"), errlog=log, cwd=root))
             await call(session, "search", {"query": queries[len(sessions)], **SEARCH})
             spawn_ms.append(round(ms_since(started), 1))
             sessions.append(session)
@@ -131,9 +106,9 @@ async def editors(root: Path, count: int, queries: list[str]) -> dict[str, Any]:
                 await call(session, "search", {"query": q, **SEARCH})
         server = discovery.find(index)
         assert server is not None
-        bridges = {pid: rss(pid) for pid in children() if pid != server.pid}
+        bridges = {pid: rss_mib(pid) for pid in children() if pid != server.pid}
         bridge_cpu = sorted(cpu_s(pid) for pid in bridges)
-        server_mib = rss(server.pid)
+        server_mib = rss_mib(server.pid)
         status = await call(sessions[-1], "status", {})
     total = server_mib + sum(bridges.values())
     return {"alone_mib": alone_mib, "shared_server_mib": server_mib,
@@ -147,45 +122,10 @@ async def editors(root: Path, count: int, queries: list[str]) -> dict[str, Any]:
 
 # -- unload ---------------------------------------------------------------------------------------
 
-class Served:
-    def __init__(self, root: Path, code: Path | None = None, **env: str) -> None:
-        """`code`: a checkout of other code to serve with (this interpreter and packages)."""
-        index = Path(env.get("SQLITE_PATH", root / "data" / "index.db"))
-        if code is not None:
-            env["PYTHONPATH"] = str(code)
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "pocketmcp", "serve", "--transport", "http", "--port", "0"],
-            env=environment(root, **env), cwd=root, stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=open(root / "http.err", "ab"))  # noqa: SIM115
-        deadline = time.monotonic() + 120
-        found = discovery.find(index)
-        while found is None or found.pid != self.process.pid:
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.process.kill()
-                raise RuntimeError((root / "http.err").read_text()[-2000:])
-            time.sleep(0.05)
-            found = discovery.find(index)
-        self.url = found.url
-        self.token = discovery.token_file(index).read_text().strip()
-
-    def session(self) -> Any:
-        stack = AsyncExitStack()
-
-        async def enter() -> ClientSession:
-            http = await stack.enter_async_context(httpx2.AsyncClient(
-                headers={"Authorization": f"Bearer {self.token}"}, trust_env=False,
-                timeout=httpx2.Timeout(60, read=600)))
-            r, w = await stack.enter_async_context(streamable_http_client(
-                self.url + "/mcp", http_client=http))
-            session = await stack.enter_async_context(ClientSession(r, w))
-            await session.initialize()
-            return session
-
-        return stack, enter
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(30)
+def served(root: Path, code: Path | None = None, **settings: str) -> Any:
+    """The HTTP server of root's index and folder; `code`: a checkout of other code to serve
+    with (this interpreter and packages)."""
+    return http_server(environment(root, code, **settings), root / "http.err", cwd=root)
 
 
 async def status_until(session: ClientSession, test: Any, within_s: float) -> dict[str, Any]:
@@ -193,19 +133,16 @@ async def status_until(session: ClientSession, test: Any, within_s: float) -> di
 
 
 async def unload(root: Path, queries: list[str], idle_s: int) -> dict[str, Any]:
-    served = Served(root, MODEL_IDLE_UNLOAD_S=str(idle_s))
-    try:
-        stack, enter = served.session()
-        async with stack:
-            session = await enter()
+    with served(root, MODEL_IDLE_UNLOAD_S=str(idle_s)) as server:
+        async with server.session() as session:
             await status_until(session, lambda s: s["initial_indexing_done"], 600)
             for q in queries[:20]:
                 await call(session, "search", {"query": q, **SEARCH})
-            before = rss(served.process.pid)
+            before = rss_mib(server.process.pid)
             await status_until(session, lambda s: s["sharing"]["model_state"] == "unloaded",
-                        idle_s * 3 + 30)
+                               idle_s * 3 + 30)
             await anyio.sleep(0.5)
-            after = rss(served.process.pid)
+            after = rss_mib(server.process.pid)
             started = time.perf_counter()
             first = await call(session, "search", {"query": queries[20], **SEARCH})
             first_ms = ms_since(started)
@@ -217,8 +154,6 @@ async def unload(root: Path, queries: list[str], idle_s: int) -> dict[str, Any]:
                     break
                 await anyio.sleep(0.02)
             status = await call(session, "status", {})
-    finally:
-        served.stop()
     return {"rss_before_mib": before, "rss_after_unload_mib": after,
             "drop_mib": round(before - after, 1),
             "first_search_after_unload_ms": round(first_ms, 1),
@@ -272,14 +207,11 @@ async def searches_while_indexing(root: Path, queries: list[str], n: int,
     come."""
     live = root / name
     folder = notes(live, 5)
-    served = Served(live, code, WATCH_DIR=str(folder))
     during: list[float] = []
     keywords: list[float] = []  # of `during`: before every note was written for keywords
     idle: list[float] = []
-    try:
-        stack, enter = served.session()
-        async with stack:
-            session = await enter()
+    with served(live, code) as server:
+        async with server.session() as session:
             await status_until(session, lambda s: s["initial_indexing_done"], 600)
             for source in sorted((root / "kb").iterdir()):
                 (folder / source.name).write_bytes(source.read_bytes())
@@ -310,8 +242,6 @@ async def searches_while_indexing(root: Path, queries: list[str], n: int,
                 started = time.perf_counter()
                 await call(session, "search", {"query": queries[q % len(queries)], **SEARCH})
                 idle.append(ms_since(started))
-    finally:
-        served.stop()
     ratio = summary(during)["p95_ms"] / summary(idle)["p95_ms"] if during and idle else None
     in_keywords = summary(keywords)["p95_ms"] / summary(idle)["p95_ms"] if (
         keywords and idle) else None
@@ -327,7 +257,7 @@ async def searches_while_indexing(root: Path, queries: list[str], n: int,
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = parser_for(__doc__, "shared")
     parser.add_argument("--parts", default="editors,unload,indexing")
     parser.add_argument("--editors", type=int, default=4)
     parser.add_argument("--small", type=int, default=100, help="notes for editors and unload")
@@ -340,7 +270,6 @@ async def main() -> None:
     parser.add_argument("--base", type=Path, default=None,
                         help="a checkout of earlier code whose searches while indexing are "
                              "measured first, in the same run (same interpreter and packages)")
-    add_result_args(parser, "shared")
     args = parser.parse_args()
     parts = args.parts.split(",")
     queries = data.queries()

@@ -1,7 +1,9 @@
 """Time from spawning `python -m pocketmcp` to initialize, tools/list and the first search.
 
 The python-sdk client spawns the server over stdio, as an editor does, on a copy of
-examples/kb and a fresh index each run. Prints p50/p95 over the runs and writes JSON.
+examples/kb and a fresh index each run; the server serves on its own (SHARE=off: editors
+sharing one server are measured by bench/shared.py). Prints p50/p95 over the runs and
+writes JSON.
 
 With `--again`, each folder is indexed by a first server, and a second one (SHARE=off: a
 server of its own) is timed: its first search, sent right after `initialize` while the
@@ -13,11 +15,12 @@ interpreter (its .venv) for a before/after in one run.
     .venv/bin/python bench/startup.py --again --runs 8 --python ../old/.venv/bin/python
 
 Results: bench/results/startup.json (`--again`: startup_again.json).
+
+Figures on: docs/benchmarks.md (the start-up table); docs/sharing.md (`--again`).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
@@ -26,29 +29,18 @@ import time
 from pathlib import Path
 
 import anyio
-from common import ROOT, Stopwatch, add_result_args, summary, write_results
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
-
-
-def _params(folder: Path, db: Path, python: str, **more: str) -> StdioServerParameters:
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/"),
-           "WATCH_DIR": str(folder), "SQLITE_PATH": str(db), "LOG_LEVEL": "warning", **more}
-    return StdioServerParameters(command=python, args=["-m", "pocketmcp"], env=env)
+from common import ROOT, Stopwatch, parser_for, server_env, stdio_session, summary, write_results
 
 
 async def again_run(folder: Path, db: Path, python: str) -> dict[str, float]:
     """A second start on an indexed folder: its first search while the model loads."""
-    first = await one_run(folder, db, python, warm=0, SHARE="off")
+    first = await one_run(folder, db, python, warm=0)
     assert first["first_search_s"] > 0
-    params = _params(folder, db, python, SHARE="off")
     out: dict[str, float] = {}
     with open(os.devnull, "w") as errlog:
         started = time.perf_counter()
-        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(
-            read, write
-        ) as session:
-            await session.initialize()
+        async with stdio_session(server_env(db, folder, SHARE="off"), errlog=errlog,
+                                 python=python) as session:
             out["initialize_s"] = time.perf_counter() - started
             sent = time.perf_counter()
             result = await session.call_tool("search", {"query": "sourdough starter"})
@@ -64,16 +56,13 @@ async def again_run(folder: Path, db: Path, python: str) -> dict[str, float]:
     return out
 
 
-async def one_run(folder: Path, db: Path, python: str = sys.executable, warm: int = 20,
-                  **more: str) -> dict[str, float]:
-    params = _params(folder, db, python, **more)
+async def one_run(folder: Path, db: Path, python: str = sys.executable, warm: int = 20
+                  ) -> dict[str, float]:
     started = time.perf_counter()
     out: dict[str, float] = {}
     with open(os.devnull, "w") as errlog:
-        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(
-            read, write
-        ) as session:
-            await session.initialize()
+        async with stdio_session(server_env(db, folder, SHARE="off"), errlog=errlog,
+                                 python=python) as session:
             out["initialize_s"] = time.perf_counter() - started
             await session.list_tools()
             out["tools_list_s"] = time.perf_counter() - started
@@ -91,13 +80,12 @@ async def one_run(folder: Path, db: Path, python: str = sys.executable, warm: in
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = parser_for(__doc__, "startup")
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--again", action="store_true",
-                        help="time a second start on an indexed folder (SHARE=off)")
+                        help="time a second start on an indexed folder")
     parser.add_argument("--python", default=sys.executable,
                         help="the interpreter that runs the servers (another checkout's)")
-    add_result_args(parser, "startup")
     args = parser.parse_args()
     if args.again:
         args.measure = "startup_again"

