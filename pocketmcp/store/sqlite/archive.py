@@ -17,16 +17,6 @@ from pocketmcp.messages import Link
 from pocketmcp.store.archive import StoredChunk, StoredDoc
 from pocketmcp.store.sqlite.connect import open_sync_reader, sqlite_errors, sqlite_module
 
-# A document's links, each with the documents it resolves to (one row per link and document),
-# and the documents linking to one (itself left out).
-OUTGOING = ("SELECT l.idx, l.target, l.kind, d.doc_id, d.title, d.external_id, d.source "
-            "FROM links l LEFT JOIN doc_keys k ON k.key = l.key "
-            "LEFT JOIN documents d ON d.doc_id = k.doc_id "
-            "WHERE l.doc_id = ? ORDER BY l.idx, d.doc_id")
-INCOMING = ("SELECT DISTINCT d.doc_id, d.title, d.external_id, d.source FROM doc_keys k "
-            "JOIN links l ON l.key = k.key JOIN documents d ON d.doc_id = l.doc_id "
-            "WHERE k.doc_id = ? AND l.doc_id != ? ORDER BY d.doc_id LIMIT ?")
-
 Query = Callable[[str, Sequence[Any]], list[Any]]
 
 _DOC = ("SELECT doc_id, external_id, source, uri, title, library, metadata, properties, tags, "

@@ -1,0 +1,235 @@
+"""What every store reads alike: the statements SQLite and Postgres run the same, written
+once in `?` style (an engine's `query` runs them in its own), and the rows they read.
+
+An engine's reader mixes in `CommonReads` and gives it `query` and a `Dialect`: how it
+writes the few parts that differ. Everything else of reading is the engine's own: keyword
+search, vectors, snapshots, the archive.
+
+A document is written in two stages: its text and keywords as soon as it is chunked (its
+chunks waiting, with a row in `embed_queue` ranking it), and its vectors once the embedder
+returns them; keyword search finds waiting chunks at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, NamedTuple
+
+from pocketmcp.store import rows as r
+from pocketmcp.store.filters import Compare, DocFilter
+from pocketmcp.store.related import MAX_INCOMING, Linker, LinkRow
+
+
+class Dialect(NamedTuple):
+    """How one store writes the parts of a shared statement that differ (in `?` style)."""
+
+    ids: Callable[[str, Sequence[int]], tuple[str, Any]]  # `column` is one of the ids
+    compare: Callable[[Compare], tuple[str, list[Any]]]  # one metadata condition
+    json: str  # what reads a JSON column as text (nothing where it is text)
+    waiting: str  # a chunk whose vector has not come, as a condition on `chunks`
+
+
+def _tags(tags: tuple[str, ...]) -> tuple[str, list[Any]]:
+    """Any of `tags`, each with every tag below it (`project` matches `project/apollo`), by
+    the index of doc_tags."""
+    parts, args = [], list[Any]()
+    for tag in tags:
+        low = tag.lower()
+        # "0" follows "/": the range holds exactly the tags that start with "low/".
+        parts.append("(tag = ? OR (tag >= ? AND tag < ?))")
+        args += [low, low + "/", low + "0"]
+    return f"d.doc_id IN (SELECT doc_id FROM doc_tags WHERE {' OR '.join(parts)})", args
+
+
+def conditions(f: DocFilter, d: Dialect) -> tuple[str, list[Any]]:
+    """SQL conditions over `documents d` (store/filters.py), each starting with AND, and
+    their arguments."""
+    parts: list[str] = []
+    args: list[Any] = []
+    if f.doc_ids is not None:
+        sql, arg = d.ids("d.doc_id", f.doc_ids)
+        parts.append(sql)
+        args.append(arg)
+    if f.library is not None:
+        parts.append("d.library = ?")
+        args.append(f.library)
+    for column, bound, sign in (("modified", f.modified_after, ">="),
+                                ("modified", f.modified_before, "<"),
+                                ("created", f.created_after, ">="),
+                                ("created", f.created_before, "<")):
+        if bound is not None:
+            parts.append(f"d.{column} {sign} ?")
+            args.append(bound)
+    for sql, more in [*([_tags(f.tags_any)] if f.tags_any else []),
+                      *(_tags((tag,)) for tag in f.tags_all),
+                      *(d.compare(c) for c in f.metadata)]:
+        parts.append(sql)
+        args += more
+    return "".join(f" AND {p}" for p in parts), args
+
+
+# A chunk's text is cut from its document (offsets are in characters, as substr's are):
+# reading it from SQLite's vec0 would scan the vectors.
+_TEXT = "substr(d.content, c.start_off + 1, c.end_off - c.start_off)"
+_CHUNK = "c.chunk_id, c.doc_id, c.idx, c.start_off, c.end_off, " + _TEXT
+# What a search match shows of its document, after its chunk's own columns ({j}: the
+# dialect's `json`).
+HIT_DOC = ("d.external_id, d.uri, d.title, d.source, c.section, d.library, d.size_bytes, "
+           "d.mtime_ns, d.created, d.modified, d.updated_at, d.tags{j}")
+_HIT = f"{_CHUNK}, {HIT_DOC} FROM chunks c JOIN documents d ON d.doc_id = c.doc_id"
+_DOC = ("SELECT d.doc_id, d.external_id, d.source, d.uri, d.title, d.library, d.metadata{j}, "
+        "d.content_sha256, d.chunk_count, d.created_at, d.updated_at, d.properties{j}, "
+        "d.tags{j}, d.created, d.modified, d.size_bytes, d.mtime_ns FROM documents d WHERE ")
+# A document's links, each with the documents it resolves to (one row per link and
+# document), and the documents linking to one (itself left out).
+_OUTGOING = ("SELECT l.idx, l.target, l.kind, d.doc_id, d.title, d.external_id, d.source "
+             "FROM links l LEFT JOIN doc_keys k ON k.key = l.key "
+             "LEFT JOIN documents d ON d.doc_id = k.doc_id "
+             "WHERE l.doc_id = ? ORDER BY l.idx, d.doc_id")
+_INCOMING = ("SELECT DISTINCT d.doc_id, d.title, d.external_id, d.source FROM doc_keys k "
+             "JOIN links l ON l.key = k.key JOIN documents d ON d.doc_id = l.doc_id "
+             "WHERE k.doc_id = ? AND l.doc_id != ? ORDER BY d.doc_id LIMIT ?")
+_LAST_IDX = 2**31 - 1  # chunk positions are 32-bit integers on Postgres
+
+
+class CommonReads:
+    """The reads both stores answer alike (mixed into each engine's reader)."""
+
+    dialect: ClassVar[Dialect]
+
+    def query(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        """Rows of a read-only statement written in `?` style."""
+        raise NotImplementedError
+
+    def _documents(self, condition: str, args: Sequence[Any]) -> list[r.DocumentRow]:
+        return [r.DocumentRow(*row) for row in self.query(
+            _DOC.format(j=self.dialect.json) + condition, args)]
+
+    def counts(self) -> dict[str, int]:
+        docs = self.query("SELECT count(*), coalesce(sum(chunk_count), 0) FROM documents")[0]
+        return {"documents": int(docs[0]), "chunks": int(docs[1]),
+                "waiting": self.waiting_count()}  # chunks whose vectors have not come yet
+
+    def doc_state(self, external_id: str) -> r.DocState | None:
+        """Digest, stat and library of a document, or None."""
+        rows = self.query("SELECT content_sha256, size_bytes, mtime_ns, library FROM documents "
+                          "WHERE external_id = ?", (external_id,))
+        return r.DocState(str(rows[0][0]), rows[0][1], rows[0][2], rows[0][3]) if rows else None
+
+    def external_ids(self, prefix: str, after: str = "", limit: int = 500) -> list[str]:
+        """A page of external ids that start with `prefix`, in order, after `after`."""
+        low = max(prefix, after)
+        high = prefix + "\U0010ffff"
+        return [row[0] for row in self.query(
+            "SELECT external_id FROM documents WHERE external_id >= ? AND external_id > ? "
+            "AND external_id < ? ORDER BY external_id LIMIT ?", (prefix, low, high, limit))]
+
+    def hits(self, chunk_ids: Sequence[int]) -> dict[int, r.HitRow]:
+        """Details of chunks by id (those that still exist)."""
+        if not chunk_ids:
+            return {}
+        among, arg = self.dialect.ids("c.chunk_id", chunk_ids)
+        return {int(row[0]): r.HitRow(*row) for row in self.query(
+            f"SELECT {_HIT.format(j=self.dialect.json)} WHERE {among}", (arg,))}
+
+    def neighbours(self, doc_id: int, first: int, last: int) -> list[tuple[int, int, int, str]]:
+        """(idx, start_off, end_off, text) of a document's chunks first..last, in order."""
+        return [(int(a), int(b), int(c), str(d)) for a, b, c, d in self.query(
+            f"SELECT c.idx, c.start_off, c.end_off, {_TEXT} FROM chunks c "
+            "JOIN documents d ON d.doc_id = c.doc_id "
+            "WHERE c.doc_id = ? AND c.idx BETWEEN ? AND ? ORDER BY c.idx",
+            (doc_id, first, min(last, _LAST_IDX)))]
+
+    def chunk(self, chunk_id: int) -> r.ChunkRow | None:
+        rows = self.query(f"SELECT {_CHUNK}, d.title, d.external_id FROM chunks c JOIN "
+                          "documents d ON d.doc_id = c.doc_id WHERE c.chunk_id = ?", (chunk_id,))
+        return r.ChunkRow(*rows[0]) if rows else None
+
+    def documents_page(self, where: DocFilter, limit: int, *, sort: r.Sort = "doc_id",
+                       after: tuple[str, int] | None = None) -> list[r.DocumentRow]:
+        """A page of the documents `where` allows: by doc_id, by last change (newest first)
+        or by external id (files by path), after the (modified or external id, doc_id) the
+        previous page ended on."""
+        sql, args = conditions(where, self.dialect)
+        if sort == "path":
+            if after is not None:
+                sql += " AND d.external_id > ?"
+                args.append(after[0])
+            order = "d.external_id"  # unique
+        elif sort == "modified":
+            if after is not None:
+                sql += " AND (d.modified < ? OR (d.modified = ? AND d.doc_id < ?))"
+                args += [after[0], after[0], after[1]]
+            order = "d.modified DESC NULLS LAST, d.doc_id DESC"
+        else:
+            if after is not None:
+                sql += " AND d.doc_id > ?"
+                args.append(after[1])
+            order = "d.doc_id"
+        return self._documents(f"true{sql} ORDER BY {order} LIMIT ?", (*args, limit))
+
+    def doc_ids_where(self, where: DocFilter) -> list[int]:
+        """The documents `where` allows, by doc_id."""
+        sql, args = conditions(where, self.dialect)
+        # Sorted here: ORDER BY doc_id would make SQLite walk every document in doc_id order
+        # instead of using the index of the condition (documents.modified, doc_tags).
+        return sorted(int(row[0]) for row in self.query(
+            f"SELECT d.doc_id FROM documents d WHERE true{sql}", args))
+
+    def libraries(self) -> list[tuple[str, int, int]]:
+        """(library, documents, chunks), by name (code point by code point)."""
+        return sorted((str(row[0]), int(row[1]), int(row[2])) for row in self.query(
+            "SELECT library, count(*), coalesce(sum(chunk_count), 0) FROM documents "
+            "GROUP BY library"))
+
+    def document(self, doc_id: int) -> r.DocumentRow | None:
+        rows = self._documents("doc_id = ?", (doc_id,))
+        return rows[0] if rows else None
+
+    def document_by_external(self, external_id: str) -> r.DocumentRow | None:
+        rows = self._documents("external_id = ?", (external_id,))
+        return rows[0] if rows else None
+
+    def content(self, doc_id: int) -> str | None:
+        rows = self.query("SELECT content FROM documents WHERE doc_id = ?", (doc_id,))
+        return str(rows[0][0]) if rows else None
+
+    def all_external_ids(self) -> list[tuple[int, str]]:
+        return [(int(row[0]), str(row[1])) for row in self.query(
+            "SELECT doc_id, external_id FROM documents ORDER BY doc_id")]
+
+    def outgoing_links(self, doc_id: int) -> list[LinkRow]:
+        return [LinkRow(*row) for row in self.query(_OUTGOING, (doc_id,))]
+
+    def incoming_links(self, doc_id: int, limit: int = MAX_INCOMING) -> list[Linker]:
+        return [Linker(*row) for row in self.query(_INCOMING, (doc_id, doc_id, limit))]
+
+    # -- chunks that wait for their vectors ----------------------------------------------------
+
+    def waiting_count(self) -> int:
+        """How many chunks wait for their vectors (an indexed count)."""
+        return int(self.query(
+            f"SELECT count(*) FROM chunks WHERE {self.dialect.waiting}")[0][0])
+
+    def embed_backlog(self, limit: int, skip: Sequence[int] = ()) -> list[r.WaitingDoc]:
+        """Up to `limit` documents whose chunks wait for vectors, the most recently changed
+        first, leaving out the doc ids in `skip` (already on their way)."""
+        skipped, arg = self.dialect.ids("q.doc_id", skip)
+        heads = self.query(
+            "SELECT q.doc_id, d.external_id, d.content_sha256, d.content FROM embed_queue q "
+            f"JOIN documents d ON d.doc_id = q.doc_id WHERE NOT ({skipped}) "
+            "ORDER BY q.rank DESC, q.doc_id DESC LIMIT ?", (arg, limit))
+        if not heads:
+            return []
+        among, arg = self.dialect.ids("doc_id", [row[0] for row in heads])
+        return r.waiting_docs(heads, self.query(
+            "SELECT doc_id, idx, start_off, end_off, tokens, text_sha256, section FROM chunks "
+            f"WHERE {among} AND {self.dialect.waiting} ORDER BY doc_id, idx", (arg,)))
+
+    def waiting_among(self, chunk_ids: Sequence[int]) -> set[int]:
+        """Which of these chunks wait for their vectors."""
+        if not chunk_ids:
+            return set()
+        among, arg = self.dialect.ids("chunk_id", chunk_ids)
+        return {int(row[0]) for row in self.query(
+            f"SELECT chunk_id FROM chunks WHERE {self.dialect.waiting} AND {among}", (arg,))}
