@@ -177,31 +177,6 @@ class StoreWriter(Protocol):
     def close(self) -> None: ...
 
 
-def remove_documents(find: Callable[[str], int | None],
-                     delete: Callable[[int], tuple[int, int] | None],
-                     doc_ids: Sequence[int], external_ids: Sequence[str]) -> Removed:
-    """`StoreWriter.remove` over a store's own lookup of an external id and deletion of one
-    document: what was removed, and the ids (as given) that named nothing."""
-    targets: dict[int, None] = dict.fromkeys(doc_ids)
-    missing: list[str] = []
-    for external in external_ids:
-        doc_id = find(external)
-        if doc_id is None:
-            missing.append(external)
-        else:
-            targets[doc_id] = None
-    removed: list[int] = []
-    chunks = 0
-    for doc_id in targets:
-        gone = delete(doc_id)
-        if gone is not None:
-            removed.append(gone[0])
-            chunks += gone[1]
-    done = set(removed)
-    missing += [str(d) for d in doc_ids if d not in done]
-    return Removed(tuple(sorted(removed)), chunks, tuple(missing))
-
-
 class Place(Protocol):
     """Where one index lives, and everything that depends on which store holds it. Naming a
     place touches nothing; the blocking methods open what they need and close it."""
