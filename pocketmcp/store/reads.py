@@ -12,9 +12,12 @@ returns them; keyword search finds waiting chunks at once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar, NamedTuple
 
+import anyio
+
+from pocketmcp.core.identity import Identity
 from pocketmcp.store import rows as r
 from pocketmcp.store.filters import Compare, DocFilter
 from pocketmcp.store.related import MAX_INCOMING, Linker, LinkRow
@@ -66,6 +69,21 @@ def conditions(f: DocFilter, d: Dialect) -> tuple[str, list[Any]]:
         parts.append(sql)
         args += more
     return "".join(f" AND {p}" for p in parts), args
+
+
+async def made(identity: Callable[[], Awaitable[Identity | None]], stopping: anyio.Event,
+               there: Callable[[], bool] = lambda: True) -> Identity | None:
+    """Wait until some writer has made an index (`there`: whether it can be yet, cheaply;
+    `identity`: what it records, once its schema is committed): what it records; None if
+    `stopping` is set first."""
+    while not stopping.is_set():
+        if there():
+            stored = await identity()
+            if stored is not None:
+                return stored
+        with anyio.move_on_after(0.2):
+            await stopping.wait()
+    return None
 
 
 # A chunk's text is cut from its document (offsets are in characters, as substr's are):

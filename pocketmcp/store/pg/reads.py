@@ -22,7 +22,7 @@ from pocketmcp.store.archive import StoredDoc
 from pocketmcp.store.pg import archive, connect, keywords, schema
 from pocketmcp.store.pg.filters import POSTGRES
 from pocketmcp.store.pg.target import PgTarget
-from pocketmcp.store.reads import CommonReads
+from pocketmcp.store.reads import CommonReads, made
 from pocketmcp.store.rows import Keywords
 
 T = TypeVar("T")
@@ -224,13 +224,7 @@ class PgIndex:
         return await anyio.to_thread.run_sync(self.call, fn)
 
     async def made(self, stopping: anyio.Event) -> Identity | None:
-        while not stopping.is_set():
-            stored = await self.run(lambda r: r.identity())
-            if stored is not None:
-                return stored
-            with anyio.move_on_after(0.2):
-                await stopping.wait()
-        return None
+        return await made(lambda: self.run(lambda r: r.identity()), stopping)
 
     async def open_vectors(self) -> None:
         """Nothing to load: the server holds the vector index."""
