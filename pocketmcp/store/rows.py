@@ -10,7 +10,7 @@ import msgspec
 Sort = Literal["doc_id", "modified", "path"]
 
 
-class ChunkText(msgspec.Struct, frozen=True):
+class ChunkTextRow(msgspec.Struct, frozen=True):
     """A chunk: its place in its document, and its text."""
 
     chunk_id: int
@@ -21,7 +21,7 @@ class ChunkText(msgspec.Struct, frozen=True):
     text: str
 
 
-class HitRow(ChunkText, frozen=True):
+class HitRow(ChunkTextRow, frozen=True):
     external_id: str
     uri: str | None
     title: str
@@ -67,7 +67,7 @@ class DocState(msgspec.Struct, frozen=True):
     library: str
 
 
-class ChunkRow(ChunkText, frozen=True):
+class ChunkRow(ChunkTextRow, frozen=True):
     title: str
     external_id: str
 
