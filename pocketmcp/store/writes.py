@@ -11,6 +11,7 @@ from typing import Any
 
 from pocketmcp.errors import StoreError
 from pocketmcp.messages import Removed
+from pocketmcp.store.folder import FOLDER_KEY, SCAN_KEY, FolderRecord
 
 
 def now() -> str:
@@ -36,6 +37,18 @@ class CommonWrites:
     def delete_doc(self, doc_id: int) -> tuple[int, int] | None:
         """Remove a document by doc_id; (doc_id, chunks removed), or None if absent."""
         raise NotImplementedError
+
+    def record(self, key: str, value: str) -> None:
+        """Set the meta row `key`."""
+        raise NotImplementedError
+
+    def record_scan(self, state: str) -> None:
+        """Record how far the first scan of the watched folder has come ("running" or
+        "done") for read-only processes."""
+        self.record(SCAN_KEY, state)
+
+    def record_folder(self, folder: FolderRecord) -> None:
+        self.record(FOLDER_KEY, folder.encode())
 
     def touch(self, external_id: str, size: int, mtime_ns: int) -> None:
         self.execute("UPDATE documents SET size_bytes = ?, mtime_ns = ? WHERE external_id = ?",

@@ -19,6 +19,7 @@ from pocketmcp.core.identity import Identity
 from pocketmcp.errors import StoreError
 from pocketmcp.store.api import F32, Found, Reader, Vectors
 from pocketmcp.store.archive import StoredDoc
+from pocketmcp.store.folder import SCAN_KEY
 from pocketmcp.store.pg import archive, connect, keywords, schema
 from pocketmcp.store.pg.filters import POSTGRES
 from pocketmcp.store.pg.target import PgTarget
@@ -81,7 +82,7 @@ class PgReader(CommonReads):
 
     def scan_done(self) -> bool:
         """As the SQLite store's: no record (an index made before it was kept) counts as done."""
-        rows = self._rows("SELECT value FROM meta WHERE key = 'first_scan'")
+        rows = self.query("SELECT value FROM meta WHERE key = ?", (SCAN_KEY,))
         return not rows or rows[0][0] == "done"
 
     def vectors_for(self, text_shas: Iterable[str]) -> dict[str, bytes]:
@@ -145,26 +146,26 @@ class PgReader(CommonReads):
         """Every document with its chunks, vectors and links (store/pg/archive.py)."""
         return archive.documents(self._rows)
 
-def recorded_identity(place: PgTarget) -> Identity | None:
-    """What the index records of its embeddings (blocking; one connection of its own)."""
+
+def _alone(place: PgTarget, read: Callable[[psycopg.Connection[Any]], T]) -> T:
+    """`read(conn)` on a connection of its own (blocking)."""
     conn = connect.connect(place, autocommit=True)
     try:
-        return schema.stored_identity(conn, place)
+        return read(conn)
     except psycopg.Error as exc:
         raise connect.store_error(exc, place) from exc
     finally:
         conn.close()
+
+
+def recorded_identity(place: PgTarget) -> Identity | None:
+    """What the index records of its embeddings (blocking)."""
+    return _alone(place, lambda conn: schema.stored_identity(conn, place))
 
 
 def recorded_value(place: PgTarget, key: str) -> str | None:
-    """The meta row `key` of the index (blocking; one connection of its own)."""
-    conn = connect.connect(place, autocommit=True)
-    try:
-        return schema.recorded_value(conn, place, key)
-    except psycopg.Error as exc:
-        raise connect.store_error(exc, place) from exc
-    finally:
-        conn.close()
+    """The meta row `key` of the index (blocking)."""
+    return _alone(place, lambda conn: schema.recorded_value(conn, place, key))
 
 
 class PgIndex:

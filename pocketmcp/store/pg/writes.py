@@ -28,7 +28,6 @@ from pocketmcp.core.notes import doc_keys
 from pocketmcp.errors import StoreError
 from pocketmcp.messages import Chunk, DocFacts, DocRecord, Written
 from pocketmcp.store import facts
-from pocketmcp.store.folder import FOLDER_KEY, FolderRecord
 from pocketmcp.store.pg import connect, schema
 from pocketmcp.store.pg.reads import PgIndex, stored_vectors
 from pocketmcp.store.pg.target import PgTarget
@@ -48,9 +47,6 @@ class _Retry(Exception):
 
 def _text(value: str) -> str:
     return value.replace("\x00", "\ufffd")
-
-
-SCAN_KEY = "first_scan"  # as in the SQLite store's meta table
 
 
 class PgWriter(CommonWrites):
@@ -152,18 +148,11 @@ class PgWriter(CommonWrites):
 
     # -- writes (inside `batch`) ----------------------------------------------------------------
 
-    def record_scan(self, state: str) -> None:
-        """As the SQLite store's; outside a batch it commits at once (autocommit)."""
+    def record(self, key: str, value: str) -> None:
+        """Outside a batch it commits at once (autocommit)."""
         try:
             self._sql("INSERT INTO meta(key, value) VALUES (%s, %s) ON CONFLICT (key) "
-                      "DO UPDATE SET value = excluded.value", (SCAN_KEY, state))
-        except psycopg.Error as exc:
-            raise connect.store_error(exc, self.place) from exc
-
-    def record_folder(self, folder: FolderRecord) -> None:
-        try:
-            self._sql("INSERT INTO meta(key, value) VALUES (%s, %s) ON CONFLICT (key) "
-                      "DO UPDATE SET value = excluded.value", (FOLDER_KEY, folder.encode()))
+                      "DO UPDATE SET value = excluded.value", (key, value))
         except psycopg.Error as exc:
             raise connect.store_error(exc, self.place) from exc
 

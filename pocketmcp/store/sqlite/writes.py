@@ -23,7 +23,6 @@ from pocketmcp.core.identity import Identity
 from pocketmcp.errors import StoreError, WriterBusyError
 from pocketmcp.messages import Chunk, DocFacts, DocRecord, Written
 from pocketmcp.store import facts
-from pocketmcp.store.folder import FOLDER_KEY, FolderRecord
 from pocketmcp.store.sqlite import schema
 from pocketmcp.store.sqlite.connect import open_sync_writer, sqlite_errors
 from pocketmcp.store.sqlite.files import lock_path
@@ -81,16 +80,12 @@ class SqliteWriter(StagedWrites, CommonWrites):
         token = log.token()
         if token is None:
             token = new_token()
-            self._sql("INSERT OR REPLACE INTO meta VALUES (?, ?)", (TOKEN_KEY, token.hex()))
+            self.record(TOKEN_KEY, token.hex())
         return token
 
-    def record_scan(self, state: str) -> None:
-        """Record how far the first scan of the watched folder has come ("running" or
-        "done") for read-only processes; inside the current transaction when there is one."""
-        self._sql("INSERT OR REPLACE INTO meta VALUES (?, ?)", (schema.SCAN_KEY, state))
-
-    def record_folder(self, folder: FolderRecord) -> None:
-        self._sql("INSERT OR REPLACE INTO meta VALUES (?, ?)", (FOLDER_KEY, folder.encode()))
+    def record(self, key: str, value: str) -> None:
+        """Inside the current transaction when there is one."""
+        self._sql("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
     @property
     def where(self) -> str:
