@@ -1,9 +1,9 @@
 """What every store reads alike: the statements SQLite and Postgres run the same, written
 once in `?` style (an engine's `query` runs them in its own), and the rows they read.
 
-An engine's reader mixes in `CommonReads` and gives it `query` and a `Dialect`: how it
-writes the few parts that differ. Everything else of reading is the engine's own: keyword
-search, vectors, snapshots, the archive.
+An engine's reader mixes in `CommonReads` and gives it `query`, `stored_vector` and a
+`Dialect`: how it writes the few parts that differ. Everything else of reading is the
+engine's own: keyword search, vectors, snapshots.
 
 A document is written in two stages: its text and keywords as soon as it is chunked (its
 chunks waiting, with a row in `embed_queue` ranking it), and its vectors once the embedder
@@ -12,13 +12,16 @@ returns them; keyword search finds waiting chunks at once.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+import json
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, ClassVar, NamedTuple
 
 import anyio
 
 from pocketmcp.core.identity import Identity
+from pocketmcp.messages import Link
 from pocketmcp.store import rows as r
+from pocketmcp.store.archive import StoredChunk, StoredDoc
 from pocketmcp.store.filters import Compare, DocFilter
 from pocketmcp.store.related import MAX_INCOMING, Linker, LinkRow
 
@@ -30,6 +33,7 @@ class Dialect(NamedTuple):
     compare: Callable[[Compare], tuple[str, list[Any]]]  # one metadata condition
     json: str  # what reads a JSON column as text (nothing where it is text)
     waiting: str  # a chunk whose vector has not come, as a condition on `chunks`
+    vector: str  # the column of `chunks` the reader's `stored_vector` takes
 
 
 def _tags(tags: tuple[str, ...]) -> tuple[str, list[Any]]:
@@ -108,6 +112,11 @@ _INCOMING = ("SELECT DISTINCT d.doc_id, d.title, d.external_id, d.source FROM do
              "JOIN links l ON l.key = k.key JOIN documents d ON d.doc_id = l.doc_id "
              "WHERE k.doc_id = ? AND l.doc_id != ? ORDER BY d.doc_id LIMIT ?")
 _LAST_IDX = 2**31 - 1  # chunk positions are 32-bit integers on Postgres
+_STORED = ("SELECT doc_id, external_id, source, uri, title, library, metadata{j}, "
+           "properties{j}, tags{j}, created, modified, content, content_sha256, size_bytes, "
+           "mtime_ns, created_at, updated_at FROM documents WHERE doc_id > ? ORDER BY doc_id "
+           "LIMIT ?")
+PAGE = 100  # documents an export reads at a time
 
 
 class CommonReads:
@@ -117,6 +126,11 @@ class CommonReads:
 
     def query(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
         """Rows of a read-only statement written in `?` style."""
+        raise NotImplementedError
+
+    def stored_vector(self, chunk_id: int, column: Any) -> bytes | None:
+        """A chunk's vector (float32, little-endian) from its `Dialect.vector` column; None
+        while it waits for one."""
         raise NotImplementedError
 
     def _documents(self, condition: str, args: Sequence[Any]) -> list[r.DocumentRow]:
@@ -251,3 +265,40 @@ class CommonReads:
         among, arg = self.dialect.ids("chunk_id", chunk_ids)
         return {int(row[0]) for row in self.query(
             f"SELECT chunk_id FROM chunks WHERE {self.dialect.waiting} AND {among}", (arg,))}
+
+    # -- copies ------------------------------------------------------------------------------
+
+    def stored_documents(self) -> Iterator[StoredDoc]:
+        """Every document in doc_id order, with its chunks, vectors and links, PAGE documents
+        at a time (blocking). Call inside the reader's `snapshot()`."""
+        after = 0
+        while page := self.query(_STORED.format(j=self.dialect.json), (after, PAGE)):
+            after = page[-1][0]
+            among, arg = self.dialect.ids("doc_id", [row[0] for row in page])
+            chunks: dict[int, list[StoredChunk]] = {row[0]: [] for row in page}
+            for doc_id, chunk_id, idx, start, end, tokens, sha, section, vector in self.query(
+                    "SELECT doc_id, chunk_id, idx, start_off, end_off, tokens, text_sha256, "
+                    f"section, {self.dialect.vector} FROM chunks WHERE {among} "
+                    "ORDER BY doc_id, idx", (arg,)):
+                chunks[doc_id].append(StoredChunk(idx, start, end, tokens, sha, section,
+                                                  self.stored_vector(chunk_id, vector)))
+            links: dict[int, list[Link]] = {row[0]: [] for row in page}
+            for doc_id, target, key, kind in self.query(
+                    f"SELECT doc_id, target, key, kind FROM links WHERE {among} "
+                    "ORDER BY doc_id, idx", (arg,)):
+                links[doc_id].append(Link(target, key, kind))
+            for (doc_id, external_id, source, uri, title, library, metadata, properties, tags,
+                 created, modified, content, sha, size, mtime, first, last) in page:
+                yield StoredDoc(
+                    external_id=external_id, source=source, uri=uri, title=title,
+                    library=library, metadata=_sorted(metadata),
+                    properties=_sorted(properties), tags=tags, created=created,
+                    modified=modified, content=content, sha256=sha, size_bytes=size,
+                    mtime_ns=mtime, first_indexed_at=first, indexed_at=last,
+                    links=tuple(links[doc_id]), chunks=tuple(chunks[doc_id]))
+
+
+def _sorted(text: str) -> str:
+    """JSON with its keys in order, as SQLite's writer keeps it (Postgres's jsonb has its
+    own order and spacing)."""
+    return json.dumps(json.loads(text), ensure_ascii=False, sort_keys=True)

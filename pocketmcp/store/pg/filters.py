@@ -49,4 +49,5 @@ def _compare_sql(c: Compare) -> tuple[str, list[Any]]:
         *args, c.value]
 
 
-POSTGRES = Dialect(_ids, _compare_sql, json="::text", waiting="embedding IS NULL")
+POSTGRES = Dialect(_ids, _compare_sql, json="::text", waiting="embedding IS NULL",
+                   vector="embedding")

@@ -18,9 +18,8 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from pocketmcp.core.identity import Identity
 from pocketmcp.errors import StoreError
 from pocketmcp.store.api import F32, Found, Reader, Vectors
-from pocketmcp.store.archive import StoredDoc
 from pocketmcp.store.folder import SCAN_KEY
-from pocketmcp.store.pg import archive, connect, keywords, schema
+from pocketmcp.store.pg import connect, keywords, schema
 from pocketmcp.store.pg.filters import POSTGRES
 from pocketmcp.store.pg.target import PgTarget
 from pocketmcp.store.reads import CommonReads, made
@@ -142,9 +141,9 @@ class PgReader(CommonReads):
                                                                    np.float32),
                 np.array([r[2] for r in rows], np.int64))
 
-    def stored_documents(self) -> Iterator[StoredDoc]:
-        """Every document with its chunks, vectors and links (store/pg/archive.py)."""
-        return archive.documents(self._rows)
+    def stored_vector(self, chunk_id: int, column: Any) -> bytes | None:
+        """`column`: the chunk's embedding, None while it waits for it."""
+        return None if column is None else np.asarray(column.to_numpy(), "<f4").tobytes()
 
 
 def _alone(place: PgTarget, read: Callable[[psycopg.Connection[Any]], T]) -> T:

@@ -39,4 +39,5 @@ def _compare_sql(c: Compare) -> tuple[str, list[Any]]:
             f"AND value {_SQL_OP[c.op]} ?)", [path, path, c.value])
 
 
-SQLITE = Dialect(_ids, _compare_sql, json="", waiting="waiting = 1")
+SQLITE = Dialect(_ids, _compare_sql, json="", waiting="waiting = 1",
+                vector="waiting")

@@ -9,10 +9,9 @@ from typing import Any
 
 from pocketmcp.core.identity import Identity
 from pocketmcp.errors import StoreError
-from pocketmcp.store.archive import StoredDoc
 from pocketmcp.store.reads import HIT_DOC, CommonReads
 from pocketmcp.store.rows import Keywords, VectorHit
-from pocketmcp.store.sqlite import archive, halves, schema
+from pocketmcp.store.sqlite import halves, schema
 from pocketmcp.store.sqlite.connect import id_list, open_sync_reader, sqlite_errors
 from pocketmcp.store.sqlite.filters import SQLITE
 from pocketmcp.store.sqlite.keywords import bm25, textsearch
@@ -241,5 +240,11 @@ class SqliteReader(CommonReads):
         """(chunk ids, doc ids, float32 vectors) of the chunks that still exist, by id."""
         return self.log.vectors_by_ids(ids, dim)
 
-    def stored_documents(self) -> Iterator[StoredDoc]:
-        return archive.documents(self.query, self.db_path)
+    def stored_vector(self, chunk_id: int, column: Any) -> bytes | None:
+        """`column`: whether the chunk waits (written for keywords, its vector to come)."""
+        if column:
+            return None
+        found = self._rows("SELECT embedding FROM vec_chunks WHERE chunk_id = ?", (chunk_id,))
+        if not found:
+            raise StoreError(f"{self.db_path}: chunk {chunk_id} has no vector")
+        return bytes(found[0][0])
