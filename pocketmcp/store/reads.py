@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar
 
 import anyio
 
@@ -22,57 +22,8 @@ from pocketmcp.core.identity import Identity
 from pocketmcp.messages import Link
 from pocketmcp.store import rows as r
 from pocketmcp.store.archive import StoredChunk, StoredDoc
-from pocketmcp.store.filters import Compare, DocFilter
+from pocketmcp.store.filters import Dialect, DocFilter, conditions
 from pocketmcp.store.related import MAX_INCOMING, Linker, LinkRow
-
-
-class Dialect(NamedTuple):
-    """How one store writes the parts of a shared statement that differ (in `?` style)."""
-
-    ids: Callable[[str, Sequence[int]], tuple[str, Any]]  # `column` is one of the ids
-    compare: Callable[[Compare], tuple[str, list[Any]]]  # one metadata condition
-    json: str  # what reads a JSON column as text (nothing where it is text)
-    waiting: str  # a chunk whose vector has not come, as a condition on `chunks`
-    vector: str  # the column of `chunks` the reader's `stored_vector` takes
-
-
-def _tags(tags: tuple[str, ...]) -> tuple[str, list[Any]]:
-    """Any of `tags`, each with every tag below it (`project` matches `project/apollo`), by
-    the index of doc_tags."""
-    parts, args = [], list[Any]()
-    for tag in tags:
-        low = tag.lower()
-        # "0" follows "/": the range holds exactly the tags that start with "low/".
-        parts.append("(tag = ? OR (tag >= ? AND tag < ?))")
-        args += [low, low + "/", low + "0"]
-    return f"d.doc_id IN (SELECT doc_id FROM doc_tags WHERE {' OR '.join(parts)})", args
-
-
-def conditions(f: DocFilter, d: Dialect) -> tuple[str, list[Any]]:
-    """SQL conditions over `documents d` (store/filters.py), each starting with AND, and
-    their arguments."""
-    parts: list[str] = []
-    args: list[Any] = []
-    if f.doc_ids is not None:
-        sql, arg = d.ids("d.doc_id", f.doc_ids)
-        parts.append(sql)
-        args.append(arg)
-    if f.library is not None:
-        parts.append("d.library = ?")
-        args.append(f.library)
-    for column, bound, sign in (("modified", f.modified_after, ">="),
-                                ("modified", f.modified_before, "<"),
-                                ("created", f.created_after, ">="),
-                                ("created", f.created_before, "<")):
-        if bound is not None:
-            parts.append(f"d.{column} {sign} ?")
-            args.append(bound)
-    for sql, more in [*([_tags(f.tags_any)] if f.tags_any else []),
-                      *(_tags((tag,)) for tag in f.tags_all),
-                      *(d.compare(c) for c in f.metadata)]:
-        parts.append(sql)
-        args += more
-    return "".join(f" AND {p}" for p in parts), args
 
 
 async def made(identity: Callable[[], Awaitable[Identity | None]], stopping: anyio.Event,

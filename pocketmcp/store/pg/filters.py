@@ -13,8 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from pocketmcp.store.filters import Compare
-from pocketmcp.store.reads import Dialect
+from pocketmcp.store.filters import Compare, Dialect
 
 _SQL_OP = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
 # The field's values, one row each: its items when it is a list.

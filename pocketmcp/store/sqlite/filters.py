@@ -7,8 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pocketmcp.store.filters import Compare
-from pocketmcp.store.reads import Dialect
+from pocketmcp.store.filters import Compare, Dialect
 from pocketmcp.store.sqlite.connect import id_list
 
 _SQL_OP = {"eq": "=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
