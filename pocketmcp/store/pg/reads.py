@@ -27,6 +27,7 @@ from pocketmcp.store.rows import Keywords
 
 T = TypeVar("T")
 
+
 def stored_vectors(rows: Callable[[str, Sequence[Any]], Iterable[Sequence[Any]]],
                    text_shas: Iterable[str]) -> dict[str, F32]:
     """The stored vector of each chunk text among these digests that the index holds with
