@@ -18,7 +18,7 @@ from pocketmcp.errors import NotReady, PocketError, StoreError
 from pocketmcp.pipeline.state import Stats
 from pocketmcp.pipeline.supervisor import Pipeline
 from pocketmcp.plans import Reading, Status
-from pocketmcp.store.api import Reader, ReadIndex
+from pocketmcp.store.api import Overview, ReadIndex
 
 if TYPE_CHECKING:
     from pocketmcp.ops.status_results import ServingStatus
@@ -75,7 +75,7 @@ class Readiness:
         if self._scanned:  # read once: nothing in this process writes before it is ready
             return True
 
-        def scanned(reader: Reader) -> bool:  # (a new index records no scan: "done")
+        def scanned(reader: Overview) -> bool:  # (a new index records no scan: "done")
             return reader.scan_done() and reader.counts()["documents"] > 0
 
         try:

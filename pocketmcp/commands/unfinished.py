@@ -10,7 +10,7 @@ import time
 from pocketmcp.config import Config
 from pocketmcp.core.paths import watched_id
 from pocketmcp.pipeline.watcher import Folder, path_filter
-from pocketmcp.store.api import Reader
+from pocketmcp.store.api import Known
 
 MAX_LISTED = 200  # files named in the summary at most
 BUDGET_S = 2.0  # time spent looking at most: an interrupted run ends promptly
@@ -25,7 +25,7 @@ async def unfinished(config: Config, dim: int, skipped: set[str]) -> tuple[list[
     cut = False
     deadline = time.monotonic() + BUDGET_S
 
-    def look(reader: Reader) -> None:
+    def look(reader: Known) -> None:
         nonlocal cut
         stack = [""]
         while stack:

@@ -58,7 +58,7 @@ from pocketmcp.ops.archive_format import (
 from pocketmcp.ops.results import BackupResult, ExportResult, ImportResult
 from pocketmcp.plans import Open, Writing
 from pocketmcp.store import archive
-from pocketmcp.store.api import Place, Reader
+from pocketmcp.store.api import Archive, Place
 
 # -- export ------------------------------------------------------------------------------------
 
@@ -77,7 +77,7 @@ def _line(doc: archive.StoredDoc) -> DocLine:
                 for c in doc.chunks])
 
 
-def _write(reader: Reader, identity: Identity, out: Path) -> tuple[int, int, int, int]:
+def _write(reader: Archive, identity: Identity, out: Path) -> tuple[int, int, int, int]:
     """Every document `reader` sees, as one snapshot, to `out` (blocking): (documents,
     chunks, chunks waiting for their vectors, bytes written)."""
     partial = out.with_name(out.name + ".partial")

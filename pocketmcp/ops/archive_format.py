@@ -9,6 +9,7 @@ import msgspec
 
 from pocketmcp.core.identity import Identity
 from pocketmcp.messages import Link
+from pocketmcp.store.archive import ChunkPlace
 
 FORMAT = "pocketmcp-export"
 VERSION = 1
@@ -31,13 +32,7 @@ class Header(msgspec.Struct, frozen=True):
                 or Identity(model=self.model_id, dim=self.dim))
 
 
-class ChunkLine(msgspec.Struct, frozen=True):
-    idx: int
-    start: int
-    end: int
-    tokens: int
-    sha256: str
-    section: str
+class ChunkLine(ChunkPlace, frozen=True):
     vector: str | None  # None (null): the chunk was written for keywords, its vector to come
 
 

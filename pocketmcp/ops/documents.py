@@ -41,7 +41,7 @@ from pocketmcp.ops.results import (
 from pocketmcp.pipeline.prepare import Progress
 from pocketmcp.plans import Open, Writing
 from pocketmcp.settings import MAX_DOCS_PER_CALL
-from pocketmcp.store.api import Reader, ReadIndex
+from pocketmcp.store.api import Listing, Reader, ReadIndex
 from pocketmcp.store.rows import DocumentRow, Sort
 
 # External ids of watched files, ingested files and ingested pages.
@@ -151,7 +151,7 @@ async def list_documents(open_index: Open[ReadIndex], limit: int, cursor: str | 
     scope = Scope.of(flt, library, metadata) or Scope()
     index = await open_index()
 
-    def page(reader: Reader) -> tuple[list[DocumentInfo], bool]:
+    def page(reader: Listing) -> tuple[list[DocumentInfo], bool]:
         where = scope.where
         if scope.path_glob:
             where = msgspec.structs.replace(where, doc_ids=tuple(scope.doc_ids(reader) or ()))
@@ -166,7 +166,7 @@ async def list_documents(open_index: Open[ReadIndex], limit: int, cursor: str | 
 
 
 async def get_document(index: ReadIndex, doc_id: int) -> Document:
-    def read(reader: Reader) -> tuple[DocumentInfo | None, DocumentRow | None, str | None]:
+    def read(reader: Listing) -> tuple[DocumentInfo | None, DocumentRow | None, str | None]:
         row = reader.document(doc_id)
         return (_info(row, index.root) if row else None), row, reader.content(doc_id)
 

@@ -24,7 +24,7 @@ from pocketmcp.errors import InvalidPattern, InvalidRequest, LimitExceeded
 from pocketmcp.ops import deadline
 from pocketmcp.ops.checks import check_ids
 from pocketmcp.ops.results import Range, SearchFilter
-from pocketmcp.store.api import Reader
+from pocketmcp.store.api import Listing
 from pocketmcp.store.filters import Compare, DocFilter, Op
 
 MAX_VALUES = 100  # tags or values of one `in` condition
@@ -64,7 +64,7 @@ class Scope(msgspec.Struct, frozen=True, kw_only=True):
             return None
         return cls(where=where, path_glob=glob)
 
-    def doc_ids(self, reader: Reader) -> list[int] | None:
+    def doc_ids(self, reader: Listing) -> list[int] | None:
         """The documents in scope, by doc_id (blocking); None when every one is."""
         allowed = None if self.where.empty() else reader.doc_ids_where(self.where)
         if self.path_glob:
@@ -82,7 +82,7 @@ def compile_glob(glob: str) -> Glob:
                              "gitignore-style pattern such as notes/**/*.md") from None
 
 
-def glob_doc_ids(reader: Reader, glob: str, check: Callable[[], None] = lambda: None
+def glob_doc_ids(reader: Listing, glob: str, check: Callable[[], None] = lambda: None
                  ) -> list[int]:
     """Documents whose path (files) or external id (others) matches a gitignore-style glob,
     in time linear in each path (core/globs.py). `check` runs every 100 documents (a

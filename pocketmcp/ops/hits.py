@@ -11,7 +11,7 @@ import msgspec
 from pocketmcp.core.paths import path_of
 from pocketmcp.core.safe import preview
 from pocketmcp.ops.results import SearchMatch
-from pocketmcp.store.api import Reader
+from pocketmcp.store.api import Passages
 from pocketmcp.store.rows import HitRow
 
 
@@ -41,7 +41,7 @@ def match_of(hit: Hit) -> SearchMatch:
     )
 
 
-def with_context(reader: Reader, hits: Sequence[Hit], around: int) -> list[Hit]:
+def with_context(reader: Passages, hits: Sequence[Hit], around: int) -> list[Hit]:
     """Each hit with the text of up to `around` chunks before and after it, joined at their
     offsets so overlaps are not repeated."""
     out = []
@@ -53,7 +53,7 @@ def with_context(reader: Reader, hits: Sequence[Hit], around: int) -> list[Hit]:
     return out
 
 
-def with_passages(reader: Reader, hits: Sequence[Hit]) -> list[Hit]:
+def with_passages(reader: Passages, hits: Sequence[Hit]) -> list[Hit]:
     """Hits that merged neighbouring matches carry the joined passage as `context`, and
     their offsets span it."""
     out = []

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pocketmcp.ops.ranking import Mode, Params, Stage
-from pocketmcp.store.api import Reader
+from pocketmcp.store.api import Waiting
 
 
-def waiting_of(chunk_ids: Sequence[int], reader: Reader) -> tuple[int, set[int]]:
+def waiting_of(chunk_ids: Sequence[int], reader: Waiting) -> tuple[int, set[int]]:
     """How many chunks of the index wait for vectors, and which of `chunk_ids` do
     (blocking; one indexed count when none wait)."""
     count = reader.waiting_count()

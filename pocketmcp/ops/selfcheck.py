@@ -32,7 +32,7 @@ from pocketmcp.core.notes import split_front_matter
 from pocketmcp.ops.ranking import DEFAULT_PARAMS, Params, fuse
 from pocketmcp.ops.search import gather
 from pocketmcp.plans import Reading
-from pocketmcp.store.api import Reader
+from pocketmcp.store.api import Listing
 
 MAX_QUESTIONS = 1000
 WEIGHTS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
@@ -116,7 +116,7 @@ def questions_of(doc_id: int, title: str, properties: str, content: str) -> list
     return out
 
 
-def make_questions(reader: Reader, most: int, seed: int = 7) -> tuple[list[Question], int]:
+def make_questions(reader: Listing, most: int, seed: int = 7) -> tuple[list[Question], int]:
     """Up to `most` questions round-robin over the documents (blocking); and how many
     documents gave any."""
     ids = [d for d, _ in reader.all_external_ids()]

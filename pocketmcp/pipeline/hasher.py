@@ -30,7 +30,7 @@ from pocketmcp.messages import (
 )
 from pocketmcp.pipeline.looking import Ask, Looked, look_at
 from pocketmcp.pipeline.state import GONE, InFlight, Stats
-from pocketmcp.store.api import Reader, View
+from pocketmcp.store.api import Known, View
 from pocketmcp.store.rows import DocState
 
 log = logs.get("pocketmcp.hasher")
@@ -96,7 +96,7 @@ class Hasher:
                 stored=pending is None,
                 known=None if pending in (None, GONE) else DocState(pending, None, None, "")))
 
-        def look_all(reader: Reader | None) -> list[Looked]:
+        def look_all(reader: Known | None) -> list[Looked]:
             out = []
             for ask in asks:
                 known = reader.doc_state(watched_id(ask.rel)) if (

@@ -23,7 +23,7 @@ from pocketmcp.errors import InvalidRequest, ProviderUnavailable
 from pocketmcp.messages import Chunk, DocRecord, PreparedDoc
 from pocketmcp.pipeline.chunker import split_capped
 from pocketmcp.pipeline.embedder import reuse
-from pocketmcp.store.api import Reader, ReadIndex
+from pocketmcp.store.api import ReadIndex, StoredVectors
 
 log = logs.get("pocketmcp.prepare")
 
@@ -92,5 +92,5 @@ class Preparer:
         return chunks
 
 
-def _vectors_for(digests: list[str], reader: Reader) -> dict[str, bytes]:
+def _vectors_for(digests: list[str], reader: StoredVectors) -> dict[str, bytes]:
     return reader.vectors_for(digests)

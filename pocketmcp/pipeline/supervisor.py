@@ -37,7 +37,7 @@ from pocketmcp.pipeline.settings import PipelineSettings, folder_record
 from pocketmcp.pipeline.state import Backlog, InFlight, Stats, depth
 from pocketmcp.pipeline.watcher import Folder, Only, path_filter, scan_folder, watch_folder
 from pocketmcp.pipeline.writer import WriterActor
-from pocketmcp.store.api import Reader, View
+from pocketmcp.store.api import View, Waiting
 
 Source = Callable[[MemoryObjectSendStream[Event]], Coroutine[Any, Any, None]]
 Feed = Literal["none", "scan", "follow"]
@@ -233,5 +233,5 @@ class Pipeline:
                           group=min(GROUP_FILES, self.settings.queue_size))
 
 
-def _waiting_count(reader: Reader) -> int:
+def _waiting_count(reader: Waiting) -> int:
     return reader.waiting_count()

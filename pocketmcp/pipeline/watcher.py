@@ -18,7 +18,7 @@ from pocketmcp.core.safe import is_clean_name, safe_text
 from pocketmcp.messages import Event, FileGone, FileSeen, ScanDone
 from pocketmcp.pipeline.settings import Watched
 from pocketmcp.pipeline.state import Stats
-from pocketmcp.store.api import Reader, View
+from pocketmcp.store.api import Known, View
 
 log = logs.get("pocketmcp.watcher")
 
@@ -136,7 +136,7 @@ async def _walk(folder: Folder, outbox: MemoryObjectSendStream[Event], start: st
     return count
 
 
-def _page(prefix: str, after: str, reader: Reader) -> list[str]:
+def _page(prefix: str, after: str, reader: Known) -> list[str]:
     return reader.external_ids(prefix, after)
 
 

@@ -2,10 +2,12 @@
 means, whichever engine holds it (SQLite files, or Postgres with pgvector).
 
 Where an index lives is a `Place` (a SQLite file, or a Postgres schema): the one object that
-knows which store holds it, so nothing outside store/ asks. Ops and the pipeline read through a
-`ReadIndex` (its `run` hands a `Reader` to a function in a
-worker thread); only the writer actor (pipeline/writer.py) holds a `StoreWriter`. Both stores
-answer with the same rows (rows.py), so every tool returns the same shapes on either.
+knows which store holds it, so nothing outside store/ asks. Ops and the pipeline read through
+a `ReadIndex` (its `run` hands a `Reader` to a function in a worker thread; the function asks
+for the capabilities it uses: `Listing`, `Passages`, `Waiting` and so on); only the writer
+actor (pipeline/writer.py) holds a `StoreWriter`. Both stores answer with the same rows
+(rows.py), much of them from the same SQL (reads.py), so every tool returns the same shapes
+on either.
 """
 
 from __future__ import annotations
@@ -39,33 +41,31 @@ T = TypeVar("T")
 I64 = npt.NDArray[np.int64]
 F32 = npt.NDArray[np.float32]
 Vectors = tuple[I64, I64, F32]  # chunk ids, doc ids, float32 vectors (n, dim)
-Found = tuple[I64, npt.NDArray[np.float32], I64]  # chunk ids, cosines, doc ids; best first
+Found = tuple[I64, F32, I64]  # chunk ids, cosines, doc ids; best first
 
 
-class Reader(Protocol):
-    """One read connection (blocking; one caller at a time). Readers never block writers."""
+class Overview(Protocol):
+    """The index as a whole."""
 
-    def snapshot(self) -> AbstractContextManager[None]: ...
+    def snapshot(self) -> AbstractContextManager[None]:
+        """One read transaction: every read inside sees the same committed state."""
     def identity(self) -> Identity | None: ...
     def scan_done(self) -> bool:
         """Whether the index's writer has finished its first scan of the folder."""
     def counts(self) -> dict[str, int]: ...
+
+
+class Known(Protocol):
+    """What the index holds of each document by external id (what files are checked
+    against)."""
+
     def doc_state(self, external_id: str) -> DocState | None: ...
-    def vectors_for(self, text_shas: Iterable[str]) -> dict[str, bytes]: ...
     def external_ids(self, prefix: str, after: str = "", limit: int = 500) -> list[str]: ...
-    def keyword_stage(self, query: str, depth: int, allowed: Sequence[int] | None, *,
-                      title_weight: float, total: int, documents: bool,
-                      alone: bool = False) -> Keywords: ...
-    def hits(self, chunk_ids: Sequence[int]) -> dict[int, HitRow]: ...
-    def embed_backlog(self, limit: int, skip: Sequence[int] = ()) -> list[WaitingDoc]:
-        """Documents whose chunks wait for vectors, most recently changed first."""
-    def waiting_count(self) -> int:
-        """How many chunks wait for their vectors (an indexed count)."""
-    def waiting_among(self, chunk_ids: Sequence[int]) -> set[int]:
-        """Which of these chunks wait for their vectors."""
-    def neighbours(self, doc_id: int, first: int,
-                   last: int) -> list[tuple[int, int, int, str]]: ...
-    def vectors_by_ids(self, ids: Sequence[int], dim: int) -> Vectors: ...
+
+
+class Listing(Protocol):
+    """Documents as listings, filters and reading tools see them."""
+
     def documents_page(self, where: DocFilter, limit: int, *, sort: Sort = "doc_id",
                        after: tuple[str, int] | None = None) -> list[DocumentRow]: ...
     def doc_ids_where(self, where: DocFilter) -> list[int]: ...
@@ -74,15 +74,59 @@ class Reader(Protocol):
     def document_by_external(self, external_id: str) -> DocumentRow | None: ...
     def content(self, doc_id: int) -> str | None: ...
     def all_external_ids(self) -> list[tuple[int, str]]: ...
+
+
+class Passages(Protocol):
+    """Chunks as search results show them."""
+
+    def hits(self, chunk_ids: Sequence[int]) -> dict[int, HitRow]: ...
+    def neighbours(self, doc_id: int, first: int,
+                   last: int) -> list[tuple[int, int, int, str]]: ...
     def chunk(self, chunk_id: int) -> ChunkRow | None: ...
+
+
+class KeywordSearch(Protocol):
+    def keyword_stage(self, query: str, depth: int, allowed: Sequence[int] | None, *,
+                      title_weight: float, total: int, documents: bool,
+                      alone: bool = False) -> Keywords: ...
+
+
+class StoredVectors(Protocol):
+    def vectors_for(self, text_shas: Iterable[str]) -> dict[str, bytes]:
+        """The stored vector of each chunk text among these digests the index holds."""
+    def vectors_by_ids(self, ids: Sequence[int], dim: int) -> Vectors: ...
+
+
+class Waiting(Protocol):
+    """Chunks written for keyword search whose vectors have not come yet."""
+
+    def embed_backlog(self, limit: int, skip: Sequence[int] = ()) -> list[WaitingDoc]:
+        """Documents whose chunks wait for vectors, most recently changed first."""
+    def waiting_count(self) -> int:
+        """How many chunks wait for their vectors (an indexed count)."""
+    def waiting_among(self, chunk_ids: Sequence[int]) -> set[int]:
+        """Which of these chunks wait for their vectors."""
+
+
+class Links(Protocol):
     def outgoing_links(self, doc_id: int) -> list[LinkRow]:
         """A document's links in the order written, each with the documents it resolves
         to."""
     def incoming_links(self, doc_id: int, limit: int = MAX_INCOMING) -> list[Linker]:
         """Documents that link to this one (itself left out), by doc_id."""
+
+
+class Archive(Protocol):
+    def snapshot(self) -> AbstractContextManager[None]: ...
     def stored_documents(self) -> Iterator[StoredDoc]:
         """Every document in doc_id order, with what writing it again needs (call inside
         `snapshot()`)."""
+
+
+class Reader(Overview, Known, Listing, Passages, KeywordSearch, StoredVectors, Waiting, Links,
+             Archive, Protocol):
+    """One read connection (blocking; one caller at a time), with every capability above;
+    a function a `ReadIndex` runs asks for the ones it uses. Readers never block writers."""
 
 
 class View(Protocol):
@@ -175,31 +219,6 @@ class StoreWriter(Protocol):
     def repair_vectors(self) -> None: ...
     def stop_repair(self) -> None: ...
     def close(self) -> None: ...
-
-
-def remove_documents(find: Callable[[str], int | None],
-                     delete: Callable[[int], tuple[int, int] | None],
-                     doc_ids: Sequence[int], external_ids: Sequence[str]) -> Removed:
-    """`StoreWriter.remove` over a store's own lookup of an external id and deletion of one
-    document: what was removed, and the ids (as given) that named nothing."""
-    targets: dict[int, None] = dict.fromkeys(doc_ids)
-    missing: list[str] = []
-    for external in external_ids:
-        doc_id = find(external)
-        if doc_id is None:
-            missing.append(external)
-        else:
-            targets[doc_id] = None
-    removed: list[int] = []
-    chunks = 0
-    for doc_id in targets:
-        gone = delete(doc_id)
-        if gone is not None:
-            removed.append(gone[0])
-            chunks += gone[1]
-    done = set(removed)
-    missing += [str(d) for d in doc_ids if d not in done]
-    return Removed(tuple(sorted(removed)), chunks, tuple(missing))
 
 
 class Place(Protocol):

@@ -9,13 +9,19 @@ import msgspec
 from pocketmcp.messages import Link
 
 
-class StoredChunk(msgspec.Struct, frozen=True):
+class ChunkPlace(msgspec.Struct, frozen=True):
+    """Where a chunk is in its document's text, and what its vector is found by (an export
+    file's chunk lines hold the same: ops/archive_format.py)."""
+
     idx: int
     start: int
     end: int
     tokens: int
     sha256: str
     section: str
+
+
+class StoredChunk(ChunkPlace, frozen=True):
     vector: bytes | None  # float32, little-endian; None: the chunk waits for it
 
 

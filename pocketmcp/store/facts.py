@@ -19,8 +19,11 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import msgspec
+
+from pocketmcp.core import dates
 from pocketmcp.core.notes import doc_keys, field_tags, merge_tags
-from pocketmcp.messages import DocFacts
+from pocketmcp.messages import DocFacts, DocRecord
 
 Execute = Callable[[str, Sequence[Any]], Any]
 ExecuteMany = Callable[[str, Sequence[Sequence[Any]]], Any]
@@ -58,6 +61,23 @@ MIGRATION: tuple[str, ...] = (
 def tags_of(facts: DocFacts, metadata: Mapping[str, Any]) -> tuple[str, ...]:
     """A document's tags: its own, then those of a tool's `tags` metadata field."""
     return merge_tags(facts.tags, field_tags(metadata))
+
+
+def with_dates(found: DocFacts, modified: str, created: str | None) -> DocFacts:
+    """A document's facts with both dates: its own, else `modified`; `created` when it
+    gives none, else the modified date. Dates the document does not give itself stay as the
+    index holds them: the same text under a new mtime is no change of the document."""
+    modified = found.modified or modified
+    return msgspec.structs.replace(found, modified=modified,
+                                   created=found.created or created or modified)
+
+
+def dated(doc: DocRecord, fallback: str, created: str | None) -> DocFacts:
+    """A document's facts as first written: `modified` is its own, else its file's
+    modification time, else `fallback`; `created` its own, else `created` (what the index
+    holds from before), else `modified`."""
+    return with_dates(doc.facts, dates.from_ns(doc.mtime_ns) if doc.mtime_ns else fallback,
+                      created)
 
 
 def stored(facts: DocFacts, metadata: Mapping[str, Any]) -> tuple[str, str, str | None,

@@ -1,4 +1,5 @@
-"""Which documents a search or a listing may return, as SQL over `documents d`.
+"""Which documents a search or a listing may return, as SQL over `documents d` in `?` style
+(store/reads.py runs it), and what each store writes its own way (its engine's filters.py).
 
 Every condition runs inside the database: a filter that keeps 1% of the index selects that
 1% first, and both retrievers then search only its chunks, so `top_k` results come back
@@ -17,14 +18,8 @@ from typing import Any, Literal, NamedTuple
 
 import msgspec
 
-from pocketmcp.store.sqlite.connect import id_list
-
 Scalar = str | int | float | bool
 Op = Literal["eq", "in", "gt", "gte", "lt", "lte", "exists"]
-_SQL_OP = {"eq": "=", "gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
-# Both JSON sources of a field: the tool's metadata where it has the key, else properties.
-_FIELD = ("json_each(CASE WHEN json_type(d.metadata, ?) IS NULL THEN d.properties "
-          "ELSE d.metadata END, ?)")
 
 
 class Compare(msgspec.Struct, frozen=True):
@@ -52,83 +47,49 @@ class DocFilter(msgspec.Struct, frozen=True, kw_only=True):
         return self == DocFilter()
 
 
-def _tag(tag: str) -> tuple[str, list[Any]]:
-    """A tag and every tag below it (`project` matches `project/apollo`), by the index."""
-    low = tag.lower()
-    # "0" follows "/": the range holds exactly the tags that start with "low/".
-    return "(tag = ? OR (tag >= ? AND tag < ?))", [low, low + "/", low + "0"]
+class Dialect(NamedTuple):
+    """How one store writes the parts of a shared statement that differ (in `?` style)."""
+
+    ids: Callable[[str, Sequence[int]], tuple[str, Any]]  # `column` is one of the ids
+    compare: Callable[[Compare], tuple[str, list[Any]]]  # one metadata condition
+    json: str  # what reads a JSON column as text (nothing where it is text)
+    waiting: str  # a chunk whose vector has not come, as a condition on `chunks`
+    vector: str  # the column of `chunks` the reader's `stored_vector` takes
 
 
-def _tags_sql(tags: tuple[str, ...]) -> tuple[str, list[Any]]:
+def _tags(tags: tuple[str, ...]) -> tuple[str, list[Any]]:
+    """Any of `tags`, each with every tag below it (`project` matches `project/apollo`), by
+    the index of doc_tags."""
     parts, args = [], list[Any]()
     for tag in tags:
-        sql, more = _tag(tag)
-        parts.append(sql)
-        args += more
+        low = tag.lower()
+        # "0" follows "/": the range holds exactly the tags that start with "low/".
+        parts.append("(tag = ? OR (tag >= ? AND tag < ?))")
+        args += [low, low + "/", low + "0"]
     return f"d.doc_id IN (SELECT doc_id FROM doc_tags WHERE {' OR '.join(parts)})", args
 
 
-def _path(key: str) -> str:
-    return '$."' + key + '"'  # quoted: keys may hold dots and spaces
-
-
-def _compare_sql(c: Compare) -> tuple[str, list[Any]]:
-    path = _path(c.key)
-    if c.op == "exists":
-        sql = ("(json_type(d.metadata, ?) IS NOT NULL OR json_type(d.properties, ?) "
-               "IS NOT NULL)")
-        return (sql if c.value else f"NOT {sql}"), [path, path]
-    if c.op == "in":
-        marks = ",".join("?" * len(c.value))
-        return f"EXISTS (SELECT 1 FROM {_FIELD} WHERE value IN ({marks}))", [
-            path, path, *c.value]
-    if c.op == "eq":
-        return f"EXISTS (SELECT 1 FROM {_FIELD} WHERE value = ?)", [path, path, c.value]
-    # A range compares numbers with numbers and text (dates) with text.
-    kinds = "'text'" if isinstance(c.value, str) else "'integer', 'real'"
-    return (f"EXISTS (SELECT 1 FROM {_FIELD} WHERE type IN ({kinds}) "
-            f"AND value {_SQL_OP[c.op]} ?)", [path, path, c.value])
-
-
-class Dialect(NamedTuple):
-    """How one store writes the conditions `where` puts together."""
-
-    mark: str  # an argument's placeholder
-    ids: Callable[[Sequence[int]], tuple[str, Any]]  # doc_ids: the condition, its argument
-    tags: Callable[[tuple[str, ...]], tuple[str, list[Any]]]
-    compare: Callable[[Compare], tuple[str, list[Any]]]
-
-
-def where(f: DocFilter, dialect: Dialect | None = None) -> tuple[str, list[Any]]:
-    """SQL conditions over `documents d`, each starting with AND, and their arguments (in
-    SQLite's dialect unless another is given)."""
-    d = dialect or SQLITE
+def conditions(f: DocFilter, d: Dialect) -> tuple[str, list[Any]]:
+    """SQL conditions over `documents d`, each starting with AND, and their arguments."""
     parts: list[str] = []
     args: list[Any] = []
     if f.doc_ids is not None:
-        sql, arg = d.ids(f.doc_ids)
+        sql, arg = d.ids("d.doc_id", f.doc_ids)
         parts.append(sql)
         args.append(arg)
     if f.library is not None:
-        parts.append(f"d.library = {d.mark}")
+        parts.append("d.library = ?")
         args.append(f.library)
     for column, bound, sign in (("modified", f.modified_after, ">="),
                                 ("modified", f.modified_before, "<"),
                                 ("created", f.created_after, ">="),
                                 ("created", f.created_before, "<")):
         if bound is not None:
-            parts.append(f"d.{column} {sign} {d.mark}")
+            parts.append(f"d.{column} {sign} ?")
             args.append(bound)
-    for sql, more in [*([d.tags(f.tags_any)] if f.tags_any else []),
-                      *(d.tags((tag,)) for tag in f.tags_all),
+    for sql, more in [*([_tags(f.tags_any)] if f.tags_any else []),
+                      *(_tags((tag,)) for tag in f.tags_all),
                       *(d.compare(c) for c in f.metadata)]:
         parts.append(sql)
         args += more
     return "".join(f" AND {p}" for p in parts), args
-
-
-def _ids(doc_ids: Sequence[int]) -> tuple[str, Any]:
-    return "d.doc_id IN (SELECT value FROM json_each(?))", id_list(doc_ids)
-
-
-SQLITE = Dialect("?", _ids, _tags_sql, _compare_sql)

@@ -10,6 +10,10 @@ from pathlib import Path
 import msgspec
 
 FOLDER_KEY = "folder"  # meta key: this record, as JSON
+# meta key: how far the writer has come with its first scan of the folder ("running", then
+# "done"), so read-only processes report readiness as it does. An index that never recorded
+# it (made before this key) counts as scanned.
+SCAN_KEY = "first_scan"
 
 
 class FolderRecord(msgspec.Struct, frozen=True, kw_only=True):

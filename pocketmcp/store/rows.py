@@ -10,13 +10,18 @@ import msgspec
 Sort = Literal["doc_id", "modified", "path"]
 
 
-class HitRow(msgspec.Struct, frozen=True):
+class ChunkTextRow(msgspec.Struct, frozen=True):
+    """A chunk: its place in its document, and its text."""
+
     chunk_id: int
     doc_id: int
     idx: int
     start_off: int
     end_off: int
     text: str
+
+
+class HitRow(ChunkTextRow, frozen=True):
     external_id: str
     uri: str | None
     title: str
@@ -62,13 +67,7 @@ class DocState(msgspec.Struct, frozen=True):
     library: str
 
 
-class ChunkRow(msgspec.Struct, frozen=True):
-    chunk_id: int
-    doc_id: int
-    idx: int
-    start_off: int
-    end_off: int
-    text: str
+class ChunkRow(ChunkTextRow, frozen=True):
     title: str
     external_id: str
 

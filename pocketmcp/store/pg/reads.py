@@ -18,31 +18,14 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from pocketmcp.core.identity import Identity
 from pocketmcp.errors import StoreError
 from pocketmcp.store.api import F32, Found, Reader, Vectors
-from pocketmcp.store.archive import StoredDoc
-from pocketmcp.store.filters import DocFilter
-from pocketmcp.store.pg import archive, connect, filters, keywords, schema
+from pocketmcp.store.folder import SCAN_KEY
+from pocketmcp.store.pg import connect, keywords, schema
+from pocketmcp.store.pg.filters import POSTGRES
 from pocketmcp.store.pg.target import PgTarget
-from pocketmcp.store.related import MAX_INCOMING, Linker, LinkRow
-from pocketmcp.store.rows import (
-    ChunkRow,
-    DocState,
-    DocumentRow,
-    HitRow,
-    Keywords,
-    Sort,
-    WaitingDoc,
-    waiting_docs,
-)
+from pocketmcp.store.reads import CommonReads, made
+from pocketmcp.store.rows import Keywords
 
 T = TypeVar("T")
-
-_CHUNK_TEXT = "substr(d.content, c.start_off + 1, c.end_off - c.start_off)"
-_HIT_DOC = ("d.external_id, d.uri, d.title, d.source, c.section, d.library, d.size_bytes, "
-            "d.mtime_ns, d.created, d.modified, d.updated_at, d.tags::text")
-_DOC_COLUMNS = ("d.doc_id, d.external_id, d.source, d.uri, d.title, d.library, "
-                "d.metadata::text, d.content_sha256, d.chunk_count, d.created_at, "
-                "d.updated_at, d.properties::text, d.tags::text, d.created, d.modified, "
-                "d.size_bytes, d.mtime_ns")
 
 
 def stored_vectors(rows: Callable[[str, Sequence[Any]], Iterable[Sequence[Any]]],
@@ -59,8 +42,11 @@ def stored_vectors(rows: Callable[[str, Sequence[Any]], Iterable[Sequence[Any]]]
         "ORDER BY text_sha256, chunk_id", (wanted,))}
 
 
-class PgReader:
-    """One pooled connection (autocommit), one caller at a time."""
+class PgReader(CommonReads):
+    """One pooled connection (autocommit), one caller at a time (its reads alike on every
+    store: store/reads.py)."""
+
+    dialect = POSTGRES
 
     def __init__(self, conn: psycopg.Connection[Any], place: PgTarget) -> None:
         self._conn = conn
@@ -71,6 +57,10 @@ class PgReader:
             return self._conn.execute(sql.encode(), args).fetchall()
         except psycopg.Error as exc:
             raise connect.store_error(exc, self.place) from exc
+
+    def query(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        """Rows of a statement written in `?` style (store/reads.py)."""
+        return self._rows(sql.replace("?", "%s"), args)
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:
@@ -92,53 +82,12 @@ class PgReader:
 
     def scan_done(self) -> bool:
         """As the SQLite store's: no record (an index made before it was kept) counts as done."""
-        rows = self._rows("SELECT value FROM meta WHERE key = 'first_scan'")
+        rows = self.query("SELECT value FROM meta WHERE key = ?", (SCAN_KEY,))
         return not rows or rows[0][0] == "done"
-
-    def counts(self) -> dict[str, int]:
-        docs = self._rows("SELECT count(*), coalesce(sum(chunk_count), 0) FROM documents")[0]
-        return {"documents": int(docs[0]), "chunks": int(docs[1]),
-                "waiting": self.waiting_count()}
-
-    def waiting_count(self) -> int:
-        return int(self._rows("SELECT count(*) FROM chunks WHERE embedding IS NULL")[0][0])
-
-    def embed_backlog(self, limit: int, skip: Sequence[int] = ()) -> list[WaitingDoc]:
-        """As the SQLite store's: documents whose chunks wait for vectors, newest first."""
-        heads = self._rows(
-            "SELECT q.doc_id, d.external_id, d.content_sha256, d.content "
-            "FROM embed_queue q JOIN documents d ON d.doc_id = q.doc_id "
-            "WHERE NOT (q.doc_id = ANY(%s)) ORDER BY q.rank DESC, q.doc_id DESC LIMIT %s",
-            (list(skip), limit))
-        if not heads:
-            return []
-        return waiting_docs(heads, self._rows(
-            "SELECT doc_id, idx, start_off, end_off, tokens, text_sha256, section FROM chunks "
-            "WHERE doc_id = ANY(%s) AND embedding IS NULL ORDER BY doc_id, idx",
-            ([row[0] for row in heads],)))
-
-    def waiting_among(self, chunk_ids: Sequence[int]) -> set[int]:
-        if not chunk_ids:
-            return set()
-        return {int(r[0]) for r in self._rows(
-            "SELECT chunk_id FROM chunks WHERE chunk_id = ANY(%s) AND embedding IS NULL",
-            (list(chunk_ids),))}
-
-    def doc_state(self, external_id: str) -> DocState | None:
-        rows = self._rows("SELECT content_sha256, size_bytes, mtime_ns, library FROM documents "
-                          "WHERE external_id = %s", (external_id,))
-        return DocState(str(rows[0][0]), rows[0][1], rows[0][2], rows[0][3]) if rows else None
 
     def vectors_for(self, text_shas: Iterable[str]) -> dict[str, bytes]:
         return {sha: vector.tobytes() for sha, vector in stored_vectors(
             self._rows, text_shas).items()}
-
-    def external_ids(self, prefix: str, after: str = "", limit: int = 500) -> list[str]:
-        low = max(prefix, after)
-        high = prefix + "\U0010ffff"
-        return [r[0] for r in self._rows(
-            "SELECT external_id FROM documents WHERE external_id >= %s AND external_id > %s "
-            "AND external_id < %s ORDER BY external_id LIMIT %s", (prefix, low, high, limit))]
 
     def keyword_stage(self, query: str, depth: int, allowed: Sequence[int] | None, *,
                       title_weight: float, total: int, documents: bool,
@@ -154,21 +103,6 @@ class PgReader:
             return keywords.keyword_stage(self._rows, query, depth, allowed,
                                           title_weight=title_weight, documents=True,
                                           key=self.place.key())
-
-    def hits(self, chunk_ids: Sequence[int]) -> dict[int, HitRow]:
-        if not chunk_ids:
-            return {}
-        return {int(r[0]): HitRow(*r) for r in self._rows(
-            "SELECT c.chunk_id, c.doc_id, c.idx, c.start_off, c.end_off, "
-            f"{_CHUNK_TEXT}, {_HIT_DOC} FROM chunks c JOIN documents d ON d.doc_id = c.doc_id "
-            "WHERE c.chunk_id = ANY(%s)", (list(chunk_ids),))}
-
-    def neighbours(self, doc_id: int, first: int, last: int) -> list[tuple[int, int, int, str]]:
-        return [(int(a), int(b), int(c), str(d)) for a, b, c, d in self._rows(
-            f"SELECT c.idx, c.start_off, c.end_off, {_CHUNK_TEXT} FROM chunks c "
-            "JOIN documents d ON d.doc_id = c.doc_id "
-            "WHERE c.doc_id = %s AND c.idx BETWEEN %s AND %s ORDER BY c.idx",
-            (doc_id, first, min(last, 2**31 - 1)))]
 
     def vectors_by_ids(self, ids: Sequence[int], dim: int) -> Vectors:
         rows = self._rows("SELECT chunk_id, doc_id, embedding FROM chunks "
@@ -208,104 +142,30 @@ class PgReader:
                                                                    np.float32),
                 np.array([r[2] for r in rows], np.int64))
 
-    def documents_page(self, where: DocFilter, limit: int, *, sort: Sort = "doc_id",
-                       after: tuple[str, int] | None = None) -> list[DocumentRow]:
-        conditions, args = filters.where(where)
-        if sort == "path":
-            if after is not None:
-                conditions += " AND d.external_id > %s"
-                args.append(after[0])
-            order = "d.external_id"
-        elif sort == "modified":
-            if after is not None:
-                conditions += " AND (d.modified < %s OR (d.modified = %s AND d.doc_id < %s))"
-                args += [after[0], after[0], after[1]]
-            order = "d.modified DESC NULLS LAST, d.doc_id DESC"
-        else:
-            if after is not None:
-                conditions += " AND d.doc_id > %s"
-                args.append(after[1])
-            order = "d.doc_id"
-        return [DocumentRow(*r) for r in self._rows(
-            f"SELECT {_DOC_COLUMNS} FROM documents d WHERE true{conditions} ORDER BY {order} "
-            "LIMIT %s", (*args, limit))]
-
-    def doc_ids_where(self, where: DocFilter) -> list[int]:
-        conditions, args = filters.where(where)
-        return [int(r[0]) for r in self._rows(
-            f"SELECT d.doc_id FROM documents d WHERE true{conditions} ORDER BY d.doc_id", args)]
-
-    def libraries(self) -> list[tuple[str, int, int]]:
-        return [(str(r[0]), int(r[1]), int(r[2])) for r in self._rows(
-            "SELECT library, count(*), coalesce(sum(chunk_count), 0) FROM documents "
-            "GROUP BY library ORDER BY library COLLATE \"C\"")]
-
-    def document(self, doc_id: int) -> DocumentRow | None:
-        rows = self._rows(f"SELECT {_DOC_COLUMNS} FROM documents d WHERE doc_id = %s",
-                          (doc_id,))
-        return DocumentRow(*rows[0]) if rows else None
-
-    def document_by_external(self, external_id: str) -> DocumentRow | None:
-        rows = self._rows(f"SELECT {_DOC_COLUMNS} FROM documents d WHERE external_id = %s",
-                          (external_id,))
-        return DocumentRow(*rows[0]) if rows else None
-
-    def content(self, doc_id: int) -> str | None:
-        rows = self._rows("SELECT content FROM documents WHERE doc_id = %s", (doc_id,))
-        return str(rows[0][0]) if rows else None
-
-    def all_external_ids(self) -> list[tuple[int, str]]:
-        return [(int(r[0]), str(r[1])) for r in self._rows(
-            "SELECT doc_id, external_id FROM documents ORDER BY doc_id")]
-
-    def chunk(self, chunk_id: int) -> ChunkRow | None:
-        rows = self._rows(
-            f"SELECT c.chunk_id, c.doc_id, c.idx, c.start_off, c.end_off, {_CHUNK_TEXT}, "
-            "d.title, d.external_id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id "
-            "WHERE c.chunk_id = %s", (chunk_id,))
-        return ChunkRow(*rows[0]) if rows else None
+    def stored_vector(self, chunk_id: int, column: Any) -> bytes | None:
+        """`column`: the chunk's embedding, None while it waits for it."""
+        return None if column is None else np.asarray(column.to_numpy(), "<f4").tobytes()
 
 
-    def stored_documents(self) -> Iterator[StoredDoc]:
-        """Every document with its chunks, vectors and links (store/pg/archive.py)."""
-        return archive.documents(self._rows)
-
-    def outgoing_links(self, doc_id: int) -> list[LinkRow]:
-        """As the SQLite store's (store/sqlite/queries.py)."""
-        return [LinkRow(*r) for r in self._rows(
-            "SELECT l.idx, l.target, l.kind, d.doc_id, d.title, d.external_id, d.source "
-            "FROM links l LEFT JOIN doc_keys k ON k.key = l.key "
-            "LEFT JOIN documents d ON d.doc_id = k.doc_id "
-            "WHERE l.doc_id = %s ORDER BY l.idx, d.doc_id", (doc_id,))]
-
-    def incoming_links(self, doc_id: int, limit: int = MAX_INCOMING) -> list[Linker]:
-        return [Linker(*r) for r in self._rows(
-            "SELECT DISTINCT d.doc_id, d.title, d.external_id, d.source FROM doc_keys k "
-            "JOIN links l ON l.key = k.key JOIN documents d ON d.doc_id = l.doc_id "
-            "WHERE k.doc_id = %s AND l.doc_id != %s ORDER BY d.doc_id LIMIT %s",
-            (doc_id, doc_id, limit))]
+def _alone(place: PgTarget, read: Callable[[psycopg.Connection[Any]], T]) -> T:
+    """`read(conn)` on a connection of its own (blocking)."""
+    conn = connect.connect(place, autocommit=True)
+    try:
+        return read(conn)
+    except psycopg.Error as exc:
+        raise connect.store_error(exc, place) from exc
+    finally:
+        conn.close()
 
 
 def recorded_identity(place: PgTarget) -> Identity | None:
-    """What the index records of its embeddings (blocking; one connection of its own)."""
-    conn = connect.connect(place, autocommit=True)
-    try:
-        return schema.stored_identity(conn, place)
-    except psycopg.Error as exc:
-        raise connect.store_error(exc, place) from exc
-    finally:
-        conn.close()
+    """What the index records of its embeddings (blocking)."""
+    return _alone(place, lambda conn: schema.stored_identity(conn, place))
 
 
 def recorded_value(place: PgTarget, key: str) -> str | None:
-    """The meta row `key` of the index (blocking; one connection of its own)."""
-    conn = connect.connect(place, autocommit=True)
-    try:
-        return schema.recorded_value(conn, place, key)
-    except psycopg.Error as exc:
-        raise connect.store_error(exc, place) from exc
-    finally:
-        conn.close()
+    """The meta row `key` of the index (blocking)."""
+    return _alone(place, lambda conn: schema.recorded_value(conn, place, key))
 
 
 class PgIndex:
@@ -365,13 +225,7 @@ class PgIndex:
         return await anyio.to_thread.run_sync(self.call, fn)
 
     async def made(self, stopping: anyio.Event) -> Identity | None:
-        while not stopping.is_set():
-            stored = await self.run(lambda r: r.identity())
-            if stored is not None:
-                return stored
-            with anyio.move_on_after(0.2):
-                await stopping.wait()
-        return None
+        return await made(lambda: self.run(lambda r: r.identity()), stopping)
 
     async def open_vectors(self) -> None:
         """Nothing to load: the server holds the vector index."""

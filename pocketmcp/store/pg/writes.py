@@ -12,7 +12,6 @@ character offset still holds.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import random
 import time
@@ -20,22 +19,19 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-import msgspec
 import numpy as np
 import psycopg
 
 from pocketmcp import logs
-from pocketmcp.core import dates
 from pocketmcp.core.identity import Identity
 from pocketmcp.core.notes import doc_keys
 from pocketmcp.errors import StoreError
-from pocketmcp.messages import Chunk, DocFacts, DocRecord, Removed, Written
+from pocketmcp.messages import Chunk, DocFacts, DocRecord, Written
 from pocketmcp.store import facts
-from pocketmcp.store.api import remove_documents
-from pocketmcp.store.folder import FOLDER_KEY, FolderRecord
 from pocketmcp.store.pg import connect, schema
 from pocketmcp.store.pg.reads import PgIndex, stored_vectors
 from pocketmcp.store.pg.target import PgTarget
+from pocketmcp.store.writes import CommonWrites, check_vectors, now
 
 T = TypeVar("T")
 log = logs.get("pocketmcp.store.pg")
@@ -49,19 +45,13 @@ class _Retry(Exception):
     """A transient failure inside a batch: roll it back and run it again."""
 
 
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def _text(value: str) -> str:
     return value.replace("\x00", "\ufffd")
 
 
-SCAN_KEY = "first_scan"  # as in the SQLite store's meta table
-
-
-class PgWriter:
-    """One process's writing connection to a Postgres index."""
+class PgWriter(CommonWrites):
+    """One process's writing connection to a Postgres index (its writes alike on every
+    store: store/writes.py)."""
 
     def __init__(self, place: PgTarget, identity: Identity, *, rebuild: bool = False) -> None:
         self.place = place
@@ -153,20 +143,16 @@ class PgWriter:
     def _sql(self, sql: str, args: Sequence[Any] = ()) -> Any:
         return self._conn.execute(sql.encode(), args)
 
+    def execute(self, sql: str, args: Sequence[Any] = ()) -> Any:
+        return self._sql(sql.replace("?", "%s"), args)
+
     # -- writes (inside `batch`) ----------------------------------------------------------------
 
-    def record_scan(self, state: str) -> None:
-        """As the SQLite store's; outside a batch it commits at once (autocommit)."""
+    def record(self, key: str, value: str) -> None:
+        """Outside a batch it commits at once (autocommit)."""
         try:
             self._sql("INSERT INTO meta(key, value) VALUES (%s, %s) ON CONFLICT (key) "
-                      "DO UPDATE SET value = excluded.value", (SCAN_KEY, state))
-        except psycopg.Error as exc:
-            raise connect.store_error(exc, self.place) from exc
-
-    def record_folder(self, folder: FolderRecord) -> None:
-        try:
-            self._sql("INSERT INTO meta(key, value) VALUES (%s, %s) ON CONFLICT (key) "
-                      "DO UPDATE SET value = excluded.value", (FOLDER_KEY, folder.encode()))
+                      "DO UPDATE SET value = excluded.value", (key, value))
         except psycopg.Error as exc:
             raise connect.store_error(exc, self.place) from exc
 
@@ -175,23 +161,19 @@ class PgWriter:
         """As the SQLite store's: a document whose text, title, library and metadata are
         unchanged keeps its chunks; only its stat, and its facts when they changed. Without
         `vectors`, its chunks wait for theirs, queued at `rank`."""
-        if vectors is not None and len(vectors) != len(chunks) * self.dim * 4:
-            raise StoreError(f"{doc.external_id}: {len(chunks)} chunks but "
-                             f"{len(vectors)} bytes of vectors (dim {self.dim})")
+        if vectors is not None:
+            check_vectors(doc.external_id, len(chunks), vectors, self.dim)
         row = self._sql("SELECT doc_id, content_sha256, title, library, metadata, created, "
                         "properties, tags, modified FROM documents WHERE external_id = %s "
                         "FOR UPDATE", (doc.external_id,)).fetchone()
-        now = _now()
+        at = now()
         metadata = json.loads(json.dumps(doc.metadata, ensure_ascii=False))
         content = _text(doc.content)
         if row is not None and (row[1], row[2], row[3], row[4]) == (
                 doc.sha256, doc.title, doc.library, metadata):
             self._sql("UPDATE documents SET size_bytes = %s, mtime_ns = %s WHERE doc_id = %s",
                       (doc.size_bytes, doc.mtime_ns, row[0]))
-            own = doc.facts
-            modified = own.modified or row[8] or now
-            kept = msgspec.structs.replace(own, modified=modified,
-                                           created=own.created or row[5] or modified)
+            kept = facts.with_dates(doc.facts, row[8] or at, row[5])
             links = self._sql("SELECT target, key, kind FROM links WHERE doc_id = %s "
                               "ORDER BY idx", (row[0],)).fetchall()
             have = (json.dumps(row[6], ensure_ascii=False, sort_keys=True),
@@ -200,7 +182,7 @@ class PgWriter:
             if facts.stored(kept, doc.metadata) == have:
                 return Written(row[0], "unchanged", len(chunks), 0)
             self._write_facts(row[0], doc, kept)
-            self._sql("UPDATE documents SET updated_at = %s WHERE doc_id = %s", (now, row[0]))
+            self._sql("UPDATE documents SET updated_at = %s WHERE doc_id = %s", (at, row[0]))
             return Written(row[0], "updated", len(chunks), 0)
         removed = 0
         meta_json = json.dumps(doc.metadata, ensure_ascii=False, sort_keys=True)
@@ -216,7 +198,7 @@ class PgWriter:
                 "RETURNING doc_id",
                 (doc.external_id, doc.source, doc.uri, _text(doc.title), doc.library,
                  _text(meta_json), content, doc.sha256, doc.size_bytes, doc.mtime_ns,
-                 len(chunks), now, now)).fetchone()[0]
+                 len(chunks), at, at)).fetchone()[0]
         else:
             doc_id = row[0]
             removed = self._sql("DELETE FROM chunks WHERE doc_id = %s", (doc_id,)).rowcount
@@ -225,8 +207,8 @@ class PgWriter:
                 "metadata = %s::jsonb, content = %s, content_sha256 = %s, size_bytes = %s, "
                 "mtime_ns = %s, chunk_count = %s, updated_at = %s WHERE doc_id = %s",
                 (doc.source, doc.uri, _text(doc.title), doc.library, _text(meta_json), content,
-                 doc.sha256, doc.size_bytes, doc.mtime_ns, len(chunks), now, doc_id))
-        self._write_facts(doc_id, doc, self._dated(doc, now, row[5] if row else None))
+                 doc.sha256, doc.size_bytes, doc.mtime_ns, len(chunks), at, doc_id))
+        self._write_facts(doc_id, doc, facts.dated(doc, at, row[5] if row else None))
         self._insert_chunks(doc_id, doc.title, chunks, rows)
         self._sql("DELETE FROM embed_queue WHERE doc_id = %s", (doc_id,))
         waiting = sum(1 for r in rows if r is None)
@@ -244,9 +226,7 @@ class PgWriter:
     def add_vectors(self, doc_id: int, sha256: str, chunks: Sequence[Chunk],
                     vectors: bytes) -> bool:
         """As the SQLite store's: the chunks keep their ids and get their vectors in place."""
-        if len(vectors) != len(chunks) * self.dim * 4:
-            raise StoreError(f"document {doc_id}: {len(chunks)} chunks but "
-                             f"{len(vectors)} bytes of vectors (dim {self.dim})")
+        check_vectors(f"document {doc_id}", len(chunks), vectors, self.dim)
         row = self._sql("SELECT d.content_sha256 FROM embed_queue q JOIN documents d "
                         "ON d.doc_id = q.doc_id WHERE q.doc_id = %s FOR UPDATE OF q",
                         (doc_id,)).fetchone()
@@ -262,14 +242,6 @@ class PgWriter:
             [(matrix[i], doc_id, c.idx) for i, c in enumerate(chunks)])
         self._sql("DELETE FROM embed_queue WHERE doc_id = %s", (doc_id,))
         return True
-
-    @staticmethod
-    def _dated(doc: DocRecord, fallback: str, created: str | None) -> DocFacts:
-        found = doc.facts
-        modified = found.modified or (dates.from_ns(doc.mtime_ns) if doc.mtime_ns
-                                      else fallback)
-        return msgspec.structs.replace(found, modified=modified,
-                                       created=found.created or created or modified)
 
     def _write_facts(self, doc_id: int, doc: DocRecord, found: DocFacts) -> None:
         """Properties, tags, dates, links and the names links may use for the document."""
@@ -298,14 +270,6 @@ class PgWriter:
             [(doc_id, c.idx, c.start, c.end, c.tokens, c.sha256, _text(c.section),
               _text(title), _text(c.keyword_text), matrix[i]) for i, c in enumerate(chunks)])
 
-    def touch(self, external_id: str, size: int, mtime_ns: int) -> None:
-        self._sql("UPDATE documents SET size_bytes = %s, mtime_ns = %s WHERE external_id = %s",
-                  (size, mtime_ns, external_id))
-
-    def delete(self, external_id: str) -> tuple[int, int] | None:
-        doc_id = self._doc_id_of(external_id)
-        return None if doc_id is None else self.delete_doc(doc_id)
-
     def delete_doc(self, doc_id: int) -> tuple[int, int] | None:
         row = self._sql("SELECT doc_id FROM documents WHERE doc_id = %s FOR UPDATE",
                         (doc_id,)).fetchone()
@@ -314,12 +278,3 @@ class PgWriter:
         removed = self._sql("DELETE FROM chunks WHERE doc_id = %s", (doc_id,)).rowcount
         self._sql("DELETE FROM documents WHERE doc_id = %s", (doc_id,))
         return doc_id, removed
-
-    def remove(self, doc_ids: Sequence[int], external_ids: Sequence[str]) -> Removed:
-        """Remove documents named by doc_id or external id (store/api.py)."""
-        return remove_documents(self._doc_id_of, self.delete_doc, doc_ids, external_ids)
-
-    def _doc_id_of(self, external_id: str) -> int | None:
-        row = self._sql("SELECT doc_id FROM documents WHERE external_id = %s",
-                        (external_id,)).fetchone()
-        return None if row is None else int(row[0])

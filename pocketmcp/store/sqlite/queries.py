@@ -9,43 +9,24 @@ from typing import Any
 
 from pocketmcp.core.identity import Identity
 from pocketmcp.errors import StoreError
-from pocketmcp.store import filters
-from pocketmcp.store.archive import StoredDoc
-from pocketmcp.store.filters import DocFilter
-from pocketmcp.store.related import MAX_INCOMING, Linker, LinkRow
-from pocketmcp.store.rows import (
-    ChunkRow,
-    DocState,
-    DocumentRow,
-    HitRow,
-    Keywords,
-    Sort,
-    VectorHit,
-)
-from pocketmcp.store.sqlite import archive, halves, schema
+from pocketmcp.store.reads import HIT_DOC, CommonReads
+from pocketmcp.store.rows import Keywords, VectorHit
+from pocketmcp.store.sqlite import halves, schema
 from pocketmcp.store.sqlite.connect import id_list, open_sync_reader, sqlite_errors
+from pocketmcp.store.sqlite.filters import SQLITE
 from pocketmcp.store.sqlite.keywords import bm25, textsearch
 from pocketmcp.store.sqlite.keywords.lengths import ChunkLengths, averages
 from pocketmcp.store.sqlite.keywords.textsearch import TermCounts
 from pocketmcp.store.sqlite.log import TOKEN_KEY, ChunkLog, Vectors, stored_vectors
 from pocketmcp.store.sqlite.threads import Threads
-from pocketmcp.store.sqlite.waiting import WaitingReads
 
 READ_MAP_BYTES = 1 << 36  # how much of the index file readers map (all of it, in practice)
 
-_CHUNK_TEXT = "substr(d.content, c.start_off + 1, c.end_off - c.start_off)"
-# What a search match shows of its document, after its chunk's own columns.
-_HIT_DOC = ("d.external_id, d.uri, d.title, d.source, c.section, d.library, d.size_bytes, "
-            "d.mtime_ns, d.created, d.modified, d.updated_at, d.tags")
-_DOC_COLUMNS = ("d.doc_id, d.external_id, d.source, d.uri, d.title, d.library, d.metadata, "
-                "d.content_sha256, d.chunk_count, d.created_at, d.updated_at, d.properties, "
-                "d.tags, d.created, d.modified, d.size_bytes, d.mtime_ns")
 
-
-class SqliteReader(WaitingReads):
-    """One read-only connection. Not thread-safe: one caller at a time. `helpers`: threads
-    its index lends it for large chunk queries in two halves (without them, those run
-    whole)."""
+class SqliteReader(CommonReads):
+    """One read-only connection (its reads alike on every store: store/reads.py). Not
+    thread-safe: one caller at a time. `helpers`: threads its index lends it for large
+    chunk queries in two halves (without them, those run whole)."""
 
     def __init__(self, db_path: Path, terms: TermCounts | None = None,
                  lengths: ChunkLengths | None = None, *,
@@ -74,6 +55,8 @@ class SqliteReader(WaitingReads):
             self._second.close()
         if self._own_lengths:
             self._lengths.close()  # its read in the background stops
+
+    dialect = SQLITE
 
     def _second_connection(self) -> Any:
         if self._second is None:
@@ -121,28 +104,9 @@ class SqliteReader(WaitingReads):
         except sqlite_errors() as exc:
             raise StoreError(f"{self.db_path}: {exc}") from exc
 
-    def doc_state(self, external_id: str) -> DocState | None:
-        """Digest, stat and library of a document, or None."""
-        rows = self._rows("SELECT content_sha256, size_bytes, mtime_ns, library FROM documents "
-                          "WHERE external_id = ?", (external_id,))
-        return DocState(str(rows[0][0]), rows[0][1], rows[0][2], rows[0][3]) if rows else None
-
     def vectors_for(self, text_shas: Iterable[str]) -> dict[str, bytes]:
         """Stored vectors of chunks whose text has one of these digests."""
         return stored_vectors(self._rows, text_shas)
-
-    def external_ids(self, prefix: str, after: str = "", limit: int = 500) -> list[str]:
-        """A page of external ids that start with `prefix`, in order, after `after`."""
-        low = max(prefix, after)
-        high = prefix + "\U0010ffff"
-        return [r[0] for r in self._rows(
-            "SELECT external_id FROM documents WHERE external_id >= ? AND external_id > ? "
-            "AND external_id < ? ORDER BY external_id LIMIT ?", (prefix, low, high, limit))]
-
-    def counts(self) -> dict[str, int]:
-        docs = self._rows("SELECT count(*), coalesce(sum(chunk_count), 0) FROM documents")[0]
-        return {"documents": int(docs[0]), "chunks": int(docs[1]),
-                "waiting": self.waiting_count()}  # chunks whose vectors have not come yet
 
     def search_vector(self, query: bytes, k: int,
                       doc_ids: Sequence[int] | None = None) -> list[VectorHit]:
@@ -159,7 +123,7 @@ class SqliteReader(WaitingReads):
             "WITH knn AS (SELECT chunk_id, doc_id, idx, start_off, end_off, text, distance "
             f"FROM vec_chunks WHERE embedding MATCH ? AND k = ?{where}) "
             "SELECT knn.chunk_id, knn.doc_id, knn.idx, knn.start_off, knn.end_off, knn.text, "
-            f"{_HIT_DOC}, knn.distance "
+            f"{HIT_DOC.format(j='')}, knn.distance "
             "FROM knn "
             "JOIN documents d ON d.doc_id = knn.doc_id "
             "JOIN chunks c ON c.chunk_id = knn.chunk_id ORDER BY knn.distance",
@@ -272,114 +236,15 @@ class SqliteReader(WaitingReads):
             f"SELECT doc_id, chunk_id FROM chunks WHERE idx = 0 AND doc_id IN ({marks})",
             list(doc_ids))} if doc_ids else {}
 
-    def hits(self, chunk_ids: Sequence[int]) -> dict[int, HitRow]:
-        """Details of chunks by id (those that still exist)."""
-        found: dict[int, HitRow] = {}
-        for start in range(0, len(chunk_ids), 500):
-            part = list(chunk_ids[start:start + 500])
-            marks = ",".join("?" * len(part))
-            # The text is cut from the document (offsets are in characters, as substr's are):
-            # reading it from vec0 would scan the vectors.
-            for row in self._rows(
-                "SELECT c.chunk_id, c.doc_id, c.idx, c.start_off, c.end_off, "
-                f"{_CHUNK_TEXT}, {_HIT_DOC} "
-                "FROM chunks c JOIN documents d ON d.doc_id = c.doc_id "
-                f"WHERE c.chunk_id IN ({marks})", part):
-                found[int(row[0])] = HitRow(*row)
-        return found
-
-    def neighbours(self, doc_id: int, first: int, last: int) -> list[tuple[int, int, int, str]]:
-        """(idx, start_off, end_off, text) of a document's chunks first..last, in order."""
-        return [(int(a), int(b), int(c), str(d)) for a, b, c, d in self._rows(
-            f"SELECT c.idx, c.start_off, c.end_off, {_CHUNK_TEXT} FROM chunks c "
-            "JOIN documents d ON d.doc_id = c.doc_id "
-            "WHERE c.doc_id = ? AND c.idx BETWEEN ? AND ? ORDER BY c.idx",
-            (doc_id, first, last))]
-
     def vectors_by_ids(self, ids: Sequence[int], dim: int) -> Vectors:
         """(chunk ids, doc ids, float32 vectors) of the chunks that still exist, by id."""
         return self.log.vectors_by_ids(ids, dim)
 
-    # -- documents -------------------------------------------------------------------------
-
-    def documents_page(self, where: DocFilter, limit: int, *, sort: Sort = "doc_id",
-                       after: tuple[str, int] | None = None) -> list[DocumentRow]:
-        """A page of the documents `where` allows: by doc_id, by last change (newest first) or
-        by external id (files by path), after the (modified or external id, doc_id) the
-        previous page ended on."""
-        conditions, args = filters.where(where)
-        if sort == "path":
-            if after is not None:
-                conditions += " AND d.external_id > ?"
-                args.append(after[0])
-            order = "d.external_id"  # unique
-        elif sort == "modified":
-            if after is not None:
-                conditions += " AND (d.modified < ? OR (d.modified = ? AND d.doc_id < ?))"
-                args += [after[0], after[0], after[1]]
-            order = "d.modified DESC, d.doc_id DESC"
-        else:
-            if after is not None:
-                conditions += " AND d.doc_id > ?"
-                args.append(after[1])
-            order = "d.doc_id"
-        return [DocumentRow(*r) for r in self._rows(
-            f"SELECT {_DOC_COLUMNS} FROM documents d WHERE 1{conditions} ORDER BY {order} "
-            "LIMIT ?", (*args, limit))]
-
-    def doc_ids_where(self, where: DocFilter) -> list[int]:
-        """The documents `where` allows, by doc_id."""
-        conditions, args = filters.where(where)
-        # Sorted here: ORDER BY doc_id would make SQLite walk every document in doc_id order
-        # instead of using the index of the condition (documents.modified, doc_tags).
-        return sorted(int(r[0]) for r in self._rows(
-            f"SELECT d.doc_id FROM documents d WHERE 1{conditions}", args))
-
-    def libraries(self) -> list[tuple[str, int, int]]:
-        """(library, documents, chunks), by name."""
-        return [(str(r[0]), int(r[1]), int(r[2])) for r in self._rows(
-            "SELECT library, count(*), coalesce(sum(chunk_count), 0) FROM documents "
-            "GROUP BY library ORDER BY library")]
-
-    def document(self, doc_id: int) -> DocumentRow | None:
-        rows = self._rows(f"SELECT {_DOC_COLUMNS} FROM documents d WHERE doc_id = ?",
-                          (doc_id,))
-        return DocumentRow(*rows[0]) if rows else None
-
-    def document_by_external(self, external_id: str) -> DocumentRow | None:
-        rows = self._rows(f"SELECT {_DOC_COLUMNS} FROM documents d WHERE external_id = ?",
-                          (external_id,))
-        return DocumentRow(*rows[0]) if rows else None
-
-    def content(self, doc_id: int) -> str | None:
-        rows = self._rows("SELECT content FROM documents WHERE doc_id = ?", (doc_id,))
-        return str(rows[0][0]) if rows else None
-
-    def doc_ids_by_external(self, external_ids: Sequence[str]) -> dict[str, int]:
-        found: dict[str, int] = {}
-        for start in range(0, len(external_ids), 500):
-            part = list(external_ids[start:start + 500])
-            marks = ",".join("?" * len(part))
-            found.update(self._rows(
-                f"SELECT external_id, doc_id FROM documents WHERE external_id IN ({marks})", part))
-        return found
-
-    def all_external_ids(self) -> list[tuple[int, str]]:
-        return [(int(r[0]), str(r[1])) for r in self._rows(
-            "SELECT doc_id, external_id FROM documents ORDER BY doc_id")]
-
-    def chunk(self, chunk_id: int) -> ChunkRow | None:
-        rows = self._rows(
-            f"SELECT c.chunk_id, c.doc_id, c.idx, c.start_off, c.end_off, {_CHUNK_TEXT}, "
-            "d.title, d.external_id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id "
-            "WHERE c.chunk_id = ?", (chunk_id,))
-        return ChunkRow(*rows[0]) if rows else None
-
-    def outgoing_links(self, doc_id: int) -> list[LinkRow]:
-        return [LinkRow(*r) for r in self.query(archive.OUTGOING, (doc_id,))]
-
-    def incoming_links(self, doc_id: int, limit: int = MAX_INCOMING) -> list[Linker]:
-        return [Linker(*r) for r in self.query(archive.INCOMING, (doc_id, doc_id, limit))]
-
-    def stored_documents(self) -> Iterator[StoredDoc]:
-        return archive.documents(self.query, self.db_path)
+    def stored_vector(self, chunk_id: int, column: Any) -> bytes | None:
+        """`column`: whether the chunk waits (written for keywords, its vector to come)."""
+        if column:
+            return None
+        found = self._rows("SELECT embedding FROM vec_chunks WHERE chunk_id = ?", (chunk_id,))
+        if not found:
+            raise StoreError(f"{self.db_path}: chunk {chunk_id} has no vector")
+        return bytes(found[0][0])

@@ -11,6 +11,7 @@ import anyio
 
 from pocketmcp.core.identity import Identity
 from pocketmcp.store.api import F32, Found, Reader
+from pocketmcp.store.reads import made
 from pocketmcp.store.sqlite.keywords.lengths import ChunkLengths
 from pocketmcp.store.sqlite.keywords.textsearch import TermCounts
 from pocketmcp.store.sqlite.queries import SqliteReader
@@ -89,17 +90,9 @@ class SqliteIndex:
         self.vectors = VectorIndex(path, dim, pool=self.threads.scan)
 
     async def made(self, stopping: anyio.Event) -> Identity | None:
-        """Wait until some writer has made the index (the file exists and its schema, which
-        records the embeddings, is committed): what it records; None if `stopping` is set
-        first."""
-        while not stopping.is_set():
-            if self.path.exists():
-                stored = await self.run(lambda r: r.identity())
-                if stored is not None:
-                    return stored
-            with anyio.move_on_after(0.2):
-                await stopping.wait()
-        return None
+        """Wait until some writer has made the index file (store/reads.py)."""
+        return await made(lambda: self.run(lambda r: r.identity()), stopping,
+                          self.path.exists)
 
     @property
     def where(self) -> str:

@@ -16,6 +16,7 @@ from pocketmcp.core.paths import path_of
 from pocketmcp.errors import ModelMismatchError, SchemaTooNewError
 from pocketmcp.messages import DocFacts
 from pocketmcp.store import facts
+from pocketmcp.store.folder import SCAN_KEY
 
 
 def _bigram_cjk_rows(conn: Any) -> None:
@@ -198,12 +199,6 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
-
-
-# meta key: how far the writer holding the lock has come with its first scan of the watched
-# folder ("running", then "done"), so read-only processes report readiness as it does. An
-# index that never recorded it (made before this key) counts as scanned.
-SCAN_KEY = "first_scan"
 
 
 def scan_recorded(conn: Any) -> bool:

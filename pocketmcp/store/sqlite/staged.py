@@ -28,10 +28,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from pocketmcp.errors import StoreError
 from pocketmcp.messages import Chunk
 from pocketmcp.store.sqlite.keywords.lengths import varint
 from pocketmcp.store.sqlite.log import stored_vectors
+from pocketmcp.store.writes import check_vectors
 
 DEBT_KEY = "fts_debt"  # meta: [rows, [tokens per column]] to take off chunks_fts's totals
 NO_DEBT: tuple[int, tuple[int, ...]] = (0, ())
@@ -82,9 +82,7 @@ class StagedWrites:
         its text `sha256`: each chunk gets its vector under the id it has. False, and
         nothing written, when the document has changed since (another version waits, or it
         is gone) or has its vectors already."""
-        if len(vectors) != len(chunks) * self.dim * 4:
-            raise StoreError(f"document {doc_id}: {len(chunks)} chunks but "
-                             f"{len(vectors)} bytes of vectors (dim {self.dim})")
+        check_vectors(f"document {doc_id}", len(chunks), vectors, self.dim)
         row = self._sql("SELECT d.content_sha256 FROM embed_queue q JOIN documents d "
                         "ON d.doc_id = q.doc_id WHERE q.doc_id = ?", (doc_id,)).fetchone()
         if row is None or row[0] != sha256:

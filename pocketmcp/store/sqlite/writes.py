@@ -9,24 +9,20 @@ after each commit it brings the index's vector file up to date (vecwriter.py).
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-import msgspec
 from filelock import FileLock, Timeout
 
-from pocketmcp.core import dates, markdown
+from pocketmcp.core import markdown
 from pocketmcp.core.cjk import index_text
 from pocketmcp.core.identity import Identity
 from pocketmcp.errors import StoreError, WriterBusyError
-from pocketmcp.messages import Chunk, DocFacts, DocRecord, Removed, Written
+from pocketmcp.messages import Chunk, DocFacts, DocRecord, Written
 from pocketmcp.store import facts
-from pocketmcp.store.api import remove_documents
-from pocketmcp.store.folder import FOLDER_KEY, FolderRecord
 from pocketmcp.store.sqlite import schema
 from pocketmcp.store.sqlite.connect import open_sync_writer, sqlite_errors
 from pocketmcp.store.sqlite.files import lock_path
@@ -35,18 +31,16 @@ from pocketmcp.store.sqlite.reads import ReaderPool
 from pocketmcp.store.sqlite.staged import NO_DEBT, StagedWrites
 from pocketmcp.store.sqlite.vectors.file import new_token
 from pocketmcp.store.sqlite.vectors.writer import VectorFileWriter
+from pocketmcp.store.writes import CommonWrites, check_vectors, now
 
 T = TypeVar("T")
 VIEW_READERS = 4  # connections of the pipeline's own view of its index
 LOG_KEEP = 200_000  # chunk changes kept for vector files (and their readers) to follow
 
 
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-class SqliteWriter(StagedWrites):
-    """Holds the writer lock of one index file and its only writing connection."""
+class SqliteWriter(StagedWrites, CommonWrites):
+    """Holds the writer lock of one index file and its only writing connection (its writes
+    alike on every store: store/writes.py)."""
 
     def __init__(self, db_path: Path, identity: Identity, *, rebuild: bool = False) -> None:
         self.db_path = db_path
@@ -86,16 +80,12 @@ class SqliteWriter(StagedWrites):
         token = log.token()
         if token is None:
             token = new_token()
-            self._sql("INSERT OR REPLACE INTO meta VALUES (?, ?)", (TOKEN_KEY, token.hex()))
+            self.record(TOKEN_KEY, token.hex())
         return token
 
-    def record_scan(self, state: str) -> None:
-        """Record how far the first scan of the watched folder has come ("running" or
-        "done") for read-only processes; inside the current transaction when there is one."""
-        self._sql("INSERT OR REPLACE INTO meta VALUES (?, ?)", (schema.SCAN_KEY, state))
-
-    def record_folder(self, folder: FolderRecord) -> None:
-        self._sql("INSERT OR REPLACE INTO meta VALUES (?, ?)", (FOLDER_KEY, folder.encode()))
+    def record(self, key: str, value: str) -> None:
+        """Inside the current transaction when there is one."""
+        self._sql("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
     @property
     def where(self) -> str:
@@ -208,6 +198,9 @@ class SqliteWriter(StagedWrites):
         except sqlite_errors() as exc:
             raise StoreError(f"{self.db_path}: {exc}") from exc
 
+    def execute(self, sql: str, args: Sequence[Any] = ()) -> Any:
+        return self._sql(sql, args)
+
     def _many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         try:
             self._conn.executemany(sql, rows)
@@ -222,12 +215,11 @@ class SqliteWriter(StagedWrites):
         library and metadata are unchanged keeps its chunks: only its stat, and its facts
         when they changed, are written. Without `vectors` its chunks are written for keyword
         search and wait for their vectors (`add_vectors`), queued at `rank` (higher first)."""
-        if vectors is not None and len(vectors) != len(chunks) * self.dim * 4:
-            raise StoreError(f"{doc.external_id}: {len(chunks)} chunks but "
-                             f"{len(vectors)} bytes of vectors (dim {self.dim})")
+        if vectors is not None:
+            check_vectors(doc.external_id, len(chunks), vectors, self.dim)
         row = self._sql("SELECT doc_id, content_sha256, title, library, metadata, created "
                         "FROM documents WHERE external_id = ?", (doc.external_id,)).fetchone()
-        now = _now()
+        at = now()
         metadata = json.dumps(doc.metadata, ensure_ascii=False, sort_keys=True)
         if row is not None and (row[1], row[2], row[3], row[4]) == (
             doc.sha256, doc.title, doc.library, metadata
@@ -235,16 +227,11 @@ class SqliteWriter(StagedWrites):
             self._sql("UPDATE documents SET size_bytes = ?, mtime_ns = ? WHERE doc_id = ?",
                       (doc.size_bytes, doc.mtime_ns, row[0]))
             have = facts.current(self._sql, row[0])
-            # Dates the document does not give itself stay as they were: the same text
-            # under a new mtime is no change of the document.
-            own = doc.facts
-            modified = own.modified or have[3] or now
-            kept = msgspec.structs.replace(own, modified=modified,
-                                           created=own.created or have[2] or modified)
+            kept = facts.with_dates(doc.facts, have[3] or at, have[2])
             if facts.stored(kept, doc.metadata) == have:
                 return Written(row[0], "unchanged", len(chunks), 0)
             self._write_facts(row[0], doc, kept)  # the text is the same: chunks stay
-            self._sql("UPDATE documents SET updated_at = ? WHERE doc_id = ?", (now, row[0]))
+            self._sql("UPDATE documents SET updated_at = ? WHERE doc_id = ?", (at, row[0]))
             return Written(row[0], "updated", len(chunks), 0)
         removed = 0
         # Without vectors, those of text the index holds already (the document's old
@@ -257,7 +244,7 @@ class SqliteWriter(StagedWrites):
                 "content, content_sha256, size_bytes, mtime_ns, chunk_count, created_at, "
                 "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING doc_id",
                 (doc.external_id, doc.source, doc.uri, doc.title, doc.library, metadata,
-                 doc.content, doc.sha256, doc.size_bytes, doc.mtime_ns, len(chunks), now, now),
+                 doc.content, doc.sha256, doc.size_bytes, doc.mtime_ns, len(chunks), at, at),
             ).fetchone()[0]
         else:
             doc_id = row[0]
@@ -267,9 +254,9 @@ class SqliteWriter(StagedWrites):
                 "content = ?, content_sha256 = ?, size_bytes = ?, mtime_ns = ?, chunk_count = ?, "
                 "updated_at = ? WHERE doc_id = ?",
                 (doc.source, doc.uri, doc.title, doc.library, metadata, doc.content, doc.sha256,
-                 doc.size_bytes, doc.mtime_ns, len(chunks), now, doc_id),
+                 doc.size_bytes, doc.mtime_ns, len(chunks), at, doc_id),
             )
-        self._write_facts(doc_id, doc, self._dated(doc, now, row[5] if row else None))
+        self._write_facts(doc_id, doc, facts.dated(doc, at, row[5] if row else None))
         if row is not None:
             self._sql("DELETE FROM documents_fts WHERE rowid = ?", (doc_id,))
         self._sql("INSERT INTO documents_fts(rowid, title, content) VALUES (?, ?, ?)",
@@ -280,17 +267,6 @@ class SqliteWriter(StagedWrites):
             self._sql("INSERT INTO embed_queue(doc_id, rank) VALUES (?, ?)", (doc_id, rank))
         return Written(doc_id, "inserted" if row is None else "updated", len(chunks), removed,
                        waiting)
-
-    @staticmethod
-    def _dated(doc: DocRecord, fallback: str, created: str | None) -> DocFacts:
-        """The document's facts with both dates: `modified` is its own, else its file's
-        modification time, else `fallback`; `created` its own, else `created` (what the
-        index holds from before), else `modified`."""
-        found = doc.facts
-        modified = found.modified or (dates.from_ns(doc.mtime_ns) if doc.mtime_ns
-                                      else fallback)
-        return msgspec.structs.replace(found, modified=modified,
-                                       created=found.created or created or modified)
 
     def _write_facts(self, doc_id: int, doc: DocRecord, found: DocFacts) -> None:
         facts.write(self._sql, self._many, doc_id, external_id=doc.external_id,
@@ -327,15 +303,6 @@ class SqliteWriter(StagedWrites):
         self._sql("DELETE FROM embed_queue WHERE doc_id = ?", (doc_id,))
         return len(rows)
 
-    def touch(self, external_id: str, size: int, mtime_ns: int) -> None:
-        self._sql("UPDATE documents SET size_bytes = ?, mtime_ns = ? WHERE external_id = ?",
-                  (size, mtime_ns, external_id))
-
-    def delete(self, external_id: str) -> tuple[int, int] | None:
-        """Remove a document by external id; (doc_id, chunks removed), or None if absent."""
-        doc_id = self._doc_id_of(external_id)
-        return None if doc_id is None else self.delete_doc(doc_id)
-
     def delete_doc(self, doc_id: int) -> tuple[int, int] | None:
         """Remove a document by doc_id; (doc_id, chunks removed), or None if absent."""
         if self._sql("SELECT 1 FROM documents WHERE doc_id = ?", (doc_id,)).fetchone() is None:
@@ -345,12 +312,3 @@ class SqliteWriter(StagedWrites):
         self._sql("DELETE FROM documents_fts WHERE rowid = ?", (doc_id,))
         self._sql("DELETE FROM documents WHERE doc_id = ?", (doc_id,))
         return doc_id, removed
-
-    def remove(self, doc_ids: Sequence[int], external_ids: Sequence[str]) -> Removed:
-        """Remove documents named by doc_id or external id (store/api.py)."""
-        return remove_documents(self._doc_id_of, self.delete_doc, doc_ids, external_ids)
-
-    def _doc_id_of(self, external_id: str) -> int | None:
-        row = self._sql("SELECT doc_id FROM documents WHERE external_id = ?",
-                        (external_id,)).fetchone()
-        return None if row is None else int(row[0])

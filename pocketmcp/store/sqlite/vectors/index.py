@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import numpy.typing as npt
 
 from pocketmcp.errors import VectorFileError
+from pocketmcp.store.api import Found
 from pocketmcp.store.sqlite.log import ChunkLog
 from pocketmcp.store.sqlite.threads import Threads
 from pocketmcp.store.sqlite.vectors import scan
@@ -34,13 +34,7 @@ from pocketmcp.store.sqlite.vectors.file import (
     rows_of,
     vectors_path,
 )
-from pocketmcp.store.sqlite.vectors.rowcodes import RowCodes, kernel
-
-F16 = npt.NDArray[np.float16]
-F32 = npt.NDArray[np.float32]
-I64 = npt.NDArray[np.int64]
-U64 = npt.NDArray[np.uint64]
-Found = tuple[I64, F32, I64]  # chunk ids, scores, doc ids; best first
+from pocketmcp.store.sqlite.vectors.rowcodes import F32, I64, RowCodes, kernel
 
 EXACT_SCAN_LIMIT = 8192  # up to this many rows, the float16 pass alone scans them all
 DELTA_LIMIT = 50_000  # log entries followed past the file; further behind, SQLite answers

@@ -21,8 +21,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+# The arrays of the vector file's passes (index.py, scan.py).
+F16 = npt.NDArray[np.float16]
+F32 = npt.NDArray[np.float32]
 I32 = npt.NDArray[np.int32]
+I64 = npt.NDArray[np.int64]
 U8 = npt.NDArray[np.uint8]
+U16 = npt.NDArray[np.uint16]
 U64 = npt.NDArray[np.uint64]
 
 COPY_ROWS = 65536  # rows transposed a step (their words stay in cache)
@@ -124,7 +129,7 @@ class RowCodes:
             hammings_of(faiss, qcode[first:first + width], part[start:end], spare)
             out += spare
 
-    def plane_counts(self, faiss: Any, rows: npt.NDArray[np.int64], planes: U64) -> I32:
+    def plane_counts(self, faiss: Any, rows: I64, planes: U64) -> I32:
         """`code_counts` of the codes of `rows` against `planes`, part by part (distances
         over a row's words are the sums of those over its parts)."""
         total: I32 | None = None

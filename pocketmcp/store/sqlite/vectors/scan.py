@@ -28,18 +28,18 @@ import numpy.typing as npt
 from pocketmcp.blas import one_blas_thread
 from pocketmcp.store.sqlite.threads import Threads
 from pocketmcp.store.sqlite.vectors.rowcodes import (
+    F32,
+    I64,
     SAMPLE,
+    U8,
+    U16,
+    U64,
     RowCodes,
     kernel,
     loaded,
     widen_f16,
 )
 
-F32 = npt.NDArray[np.float32]
-I64 = npt.NDArray[np.int64]
-U8 = npt.NDArray[np.uint8]
-U16 = npt.NDArray[np.uint16]
-U64 = npt.NDArray[np.uint64]
 T = TypeVar("T")
 
 BLOCK = 32768  # rows per step of the Hamming pass: its buffers stay in the core's cache
