@@ -57,6 +57,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from support.mcp_harness import call, until
 
 from pocketmcp.mcp import discovery
+from pocketmcp.store.places import at_file
 
 
 def stamp() -> str:
@@ -129,7 +130,7 @@ async def editors(root: Path, count: int, queries: list[str]) -> dict[str, Any]:
         for session in sessions:
             for q in queries[10:20]:
                 await call(session, "search", {"query": q, **SEARCH})
-        server = discovery.find(index)
+        server = discovery.find(at_file(index))
         assert server is not None
         bridges = {pid: rss(pid) for pid in children() if pid != server.pid}
         bridge_cpu = sorted(cpu_s(pid) for pid in bridges)
@@ -158,15 +159,15 @@ class Served:
             env=environment(root, **env), cwd=root, stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=open(root / "http.err", "ab"))  # noqa: SIM115
         deadline = time.monotonic() + 120
-        found = discovery.find(index)
+        found = discovery.find(at_file(index))
         while found is None or found.pid != self.process.pid:
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.process.kill()
                 raise RuntimeError((root / "http.err").read_text()[-2000:])
             time.sleep(0.05)
-            found = discovery.find(index)
+            found = discovery.find(at_file(index))
         self.url = found.url
-        self.token = discovery.token_file(index).read_text().strip()
+        self.token = discovery.token_file(at_file(index)).read_text().strip()
 
     def session(self) -> Any:
         stack = AsyncExitStack()

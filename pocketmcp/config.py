@@ -9,7 +9,6 @@ layer builds, once, the small settings that embed/, convert/, the pipeline and i
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -124,19 +123,17 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
             retry_base_s=self.embed_retry_base_s, idle_unload_s=self.model_idle_unload_s,
             index_threads=self.index_threads)
 
-    def convert_limits(self) -> Limits:
+    def convert_limits(self, ocr_cache: Path | None = None) -> Limits:
+        """The bounds of conversion; OCR's text is kept in `ocr_cache` (the index's own
+        `ocr` folder: it goes with the index) when given."""
         return Limits(workers=self.convert_workers, timeout_s=self.convert_timeout_s,
                       memory_mb=self.convert_memory_mb, max_chars=self.max_file_bytes,
                       max_unpacked=self.convert_memory_mb * 2**20 // 2,
-                      ocr=self.ocr_limits())
+                      ocr=self.ocr_limits(ocr_cache))
 
-    def ocr_limits(self) -> OcrLimits:
-        """OCR's bounds. Its cache sits beside a SQLite index (so it goes with it), and in the
-        cache folder for Postgres, keyed by content only: any store may use it."""
+    def ocr_limits(self, cache: Path | None) -> OcrLimits:
         cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                  else os.cpu_count() or 1)
-        cache = (self.cache_dir / "ocr" / self.pg_schema if self.store == "postgres"
-                 else self.sqlite_path.with_name(self.sqlite_path.name + ".ocr"))
         return OcrLimits(
             mode=self.ocr, max_pixels=self.ocr_max_pixels, max_pages=self.ocr_max_pages,
             threads=self.ocr_threads or max(1, cores - 1), memory_mb=self.ocr_memory_mb,
@@ -164,7 +161,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     def store_settings(self) -> StoreSettings:
         return StoreSettings(
             store=self.store, sqlite_path=self.sqlite_path,  # type: ignore[arg-type]
-            databases_dir=self.databases_dir, database_url=self.database_url,
+            named_file=self.sqlite_path_given, databases_dir=self.databases_dir,
+            database_url=self.database_url,
             pg_schema=self.pg_schema, pg_ef_search=self.pg_ef_search,
             pg_hnsw_m=self.pg_hnsw_m, pg_hnsw_ef_construction=self.pg_hnsw_ef_construction)
 
@@ -284,31 +282,12 @@ def load(
                           "a loopback address (127.0.0.1, localhost, ::1) unless "
                           "POCKETMCP_TOKEN is set: listening beyond this machine needs a "
                           "token you chose")
-    _store(values)
     _embedding(values, overrides, env)
     if values["ocr"] == "on" and (why := ocr_missing()):
         raise ConfigError("OCR", "on", f"auto or off: {why}")
-    return Config(**values)
-
-
-def _store(values: dict[str, Any]) -> None:
-    if values["store"] == "postgres":
-        url = values["database_url"]
-        if url is None or not url.reveal().startswith(("postgresql://", "postgres://")):
-            raise ConfigError("DATABASE_URL", "***" if url else "",
-                              "a postgresql:// URL when STORE=postgres")
-    # A named database's schema is `<PG_SCHEMA>_db_<name>`: a PG_SCHEMA holding `_db_`, or
-    # ending in `_db`, could be another PG_SCHEMA's database (`x_db_y` is database `y` of
-    # `x`, `x_db` + `z` is database `db_z` of `x`), so neither is a PG_SCHEMA.
-    schema = values["pg_schema"]
-    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,39}", schema) or "_db_" in schema + "_":
-        raise ConfigError("PG_SCHEMA", schema,
-                          "a lower-case name of letters, digits and _ (at most 40), without "
-                          "`_db_` and not ending in `_db` (a named database's schema is "
-                          "`<PG_SCHEMA>_db_<name>`)")
-    if values["pg_hnsw_ef_construction"] < 2 * values["pg_hnsw_m"]:  # as pgvector requires
-        raise ConfigError("PG_HNSW_EF_CONSTRUCTION", values["pg_hnsw_ef_construction"],
-                          f"at least twice PG_HNSW_M ({2 * values['pg_hnsw_m']})")
+    config = Config(**values)
+    config.store_settings().check()
+    return config
 
 
 REMOTE_BATCH_SIZE = 100  # inputs per request to a remote provider, by default

@@ -76,7 +76,7 @@ class Runtime:
         self._embedding = embedding or factory.Embedding(config.embed_settings())
         self.place = place or config.main_place()
         self.readiness = Readiness()
-        self.converter = Converter(config.convert_limits())
+        self.converter = Converter(config.convert_limits(self.place.beside("ocr")))
         self.pipeline_settings = config.pipeline_settings()
         self.ingest_settings = config.ingest_settings()
         self.fed = anyio.Event()  # the main index's feed has returned (or never started)

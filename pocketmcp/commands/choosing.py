@@ -18,7 +18,7 @@ def choose(config: Config, command: str | None) -> tuple[Config, indexes.Seen | 
     `no_index` lists when the index is not there."""
     if command not in ON_AN_INDEX:
         return config, None
-    if config.sqlite_path_given or config.store == "postgres":
+    if config.store_settings().named:  # SQLITE_PATH, or a Postgres schema
         if config.watch_dir_given:
             return config, None
         folder = indexes.recorded_folder(config.main_place())
@@ -41,8 +41,9 @@ def no_index(config: Config, seen: indexes.Seen | None) -> PocketError:
     """What to say when the index a command needs is not there; `seen`: the indexes `choose`
     looked at (None: it looked at none, and they are looked at now)."""
     where = config.main_place().describe()
-    if config.sqlite_path_given:
-        return PocketError(f"no index at {where}; `pocketmcp index FOLDER --db {where}` "
+    store = config.store_settings()
+    if store.named_by() or (store.named and not config.watch_dir_given):
+        return PocketError(f"no index at {where}; `pocketmcp index FOLDER{store.named_by()}` "
                            "makes it")
     if config.watch_dir_given:
         folder = config.watch_dir.absolute()

@@ -47,16 +47,17 @@ async def doctor(config: Config, args: argparse.Namespace) -> int:
     folder = _check_folder(config, report, args.indexes_seen)
     stored, want = await _read_models(config)
     await _check_model(config, report, stored, want)
-    named = folder is not None or config.watch_dir_given or config.sqlite_path_given
+    named = folder is not None or config.watch_dir_given or config.store_settings().named
     made = named and await _check_index(config, report, folder, stored, want)
     if made:
         from pocketmcp.mcp.discovery import find  # the HTTP server of the index, if one runs
 
-        await _check_lock(config, report, find(config.sqlite_path))
+        place = config.main_place()
+        await _check_lock(config, report, find(place))
         upstream = await _check_server(config, report)
         from pocketmcp.mcp.sharing import described  # the shared server, if one runs
 
-        report.ok(await described(config.sqlite_path, upstream, on=config.share == "on"))
+        report.ok(await described(place, upstream, on=config.share == "on"))
     for client in chosen_clients(args):
         _check_client(client, report, config, folder)
     print("all good" if not report.failed else f"{report.failed} problem(s) to fix")  # noqa: T201
@@ -167,9 +168,8 @@ async def _check_index(config: Config, report: Report, folder: Path | None,
         return False
     if not made:
         report.fail(f"index {index} does not exist yet",
-                    f"`pocketmcp index {_shown(folder)}`" + (
-                        f" --db {index}" if config.sqlite_path_given else "")
-                    + " (or start the server: it indexes on start)")
+                    f"`pocketmcp index {_shown(folder)}{config.store_settings().named_by()}`"
+                    " (or start the server: it indexes on start)")
         return False
     if isinstance(stored, PocketError) or isinstance(want, PocketError):
         report.fail(f"index {index}: {stored if isinstance(stored, PocketError) else want}",
@@ -206,7 +206,7 @@ async def _check_server(config: Config, report: Report) -> Upstream | None:
     """The server found for the index (None: none runs), said in the report."""
     from pocketmcp.mcp.upstream import locate
 
-    found = await locate(config.sqlite_path, config.token)
+    found = await locate(config.main_place(), config.token)
     if found is None:
         report.ok("no HTTP server serves this index (`pocketmcp serve --transport http` "
                   "starts one for many clients and the web page)")
@@ -265,9 +265,10 @@ def _check_entry(client: Client, name: str, server: dict[str, Any], report: Repo
                     fix_init.format(folder=_shown(folder)))
         return
     mine = folder is not None and entry_folder.resolve() == folder.resolve()
-    if mine and index is not None and index.absolute() != config.sqlite_path.absolute():
+    if mine and index is not None and not config.store_settings().indexes_into(index):
         report.fail(f"{label} indexes {entry_folder} into {index}, not into "
-                    f"{config.sqlite_path}: it would index the folder again, separately",
+                    f"{config.main_place().describe()}: it would index the folder again, "
+                    "separately",
                     fix_init.format(folder=entry_folder) + " points it at the same index")
         return
     state = "there" if index is not None and index.is_file() else "not made yet: the server " \

@@ -6,6 +6,7 @@ the built-in model."""
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -199,12 +200,12 @@ async def test_text_files_are_not_held_up_by_images_waiting_for_ocr(tmp_path: Pa
         "a-receipt.png", "b-flyer.png", "c-garden.md"], order
 
 
-async def test_with_postgres_the_ocr_cache_is_in_the_cache_folder(
+async def test_with_postgres_the_ocr_cache_is_in_the_indexs_own_folder(
         tmp_path: Path, pg_url: str, pg_schema: str) -> None:
-    config = ocr_config(tmp_path, STORE="postgres", DATABASE_URL=pg_url, PG_SCHEMA=pg_schema,
-                        POCKETMCP_CACHE=str(tmp_path / "cache"))
+    config = ocr_config(tmp_path, STORE="postgres", DATABASE_URL=pg_url, PG_SCHEMA=pg_schema)
     save(picture(RECEIPT, size=22, width=700), config.watch_dir / "receipt.png")
-    cache = tmp_path / "cache" / "ocr" / pg_schema
+    cache = config.main_place().beside("ocr")
+    assert pg_schema in str(cache) and stat.S_IMODE(cache.parent.stat().st_mode) == 0o700
     async with indexed(config) as rt:
         assert rt.converter.ocr_runs == 1
         match = await top_path(Tools(rt), "what bread did I buy at the bakery")

@@ -18,6 +18,8 @@ from support.mcp_harness import call, mcp_session, until
 from support.provider_server import Fault, ProviderServer
 
 from pocketmcp.mcp import discovery, sharing
+from pocketmcp.store.api import Place
+from pocketmcp.store.places import at_file
 
 SHARED = {"SHARE": "on", "SERVER_IDLE_EXIT_S": "2"}
 
@@ -30,8 +32,8 @@ def root(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def index(root: Path) -> Path:
-    return root / "data" / "index.db"
+def index(root: Path) -> Place:
+    return at_file(root / "data" / "index.db")
 
 
 def alive(pid: int) -> bool:

@@ -47,7 +47,8 @@ class Index:
         return SqliteWriter(self.config.sqlite_path, self.embedder.identity)
 
     def pipeline(self, writer: SqliteWriter, *, follow: bool, **kw: Any) -> Pipeline:
-        kw.setdefault("converter", Converter(self.config.convert_limits()))
+        kw.setdefault("converter", Converter(self.config.convert_limits(
+            self.config.main_place().beside("ocr"))))
         actor = WriterActor(writer, queue_size=self.config.queue_size,
                             batch_files=self.config.write_batch_files,
                             on_event=lambda event: self.on_event(event))

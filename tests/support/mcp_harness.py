@@ -21,6 +21,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from pocketmcp.mcp import discovery
+from pocketmcp.store.places import at_file
 
 T = TypeVar("T")
 
@@ -165,8 +166,9 @@ def start_http(root: Path, *args: str, ready: bool = True, **env: str) -> HttpSe
         assert process.poll() is None, (root / "http.err").read_text()[-3000:]
         assert time.monotonic() < deadline, "the server did not publish its URL"
         time.sleep(0.05)
-        found = discovery.find(index)
-    token = env.get("POCKETMCP_TOKEN") or discovery.token_file(index).read_text().strip()
+        found = discovery.find(at_file(index))
+    token = (env.get("POCKETMCP_TOKEN")
+             or discovery.token_file(at_file(index)).read_text().strip())
     server = HttpServer(process, root, found.url, token)
     while ready and httpx2.get(found.url + "/health/ready", trust_env=False).status_code != 200:
         assert time.monotonic() < deadline, "the server did not become ready"
