@@ -47,8 +47,8 @@ SDK_WAIT_S = 15.0  # a baseline's stdio front handed over 5 s after start at the
 def environment(db: Path) -> dict[str, str]:
     env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/"),
            "SQLITE_PATH": str(db), "LOG_LEVEL": "debug"}
-    if "POCKETMCP_CACHE" in os.environ:
-        env["POCKETMCP_CACHE"] = os.environ["POCKETMCP_CACHE"]
+    if "XDG_CACHE_HOME" in os.environ:
+        env["XDG_CACHE_HOME"] = os.environ["XDG_CACHE_HOME"]
     return env
 
 

@@ -56,7 +56,7 @@ def base_vectors(docs: int = 1500, index: Path | None = None
     from pocketmcp.embed.local import LocalEmbedder
     from pocketmcp.embed.models import ModelSpec
 
-    embedder = LocalEmbedder(ModelSpec(load({}, environ={}).embed_settings()))
+    embedder = LocalEmbedder(ModelSpec(load({}, environ={}).embed))
     if index is not None:
         from pocketmcp.store.sqlite.connect import open_sync_reader
 
@@ -159,8 +159,8 @@ def chunk_texts(n: int) -> list[str]:
     from pocketmcp.embed.models import bundled_tokenizer
 
     config = load({}, environ={})
-    chunker = Chunker(bundled_tokenizer(), size=config.chunk_size,
-                      overlap=config.chunk_overlap, max_tokens=256)
+    chunker = Chunker(bundled_tokenizer(), size=config.pipeline.chunk_size,
+                      overlap=config.pipeline.chunk_overlap, max_tokens=256)
     out: list[str] = []
     for doc in corpus():
         out += [c.embed_text for c in chunker.split(clean(f"# {doc['title']}\n\n{doc['text']}"))]

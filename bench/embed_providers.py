@@ -38,6 +38,7 @@ from typing import Any
 
 import anyio
 import httpx
+import msgspec
 import numpy as np
 from common import Stopwatch, add_result_args, serving, summary, write_results
 from data import chunk_texts, queries
@@ -106,9 +107,9 @@ def remote(url: str, model: str) -> Any:
     from pocketmcp.config import load
     from pocketmcp.embed import factory
 
-    config = load({"embed_provider": "openai", "embed_base_url": url + "/v1",
-                   "embed_model": model, "embed_timeout_s": "600"}, environ={})
-    settings = config.embed_settings()
+    config = load({"EMBED_PROVIDER": "openai", "EMBED_BASE_URL": url + "/v1",
+                   "EMBED_MODEL": model}, environ={})
+    settings = msgspec.structs.replace(config.embed, timeout_s=600.0)
     want = factory.wanted(settings)
     return factory.make(settings, want, want.identity)
 
@@ -143,7 +144,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     from pocketmcp.embed.models import ModelSpec
 
     texts = chunk_texts(args.chunks)
-    local = LocalEmbedder(ModelSpec(load({}, environ={}).embed_settings()))
+    local = LocalEmbedder(ModelSpec(load({}, environ={}).embed))
     model: Any = local._documents_model()  # fastembed's model, loaded on first use
 
     def one_at_a_time(batch: list[str]) -> np.ndarray:

@@ -23,7 +23,7 @@ from common import add_result_args, machine, write_results
 
 from pocketmcp.core.globs import Glob
 from pocketmcp.core.paths import ALWAYS_IGNORED, PathFilter
-from pocketmcp.settings import SETTINGS
+from pocketmcp.pipeline.settings import INCLUDE
 
 WORDS = ["notes", "docs", "src", "archive", "2024", "meeting", "draft", "a", "project-x",
          "Reading List", "node_modules", ".git", "img", "deep", "b"]
@@ -91,7 +91,7 @@ def main() -> None:
     print(write_results(args, results))
 
 
-SETTINGS_DEFAULT_INCLUDE = next(s for s in SETTINGS if s.env == "INCLUDE_GLOBS").default.split(",")
+SETTINGS_DEFAULT_INCLUDE = list(INCLUDE)
 
 if __name__ == "__main__":
     main()

@@ -77,9 +77,9 @@ def bare_chunks_per_s(folder: Path, batch_size: int) -> tuple[int, float]:
     from pocketmcp.embed.models import ModelSpec
 
     config = load({}, environ={k: v for k, v in os.environ.items() if k.isupper()})
-    embedder = LocalEmbedder(ModelSpec(config.embed_settings()))
-    chunker = Chunker(embedder.tokenizer, size=config.chunk_size, overlap=config.chunk_overlap,
-                      max_tokens=embedder.max_tokens)
+    embedder = LocalEmbedder(ModelSpec(config.embed))
+    chunker = Chunker(embedder.tokenizer, size=config.pipeline.chunk_size,
+                      overlap=config.pipeline.chunk_overlap, max_tokens=embedder.max_tokens)
     texts = [c.embed_text for path in sorted(folder.rglob("*.md"))
              for c in chunker.split(clean(path.read_text(encoding="utf-8")))]
     model = embedder._documents_model()  # loaded on first use
@@ -103,7 +103,7 @@ def main() -> None:
     args = parser.parse_args()
     from pocketmcp.config import load
 
-    batch = load({}, environ={k: v for k, v in os.environ.items() if k.isupper()}).embed_batch_size
+    batch = load({}, environ={k: v for k, v in os.environ.items() if k.isupper()}).embed.batch_size
     results: dict = {"batch_size": batch}
 
     with tempfile.TemporaryDirectory(prefix="pocketmcp-bench-") as tmp:

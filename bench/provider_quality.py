@@ -151,6 +151,15 @@ def keep(runs, qrels):
     kept.append({q: list(r[:10]) for q, r in runs.items()})
     return plain(runs, qrels)
 evaluate.score_run = keep
+import msgspec, pocketmcp.cli as cli
+if hasattr(cli, "declarations"):  # code that reads the batch and time limit from no variable
+    load = cli.load
+    def loaded(*args, **kw):
+        config = load(*args, **kw)
+        return msgspec.structs.replace(config, embed=msgspec.structs.replace(
+            config.embed, batch_size=int(os.environ["EMBED_BATCH_SIZE"]),
+            timeout_s=float(os.environ["EMBED_TIMEOUT_S"])))
+    cli.load = loaded
 atexit.register(lambda: open(os.environ["RUNS_OUT"], "w").write(json.dumps(kept)))
 sys.argv = ["pocketmcp", *sys.argv[1:]]
 runpy.run_module("pocketmcp", run_name="__main__")

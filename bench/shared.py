@@ -71,7 +71,7 @@ def environment(root: Path, **extra: str) -> dict[str, str]:
     env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/"),
            "SQLITE_PATH": str(root / "data" / "index.db"), "WATCH_DIR": str(root / "kb"),
            "LOG_LEVEL": "info", "SERVER_IDLE_EXIT_S": "5"}
-    for key in ("POCKETMCP_CACHE", "XDG_CACHE_HOME", "PYTHONPATH"):  # the code measured
+    for key in ("XDG_CACHE_HOME", "PYTHONPATH"):  # the code measured
         if key in os.environ:
             env[key] = os.environ[key]
     env.update(extra)

@@ -69,8 +69,8 @@ def stages(log: Path, spawned: float) -> dict[str, float]:
 async def one_run(db: Path, source: Path | None, queries: list[str]) -> dict[str, object]:
     env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/"),
            "SQLITE_PATH": str(db), "LOG_LEVEL": "debug"}
-    if "POCKETMCP_CACHE" in os.environ:
-        env["POCKETMCP_CACHE"] = os.environ["POCKETMCP_CACHE"]
+    if "XDG_CACHE_HOME" in os.environ:
+        env["XDG_CACHE_HOME"] = os.environ["XDG_CACHE_HOME"]
     if source is not None:
         env["PYTHONPATH"] = str(source)
     out: dict[str, object] = {}

@@ -52,7 +52,7 @@ async def run(config: Config, args: argparse.Namespace) -> int:
         else:
             corpus = folder
             files = sum(1 for p in folder.rglob("*") if p.is_file())
-        config = config.replace(watch_dir=corpus, watch_dir_given=True)
+        config = config.fed_from(corpus)
         try:
             built, counts, metrics = await _index_and_measure(config, place, dataset, modes,
                                                               params, name)
@@ -69,7 +69,7 @@ async def run(config: Config, args: argparse.Namespace) -> int:
 async def _index_and_measure(config: Config, place: Place, dataset: evaluate.Dataset,
                              modes: list[str], params: Params, name: Callable[[str], str]
                              ) -> tuple[dict[str, Any], dict[str, int], Any]:
-    """Index the corpus folder (config.watch_dir), then measure: (how it was built, the
+    """Index the corpus folder (WATCH_DIR), then measure: (how it was built, the
     index's counts, the metrics per mode)."""
     started = time.perf_counter()
     plan = Plan(writer="must", feed="scan", requests=False)

@@ -15,7 +15,7 @@ from pocketmcp.mcp.upstream import locate
 
 async def login_link(config: Config, args: argparse.Namespace) -> int:
     place = config.main_place()
-    found = await locate(place, config.token)
+    found = await locate(place, config.serve.token)
     if found is None:
         raise PocketError(
             f"no HTTP server serves {place.describe()}: start one with `pocketmcp serve "

@@ -51,7 +51,7 @@ log = logs.get("pocketmcp.serve")
 
 
 def _watching(config: Config) -> bool:
-    return config.watch_dir_given or config.watch_dir.is_dir()
+    return config.watched.given or config.watched.root.is_dir()
 
 
 async def host_stdio(config: Config, title: str, instructions: str | None) -> int:
@@ -59,7 +59,7 @@ async def host_stdio(config: Config, title: str, instructions: str | None) -> in
     started = time.perf_counter()
     watch = _watching(config)
     log.info("serving", transport="stdio", index=config.main_place().describe(),
-             watch_dir=str(config.watch_dir) if watch else None, title=title)
+             watch_dir=str(config.watched.root) if watch else None, title=title)
     reason = "stdin closed"
     # Set once the SDK's session takes the client's lines. The main index's writer (indexing,
     # the vector file's check) waits for it: until then it would only slow the import down.
@@ -127,19 +127,19 @@ async def host_http(config: Config, title: str, instructions: str | None) -> int
     started = time.perf_counter()
     place = config.main_place()
     token, token_path = _token(config, place)
-    http.check_token(token.reveal(), config.host)  # a short token only on loopback
+    http.check_token(token.reveal(), config.serve.host)  # a short token only on loopback
     running = discovery.find(place)
     if running is not None and await discovery.answers(running.url) is not None:
         raise AlreadyServing(
             f"a PocketMCP HTTP server (pid {running.pid}) already serves {place.describe()} "
             f"at {running.url}: connect to it, stop it first, or point SQLITE_PATH at another "
             "index")
-    sock = _listen(config.host, config.port)
+    sock = _listen(config.serve.host, config.serve.port)
     port = sock.getsockname()[1]
-    url = f"http://{http.url_host(_reachable(config.host))}:{port}"
+    url = f"http://{http.url_host(_reachable(config.serve.host))}:{port}"
     watch = _watching(config)
     log.info("serving", transport="http", url=url, mcp=url + "/mcp", sse=url + "/sse",
-             index=place.describe(), watch_dir=str(config.watch_dir) if watch else None,
+             index=place.describe(), watch_dir=str(config.watched.root) if watch else None,
              token_file=str(token_path) if token_path else None, title=title)
     reason = "stopped"
     published = False
@@ -152,8 +152,8 @@ async def host_http(config: Config, title: str, instructions: str | None) -> int
             logins = Logins(token.reveal())
             app = http.build_app(
                 server, token=verifier, health=lambda: _health(runtime),
-                security=http.allowed(port, bound=config.host, hosts=config.allowed_hosts,
-                                      origins=config.allowed_origins),
+                security=http.allowed(port, bound=config.serve.host,
+                                      hosts=config.serve.allowed_hosts),
                 web=web_routes(runtime, logins), logins=logins)
             _announce_page(url, logins)
             attached = Attached(app)
@@ -163,7 +163,7 @@ async def host_http(config: Config, title: str, instructions: str | None) -> int
             discovery.publish(place, discovery.Published(
                 url=url, pid=os.getpid(), index=place.describe(),
                 token_file=str(token_path.resolve()) if token_path else None,
-                version=__version__, started_by=config.started_by))
+                version=__version__, started_by=config.serve.started_by))
             published = True
             async with anyio.create_task_group() as signals:
 
@@ -173,7 +173,7 @@ async def host_http(config: Config, title: str, instructions: str | None) -> int
                     listener.handle_exit(getattr(signal, name), None)
 
                 signals.start_soon(on_signals, stop, name="pocketmcp.signals")
-                if config.started_by == "editor" and config.server_idle_exit_s:
+                if config.serve.started_by == "editor" and config.serve.server_idle_exit_s:
 
                     def idle() -> None:
                         nonlocal reason
@@ -181,7 +181,7 @@ async def host_http(config: Config, title: str, instructions: str | None) -> int
                         listener.handle_exit(signal.SIGTERM, None)
 
                     signals.start_soon(exit_when_idle, attached,
-                                       config.server_idle_exit_s, idle, name="pocketmcp.idle")
+                                       config.serve.server_idle_exit_s, idle, name="pocketmcp.idle")
                 async with server.session_manager.run():
                     await listener.serve(sockets=[sock])
                 log.info("stopping", reason=reason)
@@ -211,8 +211,8 @@ def _health(runtime: Runtime) -> HealthResult:
 def _token(config: Config, place: Place) -> tuple[Secret, Path | None]:
     """POCKETMCP_TOKEN, else the index's own token (made, and announced, on first start: in
     full only to a terminal, so it never lands in a log file)."""
-    if config.token is not None:
-        return config.token, None
+    if config.serve.token is not None:
+        return config.serve.token, None
     token, path, created = discovery.ensure_token(place)
     if created:
         shown = f":\n  {token.reveal()}\n" if sys.stderr.isatty() else " (read it from that file)"

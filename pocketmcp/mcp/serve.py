@@ -32,13 +32,13 @@ log = logs.get("pocketmcp.serve")
 async def serve(config: Config, title: str = "pocketmcp", instructions: str | None = None) -> int:
     # host and bridge are imported only when chosen: the host loads the runtime (pipeline,
     # model libraries), which a bridge must not pay for.
-    if config.transport != "stdio":
+    if config.serve.transport != "stdio":
         from pocketmcp.mcp.host import host_http
 
         collect_again()
         return await host_http(config, title, instructions)
     reconnect = None
-    if config.share == "on":
+    if config.serve.share == "on":
         def reconnect() -> Awaitable[tuple[discovery.Published, Secret]]:
             return shared_upstream(config, title, instructions)
 
@@ -77,7 +77,7 @@ async def shared_upstream(config: Config, title: str, instructions: str | None
                              Path.cwd())
 
     async def find() -> tuple[discovery.Published, Secret] | None:
-        found = await locate(place, config.token)
+        found = await locate(place, config.serve.token)
         if found is None:
             return None
         if found.token is None:
@@ -92,7 +92,7 @@ async def find_upstream(config: Config) -> tuple[discovery.Published, Secret] | 
     is none to relay to (the reason is logged when one was found but cannot be used)."""
     from pocketmcp.mcp.upstream import locate
 
-    found = await locate(config.main_place(), config.token)
+    found = await locate(config.main_place(), config.serve.token)
     if found is None:
         return None
     if found.token is None:

@@ -51,7 +51,7 @@ async def test_a_kept_weight_is_used_by_the_searches_of_either_store(
         tmp_path: Path, store_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     config = make_config(tmp_path, store_env)
     for name, text in NOTES.items():
-        (config.watch_dir / name).write_text(text, encoding="utf-8")
+        (config.watched.root / name).write_text(text, encoding="utf-8")
     async with running(config, INDEXING, embedding=fake(config)) as rt:
         with anyio.fail_after(60):
             await rt.fed.wait()

@@ -22,6 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from pocketmcp.mcp import discovery
 from pocketmcp.store.places import at_file
+from support.cli import command_for
 
 T = TypeVar("T")
 
@@ -36,7 +37,7 @@ def server_env(tmp_path: Path, **extra: str) -> dict[str, str]:
         "LOG_LEVEL": "info",
         "SHARE": "off",  # each stdio server on its own, unless a test shares (test_sharing.py)
     }
-    for key in ("POCKETMCP_CACHE", "XDG_CACHE_HOME", "PYTHONPATH"):
+    for key in ("XDG_CACHE_HOME", "PYTHONPATH"):
         if key in os.environ:
             env[key] = os.environ[key]
     env.update(extra)
@@ -46,8 +47,10 @@ def server_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 @asynccontextmanager
 async def mcp_session(tmp_path: Path, *args: str, stderr_name: str = "server.err",
                       **env: str) -> AsyncIterator[ClientSession]:
-    params = StdioServerParameters(command=sys.executable, args=["-m", "pocketmcp", *args],
-                                   env=server_env(tmp_path, **env), cwd=str(tmp_path))
+    full_env = server_env(tmp_path, **env)
+    command = command_for(full_env)
+    params = StdioServerParameters(command=command[0], args=[*command[1:], *args],
+                                   env=full_env, cwd=str(tmp_path))
     with open(tmp_path / stderr_name, "w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(
             read, write

@@ -25,7 +25,7 @@ class PgTarget(msgspec.Struct, frozen=True):
     url: Secret
     schema: str
     ef_search: int = 1000  # PG_EF_SEARCH: HNSW candidates a vector search visits
-    hnsw_m: int = 16  # PG_HNSW_M and PG_HNSW_EF_CONSTRUCTION: the graph of a new index
+    hnsw_m: int = 16  # m and ef_construction: the HNSW graph of a new index
     hnsw_ef_construction: int = 64
 
     def describe(self) -> str:
