@@ -240,7 +240,7 @@ def server_env(db: Path, folder: Path | None = None, *, code: Path | None = None
     (with this interpreter and libraries)."""
     env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/"),
            "SQLITE_PATH": str(db), "LOG_LEVEL": log_level}
-    for key in ("POCKETMCP_CACHE", "XDG_CACHE_HOME", "PYTHONPATH"):
+    for key in ("XDG_CACHE_HOME", "PYTHONPATH"):
         if key in os.environ:
             env[key] = os.environ[key]
     if folder is not None:
@@ -329,8 +329,9 @@ def http_server(env: dict[str, str], log: Path, cwd: Path | None = None
     # Imported here: a script run by an earlier checkout's interpreter (--as-baseline)
     # imports that checkout's package, which the other scripts need not load.
     from pocketmcp.mcp import discovery
+    from pocketmcp.store.places import at_file
 
-    index = Path(env["SQLITE_PATH"])
+    index = at_file(Path(env["SQLITE_PATH"]))
     with open(log, "ab") as errlog:
         process = subprocess.Popen(
             [sys.executable, "-m", "pocketmcp", "serve", "--transport", "http", "--port", "0"],

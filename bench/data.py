@@ -236,7 +236,7 @@ def local_embedder(environ: Mapping[str, str] | None = None) -> Any:
     from pocketmcp.embed.local import LocalEmbedder
     from pocketmcp.embed.models import ModelSpec
 
-    return LocalEmbedder(ModelSpec(load({}, environ=dict(environ or {})).embed_settings()))
+    return LocalEmbedder(ModelSpec(load({}, environ=dict(environ or {})).embed))
 
 
 def pieces(texts: Iterable[str], embedder: Any, environ: Mapping[str, str] | None = None
@@ -248,8 +248,8 @@ def pieces(texts: Iterable[str], embedder: Any, environ: Mapping[str, str] | Non
     from pocketmcp.core.text import clean
 
     config = load({}, environ=dict(environ or {}))
-    chunker = Chunker(embedder.tokenizer, size=config.chunk_size,
-                      overlap=config.chunk_overlap, max_tokens=embedder.max_tokens)
+    chunker = Chunker(embedder.tokenizer, size=config.pipeline.chunk_size,
+                      overlap=config.pipeline.chunk_overlap, max_tokens=embedder.max_tokens)
     for text in texts:
         yield from (c.embed_text for c in chunker.split(clean(text)))
 

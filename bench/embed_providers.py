@@ -39,6 +39,7 @@ from typing import Any
 
 import anyio
 import httpx
+import msgspec
 import numpy as np
 from common import Stopwatch, parser_for, summary, write_results
 from data import chunk_texts, local_embedder, queries
@@ -82,9 +83,9 @@ def remote(url: str, model: str) -> Any:
     from pocketmcp.config import load
     from pocketmcp.embed import factory
 
-    config = load({"embed_provider": "openai", "embed_base_url": url + "/v1",
-                   "embed_model": model, "embed_timeout_s": "600"}, environ={})
-    settings = config.embed_settings()
+    config = load({"EMBED_PROVIDER": "openai", "EMBED_BASE_URL": url + "/v1",
+                   "EMBED_MODEL": model}, environ={})
+    settings = msgspec.structs.replace(config.embed, timeout_s=600.0)
     want = factory.wanted(settings)
     return factory.make(settings, want, want.identity)
 

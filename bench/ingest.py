@@ -72,7 +72,7 @@ def main() -> None:
     args = parser.parse_args()
     from pocketmcp.config import load
 
-    batch = load({}, environ={k: v for k, v in os.environ.items() if k.isupper()}).embed_batch_size
+    batch = load({}, environ={k: v for k, v in os.environ.items() if k.isupper()}).embed.batch_size
     results: dict = {"batch_size": batch}
 
     with tempfile.TemporaryDirectory(prefix="pocketmcp-bench-") as tmp:

@@ -7,7 +7,7 @@ beside them costs plain-text indexing and searches.
 Parts:
 - read: SciFact abstracts rendered at 150 dpi in DejaVu Sans and Serif at 10, 12 and 14 pt,
   as PNG images and as one scanned PDF of those pages, converted by the real converter (the
-  OCR worker, OCR_THREADS as configured: one fewer than the cores), in seconds waited and
+  OCR worker, its threads as INDEX_THREADS gives them), in seconds waited and
   in CPU seconds of the OCR worker (steadier on a shared machine). Character error rate
   (CER): edit distance over the rendered text's length, spaces collapsed; also without spaces.
 - indexing: the same plain-text files indexed into a new index, alone and while the OCR
@@ -106,12 +106,10 @@ def converter(threads: int | None = None) -> Any:
     from pocketmcp.config import load
     from pocketmcp.convert.pool import Converter
 
-    config = load({}, environ={"CONVERT_TIMEOUT_S": "600",
-                               **({"OCR_THREADS": str(threads)} if threads else {})})
-    limits = config.convert_limits()
-    # No cache: every image is read.
-    return Converter(msgspec.structs.replace(
-        limits, ocr=msgspec.structs.replace(limits.ocr, cache_dir=None)))
+    limits = load({}, environ={"CONVERT_TIMEOUT_S": "600"}).convert
+    # No cache: every image is read; the OCR worker's threads as asked.
+    return Converter(msgspec.structs.replace(limits, ocr=msgspec.structs.replace(
+        limits.ocr, cache_dir=None, threads=threads or limits.ocr.threads)))
 
 
 def ocr_cpu(conv: Any) -> float:

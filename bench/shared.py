@@ -55,6 +55,7 @@ from mcp import ClientSession
 from support.mcp_harness import call, until
 
 from pocketmcp.mcp import discovery
+from pocketmcp.store.places import at_file
 
 
 def stamp() -> str:
@@ -104,7 +105,7 @@ async def editors(root: Path, count: int, queries: list[str]) -> dict[str, Any]:
         for session in sessions:
             for q in queries[10:20]:
                 await call(session, "search", {"query": q, **SEARCH})
-        server = discovery.find(index)
+        server = discovery.find(at_file(index))
         assert server is not None
         bridges = {pid: rss_mib(pid) for pid in children() if pid != server.pid}
         bridge_cpu = sorted(cpu_s(pid) for pid in bridges)

@@ -13,9 +13,9 @@ from typing import Any
 import anyio
 
 from pocketmcp import __version__, logs
-from pocketmcp.config import Config, load
+from pocketmcp.config import Config, declarations, load
 from pocketmcp.errors import PocketError, disk_full, single
-from pocketmcp.settings import SETTINGS, used_by
+from pocketmcp.settings import shown
 
 
 def _add_settings(parser: argparse.ArgumentParser, command: str) -> None:
@@ -24,15 +24,19 @@ def _add_settings(parser: argparse.ArgumentParser, command: str) -> None:
     group = parser.add_argument_group(
         "settings (each overrides its environment variable)",
         "only those this command uses: `pocketmcp COMMAND --help` lists another's")
-    for s in SETTINGS:
-        if not s.flag or command not in used_by(s.field):
+    for entry in declarations():
+        s = entry.setting
+        if not s.flag or command not in s.used_by:
             continue  # environment only, or not read by this command
-        kwargs: dict[str, Any] = {"dest": s.field, "default": None, "metavar": s.env,
+        value = entry.default
+        default = value if value is None or entry.kind in ("int", "float") else shown(entry,
+                                                                                    value)
+        kwargs: dict[str, Any] = {"dest": s.env, "default": None, "metavar": s.env,
                                   # argparse formats help with %: a literal one is %%
                                   "help": f"{_brief(s.help)} [{s.env}, default "
-                                          f"{s.default!r}]".replace("%", "%%")}
-        if s.choices:
-            kwargs["choices"] = s.choices
+                                          f"{default!r}]".replace("%", "%%")}
+        if entry.choices:
+            kwargs["choices"] = entry.choices
             del kwargs["metavar"]
         group.add_argument(s.flag, **kwargs)
 
@@ -223,12 +227,12 @@ def _add_serve_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _config(args: argparse.Namespace) -> Config:
-    overrides = {s.field: getattr(args, s.field, None) for s in SETTINGS}
+    overrides = {e.setting.env: getattr(args, e.setting.env, None) for e in declarations()}
     if getattr(args, "dir", None):
-        overrides["watch_dir"] = os.path.abspath(os.path.expanduser(args.dir))
+        overrides["WATCH_DIR"] = os.path.abspath(os.path.expanduser(args.dir))
     if getattr(args, "exts", None):
         exts = [e.strip().lstrip("*.").strip() for e in args.exts.split(",")]
-        overrides["include"] = ",".join(f"**/*.{e}" for e in exts if e)
+        overrides["INCLUDE_GLOBS"] = ",".join(f"**/*.{e}" for e in exts if e)
     from pocketmcp.commands.choosing import choose  # which index a command means
 
     config, args.indexes_seen = choose(load(overrides), args.command)

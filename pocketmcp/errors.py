@@ -127,10 +127,9 @@ class ModelMismatchError(StoreError):
         super().__init__(
             f"the index {db_path} was built with {stored}, and the settings differ: "
             + "; ".join(differences) + ". Vectors from different models or prefixes cannot "
-            "be mixed. Either set the embedding settings back (EMBED_PROVIDER, MODEL_ID or "
-            "EMBED_MODEL, EMBED_DIMENSIONS, EMBED_DOC_PREFIX, EMBED_QUERY_PREFIX, "
-            "EMBED_INPUT_TYPE), point SQLITE_PATH at another file, or rebuild this index "
-            "with `pocketmcp index --rebuild`."
+            "be mixed. Either set the embedding settings back (EMBED_PROVIDER, EMBED_MODEL, "
+            "EMBED_DIMENSIONS, EMBED_DOC_PREFIX, EMBED_QUERY_PREFIX), point SQLITE_PATH at "
+            "another file, or rebuild this index with `pocketmcp index --rebuild`."
         )
 
 

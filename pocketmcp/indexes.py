@@ -19,19 +19,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pocketmcp.errors import StoreError
+from pocketmcp.store.home import data_dir
+from pocketmcp.store.places import at_file
 
 if TYPE_CHECKING:
     from pocketmcp.store.api import Place
 
-APP = "pocketmcp"
 INDEX_FILE = "index.db"
-
-
-def data_dir() -> Path:
-    """The user's data folder of PocketMCP (e.g. ~/.local/share/pocketmcp on Linux)."""
-    import platformdirs  # only when a rule is applied
-
-    return Path(platformdirs.user_data_path(APP, appauthor=False))
 
 
 def indexes_dir() -> Path:
@@ -68,13 +62,6 @@ def recorded_folder(place: Place) -> Path | None:
     return None if record is None else record.root
 
 
-def _kept(index: Path) -> Place:
-    """The SQLite index at `index`, kept by the rule (its named databases beside it)."""
-    from pocketmcp.store.sqlite.place import SqlitePlace
-
-    return SqlitePlace(index, index.parent / "databases")
-
-
 # The indexes a search for one looked at, each with the folder it records.
 Seen = list[tuple[Path, Path | None]]
 
@@ -100,7 +87,7 @@ def pick(cwd: Path) -> tuple[Found | None, Seen]:
     kb = cwd / "kb"
     if kb.is_dir() and index_for(kb).is_file():
         return Found(index_for(kb), kb), []
-    every = [(index, recorded_folder(_kept(index))) for index in known()]
+    every = [(index, recorded_folder(at_file(index))) for index in known()]
     # Indexes of folders: one a server made without a folder (fed by its tools alone) is
     # taken only when named.
     folders = [(i, f) for i, f in every if f is not None]

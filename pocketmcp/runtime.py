@@ -73,12 +73,12 @@ class Runtime:
         # vector file's check) waits, so it does not compete with the front end's start.
         self._hold = hold
         self._on_event = on_event
-        self._embedding = embedding or factory.Embedding(config.embed_settings())
+        self._embedding = embedding or factory.Embedding(config.embed)
         self.place = place or config.main_place()
         self.readiness = Readiness()
-        self.converter = Converter(config.convert_limits())
-        self.pipeline_settings = config.pipeline_settings()
-        self.ingest_settings = config.ingest_settings()
+        self.converter = Converter(config.convert.kept_in(self.place.beside("ocr")))
+        self.pipeline_settings = config.pipeline
+        self.ingest_settings = config.ingest
         self.fed = anyio.Event()  # the main index's feed has returned (or never started)
         self.fed_seconds = 0.0  # how long it ran
         self._booted: Services | None = None  # set once, with `readiness.ready`
@@ -170,8 +170,9 @@ class Runtime:
         config = self.config
         services = await Boot(self.plan, self.place, self._embedding, self.readiness,
                               self.converter, self.pipeline_settings, self._on_event,
-                              chunk_size=config.chunk_size, chunk_overlap=config.chunk_overlap,
-                              write_batch_files=config.write_batch_files).services()
+                              chunk_size=config.pipeline.chunk_size,
+                              chunk_overlap=config.pipeline.chunk_overlap,
+                              write_batch_files=config.pipeline.write_batch_files).services()
         self._booted = services
         self.ready.set()
         self.status.phase = "indexing" if self.watching else "ready"
@@ -274,20 +275,20 @@ class Runtime:
         if db_name is None:
             await self.readiness.wait_searchable()
             if await self.readiness.scanned_before():
-                return self.readiness.early_reading(self.config.search_timeout_s, True)
+                return self.readiness.early_reading(self.config.serve.search_timeout_s, True)
         try:
             services = await self._services(db_name)
         except NotReady:
             if db_name is not None or self.readiness.early is None or (
                     self.status.phase == "failed"):
                 raise
-            return self.readiness.early_reading(self.config.search_timeout_s,
+            return self.readiness.early_reading(self.config.serve.search_timeout_s,
                                                 self.status.initial_indexing_done)
         host = await services.hosts.get(db_name)
         complete = await self.readiness.scan_settled(host.pipeline) if (
             db_name is None) else True
         return Reading(host.index, services.embedder, complete,
-                       deadline_s=self.config.search_timeout_s)
+                       deadline_s=self.config.serve.search_timeout_s)
 
     async def writing(self, db_name: str | None = None) -> Writing:
         """The main index (or database `db_name`) for writing: READ_ONLY while another
@@ -301,7 +302,7 @@ class Runtime:
         writes = await host.writes(self._tg)
         fed = host.pipeline is not None and host.pipeline.feed == "follow"
         return Writing(host.index, writes, Preparer(
-            services.chunker, services.embedder, most=self.config.max_chunks_per_doc,
+            services.chunker, services.embedder, most=self.config.pipeline.max_chunks_per_doc,
             defer=fed))  # a provider that is down: its embedder takes the vectors later
 
     async def create_database(self, name: str) -> tuple[str, bool]:
@@ -337,7 +338,7 @@ class Runtime:
         return await index_ops.status(
             self.status, model=booted.identity.model if booted else self._model_named(),
             embedder=booted.embedder if booted else None, index_path=self.place.describe(),
-            watch_dir=str(self.config.watch_dir.resolve()) if self.watching else None,
+            watch_dir=str(self.config.watched.root.resolve()) if self.watching else None,
             pipeline=self.pipeline, index=self.opened(), ocr=self.converter.ocr_status(),
             serving=serving_status(self.readiness, booted.embedder if booted else None))
 
@@ -356,8 +357,7 @@ class Runtime:
     def _model_named(self) -> str:
         from pocketmcp.ops import index as index_ops  # pydantic's models, see above
 
-        return index_ops.model_named(self.config.embed_provider, self.config.embed_model,
-                                     self.config.model_id)
+        return index_ops.model_named(self.config.embed.provider, self.config.embed.model)
 
 
 async def on_signals(stop: Callable[[str], None]) -> None:

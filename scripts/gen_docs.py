@@ -1,6 +1,6 @@
-"""Regenerates .env.example, the settings table of docs/settings.md from
-pocketmcp.settings.SETTINGS, and docs/tools.md from the tools' definitions as a client lists
-them (tests/docs and tests/mcp check that all three are current)."""
+"""Regenerates .env.example and the settings table of docs/settings.md from the settings'
+declarations (pocketmcp.config.declarations), and docs/tools.md from the tools' definitions
+as a client lists them (tests/docs and tests/mcp check that all three are current)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 
 import anyio
 
+from pocketmcp.config import declarations
 from pocketmcp.settings import env_example, settings_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -18,9 +19,15 @@ START, END = "<!-- settings:start -->", "<!-- settings:end -->"
 
 
 def page_with_settings(text: str) -> str:
-    """The page with the table between its markers made again from SETTINGS."""
+    """The page with the table between its markers made again from the declarations."""
     pattern = re.compile(re.escape(START) + ".*?" + re.escape(END), re.DOTALL)
-    return pattern.sub(lambda _: f"{START}\n{settings_table()}\n{END}", text)
+    table = settings_table(declarations())
+    return pattern.sub(lambda _: f"{START}\n{table}\n{END}", text)
+
+
+def env_text() -> str:
+    """The text of .env.example."""
+    return env_example(declarations())
 
 
 async def tools_reference() -> str:
@@ -44,7 +51,7 @@ async def tools_reference() -> str:
 
 def main() -> None:
     (ROOT / "docs" / "tools.md").write_text(anyio.run(tools_reference))
-    (ROOT / ".env.example").write_text(env_example())
+    (ROOT / ".env.example").write_text(env_text())
     SETTINGS_PAGE.write_text(page_with_settings(SETTINGS_PAGE.read_text()))
 
 

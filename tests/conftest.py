@@ -44,7 +44,7 @@ def config(tmp_path: Path) -> Config:
 @pytest.fixture
 def write(config: Config) -> Callable[[str, str], Path]:
     def _write(rel: str, text: str) -> Path:
-        path = config.watch_dir / rel
+        path = config.watched.root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         return path
@@ -67,7 +67,7 @@ def chdir_tmp(tmp_path: Path) -> Iterator[Path]:
 @pytest.fixture(scope="session")
 def embedder() -> LocalEmbedder:
     """The real bundled model, loaded once per test session."""
-    return LocalEmbedder(ModelSpec(load({}, environ={}).embed_settings()))
+    return LocalEmbedder(ModelSpec(load({}, environ={}).embed))
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ import pytest
 from support.cli import run_cli
 
 from pocketmcp.cli import build_parser
-from pocketmcp.settings import SETTINGS, used_by
+from pocketmcp.config import declarations
 
 
 def test_a_bad_setting_stops_start_up_with_a_clear_message(tmp_path: Path) -> None:
@@ -32,28 +32,29 @@ def test_every_command_prints_its_help(command: str,
     out = capsys.readouterr().out
     assert out.startswith(f"usage: pocketmcp {command}")
     # each command lists the settings it reads, and no other
-    for setting in SETTINGS:
+    for entry in declarations():
+        setting = entry.setting
         if setting.flag:
             listed = re.search(rf"^  {re.escape(setting.flag)} ", out, re.MULTILINE)
-            assert bool(listed) == (command in used_by(setting.field)), setting.flag
+            assert bool(listed) == (command in setting.used_by), setting.flag
     if command == "search":
         assert "--unique-docs" in out and "--db" in out and "CHUNK_SIZE" not in out
 
 
 def test_every_setting_with_a_flag_is_read_by_some_command() -> None:
     """A setting no command reads would be in no `--help` (nor take effect from a flag)."""
-    unread = [s.field for s in SETTINGS if s.flag and not used_by(s.field)]
+    unread = [e.setting.env for e in declarations() if e.setting.flag and not e.setting.used_by]
     assert unread == []
 
 
 def test_a_commands_help_leaves_out_the_settings_it_does_not_read(
         capsys: pytest.CaptureFixture[str]) -> None:
     for command, absent, present in (
-            ("index", ("--transport", "--tools", "--port", "--allowed-origins",
+            ("index", ("--transport", "--tools", "--port", "--allowed-hosts",
                        "--debounce-ms", "--pg-ef-search"), ("--chunk-size", "--db")),
             ("search", ("--chunk-size", "--transport", "--convert-workers"),
              ("--db", "--data-folder", "--min-score")),
-            ("doctor", ("--transport", "--write-batch-files"), ("--db", "--include"))):
+            ("doctor", ("--transport", "--convert-workers"), ("--db", "--include"))):
         with pytest.raises(SystemExit):
             build_parser().parse_args([command, "--help"])
         out = capsys.readouterr().out

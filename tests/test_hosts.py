@@ -48,7 +48,7 @@ class BreakingPlace(SqlitePlace, frozen=True):
 async def test_a_failed_writer_is_released_writes_say_why_and_reads_go_on(
         tmp_path: Path) -> None:
     config = make_config(tmp_path)
-    place = BreakingPlace(config.sqlite_path, config.databases_dir)
+    place = BreakingPlace(config.store.sqlite_path, config.store.sqlite_path.parent / "databases")
     Disk.broken = False
     try:
         async with running(config, embedding=fake(config), place=place) as rt, Tools(

@@ -66,3 +66,25 @@ def test_a_command_told_no_folder_takes_the_nearest_then_the_only_index(
     assert found is not None and found.folder == tea.resolve()
     found, every = indexes.pick(tmp_path / "notes" / ".." / "nowhere")
     assert found is None and len(every) == 3  # two indexes of folders: name one
+
+
+def test_each_index_keeps_its_own_files_in_a_folder_of_its_own(
+        tmp_path: Path, data_home: Path) -> None:
+    from pocketmcp.core.secret import Secret
+    from pocketmcp.store.pg.place import PgPlace
+    from pocketmcp.store.places import at_file
+
+    index = tmp_path / "notes" / "index.db"
+    assert at_file(index).beside("token") == tmp_path / "notes" / "index.db.token"
+    assert at_file(index).beside("server.json").name == "index.db.server.json"
+
+    def pg(url: str, schema: str = "team") -> PgPlace:
+        return PgPlace(Secret(url), schema)
+
+    token = pg("postgresql://me:pw@db.lan:5432/kb").beside("token")
+    assert token.parent.parent == data_home / "pocketmcp" / "postgres"
+    assert token.parent.name.startswith("team-") and token.name == "token"
+    assert token.parent.stat().st_mode & 0o777 == 0o700
+    assert pg("postgresql://me:new-pw@db.lan:5432/kb").beside("token") == token  # password
+    assert pg("postgresql://me:pw@db.lan:5432/kb", "other").beside("token") != token
+    assert pg("postgresql://me:pw@elsewhere:5432/kb").beside("token") != token

@@ -84,9 +84,9 @@ async def test_a_reader_reports_the_first_scan_done_when_the_writer_records_it(
     config = make_config(tmp_path)
     async with running(config, embedding=fake(config)) as first:  # makes the index
         await Tools(first).add(("s", "Swifts sleep on the wing."))
-    identity = recorded_identity(config.sqlite_path)
+    identity = recorded_identity(config.store.sqlite_path)
     assert identity is not None
-    holder = SqliteWriter(config.sqlite_path, identity)  # the writer, mid-scan
+    holder = SqliteWriter(config.store.sqlite_path, identity)  # the writer, mid-scan
     try:
         holder.record_scan("running")
         async with running(config, READING, embedding=fake(config)) as reader:
@@ -114,7 +114,7 @@ async def test_after_one_scan_a_remote_provider_still_embeds_queries(
     provider = fake_provider
     # `eval` scans its corpus once, then searches: the provider's client outlives the scan.
     config = remote_config(tmp_path, provider)
-    (config.watch_dir / "owls.md").write_text("# Owls\n\nOwls hunt at night.\n")
+    (config.watched.root / "owls.md").write_text("# Owls\n\nOwls hunt at night.\n")
     plan = Plan(writer="must", feed="scan", requests=False)
     with anyio.fail_after(60):
         async with open_runtime(config, plan) as rt:
@@ -145,7 +145,7 @@ async def test_a_followed_folder_is_scanned_before_the_documents_model_loads(
     embeds documents (nor share the cores with its loading). It loads with the first
     vectors wanted, and not at all while none are."""
     config = make_config(tmp_path)
-    (config.watch_dir / "owls.md").write_text("# Owls\n\nOwls hunt at night.\n")
+    (config.watched.root / "owls.md").write_text("# Owls\n\nOwls hunt at night.\n")
     async with open_runtime(config, INDEXING) as rt:  # one scan: every vector in
         with anyio.fail_after(120):
             await rt.fed.wait()
@@ -156,7 +156,7 @@ async def test_a_followed_folder_is_scanned_before_the_documents_model_loads(
         embedder = rt.services.embedder
         assert isinstance(embedder, LocalEmbedder)
         assert embedder._model is None  # nothing new: nothing to embed
-        (config.watch_dir / "bats.md").write_text("# Bats\n\nBats hunt at dusk.\n")
+        (config.watched.root / "bats.md").write_text("# Bats\n\nBats hunt at dusk.\n")
         with anyio.fail_after(60):
             while embedder._model is None:  # noqa: ASYNC110 - loaded in a worker thread
                 await anyio.sleep(0.05)

@@ -43,7 +43,7 @@ async def restore(config: Config, args: argparse.Namespace) -> int:
         await runtime.started()
         result = await archive.import_file(runtime.writing, Path(args.file),
                                            identity=runtime.services.identity,
-                                           roots=config.ingest_settings().roots())
+                                           roots=config.ingest.roots())
     how = "vectors reused" if result.same_model else (
         f"another model: {result.chunks_embedded} chunks embedded again")
     if result.chunks_waiting:

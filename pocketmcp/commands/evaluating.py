@@ -46,14 +46,13 @@ async def run(config: Config, args: argparse.Namespace) -> int:
         # A throwaway index beside the settings' (a file in tmp, or a schema of its own)
         place = config.main_place().throwaway(Path(tmp), Path(args.index) if args.index
                                               else None)
-        db = Path(args.index) if args.index else Path(tmp) / "index.db"
         if folder is None:
-            corpus = db.with_name(db.name + ".corpus")
+            corpus = place.beside("corpus")
             files = await anyio.to_thread.run_sync(evaluate.write_corpus, corpus, dataset_dir)
         else:
             corpus = folder
             files = sum(1 for p in folder.rglob("*") if p.is_file())
-        config = config.replace(watch_dir=corpus, sqlite_path=db, watch_dir_given=True)
+        config = config.fed_from(corpus)
         try:
             built, counts, metrics = await _index_and_measure(config, place, dataset, modes,
                                                               params, name)
@@ -70,7 +69,7 @@ async def run(config: Config, args: argparse.Namespace) -> int:
 async def _index_and_measure(config: Config, place: Place, dataset: evaluate.Dataset,
                              modes: list[str], params: Params, name: Callable[[str], str]
                              ) -> tuple[dict[str, Any], dict[str, int], Any]:
-    """Index the corpus folder (config.watch_dir), then measure: (how it was built, the
+    """Index the corpus folder (WATCH_DIR), then measure: (how it was built, the
     index's counts, the metrics per mode)."""
     started = time.perf_counter()
     plan = Plan(writer="must", feed="scan", requests=False)
@@ -104,7 +103,7 @@ async def check_search(config: Config, args: argparse.Namespace) -> int:
                                        params=tuning.params_of(reading.index))
         kept = None
         if args.apply and report.weight_suggested != report.weight_in_use:
-            kept = tuning.save_weight(reading.index.where, report.weight_suggested)
+            kept = tuning.save_weight(reading.index, report.weight_suggested)
     if args.json:
         out = {**msgspec.to_builtins(report), "kept": str(kept) if kept else None}
         print(json.dumps(out, indent=2))  # noqa: T201

@@ -17,6 +17,7 @@ from pocketmcp.commands.progress import Rechecked, Style, style_of, until_fed
 from pocketmcp.commands.unfinished import unfinished
 from pocketmcp.config import Config
 from pocketmcp.embed.models import canonical_id
+from pocketmcp.embed.settings import DEFAULT_MODEL_ID
 from pocketmcp.errors import PocketError, WriterBusyError
 from pocketmcp.pipeline.state import Stats
 from pocketmcp.plans import INDEXING, WATCHING, Plan
@@ -86,8 +87,8 @@ async def wait_for_lock(place: Place, wait_s: float) -> bool:
 
 
 async def index(config: Config, args: argparse.Namespace) -> int:
-    if not config.watch_dir.is_dir():
-        raise PocketError(f"WATCH_DIR={config.watch_dir} is not a folder")
+    if not config.watched.root.is_dir():
+        raise PocketError(f"WATCH_DIR={config.watched.root} is not a folder")
     started = time.perf_counter()
     plan = msgspec.structs.replace(INDEXING, rebuild=args.rebuild, force=args.force,
                                    keywords_first=getattr(args, "keywords_first", False))
@@ -117,7 +118,7 @@ async def index(config: Config, args: argparse.Namespace) -> int:
     embedder = runtime.services.embedder
     identity, usage = embedder.identity, embedder.usage
     summary = {
-        "folder": str(config.watch_dir),
+        "folder": str(config.watched.root),
         "index": runtime.services.main.index.where,
         "files_seen": s.seen, "added": s.added,
         # Re-read by force with the same text: written again, but unchanged to the reader.
@@ -176,12 +177,12 @@ async def index(config: Config, args: argparse.Namespace) -> int:
 
 
 async def watch(config: Config) -> int:
-    if not config.watch_dir.is_dir():
-        raise PocketError(f"WATCH_DIR={config.watch_dir} is not a folder")
+    if not config.watched.root.is_dir():
+        raise PocketError(f"WATCH_DIR={config.watched.root} is not a folder")
     log = logs.get("pocketmcp.watch")
-    log.info("watching", folder=str(config.watch_dir), index=config.main_place().describe(),
-             provider=config.embed_provider,
-             model=config.embed_model or canonical_id(config.model_id))
+    log.info("watching", folder=str(config.watched.root), index=config.main_place().describe(),
+             provider=config.embed.provider,
+             model=canonical_id(config.embed.model or DEFAULT_MODEL_ID))
     runtime = await fed(config, WATCHING, on_event=logs.events("pocketmcp.watch"))
     assert runtime.feed is not None
     # The first scan was reported when it ended (initial_indexing_done); this is what

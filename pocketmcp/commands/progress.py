@@ -42,7 +42,7 @@ def style_of(choice: str, *, tty: bool) -> Style | None:
 
 def count_files(config: Config) -> int:
     """How many files the scan of WATCH_DIR will see (blocking)."""
-    return Folder(config.watch_dir, path_filter(config.watched())).count()
+    return Folder(config.watched.root, path_filter(config.watched)).count()
 
 
 def line(stats: Stats, total: int, seconds: float) -> str:

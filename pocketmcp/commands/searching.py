@@ -114,7 +114,7 @@ class Searcher:
         args = self.args
         if not self._asked and not args.local and args.top_k <= MAX_TOOL_TOP_K:
             self._asked = True
-            self._upstream = await locate(self.config.sqlite_path, self.config.token)
+            self._upstream = await locate(self.config.main_place(), self.config.serve.token)
             if self._upstream is not None and self._upstream.token is None:
                 print(f"pocketmcp: {self._upstream.said()}. Searching here instead "  # noqa: T201
                       "(the model loads in this process).", file=sys.stderr)

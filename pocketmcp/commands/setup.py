@@ -21,7 +21,7 @@ from pocketmcp.errors import PocketError
 
 
 def _folder(config: Config, args: argparse.Namespace) -> Path:
-    given = args.dir or (str(config.watch_dir) if config.watch_dir_given else None)
+    given = args.dir or (str(config.watched.root) if config.watched.given else None)
     if given is None and sys.stdin.isatty():
         given = input("Folder of documents to search: ").strip()
     if not given:

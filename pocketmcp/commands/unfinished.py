@@ -19,8 +19,8 @@ BUDGET_S = 2.0  # time spent looking at most: an interrupted run ends promptly
 async def unfinished(config: Config, dim: int, skipped: set[str]) -> tuple[list[str], bool]:
     """(files not indexed as they are now, up to MAX_LISTED; whether the list was cut, by
     count or by time). `skipped`: files the run refused on purpose."""
-    folder = Folder(config.watch_dir, path_filter(config.watched()))
-    index = config.main_place().reader(dim, root=config.watch_dir)
+    folder = Folder(config.watched.root, path_filter(config.watched))
+    index = config.main_place().reader(dim, root=config.watched.root)
     found: list[str] = []
     cut = False
     deadline = time.monotonic() + BUDGET_S

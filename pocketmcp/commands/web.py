@@ -1,6 +1,6 @@
 """`pocketmcp open`: a one-time login link to the web page of the HTTP server already
-serving this index (it is found through the discovery file beside the index, and asked with
-the token, as a bridge would)."""
+serving this index (it is found through the index's discovery file, and asked with the
+token, as a bridge would)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ from pocketmcp.mcp.upstream import locate
 
 
 async def login_link(config: Config, args: argparse.Namespace) -> int:
-    found = await locate(config.sqlite_path, config.token)
+    place = config.main_place()
+    found = await locate(place, config.serve.token)
     if found is None:
         raise PocketError(
-            f"no HTTP server serves {config.sqlite_path}: start one with `pocketmcp serve "
+            f"no HTTP server serves {place.describe()}: start one with `pocketmcp serve "
             "--transport http` (on the same folder or SQLITE_PATH), then run this again")
     if found.token is None:
         raise PocketError(found.said())

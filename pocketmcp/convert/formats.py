@@ -66,8 +66,9 @@ def pdf(data: bytes, ocr: OcrSpec | None = None) -> Converted:
     """Text of each page; lines set clearly larger than the body text become headings.
 
     With `ocr`, pages with no text layer that show an image (scanned) are listed in
-    `scanned` (at most OCR_MAX_PAGES of them), and when `ocr.run` the pages it names are read
-    by OCR, each under a heading "Page N (OCR)" (every page then gets a "Page N" heading)."""
+    `scanned` (at most OcrLimits.max_pages of them), and when `ocr.run` the pages it names
+    are read by OCR, each under a heading "Page N (OCR)" (every page then gets a "Page N"
+    heading)."""
     import pypdfium2 as pdfium  # heavy: loaded on first use
 
     try:

@@ -88,6 +88,6 @@ class Converted(msgspec.Struct, frozen=True):
     # as core/dates.py stores them).
     properties: dict[str, str] = {}
     # Pages (1-based) with no text layer that OCR reads or would read (scanned PDF pages,
-    # image frames), at most OCR_MAX_PAGES; and how many there are in all.
+    # image frames), at most the page cap (OcrLimits.max_pages); and how many there are in all.
     scanned: tuple[int, ...] = ()
     scanned_total: int = 0

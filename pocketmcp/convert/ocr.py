@@ -216,7 +216,7 @@ def _open(data: bytes, max_pixels: int) -> Any:
     width, height = image.size
     if width * height > max_pixels:
         raise OcrRefused(f"image of {width} x {height} pixels refused before decoding: over "
-                         f"the limit of {max_pixels} pixels (OCR_MAX_PIXELS); decompression "
+                         f"the limit of {max_pixels} pixels; decompression "
                          "bombs look like this")
     Image.MAX_IMAGE_PIXELS = max_pixels  # Pillow's own guard, for frames decoded later
     return image
@@ -290,7 +290,8 @@ def _note(done: int, total: int, seconds: float) -> str:
 def note_pages(pages: list[int], scanned: int, seconds: float) -> str:
     """The `ocr` property of a PDF some of whose pages were read by OCR."""
     listed = ", ".join(map(str, pages[:20])) + (", ..." if len(pages) > 20 else "")
-    cut = f" (of {scanned} scanned; OCR_MAX_PAGES)" if scanned > len(pages) else ""
+    cut = f" (of {scanned} scanned; at most {len(pages)} are read)" if scanned > len(
+        pages) else ""
     return f"{engine_version()} (PP-OCRv4): pages {listed}{cut}, {seconds:.1f} s"
 
 

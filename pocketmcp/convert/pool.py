@@ -1,9 +1,10 @@
 """Document conversion, contained: a small pool of worker processes with limits.
 
-Each conversion runs in a `convert.worker` process with an address-space cap
-(CONVERT_MEMORY_MB) and a wall-clock limit (CONVERT_TIMEOUT_S). OCR (images, scanned PDF
-pages) runs in one more worker of the same kind, with its own cap (OCR_MEMORY_MB) and at most
-OCR_THREADS threads, so that indexing never takes every core from searches. A file that
+Each conversion runs in a `convert.worker` process with an address-space cap (1 GiB) and a
+wall-clock limit (CONVERT_TIMEOUT_S). OCR (images, scanned PDF pages) runs in one more worker
+of the same kind, with its own cap (2 GiB) and one thread fewer than the cores (at most
+INDEX_THREADS), at indexing's lower priority, so that indexing never takes every core from
+searches. A file that
 spins is killed with its worker; one that exhausts memory or crashes its parser ends only
 its worker. Either way the file is reported and skipped, and the next conversion gets a fresh
 worker.
@@ -94,7 +95,7 @@ class _Pool:
                 code = await worker.kill()
                 raise DocumentError(name, f"the converter stopped ({_exit(code)}) while reading "
                                           f"this {kind} file; it was probably out of memory "
-                                          f"({self.memory_setting}={self.memory_mb}) or hit "
+                                          f"({self.memory_setting}, {self.memory_mb} MiB) or hit "
                                           "a parser crash") from None
             except BaseException:
                 await worker.kill()  # cancelled mid-request: its reply would be stale
@@ -145,9 +146,10 @@ class Converter:
 
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
-        self._pool = _Pool(limits, limits.workers, limits.memory_mb, "CONVERT_MEMORY_MB")
+        self._pool = _Pool(limits, limits.workers, limits.memory_mb,
+                           "the converter's memory cap")
         self._ocr_pool = _Pool(limits, 1, max(limits.memory_mb, limits.ocr.memory_mb),
-                               "OCR_MEMORY_MB")
+                               "the OCR worker's memory cap")
         self._encoder = msgspec.msgpack.Encoder()
         self.ocr_off = ocr_off(limits.ocr)  # why OCR does not run, or None
         self.cache = OcrCache(None if self.ocr_off else limits.ocr.cache_dir, limits.ocr,
@@ -174,7 +176,7 @@ class Converter:
             return f"off: {self.ocr_off}"
         o = self.limits.ocr
         return (f"on: {ocr.engine_version()}, PP-OCRv4 "
-                f"{'models in ' + o.model_dir if o.model_dir else 'Chinese and English models'}"
+                f"{f'models in {o.model_dir}' if o.model_dir else 'Chinese and English models'}"
                 f", {o.threads} thread{'s' if o.threads > 1 else ''}")
 
     async def convert(self, kind: str, data: bytes, name: str, digest: str) -> Converted:
@@ -186,7 +188,8 @@ class Converter:
             raise DocumentError(name, f"image not read: {self.ocr_off}")
         o = self.limits.ocr
         spec = ocr.OcrSpec(max_pixels=o.max_pixels, max_pages=o.max_pages, threads=o.threads,
-                           model_dir=o.model_dir) if kind in OCR_KINDS else None
+                           model_dir=str(o.model_dir) if o.model_dir else None
+                           ) if kind in OCR_KINDS else None
         key = self.cache.key(kind, digest) if spec is not None and self.cache.folder else ""
         if key and (cached := await self.cache.get(key)) is not None:
             return cached
@@ -209,7 +212,7 @@ class Converter:
         self.ocr_runs += 1
         if first.scanned_total > len(pages):
             log.warning("ocr_page_cap", path=name, read=len(pages), scanned=first.scanned_total,
-                        reason="OCR_MAX_PAGES")
+                        reason=f"at most {o.max_pages} scanned pages of a file are read")
         result = _converted(second)
         if key:
             await self.cache.put(key, result)

@@ -92,13 +92,13 @@ def answer(request: Request) -> Reply:
                                      f"({type(exc).__name__}), as entity-expansion bombs do")
     except MemoryError:
         return Reply(ok=False, fatal=True,
-                     error="needs more memory than the converter may use (CONVERT_MEMORY_MB)")
+                     error="needs more memory than the converter may use")
     except RecursionError:
         return Reply(ok=False, error="structure nested too deeply to convert")
     except Exception as exc:  # a parser's own error on a malformed file; the file is skipped
         if "bad_alloc" in str(exc):  # onnxruntime (OCR) out of memory
             return Reply(ok=False, fatal=True,
-                         error="OCR needs more memory than it may use (OCR_MEMORY_MB)")
+                         error="OCR needs more memory than it may use")
         return Reply(ok=False, error=f"could not be read as {request.kind} "
                                      f"({type(exc).__name__}: {str(exc)[:300]})")
     text = result.text.replace("\x00", "")

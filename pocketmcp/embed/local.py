@@ -4,7 +4,6 @@ model, a second small session for queries. Both run in worker threads.
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
@@ -24,8 +23,8 @@ from pocketmcp.embed.keeper import IdleUnloader, ModelState, give_back_memory
 from pocketmcp.embed.models import BUNDLED_MAX_TOKENS, ModelSpec, folder_tokenizer
 from pocketmcp.embed.prefixes import family
 from pocketmcp.embed.priority import Lowered
+from pocketmcp.embed.settings import DEFAULT_MODEL_ID, index_threads
 from pocketmcp.errors import EmbeddingError, ModelLoading
-from pocketmcp.settings import DEFAULT_MODEL_ID
 
 log = logs.get("pocketmcp.embed")
 
@@ -258,16 +257,6 @@ class LocalEmbedder:
             raise EmbeddingError(f"embedding failed: {exc}") from exc
         vector: F32 = normalised(np.asarray(rows, dtype=np.float32))[0]
         return vector
-
-
-def index_threads(embed_threads: int | None, cap: int, cores: int | None = None) -> int:
-    """The documents' session's threads: EMBED_THREADS (one per core when unset), at most
-    INDEX_THREADS, whose default (0) leaves a core to searches on machines of more than two
-    (on two, one thread would embed about 0.6x as fast on a quiet machine: priority alone
-    keeps searches first there)."""
-    cores = cores or os.cpu_count() or 1
-    cap = cap or min(cores, max(2, cores - 1))
-    return max(1, min(embed_threads or cores, cap))
 
 
 class QueryOptions(msgspec.Struct, frozen=True, kw_only=True):

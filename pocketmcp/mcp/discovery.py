@@ -1,5 +1,6 @@
-"""The files beside an index that let processes find its HTTP server: the access token
-(`index.db.token`) and the discovery file (`index.db.server.json`: URL, pid, token file).
+"""The files of an index's own that let processes find its HTTP server (Place.beside: beside
+a SQLite index's file, `index.db.token` and `index.db.server.json`): the access token and the
+discovery file (URL, pid, token file).
 
 Both are written atomically with mode 0600. The discovery file exists while an HTTP server
 runs and is removed when it stops; one left behind by a process that died is ignored (its pid
@@ -13,12 +14,16 @@ import os
 import secrets
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from pocketmcp import logs
 from pocketmcp.core.secret import Secret
 from pocketmcp.errors import StoreError
+
+if TYPE_CHECKING:  # numpy: a bridge names the index's place and loads none of it
+    from pocketmcp.store.api import Place
 
 log = logs.get("pocketmcp.discovery")
 
@@ -28,7 +33,7 @@ class Published(msgspec.Struct, frozen=True, kw_only=True):
 
     url: str  # the base URL: /mcp, /sse, /tools and /health are beneath it
     pid: int
-    index: str  # SQLITE_PATH, resolved
+    index: str  # the index's place, described
     token_file: str | None  # None: the server's token came from POCKETMCP_TOKEN
     version: str
     started_by: str = "user"  # or "editor": a shared server that exits once idle
@@ -38,12 +43,12 @@ class Published(msgspec.Struct, frozen=True, kw_only=True):
         return self.url + "/mcp"
 
 
-def server_file(index: Path) -> Path:
-    return index.with_name(index.name + ".server.json")
+def server_file(place: Place) -> Path:
+    return place.beside("server.json")
 
 
-def token_file(index: Path) -> Path:
-    return index.with_name(index.name + ".token")
+def token_file(place: Place) -> Path:
+    return place.beside("token")
 
 
 def _write_private(path: Path, data: bytes, *, replace: bool) -> bool:
@@ -85,10 +90,10 @@ def read_token(path: Path) -> Secret:
     return Secret(text)
 
 
-def ensure_token(index: Path) -> tuple[Secret, Path, bool]:
-    """The token kept beside `index`, made on first use: (token, its file, whether this call
-    made it)."""
-    path = token_file(index)
+def ensure_token(place: Place) -> tuple[Secret, Path, bool]:
+    """The token of the index at `place`, made on first use: (token, its file, whether this
+    call made it)."""
+    path = token_file(place)
     created = False
     if not path.exists():
         try:
@@ -99,9 +104,9 @@ def ensure_token(index: Path) -> tuple[Secret, Path, bool]:
     return read_token(path), path, created
 
 
-def publish(index: Path, server: Published) -> Path:
-    """Write the discovery file of `index`."""
-    path = server_file(index)
+def publish(place: Place, server: Published) -> Path:
+    """Write the discovery file of the index at `place`."""
+    path = server_file(place)
     try:
         _write_private(path, msgspec.json.encode(server) + b"\n", replace=True)
     except OSError as exc:
@@ -109,23 +114,26 @@ def publish(index: Path, server: Published) -> Path:
     return path
 
 
-def withdraw(index: Path, pid: int) -> None:
-    """Remove the discovery file of `index` if it is still the one process `pid` wrote."""
-    path = server_file(index)
+def withdraw(place: Place, pid: int) -> None:
+    """Remove the discovery file of the index at `place` if it is still the one process
+    `pid` wrote."""
+    path = server_file(place)
     found = _read(path)
     if found is not None and found.pid == pid:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
 
 
-def published(index: Path) -> Published | None:
-    """What the discovery file beside `index` says, whether its process runs or not."""
-    return _read(server_file(index))
+def published(place: Place) -> Published | None:
+    """What the discovery file of the index at `place` says, whether its process runs or
+    not."""
+    return _read(server_file(place))
 
 
-def find(index: Path) -> Published | None:
-    """The HTTP server the discovery file beside `index` names, if its process is alive."""
-    found = published(index)
+def find(place: Place) -> Published | None:
+    """The HTTP server the discovery file of the index at `place` names, if its process is
+    alive."""
+    found = published(place)
     if found is None or found.pid == os.getpid() or not alive(found.pid):
         return None
     return found

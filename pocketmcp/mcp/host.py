@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
     from pocketmcp.ops.status_results import HealthResult
+    from pocketmcp.store.api import Place
     from pocketmcp.web.auth import Logins
 
 # Time allowed to drain work in flight once the client has gone or SIGTERM arrived.
@@ -50,15 +51,15 @@ log = logs.get("pocketmcp.serve")
 
 
 def _watching(config: Config) -> bool:
-    return config.watch_dir_given or config.watch_dir.is_dir()
+    return config.watched.given or config.watched.root.is_dir()
 
 
 async def host_stdio(config: Config, title: str, instructions: str | None) -> int:
     """Serve the client on stdin/stdout until it closes stdin or a signal comes."""
     started = time.perf_counter()
     watch = _watching(config)
-    log.info("serving", transport="stdio", index=str(config.sqlite_path),
-             watch_dir=str(config.watch_dir) if watch else None, title=title)
+    log.info("serving", transport="stdio", index=config.main_place().describe(),
+             watch_dir=str(config.watched.root) if watch else None, title=title)
     reason = "stdin closed"
     # Set once the SDK's session takes the client's lines. The main index's writer (indexing,
     # the vector file's check) waits for it: until then it would only slow the import down.
@@ -124,44 +125,45 @@ async def host_http(config: Config, title: str, instructions: str | None) -> int
     from pocketmcp.web.routes import routes as web_routes
 
     started = time.perf_counter()
-    token, token_path = _token(config)
-    http.check_token(token.reveal(), config.host)  # a short token only on loopback
-    running = discovery.find(config.sqlite_path)
+    place = config.main_place()
+    token, token_path = _token(config, place)
+    http.check_token(token.reveal(), config.serve.host)  # a short token only on loopback
+    running = discovery.find(place)
     if running is not None and await discovery.answers(running.url) is not None:
         raise AlreadyServing(
-            f"a PocketMCP HTTP server (pid {running.pid}) already serves {config.sqlite_path} "
+            f"a PocketMCP HTTP server (pid {running.pid}) already serves {place.describe()} "
             f"at {running.url}: connect to it, stop it first, or point SQLITE_PATH at another "
             "index")
-    sock = _listen(config.host, config.port)
+    sock = _listen(config.serve.host, config.serve.port)
     port = sock.getsockname()[1]
-    url = f"http://{http.url_host(_reachable(config.host))}:{port}"
+    url = f"http://{http.url_host(_reachable(config.serve.host))}:{port}"
     watch = _watching(config)
     log.info("serving", transport="http", url=url, mcp=url + "/mcp", sse=url + "/sse",
-             index=str(config.sqlite_path), watch_dir=str(config.watch_dir) if watch else None,
+             index=place.describe(), watch_dir=str(config.watched.root) if watch else None,
              token_file=str(token_path) if token_path else None, title=title)
     reason = "stopped"
     published = False
     try:
         async with open_runtime(config, serving(watch), on_event=logs.events("pocketmcp.index"),
-                                drain_s=HTTP_DRAIN_S) as runtime:
+                                drain_s=HTTP_DRAIN_S, place=place) as runtime:
             verifier = http.BearerToken(token.reveal())
             server = build_server(runtime, name=title, instructions=instructions,
                                   token_verifier=verifier, auth=http.auth_settings(url))
             logins = Logins(token.reveal())
             app = http.build_app(
                 server, token=verifier, health=lambda: _health(runtime),
-                security=http.allowed(port, bound=config.host, hosts=config.allowed_hosts,
-                                      origins=config.allowed_origins),
+                security=http.allowed(port, bound=config.serve.host,
+                                      hosts=config.serve.allowed_hosts),
                 web=web_routes(runtime, logins), logins=logins)
             _announce_page(url, logins)
             attached = Attached(app)
             runtime.readiness.serving = "shared"
             runtime.readiness.clients = lambda: attached.streams
             listener = http.listener(attached, grace_s=GRACE_S)  # type: ignore[arg-type]
-            discovery.publish(config.sqlite_path, discovery.Published(
-                url=url, pid=os.getpid(), index=str(config.sqlite_path.resolve()),
+            discovery.publish(place, discovery.Published(
+                url=url, pid=os.getpid(), index=place.describe(),
                 token_file=str(token_path.resolve()) if token_path else None,
-                version=__version__, started_by=config.started_by))
+                version=__version__, started_by=config.serve.started_by))
             published = True
             async with anyio.create_task_group() as signals:
 
@@ -171,7 +173,7 @@ async def host_http(config: Config, title: str, instructions: str | None) -> int
                     listener.handle_exit(getattr(signal, name), None)
 
                 signals.start_soon(on_signals, stop, name="pocketmcp.signals")
-                if config.started_by == "editor" and config.server_idle_exit_s:
+                if config.serve.started_by == "editor" and config.serve.server_idle_exit_s:
 
                     def idle() -> None:
                         nonlocal reason
@@ -179,14 +181,14 @@ async def host_http(config: Config, title: str, instructions: str | None) -> int
                         listener.handle_exit(signal.SIGTERM, None)
 
                     signals.start_soon(exit_when_idle, attached,
-                                       config.server_idle_exit_s, idle, name="pocketmcp.idle")
+                                       config.serve.server_idle_exit_s, idle, name="pocketmcp.idle")
                 async with server.session_manager.run():
                     await listener.serve(sockets=[sock])
                 log.info("stopping", reason=reason)
                 signals.cancel_scope.cancel()
     finally:
         if published:
-            discovery.withdraw(config.sqlite_path, os.getpid())
+            discovery.withdraw(place, os.getpid())
         sock.close()
         log.info("stopped", seconds=round(time.perf_counter() - started, 3))
     return 0
@@ -206,12 +208,12 @@ def _health(runtime: Runtime) -> HealthResult:
     return runtime.health()
 
 
-def _token(config: Config) -> tuple[Secret, Path | None]:
-    """POCKETMCP_TOKEN, else the token kept beside the index (made, and announced, on first
-    start: in full only to a terminal, so it never lands in a log file)."""
-    if config.token is not None:
-        return config.token, None
-    token, path, created = discovery.ensure_token(config.sqlite_path)
+def _token(config: Config, place: Place) -> tuple[Secret, Path | None]:
+    """POCKETMCP_TOKEN, else the index's own token (made, and announced, on first start: in
+    full only to a terminal, so it never lands in a log file)."""
+    if config.serve.token is not None:
+        return config.serve.token, None
+    token, path, created = discovery.ensure_token(place)
     if created:
         shown = f":\n  {token.reveal()}\n" if sys.stderr.isatty() else " (read it from that file)"
         print(f"pocketmcp: made the access token for HTTP clients in {path} "  # noqa: T201

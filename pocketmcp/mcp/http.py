@@ -113,23 +113,23 @@ def url_host(host: str) -> str:
     return f"[{address}]" if address.version == 6 else str(address)
 
 
-def allowed(port: int, *, bound: str, hosts: tuple[str, ...] = (),
-            origins: tuple[str, ...] = ()) -> TransportSecuritySettings:
+def allowed(port: int, *, bound: str, hosts: tuple[str, ...] = ()) -> TransportSecuritySettings:
     """The Host and Origin allow lists: the loopback names on `port`, the address the server
-    is bound to (unless it is a wildcard), and the extra names and origins configured. A name
-    without a port is allowed on `port`."""
+    is bound to (unless it is a wildcard), and the names configured (MCP_ALLOWED_HOSTS); a
+    name without a port is allowed on `port`. The origins are those names' pages: http://
+    for each, and https:// too for the names configured (a proxy in front may speak TLS)."""
     names = list(LOOPBACK_NAMES)
     if bound and not ipaddress_is_wildcard(bound):
         names.append(url_host(bound))
-    allowed_hosts: list[str] = []
-    for name in [*names, *hosts]:
+
+    def entry(name: str) -> str:
         name = name.lower()  # host names compare without case (the Host header is lowered)
-        entry = name if _has_port(name) else f"{url_host(name)}:{port}"
-        if entry not in allowed_hosts:
-            allowed_hosts.append(entry)
-    allowed_origins = [f"http://{h}" for h in allowed_hosts]
-    allowed_origins += [o.rstrip("/").lower() for o in origins
-                        if o.rstrip("/").lower() not in allowed_origins]
+        return name if _has_port(name) else f"{url_host(name)}:{port}"
+
+    own = list(dict.fromkeys(entry(name) for name in names))
+    extra = [e for e in dict.fromkeys(entry(name) for name in hosts) if e not in own]
+    allowed_hosts = own + extra
+    allowed_origins = [f"http://{h}" for h in allowed_hosts] + [f"https://{h}" for h in extra]
     return TransportSecuritySettings(enable_dns_rebinding_protection=True,
                                      allowed_hosts=allowed_hosts,
                                      allowed_origins=allowed_origins)
@@ -195,7 +195,7 @@ class Guard:
             origin = safe_text(request.headers.get("origin", "")[:100])
             return _refusal(403, "invalid_origin", (
                 f"Origin {origin!r} may not call this server: web pages of other sites are "
-                "refused (cross-site requests); MCP_ALLOWED_ORIGINS adds origins."))
+                "refused (cross-site requests); MCP_ALLOWED_HOSTS adds names."))
         path = request.url.path
         if path in OPEN_PATHS:
             return None

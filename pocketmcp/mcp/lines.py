@@ -30,7 +30,7 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # The longest line read: beyond it the line is dropped (not buffered) and answered with a
 # parse error. Well above one document's largest text with the default settings
-# (MAX_CHUNKS_PER_DOC x CHUNK_SIZE characters).
+# (1000 chunks of CHUNK_SIZE characters).
 MAX_LINE_BYTES = 64 * 1024 * 1024
 # What the reader hands on in place of a line over MAX_LINE_BYTES (never valid JSON).
 OVERSIZE = "\x00oversize\x00"

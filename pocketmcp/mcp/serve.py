@@ -1,8 +1,8 @@
 """`pocketmcp serve`: choose how to serve.
 
 - MCP_TRANSPORT=http (or sse): one process for many clients over HTTP (mcp/host.py).
-- stdio, while an HTTP server of the same index runs (its discovery file beside the index
-  names it, its process is alive and it takes the token): a bridge that relays the client's
+- stdio, while an HTTP server of the same index runs (the index's discovery file names it,
+  its process is alive and it takes the token): a bridge that relays the client's
   messages to it, with no model loaded (mcp/bridge.py). With SHARE=on (the default) such a
   server is started in the background when none runs (mcp/sharing.py), and started again
   when it has gone by the bridge's next request.
@@ -32,13 +32,13 @@ log = logs.get("pocketmcp.serve")
 async def serve(config: Config, title: str = "pocketmcp", instructions: str | None = None) -> int:
     # host and bridge are imported only when chosen: the host loads the runtime (pipeline,
     # model libraries), which a bridge must not pay for.
-    if config.transport != "stdio":
+    if config.serve.transport != "stdio":
         from pocketmcp.mcp.host import host_http
 
         collect_again()
         return await host_http(config, title, instructions)
     reconnect = None
-    if config.share == "on":
+    if config.serve.share == "on":
         def reconnect() -> Awaitable[tuple[discovery.Published, Secret]]:
             return shared_upstream(config, title, instructions)
 
@@ -67,24 +67,24 @@ async def shared_upstream(config: Config, title: str, instructions: str | None
     from pocketmcp.mcp import sharing
     from pocketmcp.mcp.upstream import locate
 
-    index = config.sqlite_path
+    place = config.main_place()
 
     def start() -> subprocess.Popen[bytes]:
         env = child_environment(config, MCP_TRANSPORT="http", MCP_HOST="127.0.0.1",
                                 MCP_PORT="0", POCKETMCP_STARTED_BY="editor",
                                 LOG_LEVEL=config.log_level)
-        return sharing.spawn(index, sharing.server_command(title, instructions), env,
+        return sharing.spawn(place, sharing.server_command(title, instructions), env,
                              Path.cwd())
 
     async def find() -> tuple[discovery.Published, Secret] | None:
-        found = await locate(index, config.token)
+        found = await locate(place, config.serve.token)
         if found is None:
             return None
         if found.token is None:
             raise SharingFailed(found.said())
         return found.server, found.token
 
-    return await sharing.ensure(index, find, start)
+    return await sharing.ensure(place, find, start)
 
 
 async def find_upstream(config: Config) -> tuple[discovery.Published, Secret] | None:
@@ -92,7 +92,7 @@ async def find_upstream(config: Config) -> tuple[discovery.Published, Secret] | 
     is none to relay to (the reason is logged when one was found but cannot be used)."""
     from pocketmcp.mcp.upstream import locate
 
-    found = await locate(config.sqlite_path, config.token)
+    found = await locate(config.main_place(), config.serve.token)
     if found is None:
         return None
     if found.token is None:

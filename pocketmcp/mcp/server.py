@@ -12,9 +12,9 @@ from mcp_types import Tool
 
 from pocketmcp import __version__
 from pocketmcp.mcp import schemas, tools_index, tools_read, tools_write
+from pocketmcp.mcp.settings import TOOL_NAMES
 from pocketmcp.mcp.texts import instructions_for
 from pocketmcp.runtime import Runtime
-from pocketmcp.settings import TOOL_NAMES
 
 
 class PocketServer(MCPServer):
@@ -48,12 +48,12 @@ def build_server(rt: Runtime, *, name: str = "pocketmcp", instructions: str | No
                  auth: AuthSettings | None = None) -> PocketServer:
     """The server over `rt`; over HTTP with the verifier of the bearer token and its auth."""
     mcp = PocketServer(
-        name=name, instructions=instructions or instructions_for(rt.config.tools),
+        name=name, instructions=instructions or instructions_for(rt.config.serve.tools),
         version=__version__, token_verifier=token_verifier, auth=auth)
     tools_read.register(mcp, rt)
     tools_write.register(mcp, rt)
     tools_index.register(mcp, rt)
     for tool in TOOL_NAMES:
-        if tool not in rt.config.tools:
+        if tool not in rt.config.serve.tools:
             mcp.remove_tool(tool)
     return mcp

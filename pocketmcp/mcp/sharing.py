@@ -1,15 +1,16 @@
 """One warm server per index, started by the first editor.
 
 An editor starts `pocketmcp` on stdio. With SHARE=on that process looks for the HTTP server of
-its index (the discovery file beside the index, mcp/discovery.py); when none runs it starts
-one in the background and relays to it (mcp/bridge.py), and every later editor relays to the
-same one. The parts of that, and of the server's side of it:
+its index (the index's discovery file, mcp/discovery.py); when none runs it starts one in
+the background and relays to it (mcp/bridge.py), and every later editor relays to the same
+one. The parts of that, and of the server's side of it (each file named is one of the index's
+own, Place.beside: `index.db.server.lock` beside a SQLite index):
 
-- `ensure`: find the server, or start one under the start lock (`SQLITE_PATH.server.lock`, an
-  advisory lock beside the index), so that editors starting at the same moment start exactly
-  one. The one holding the lock starts the server; the others wait for the lock, then find it.
+- `ensure`: find the server, or start one under the start lock (`server.lock`), so that
+  editors starting at the same moment start exactly one. The one holding the lock starts the
+  server; the others wait for the lock, then find it.
 - `spawn`: the server as its own process, detached from the editor (a session of its own, no
-  terminal, stdin from /dev/null), its output appended to `SQLITE_PATH.server.log`, started
+  terminal, stdin from /dev/null), its output appended to the index's `server.log`, started
   with POCKETMCP_STARTED_BY=editor so that it exits once idle (mcp/attached.py, on the
   server's side).
 """
@@ -35,6 +36,7 @@ from pocketmcp.mcp import discovery
 
 if TYPE_CHECKING:
     from pocketmcp.mcp.upstream import Upstream
+    from pocketmcp.store.api import Place  # numpy: a bridge loads none of it
 
 log = logs.get("pocketmcp.sharing")
 
@@ -44,19 +46,20 @@ START_S = 60.0  # longest wait for a started server to answer, and for the start
 POLL_S = 0.05  # how often the lock and the discovery file are looked at meanwhile
 
 
-def lock_file(index: Path) -> Path:
-    return index.with_name(index.name + ".server.lock")
+def lock_file(place: Place) -> Path:
+    return place.beside("server.lock")
 
 
-def log_file(index: Path) -> Path:
-    return index.with_name(index.name + ".server.log")
+def log_file(place: Place) -> Path:
+    return place.beside("server.log")
 
 
 @contextlib.asynccontextmanager
-async def start_lock(index: Path, timeout_s: float = START_S) -> AsyncIterator[None]:
-    """Hold the start lock of `index` (a file lock beside it, as the index's writer lock is
-    held: released by the system if this process dies); SharingFailed after `timeout_s`."""
-    path = lock_file(index)
+async def start_lock(place: Place, timeout_s: float = START_S) -> AsyncIterator[None]:
+    """Hold the start lock of the index at `place` (a file lock, as a SQLite index's writer
+    lock is held: released by the system if this process dies); SharingFailed after
+    `timeout_s`."""
+    path = lock_file(place)
     path.parent.mkdir(parents=True, exist_ok=True)
     # Not thread-local: taken and released by this task, whichever thread runs it.
     lock = FileLock(str(path), blocking=False, thread_local=False)
@@ -77,11 +80,11 @@ async def start_lock(index: Path, timeout_s: float = START_S) -> AsyncIterator[N
         lock.release()
 
 
-def spawn(index: Path, command: list[str], env: dict[str, str], cwd: Path
+def spawn(place: Place, command: list[str], env: dict[str, str], cwd: Path
           ) -> subprocess.Popen[bytes]:
-    """Start the shared server of `index`: detached from this process's session and
-    terminal, its output appended to the log file beside the index."""
-    path = log_file(index)
+    """Start the shared server of the index at `place`: detached from this process's
+    session and terminal, its output appended to the index's server log."""
+    path = log_file(place)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "ab") as out:
         out.write(f"--- started {time.strftime('%Y-%m-%dT%H:%M:%S')} by pid {os.getpid()}\n"
@@ -108,7 +111,7 @@ def server_command(title: str, instructions: str | None) -> list[str]:
     return command
 
 
-async def wait_published(index: Path, process: subprocess.Popen[bytes],
+async def wait_published(place: Place, process: subprocess.Popen[bytes],
                          timeout_s: float = START_S) -> discovery.Published:
     """The discovery file `process` writes once it serves, after its health answers;
     SharingFailed when it exits first or takes longer than `timeout_s`."""
@@ -116,51 +119,53 @@ async def wait_published(index: Path, process: subprocess.Popen[bytes],
     while time.monotonic() < deadline:
         code = process.poll()
         if code is not None:
-            raise SharingFailed(f"the shared server of {index} exited at start (code {code}); "
-                                f"its log is {log_file(index)}")
+            raise SharingFailed(f"the shared server of {place.describe()} exited at start "
+                                f"(code {code}); its log is {log_file(place)}")
         # Read without discovery.find: its liveness check could reap `process` ending just
         # now, and its exit code would be lost (0 for the next poll).
-        found = discovery.published(index)
+        found = discovery.published(place)
         if found is not None and found.pid == process.pid and (
                 await discovery.answers(found.url) is not None):
             return found
         await anyio.sleep(POLL_S)
     process.kill()
-    raise SharingFailed(f"the shared server of {index} did not answer within {timeout_s:.0f} s;"
-                        f" its log is {log_file(index)}")
+    raise SharingFailed(f"the shared server of {place.describe()} did not answer within "
+                        f"{timeout_s:.0f} s; its log is {log_file(place)}")
 
 
-async def ensure(index: Path, find: Callable[[], Awaitable[T | None]],
+async def ensure(place: Place, find: Callable[[], Awaitable[T | None]],
                  start: Callable[[], subprocess.Popen[bytes]]) -> T:
-    """What `find` gives for the running server of `index`, starting it first (`start`)
+    """What `find` gives for the running server of the index at `place`, starting it first
+    (`start`)
     when none runs. Under the start lock, so that one server starts however many callers
     come at once."""
     found = await find()
     if found is not None:
         return found
-    async with start_lock(index):
+    async with start_lock(place):
         found = await find()  # another caller started it while this one waited
         if found is not None:
             return found
         began = time.perf_counter()
         process = start()
-        published = await wait_published(index, process)
+        published = await wait_published(place, process)
         log.info("shared_server_started", pid=published.pid, url=published.url,
-                 log=str(log_file(index)), seconds=round(time.perf_counter() - began, 3))
+                 log=str(log_file(place)), seconds=round(time.perf_counter() - began, 3))
         found = await find()
     if found is None:
-        raise SharingFailed(f"the shared server of {index} started but cannot be used "
+        raise SharingFailed(f"the shared server of {place.describe()} started but cannot be used "
                             "(see the warning above)")
     return found
 
 
-async def described(index: Path, upstream: Upstream | None, *, on: bool) -> str:
-    """One line for `doctor`: whether editors share a server of `index`, and, while one
+async def described(place: Place, upstream: Upstream | None, *, on: bool) -> str:
+    """One line for `doctor`: whether editors share a server of the index at `place`, and,
+    while one
     runs (`upstream`, as locate found it), who started it, and, when it takes this
     process's token, its clients, the model's state and its memory."""
     if upstream is None:
         return ("sharing on: no server of this index runs now; the first editor starts one "
-                f"(its log: {log_file(index)})" if on else
+                f"(its log: {log_file(place)})" if on else
                 "sharing off (SHARE=off): each editor runs a server of its own")
     found = upstream.server
     who = "an editor (it exits once idle)" if found.started_by == "editor" else "you"

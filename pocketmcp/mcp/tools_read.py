@@ -67,7 +67,7 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
         async with tool_call("find_similar_documents", db=logged(db_name),
                              top_k=top_k) as counts:
             result = await search.find_similar(lambda: rt.reading(db_name), text, top_k,
-                                               max_bytes=config.max_file_bytes)
+                                               max_bytes=config.pipeline.max_file_bytes)
             counts["results"] = len(result.results)
             return render(result)
 
@@ -113,7 +113,8 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
     async def list_libraries_tool() -> LibraryList:
         """Libraries (named collections) with document and chunk counts."""
         async with tool_call("list_libraries") as counts:
-            result = await documents.libraries(await rt.read_index(), config.default_library)
+            result = await documents.libraries(await rt.read_index(),
+                                               config.watched.default_library)
             counts["libraries"] = len(result.libraries)
             return render(result)
 

@@ -33,7 +33,6 @@ from pocketmcp.ops.results import (
     UpsertResult,
 )
 from pocketmcp.runtime import Runtime
-from pocketmcp.settings import MAX_DOCS_PER_CALL
 
 
 def register(mcp: MCPServer, rt: Runtime) -> None:
@@ -43,12 +42,13 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
     async def upsert_tool(
         ctx: Context,
         docs: Annotated[list[NewDocument], Field(
-            min_length=1, max_length=MAX_DOCS_PER_CALL,
+            min_length=1, max_length=documents.MAX_DOCS_PER_CALL,
             description="New ones, or updates by external_id.")],
     ) -> UpsertResult:
         """Index given texts; searchable when this returns."""
         async with tool_call("upsert_documents", docs=len(docs)) as counts:
-            result = await documents.upsert(rt.writing, docs, max_bytes=config.max_file_bytes,
+            result = await documents.upsert(rt.writing, docs,
+                                            max_bytes=config.pipeline.max_file_bytes,
                                             progress=progress_of(ctx))
             counts["chunks"] = sum(r.chunks for r in result.results)
             return render(result)
@@ -66,7 +66,7 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
             doc = NewDocument.model_construct(text=text, metadata=metadata, external_id=None,
                                               title=None)  # checked by the operation itself
             result = await documents.upsert(lambda: rt.writing(db_name), [doc],
-                                            max_bytes=config.max_file_bytes,
+                                            max_bytes=config.pipeline.max_file_bytes,
                                             progress=progress_of(ctx))
             item = result.results[0]
             counts["chunks"] = item.chunks
@@ -102,7 +102,7 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
         path: Annotated[str, Field(min_length=1, max_length=4096, description=(
             "In the watched folder (or relative to it) or ALLOWED_ROOTS."))],
         library: Annotated[str | None, Field(max_length=100, json_schema_extra=doc(
-            "Default: DEFAULT_LIBRARY, or its folder's library for a watched file."))] = None,
+            "Default: the default library, or its folder's library for a watched file."))] = None,
         metadata: Annotated[dict[str, Any] | None, Field(json_schema_extra=doc(
             "Your fields, returned with it and usable as search filters."))] = None,
     ) -> IngestResult:
@@ -118,9 +118,9 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
     @mcp.tool(name="ingest_url", title="Index a web page", annotations=FETCHES)
     async def ingest_url_tool(
         url: Annotated[str, Field(min_length=1, max_length=4096, json_schema_extra=doc(
-            "HTML, PDF, Office or text, within MAX_FILE_MB and URL_TIMEOUT_S."))],
+            "HTML, PDF, Office or text, within MAX_FILE_MB and 30 s."))],
         library: Annotated[str | None, Field(max_length=100, json_schema_extra=doc(
-            "Default: DEFAULT_LIBRARY."))] = None,
+            "Default: the default library."))] = None,
         metadata: Annotated[dict[str, Any] | None, Field(json_schema_extra=doc(
             "Your fields, returned with it and usable as search filters."))] = None,
     ) -> IngestResult:

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pocketmcp.core.secret import Secret
 from pocketmcp.errors import StoreError
 from pocketmcp.mcp import discovery
+
+if TYPE_CHECKING:  # numpy: a bridge names the index's place and loads none of it
+    from pocketmcp.store.api import Place
 
 
 @dataclass(frozen=True)
@@ -28,11 +32,11 @@ class Upstream:
         return f"{self.problem}: {self.fix}" if self.fix else f"{self.problem}"
 
 
-async def locate(index: Path, token: Secret | None) -> Upstream | None:
-    """The HTTP server serving `index`, with the token it takes (`token`: this process's
-    POCKETMCP_TOKEN, else the server's token file); None when none runs (none published,
-    its process gone, or it does not answer)."""
-    found = discovery.find(index)
+async def locate(place: Place, token: Secret | None) -> Upstream | None:
+    """The HTTP server serving the index at `place`, with the token it takes (`token`: this
+    process's POCKETMCP_TOKEN, else the server's token file); None when none runs (none
+    published, its process gone, or it does not answer)."""
+    found = discovery.find(place)
     if found is None:
         return None
     mine = token

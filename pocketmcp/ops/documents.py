@@ -40,11 +40,11 @@ from pocketmcp.ops.results import (
 )
 from pocketmcp.pipeline.prepare import Progress
 from pocketmcp.plans import Open, Writing
-from pocketmcp.settings import MAX_DOCS_PER_CALL
 from pocketmcp.store.api import Listing, Reader, ReadIndex
 from pocketmcp.store.rows import DocumentRow, Sort
 
 # External ids of watched files, ingested files and ingested pages.
+MAX_DOCS_PER_CALL = 64  # documents in one upsert_documents call
 RESERVED_PREFIXES = ("file:", "path:", "url:")
 
 

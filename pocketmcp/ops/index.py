@@ -12,6 +12,7 @@ from pocketmcp import __version__
 from pocketmcp.core.safe import safe_text
 from pocketmcp.embed.base import Embedder
 from pocketmcp.embed.models import canonical_id
+from pocketmcp.embed.settings import DEFAULT_MODEL_ID
 from pocketmcp.errors import Busy, PocketError
 from pocketmcp.ops.filters import compile_glob
 from pocketmcp.ops.results import ReindexResult
@@ -102,9 +103,10 @@ def embedding_status(embedder: Embedder) -> EmbeddingStatus:
         last_error=safe_text(usage.last_error) if usage.last_error else None)
 
 
-def model_named(provider: str, model: str | None, model_id: str) -> str:
-    """The model the settings name, before it is loaded."""
-    return model or model_id if provider != "local" else canonical_id(model_id)
+def model_named(provider: str, model: str | None) -> str:
+    """The model the settings name (EMBED_MODEL), before it is loaded."""
+    return canonical_id(model or DEFAULT_MODEL_ID) if provider == "local" else (
+        model or DEFAULT_MODEL_ID)
 
 
 async def status(state: Status, *, model: str, embedder: Embedder | None, index_path: str,

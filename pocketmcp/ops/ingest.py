@@ -179,7 +179,7 @@ async def _download(url: str, max_bytes: int, timeout_s: float) -> tuple[bytes, 
                 return bytes(body), kind, str(response.url)
     except TimeoutError:
         raise FetchFailed(f"{safe_text(url)} did not finish downloading within {timeout_s:g} s "
-                          "(URL_TIMEOUT_S)") from None
+                          "(the time one download may take)") from None
     except httpx.TooManyRedirects:
         raise FetchFailed(f"{safe_text(url)} redirects more than 5 times") from None
     except httpx.HTTPError as exc:
@@ -201,7 +201,7 @@ def _kind_of_page(body: bytes, content_type: str, url: str) -> str | None:
 async def ingest_url(open_writing: Open[Writing], converter: Converter,
                      settings: IngestSettings, url: str, *,
                      library: str | None, metadata: dict[str, Any] | None) -> IngestResult:
-    """Download a page or document within MAX_FILE_MB and URL_TIMEOUT_S, and index it."""
+    """Download a page or document within MAX_FILE_MB and 30 s, and index it."""
     url = check_url(url)
     lib = check_library(library, settings.watched.default_library)
     meta = check_metadata(metadata)

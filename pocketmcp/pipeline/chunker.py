@@ -1,4 +1,4 @@
-"""Cuts each changed file into chunks, at most MAX_CHUNKS_PER_DOC of them.
+"""Cuts each changed file into chunks, at most 1000 of them (the most one document makes).
 
 The work per file is bounded by that number, whatever the length of its text, and a stop
 (EOF, SIGTERM) does not wait for a file in progress: its thread stops after the piece at
@@ -162,6 +162,6 @@ async def _pass_on(ahead: _Ahead, outbox: MemoryObjectSendStream[Chunked], *,
     if covered < len(item.text):
         log.warning("cut", path=item.rel, chunks=len(chunks), indexed_chars=covered,
                     chars=len(item.text),
-                    reason=f"the text makes more than {most} chunks "
-                           "(MAX_CHUNKS_PER_DOC): the rest is not indexed")
+                    reason=f"the text makes more than {most} chunks, the most one "
+                           "document makes: the rest is not indexed")
     await outbox.send(FileChunked(item, chunks))

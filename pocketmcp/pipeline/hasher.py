@@ -101,7 +101,7 @@ class Hasher:
             for ask in asks:
                 known = reader.doc_state(watched_id(ask.rel)) if (
                     ask.stored and reader is not None) else ask.known
-                # A file whose library changed (LIBRARY_FROM, a moved folder) is written again.
+                # A file whose library changed (LIBRARY, a moved folder) is written again.
                 force = ask.forced or self._library_changed(known, ask.library)
                 try:
                     out.append(look_at(ask.rel, self.root / ask.rel, self.max_bytes, known, force,

@@ -80,15 +80,15 @@ class Preparer:
         limit = self.most * self.chunker.size  # chunks hold at most CHUNK_SIZE characters
         if body > limit:
             raise InvalidRequest(
-                f"a text of {body} characters makes more than {self.most} chunks: at most "
-                f"{limit} characters fit (MAX_CHUNKS_PER_DOC x CHUNK_SIZE); split it into "
-                "several documents")
+                f"a text of {body} characters makes more than {self.most} chunks, the most "
+                f"one document makes: at most {limit} characters fit ({self.most} x "
+                "CHUNK_SIZE); split it into several documents")
         chunks, covered = await split_capped(self.chunker, record.content,
                                              record.facts.body_start, self.most)
         if covered < len(record.content):
             raise InvalidRequest(
-                f"the text makes more than {self.most} chunks (MAX_CHUNKS_PER_DOC); the first "
-                f"{covered} characters fit: split it into several documents")
+                f"the text makes more than {self.most} chunks, the most one document makes; "
+                f"the first {covered} characters fit: split it into several documents")
         return chunks
 
 

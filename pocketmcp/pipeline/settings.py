@@ -3,20 +3,54 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import msgspec
 
+from pocketmcp.settings import FEEDING, WRITING, Setting
 from pocketmcp.store.folder import FolderRecord
+
+INCLUDE = ("**/*.md", "**/*.markdown", "**/*.txt", "**/*.rst", "**/*.pdf", "**/*.docx",
+           "**/*.html", "**/*.htm", "**/*.pptx", "**/*.xlsx", "**/*.epub", "**/*.csv",
+           "**/*.png", "**/*.jpg", "**/*.jpeg", "**/*.webp", "**/*.tif", "**/*.tiff", "**/*.bmp",
+           "**/*.gif")
+_LISTING = ("index", "watch", "serve", "doctor", "eval")  # commands that list the folder
 
 
 class Watched(msgspec.Struct, frozen=True, kw_only=True):
     """The watched folder: where it is, which of its files are documents, their libraries."""
 
-    root: Path  # WATCH_DIR
-    include: tuple[str, ...]  # INCLUDE_GLOBS
-    ignore: tuple[str, ...]  # IGNORE_PATTERNS (the folder's .gitignore is read as well)
-    default_library: str
-    library_from: str  # "folder": a file's first folder names its library
+    root: Annotated[Path, Setting(
+        env="WATCH_DIR", flag="--data-folder",
+        used_by=("index", "watch", "serve", "search", "open", "doctor", "init"),
+        help="Folder of documents to index and watch.")] = Path("kb")
+    include: Annotated[tuple[str, ...], Setting(
+        env="INCLUDE_GLOBS", flag="--include", used_by=_LISTING,
+        help="Comma-separated gitignore-style globs of files to index. PDF, Word, HTML, "
+             "PowerPoint, Excel, EPUB and CSV files are converted to Markdown, images read by "
+             "OCR (see OCR); other matches are read as text, and binary files of unknown "
+             "formats are skipped and logged.")] = INCLUDE
+    ignore: Annotated[tuple[str, ...], Setting(
+        env="IGNORE_PATTERNS", flag="--ignore", used_by=_LISTING,
+        help="Comma-separated gitignore-style patterns to skip, on top of temp/editor files, "
+             "dot files and the folder's .gitignore.")] = ()
+    library: Annotated[str, Setting(
+        env="LIBRARY", flag="--libraries", used_by=WRITING,
+        help="folder: a watched file's top folder names its library (kb/papers/a.pdf is in "
+             "'papers'), and files directly in WATCH_DIR and documents a tool writes naming "
+             "none are in 'default'. Any other name: every watched file, and every document "
+             "naming none, is in that library.")] = "folder"
+    given: bool = False  # WATCH_DIR (or a folder) was given: else its default
+
+    @property
+    def library_from(self) -> str:
+        """How watched files fall into libraries: by their top folder, or none."""
+        return "folder" if self.library == "folder" else "none"
+
+    @property
+    def default_library(self) -> str:
+        """The library of documents that name none."""
+        return "default" if self.library == "folder" else self.library
 
     def library_of(self, rel: str) -> str:
         """The library of the watched file at `rel` (POSIX, relative to WATCH_DIR)."""
@@ -27,14 +61,40 @@ class Watched(msgspec.Struct, frozen=True, kw_only=True):
 
 class PipelineSettings(msgspec.Struct, frozen=True, kw_only=True):
     watched: Watched
-    max_file_bytes: int  # MAX_FILE_MB in bytes
-    debounce_ms: int
-    read_concurrency: int
-    queue_size: int  # items each stream between the stages holds
-    max_chunks_per_doc: int
-    embed_batch_size: int  # the embedder's batching, when it gives none
-    embed_batch_tokens: int
-    cpu_budget: int = 0  # INDEX_CPU_BUDGET: percent of the machine indexing may use (0: any)
+    max_file_mb: Annotated[int, Setting(
+        env="MAX_FILE_MB", flag="--max-file-mb", used_by=FEEDING, minimum=1, maximum=4096,
+        help="Files larger than this many MiB are skipped and logged.")] = 20
+    chunk_size: Annotated[int, Setting(
+        env="CHUNK_SIZE", flag="--chunk-size", used_by=FEEDING, minimum=100, maximum=20000,
+        help="Target chunk length in characters (chunks never exceed the model's token "
+             "window); neighbouring chunks share 12% of it.")] = 1000
+    debounce_ms: Annotated[int, Setting(
+        env="DEBOUNCE_MS", flag="--debounce-ms", used_by=("watch", "serve"), minimum=0,
+        maximum=60000,
+        help="Quiet time before a burst of file events is processed.")] = 600
+    read_concurrency: Annotated[int, Setting(
+        env="READ_CONCURRENCY", flag="--read-concurrency", used_by=FEEDING, minimum=1,
+        maximum=64, help="Files read and hashed at once.")] = 3
+    queue_size: Annotated[int, Setting(
+        env="QUEUE_SIZE", flag="--queue-size", used_by=FEEDING, minimum=0, maximum=16,
+        help="Capacity of each stream between pipeline stages.")] = 8
+    cpu_budget: Annotated[int, Setting(
+        env="INDEX_CPU_BUDGET", flag="--index-cpu-budget", used_by=FEEDING, minimum=0,
+        maximum=100,
+        help="Share of the machine's CPU indexing may use, in percent: indexing pauses "
+             "between batches to stay under it (0: no pauses, priority alone).")] = 0
+    # Constants: the environment does not set them.
+    max_chunks_per_doc: int = 1000  # a longer document is cut there (time and memory bounded)
+    write_batch_files: int = 32  # files committed in one transaction at most
+
+    @property
+    def max_file_bytes(self) -> int:
+        return self.max_file_mb * 2**20
+
+    @property
+    def chunk_overlap(self) -> int:
+        """Characters neighbouring chunks share: 12% of CHUNK_SIZE (120 at 1000)."""
+        return self.chunk_size * 12 // 100
 
 
 def folder_record(watched: Watched) -> FolderRecord:

@@ -72,8 +72,7 @@ class Pipeline:
         self.force = force
         self.source = source
         self.accept_requests = accept_requests
-        self.batching = batching or Batching(size=settings.embed_batch_size,
-                                             tokens=settings.embed_batch_tokens)
+        self.batching = batching or Batching(size=1, tokens=4096)  # the built-in model's
         self.wait_for_provider = wait_for_provider
         self.keywords_first = keywords_first  # one scan: vectors left to a later run
         self.give_way_s = give_way_s

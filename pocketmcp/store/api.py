@@ -146,9 +146,8 @@ class ReadIndex(Protocol):
     def where(self) -> str:
         """Where the index is, for messages (a file, or a Postgres schema; no password)."""
 
-    @property
-    def file(self) -> Path | None:
-        """The index's file (as configured: it may be relative), None when it is no file."""
+    def beside(self, name: str) -> Path:
+        """A file of this index's own on this machine (its place's `beside`)."""
 
     @property
     def live(self) -> int:
@@ -227,6 +226,12 @@ class Place(Protocol):
 
     def describe(self) -> str:
         """Where it is, for messages and logs (a file, or a Postgres schema; no password)."""
+
+    def beside(self, name: str) -> Path:
+        """The file `name` of this index's own on this machine, in the folder that holds its
+        token (`token`), discovery file (`server.json`), server lock and log, OCR cache
+        (`ocr`) and search tuning (`search.json`): beside a SQLite index's file, or a folder
+        of the user data folder for a Postgres schema (made, private, when first named)."""
 
     def exists(self) -> bool:
         """Whether a writer has made the index here (blocking)."""

@@ -18,7 +18,7 @@ SCAN_KEY = "first_scan"
 
 class FolderRecord(msgspec.Struct, frozen=True, kw_only=True):
     path: str  # the indexed folder, absolute
-    library_from: str = "folder"  # LIBRARY_FROM when it was indexed
+    library_from: str = "folder"  # how LIBRARY put files in libraries when it was indexed
     default_library: str = "default"
 
     @property

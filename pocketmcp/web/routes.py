@@ -109,7 +109,8 @@ def routes(rt: Runtime, logins: Logins) -> list[BaseRoute]:
                                   "matches": None, "error": None,
                                   "threshold": search.SCORE_THRESHOLD}
         try:
-            listed = await documents.libraries(await rt.read_index(), config.default_library)
+            listed = await documents.libraries(await rt.read_index(),
+                                               config.watched.default_library)
             values["libraries"] = [lib.name for lib in listed.libraries]
             if query:
                 flt = SearchFilter.model_validate({"path_glob": path}) if path else None
@@ -177,7 +178,7 @@ def routes(rt: Runtime, logins: Logins) -> list[BaseRoute]:
         library = q.get("library", "").strip() or None
         try:
             read = await rt.read_index()
-            listed = await documents.libraries(read, config.default_library)
+            listed = await documents.libraries(read, config.watched.default_library)
             found = await documents.list_documents(
                 rt.read_index, PAGE, q.get("cursor") or None, library=library, sort=sort)
         except PocketError as exc:

@@ -73,7 +73,7 @@ async def _editors_server(entry: dict[str, Any], home: Path, cwd: Path) -> str:
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home),
            "XDG_DATA_HOME": str(home / ".local" / "share"), "SHARE": "off",
            **entry.get("env", {})}
-    for key in ("POCKETMCP_CACHE", "XDG_CACHE_HOME", "PYTHONPATH"):
+    for key in ("XDG_CACHE_HOME", "PYTHONPATH"):
         if key in os.environ:
             env[key] = os.environ[key]
     params = StdioServerParameters(command=entry["command"], args=entry.get("args", []),

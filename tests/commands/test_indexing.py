@@ -130,7 +130,7 @@ def test_another_model_on_an_existing_index_is_refused_with_advice(tmp_path: Pat
     (tmp_path / "kb").mkdir()
     (tmp_path / "kb" / "a.md").write_text(A)
     assert run_cli(tmp_path, "index").returncode == 0
-    done = run_cli(tmp_path, "index", env={"MODEL_ID": "BAAI/bge-small-en-v1.5"})
+    done = run_cli(tmp_path, "index", env={"EMBED_MODEL": "BAAI/bge-small-en-v1.5"})
     assert done.returncode == 1
     assert "--rebuild" in done.stderr and "all-MiniLM-L6-v2" in done.stderr
 

@@ -91,7 +91,7 @@ def test_the_indexes_are_looked_through_once_to_say_none_is_there(
 
     # main() in this process: its logs are not bound to this test's captured stderr
     monkeypatch.setattr(logs, "configure", lambda level: None)
-    for name in ("SQLITE_PATH", "WATCH_DIR", "DATABASES_DIR", "POCKETMCP_TOKEN"):
+    for name in ("SQLITE_PATH", "WATCH_DIR", "POCKETMCP_TOKEN"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))

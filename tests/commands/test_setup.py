@@ -152,7 +152,7 @@ def test_doctor_reads_the_index_model_and_the_wanted_one_once(
     from pocketmcp.embed import factory
     from pocketmcp.store.sqlite.place import SqlitePlace
 
-    for name in ("DATABASES_DIR", "POCKETMCP_TOKEN"):
+    for name in ("POCKETMCP_TOKEN",):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("SQLITE_PATH", str(tmp_path / "idx" / "index.db"))
     monkeypatch.setenv("WATCH_DIR", str(tmp_path / "notes"))

@@ -6,6 +6,7 @@ the built-in model."""
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -14,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 from ocr_pictures import picture, png_bomb, save, scanned_pdf, transparent
 from support.mcp_harness import until
-from support.runtime import make_config, running
+from support.runtime import make_config, running, with_fields
 from support.tools import Tools
 
 from pocketmcp.config import Config
@@ -85,7 +87,7 @@ async def test_images_and_scans_are_found_by_meaning(tmp_path: Path) -> None:
     inbox = tmp_path / "inbox"
     inbox.mkdir()
     config = ocr_config(tmp_path, ALLOWED_ROOTS=str(inbox))
-    kb = config.watch_dir
+    kb = config.watched.root
     (kb / "photos").mkdir()
     save(transparent(picture(INVOICE, face="DejaVuSans", size=26)), kb / "invoice.png")
     save(picture(WHITEBOARD, face="DejaVuSerif", size=30, angle=90).convert("RGB"),
@@ -157,8 +159,10 @@ async def test_images_and_scans_are_found_by_meaning(tmp_path: Path) -> None:
 
 async def test_a_long_scan_stops_at_its_page_cap_and_the_folder_is_indexed(
         tmp_path: Path) -> None:
-    config = ocr_config(tmp_path, OCR_MAX_PAGES="3")
-    kb = config.watch_dir
+    config = ocr_config(tmp_path)
+    config = with_fields(config, convert={"ocr": msgspec.structs.replace(config.convert.ocr,
+                                                                         max_pages=3)})
+    kb = config.watched.root
     pages = [picture(f"Archive box {n}: minutes of the rowing club meeting", size=22,
                      width=700, margin=10) for n in range(1, 301)]
     scanned_pdf(kb / "archive.pdf", pages, dpi=100)
@@ -176,7 +180,7 @@ async def test_a_long_scan_stops_at_its_page_cap_and_the_folder_is_indexed(
         match = await top_path(tools, "rowing club meeting minutes")
         assert match["path"] == "archive.pdf"
         document = await tools("get_document", doc_id=match["doc_id"])
-        assert "of 300 scanned; OCR_MAX_PAGES" in document["metadata"]["ocr"]
+        assert "of 300 scanned; at most 3 are read" in document["metadata"]["ocr"]
         text = document["text"]
         assert "Page 3 (OCR)" in text and "Page 4 (OCR)" not in text
         assert "Archive box 3" in text and "Archive box 4" not in text
@@ -187,7 +191,7 @@ async def test_text_files_are_not_held_up_by_images_waiting_for_ocr(tmp_path: Pa
     # One file read at a time, two images first in the scan's order: the note is indexed
     # while they wait for the OCR worker, not after them.
     config = ocr_config(tmp_path, READ_CONCURRENCY="1")
-    kb = config.watch_dir
+    kb = config.watched.root
     save(picture(RECEIPT), kb / "a-receipt.png")
     save(picture(FLYER), kb / "b-flyer.png")
     (kb / "c-garden.md").write_text("# Garden\n\nPrune the apple trees in late winter.\n")
@@ -199,12 +203,12 @@ async def test_text_files_are_not_held_up_by_images_waiting_for_ocr(tmp_path: Pa
         "a-receipt.png", "b-flyer.png", "c-garden.md"], order
 
 
-async def test_with_postgres_the_ocr_cache_is_in_the_cache_folder(
+async def test_with_postgres_the_ocr_cache_is_in_the_indexs_own_folder(
         tmp_path: Path, pg_url: str, pg_schema: str) -> None:
-    config = ocr_config(tmp_path, STORE="postgres", DATABASE_URL=pg_url, PG_SCHEMA=pg_schema,
-                        POCKETMCP_CACHE=str(tmp_path / "cache"))
-    save(picture(RECEIPT, size=22, width=700), config.watch_dir / "receipt.png")
-    cache = tmp_path / "cache" / "ocr" / pg_schema
+    config = ocr_config(tmp_path, STORE="postgres", DATABASE_URL=pg_url, PG_SCHEMA=pg_schema)
+    save(picture(RECEIPT, size=22, width=700), config.watched.root / "receipt.png")
+    cache = config.main_place().beside("ocr")
+    assert pg_schema in str(cache) and stat.S_IMODE(cache.parent.stat().st_mode) == 0o700
     async with indexed(config) as rt:
         assert rt.converter.ocr_runs == 1
         match = await top_path(Tools(rt), "what bread did I buy at the bakery")
@@ -218,7 +222,7 @@ async def test_with_postgres_the_ocr_cache_is_in_the_cache_folder(
 
 async def test_with_ocr_off_images_are_skipped_saying_why(tmp_path: Path) -> None:
     config = ocr_config(tmp_path, OCR="off")
-    kb = config.watch_dir
+    kb = config.watched.root
     save(picture(INVOICE), kb / "invoice.png")
     scanned_pdf(kb / "lease.pdf", [picture(LEASE, size=22, width=1240)])
     (kb / "garden.md").write_text("# Garden\n\nPrune the apple trees in late winter.\n")
@@ -303,7 +307,7 @@ def test_ocr_on_without_the_extra_is_refused_at_start(monkeypatch: pytest.Monkey
     with pytest.raises(ConfigError, match=r"OCR accepts auto or off: OCR needs "
                                           r"opencv-python-headless.*pocketmcp\[ocr\]"):
         ocr_config(tmp_path, OCR="on")
-    assert ocr_config(tmp_path, OCR="auto").convert_limits().ocr.mode == "auto"
+    assert ocr_config(tmp_path, OCR="auto").convert.ocr.mode == "auto"
 
 
 def test_the_server_imports_no_ocr_engine() -> None:

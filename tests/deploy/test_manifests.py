@@ -88,11 +88,12 @@ def test_the_deployment_configures_an_http_server_on_postgres_that_needs_its_tok
     filled = {"token": "t0ken-chosen-by-the-operator",
               "database-url": "postgresql://pocketmcp:pw@db.example:5432/pocketmcp"}
     config = load({}, environ=_env(container, filled))
-    assert (config.store, config.transport, config.host) == ("postgres", "http", "0.0.0.0")
-    assert config.token is not None and config.database_url is not None
-    assert config.port == container["ports"][0]["containerPort"]
+    assert (config.store.store, config.serve.transport, config.serve.host) == (
+        "postgres", "http", "0.0.0.0")
+    assert config.serve.token is not None and config.store.database_url is not None
+    assert config.serve.port == container["ports"][0]["containerPort"]
     probe_host = container["readinessProbe"]["httpGet"]["httpHeaders"][0]["value"]
-    assert probe_host == f"localhost:{config.port}"
+    assert probe_host == f"localhost:{config.serve.port}"
     # As shipped (the Secret's values empty), the server refuses to start.
     with pytest.raises(ConfigError):
         load({}, environ=_env(container, {"token": "", "database-url": ""}))

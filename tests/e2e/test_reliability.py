@@ -19,6 +19,7 @@ from support.chaos import (
     run_index,
     watched_files,
 )
+from support.cli import fields
 from support.load import load_run
 from support.mcp_harness import start_http, stop_http
 
@@ -50,7 +51,7 @@ def test_every_bad_file_ends_indexed_or_skipped_with_a_reason(tmp_path: Path) ->
     expected = make_corpus(kb, full=False, max_file_bytes=1024 * 1024)
     # Small limits keep the run short: every file is cut at 10 chunks.
     env = env_for(tmp_path, MAX_FILE_MB="1", CONVERT_TIMEOUT_S="5",
-                  MAX_CHUNKS_PER_DOC="10")
+                  **fields(pipeline={"max_chunks_per_doc": 10}))
     started = time.monotonic()
     code, result, lines = run_index(tmp_path, env, timeout_s=240)
     elapsed = time.monotonic() - started

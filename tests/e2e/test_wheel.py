@@ -66,7 +66,7 @@ def test_the_wheel_installs_and_indexes_and_searches_offline(installed: Path,
            # offline: nothing may be fetched
            "HF_HUB_OFFLINE": "1", "NO_PROXY": "*", "HTTPS_PROXY": "http://127.0.0.1:9",
            "HTTP_PROXY": "http://127.0.0.1:9"}
-    for key in ("POCKETMCP_CACHE", "XDG_CACHE_HOME"):
+    for key in ("XDG_CACHE_HOME",):
         if key in os.environ:
             env[key] = os.environ[key]
     indexed = _run(installed / "pocketmcp", "index", "--json", cwd=tmp_path, env=env)

@@ -34,6 +34,6 @@ async def test_its_identity_is_no_real_providers_and_the_source_gives_it_whateve
     source = FakeEmbedding()
     identity = await source.identity(None)
     assert (identity.provider, identity.model) == (PROVIDER, MODEL)
-    real = factory.wanted(load({}, environ={}).embed_settings()).identity
+    real = factory.wanted(load({}, environ={}).embed).identity
     assert await source.identity(real) == identity != real
     assert source.make(identity).identity == identity and len(source.made) == 1

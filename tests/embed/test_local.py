@@ -60,7 +60,7 @@ def test_the_built_in_model_answers_queries_before_its_documents_session_loads()
     code = ("import sys; from pocketmcp.config import load; "
             "from pocketmcp.embed.local import LocalEmbedder; "
             "from pocketmcp.embed.models import ModelSpec; "
-            "e = LocalEmbedder(ModelSpec(load({}, environ={}).embed_settings())); "
+            "e = LocalEmbedder(ModelSpec(load({}, environ={}).embed)); "
             "q = e.embed_query_now('owls at night'); "
             "before = 'fastembed' in sys.modules; "
             "d = e.embed(['owls at night']); "
@@ -75,7 +75,7 @@ def test_the_built_in_model_starts_without_the_remote_providers_http_client() ->
     # first search after start-up waits for every import on its way.
     code = ("import sys; import pocketmcp.runtime; from pocketmcp.config import load; "
             "from pocketmcp.embed import factory; "
-            "c = load({}, environ={}).embed_settings(); w = factory.wanted(c); "
+            "c = load({}, environ={}).embed; w = factory.wanted(c); "
             "e = factory.make(c, w, w.identity); e.embed_query_now('owls at night'); "
             "print('httpx' in sys.modules, 'pocketmcp.embed.remote' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

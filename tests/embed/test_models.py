@@ -1,13 +1,20 @@
-"""Where the bundled model is assembled, and that starting many processes at once is safe."""
+"""Where the bundled model is assembled, that starting many processes at once is safe, and
+which model EMBED_MODEL names."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from pocketmcp.embed.models import bundled_model_dir, folder_tokenizer
+import pytest
+
+from pocketmcp.config import load
+from pocketmcp.embed.models import ModelSpec, bundled_model_dir, folder_tokenizer
+from pocketmcp.embed.settings import DEFAULT_MODEL_ID
+from pocketmcp.errors import EmbeddingError
 
 
 def test_the_model_folder_is_assembled_once_and_then_reused(tmp_path: Path) -> None:
@@ -37,3 +44,18 @@ def test_the_folder_tokenizer_is_set_up_as_fastembed_sets_it_up(tmp_path: Path) 
 
     folder = bundled_model_dir(tmp_path)
     assert folder_tokenizer(folder).to_str() == load_tokenizer(folder)[0].to_str()
+
+
+def test_a_folder_named_after_its_model_is_that_model(tmp_path: Path) -> None:
+    """EMBED_MODEL may name a folder of a fastembed-format model (what MODEL_PATH was): the
+    folder's name says which model it holds."""
+    folder = tmp_path / "models" / "all-MiniLM-L6-v2"
+    shutil.copytree(bundled_model_dir(tmp_path / "cache"), folder, symlinks=True)
+    spec = ModelSpec(load({"EMBED_MODEL": str(folder)}, environ={}).embed)
+    assert (spec.model_id, spec.path, spec.dim) == (DEFAULT_MODEL_ID, folder, 384)
+    named = ModelSpec(load({}, environ={"XDG_CACHE_HOME": str(tmp_path / "cache")}).embed)
+    assert named.model_id == DEFAULT_MODEL_ID and named.path != folder  # the bundled one
+    empty = tmp_path / "empty" / "all-MiniLM-L6-v2"
+    empty.mkdir(parents=True)
+    with pytest.raises(EmbeddingError, match=r"EMBED_MODEL=.* has no tokenizer.json"):
+        ModelSpec(load({"EMBED_MODEL": str(empty)}, environ={}).embed)

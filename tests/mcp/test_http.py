@@ -25,6 +25,7 @@ from mcp.shared.exceptions import MCPError
 from support.mcp_harness import STOP_BOUND_S, HttpServer, call, server_env, start_http, stop_http
 
 from pocketmcp.mcp import discovery
+from pocketmcp.store.places import at_file
 
 A = "# Sourdough\n\nA wild yeast starter leavens sourdough bread; feed it flour and water.\n"
 B = "# Kubernetes\n\nA Service gives pods a stable virtual IP address and a DNS name.\n"
@@ -63,7 +64,7 @@ def probe(server: HttpServer, method: str, path: str, headers: dict[str, str] | 
 
 def test_the_generated_token_is_private_and_the_discovery_file_names_the_server(
         server: HttpServer) -> None:
-    index = server.root / "data" / "index.db"
+    index = at_file(server.root / "data" / "index.db")
     token_file = discovery.token_file(index)
     assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
     assert len(server.token) >= 32
@@ -330,7 +331,7 @@ async def test_sigterm_stops_the_server_promptly_with_work_committed(
         code = stop_http(served)
     assert code == 0, served.stderr()[-3000:]
     assert '"event": "stopped"' in served.stderr()
-    assert not discovery.server_file(index).exists()
+    assert not discovery.server_file(at_file(index)).exists()
     with sqlite3.connect(index) as db:
         stored = {row[0] for row in db.execute("SELECT external_id FROM documents")}
     assert {"sse", "http", "file:bread.md"} <= stored

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from support.runtime import with_fields
 
 from pocketmcp.config import load
 from pocketmcp.embed.local import LocalEmbedder, index_threads
@@ -38,7 +39,7 @@ def threads() -> dict[int, tuple[str, int]]:
 async def test_documents_embed_at_a_lower_priority_than_queries() -> None:
     base = os.getpriority(os.PRIO_PROCESS, 0)
     before = set(threads())
-    spec = ModelSpec(load({}, environ={}).embed_settings())
+    spec = ModelSpec(load({}, environ={}).embed)
     embedder = LocalEmbedder(spec, index_threads=2)
     try:
         await embedder.embed_documents(["a note about tea " * 40])
@@ -60,7 +61,7 @@ async def test_documents_embed_at_a_lower_priority_than_queries() -> None:
 
 
 async def test_index_threads_caps_the_documents_session() -> None:
-    spec = ModelSpec(load({}, environ={"EMBED_THREADS": "4"}).embed_settings())
+    spec = ModelSpec(with_fields(load({}, environ={}), embed={"threads": 4}).embed)
     embedder = LocalEmbedder(spec, index_threads=1)
     try:
         model = embedder._documents_model()

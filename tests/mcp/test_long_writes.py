@@ -7,12 +7,13 @@ import random
 from pathlib import Path
 
 from support.chaos import Rounds, document, env_for, tool_write_round
+from support.cli import fields
 from support.mcp_harness import call, code_of, mcp_session, tool_error
 
 
 async def test_an_upsert_reports_progress_of_its_chunks_then_its_commit(tmp_path: Path) -> None:
     text = document(random.Random(1), "progress", 30)
-    async with mcp_session(tmp_path, EMBED_BATCH_SIZE="4") as session:
+    async with mcp_session(tmp_path, **fields(embed={"batch_size": 4})) as session:
         seen: list[tuple[float, float | None, str | None]] = []
 
         async def on_progress(done: float, total: float | None, message: str | None) -> None:
@@ -36,13 +37,14 @@ async def test_an_upsert_reports_progress_of_its_chunks_then_its_commit(tmp_path
 
 
 async def test_texts_over_the_limits_are_refused_with_the_limit_named(tmp_path: Path) -> None:
-    async with mcp_session(tmp_path, MAX_FILE_MB="1", MAX_CHUNKS_PER_DOC="10") as session:
+    async with mcp_session(tmp_path, MAX_FILE_MB="1",
+                           **fields(pipeline={"max_chunks_per_doc": 10})) as session:
         big = await tool_error(session, "upsert_documents", {"docs": [
             {"text": "x" * (1024 * 1024 + 10)}]})
         assert code_of(big) == "INVALID_REQUEST" and "MAX_FILE_MB (1048576 bytes)" in big
         many = await tool_error(session, "insert_document", {
             "text": document(random.Random(2), "many", 60)})
-        assert code_of(many) == "INVALID_REQUEST" and "MAX_CHUNKS_PER_DOC" in many
+        assert code_of(many) == "INVALID_REQUEST" and "the most one document makes" in many
         assert "more than 10 chunks" in many
 
 

@@ -206,8 +206,8 @@ async def test_sigterm_stops_the_server_promptly(tmp_path: Path) -> None:
 
 
 async def test_a_stop_does_not_wait_for_pathological_files_in_progress(tmp_path: Path) -> None:
-    """A 300 KB one-line file is cut at MAX_CHUNKS_PER_DOC and its chunks are being embedded
-    when SIGTERM comes; a million-column CSV is converting or chunking."""
+    """A 300 KB one-line file is cut at the most chunks one document makes and its chunks are
+    being embedded when SIGTERM comes; a million-column CSV is converting or chunking."""
     kb = tmp_path / "kb"
     kb.mkdir()
     (kb / "line.txt").write_text(" ".join(f"w{i % 977}x{i % 13}" for i in range(40_000)))

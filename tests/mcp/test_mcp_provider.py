@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from support.cli import fields
 from support.mcp_harness import call, mcp_session, until
 from support.provider_server import Fault, ProviderServer
 
@@ -19,8 +20,8 @@ async def test_the_server_outlives_a_failing_provider_and_never_logs_the_key(
     kb.mkdir()
     (kb / "owls.md").write_text("# Owls\n\nOwls hunt at night in the forest.", encoding="utf-8")
     env = {"EMBED_PROVIDER": "openai", "EMBED_BASE_URL": provider.url + "/v1",
-           "EMBED_MODEL": "all-minilm", "EMBED_TIMEOUT_S": "1", "EMBED_RETRIES": "1",
-           "EMBED_RETRY_BASE_S": "0.01", "OPENAI_API_KEY": SECRET, "LOG_LEVEL": "debug"}
+           "EMBED_MODEL": "all-minilm", "OPENAI_API_KEY": SECRET, "LOG_LEVEL": "debug",
+           **fields(embed={"timeout_s": 1, "retries": 1, "retry_base_s": 0.01})}
     async with mcp_session(tmp_path, **env) as session:
         async def status() -> dict[str, Any]:
             return await call(session, "status")

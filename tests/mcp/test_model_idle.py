@@ -113,7 +113,7 @@ async def reaches(state: ModelState, wanted: str, within_s: float) -> None:
 
 
 async def test_the_embedder_unloads_only_when_idle_and_reloads_on_demand() -> None:
-    spec = ModelSpec(load({}, environ={}).embed_settings())
+    spec = ModelSpec(load({}, environ={}).embed)
     embedder = LocalEmbedder(spec, idle_unload_s=1.5)
     try:
         state = embedder.model_state
@@ -142,7 +142,7 @@ class SlowLoad:
     """The settings' real model, made `delay_s` late: a model that loads slowly at start."""
 
     def __init__(self, config: Config, delay_s: float) -> None:
-        self._real = factory.Embedding(config.embed_settings())
+        self._real = factory.Embedding(config.embed)
         self._delay_s = delay_s
 
     async def identity(self, stored: Identity | None) -> Identity:
@@ -156,7 +156,7 @@ class SlowLoad:
 async def test_searches_answer_by_keywords_while_the_model_loads_at_start(
         tmp_path: Path) -> None:
     config = make_config(tmp_path)
-    (config.watch_dir / "tea.md").write_text("# Tea\n\nGreen tea brews best at 80 °C.\n")
+    (config.watched.root / "tea.md").write_text("# Tea\n\nGreen tea brews best at 80 °C.\n")
     async with open_runtime(config, INDEXING) as indexing:
         with anyio.fail_after(60):
             await indexing.fed.wait()

@@ -18,6 +18,8 @@ from support.mcp_harness import call, mcp_session, until
 from support.provider_server import Fault, ProviderServer
 
 from pocketmcp.mcp import discovery, sharing
+from pocketmcp.store.api import Place
+from pocketmcp.store.places import at_file
 
 SHARED = {"SHARE": "on", "SERVER_IDLE_EXIT_S": "2"}
 
@@ -30,8 +32,8 @@ def root(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def index(root: Path) -> Path:
-    return root / "data" / "index.db"
+def index(root: Path) -> Place:
+    return at_file(root / "data" / "index.db")
 
 
 def alive(pid: int) -> bool:
@@ -172,17 +174,18 @@ def test_a_server_an_editor_starts_gets_the_editors_settings(tmp_path: Path) -> 
     """Its settings pass through the environment, flags included: the same Config."""
     from pocketmcp.config import child_environment, load
 
-    config = load({"chunk_size": "700", "tools": "core", "embed_doc_prefix": "none",
-                   "embed_query_prefix": "query:\\n"},
+    config = load({"CHUNK_SIZE": "700", "TOOLS": "core", "EMBED_DOC_PREFIX": "none",
+                   "EMBED_QUERY_PREFIX": "query:\\n", "LIBRARY": "notes"},
                   environ={"SQLITE_PATH": str(tmp_path / "i.db"), "WATCH_DIR": str(tmp_path),
                            "INCLUDE_GLOBS": "**/*.md,**/*.txt", "POCKETMCP_TOKEN": "t0ken-x"})
     assert load({}, environ=child_environment(config)) == config
     unwatched = load({}, environ={"SQLITE_PATH": str(tmp_path / "i.db")})
     again = load({}, environ=child_environment(unwatched))
-    assert not again.watch_dir_given and again == unwatched
-    assert not again.databases_dir_given  # still derived from the index's place
+    assert not again.watched.given and again == unwatched
+    named = Path(again.main_place().database("x").describe())  # still beside the index
+    assert named.parent == (tmp_path / "databases").resolve()
     elsewhere = load({}, environ={"SQLITE_PATH": str(tmp_path / "i.db"),
-                                  "DATABASES_DIR": str(tmp_path / "named")})
+                                  "PG_SCHEMA": "team", "MCP_ALLOWED_HOSTS": "notes.lan"})
     assert load({}, environ=child_environment(elsewhere)) == elsewhere
 
 

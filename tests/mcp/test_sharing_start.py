@@ -13,6 +13,7 @@ import pytest
 
 from pocketmcp.errors import SharingFailed
 from pocketmcp.mcp import discovery, sharing
+from pocketmcp.store.places import at_file
 
 HOLD = ("import sys, time\n"
         "from filelock import FileLock\n"
@@ -24,9 +25,11 @@ HOLD = ("import sys, time\n"
 PUBLISH_AND_DIE = ("import os, sys\n"
                    "from pathlib import Path\n"
                    "from pocketmcp.mcp import discovery\n"
+                   "from pocketmcp.store.places import at_file\n"
                    "index = Path(sys.argv[1])\n"
-                   "discovery.publish(index, discovery.Published(url='http://127.0.0.1:9', "
-                   "pid=os.getpid(), index=str(index), token_file=None, version='0'))\n"
+                   "discovery.publish(at_file(index), discovery.Published("
+                   "url='http://127.0.0.1:9', pid=os.getpid(), index=str(index), "
+                   "token_file=None, version='0'))\n"
                    "sys.exit(3)\n")
 
 
@@ -35,8 +38,8 @@ def python(code: str, *args: str, stdout: int | None = None) -> subprocess.Popen
 
 
 async def test_the_start_lock_waits_for_another_process_then_is_taken(tmp_path: Path) -> None:
-    index = tmp_path / "data" / "index.db"
-    index.parent.mkdir()
+    index = at_file(tmp_path / "data" / "index.db")
+    (tmp_path / "data").mkdir()
     holder = python(HOLD, str(sharing.lock_file(index)), stdout=subprocess.PIPE)
     try:
         assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
@@ -62,8 +65,8 @@ async def test_the_start_lock_waits_for_another_process_then_is_taken(tmp_path: 
 @pytest.mark.skipif(not hasattr(os, "waitid"), reason="waitid: to order the two processes")
 async def test_a_server_dying_once_published_is_reported_with_its_exit_code(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    index = tmp_path / "data" / "index.db"
-    process = python(PUBLISH_AND_DIE, str(index))
+    file = tmp_path / "data" / "index.db"
+    process = python(PUBLISH_AND_DIE, str(file))
     read = discovery._read
 
     def read_once_it_ended(path: Path) -> discovery.Published | None:
@@ -77,7 +80,7 @@ async def test_a_server_dying_once_published_is_reported_with_its_exit_code(
     try:
         with anyio.fail_after(30), pytest.raises(SharingFailed,
                                                  match=r"exited at start \(code 3\)"):
-            await sharing.wait_published(index, process, timeout_s=20)
+            await sharing.wait_published(at_file(file), process, timeout_s=20)
     finally:
         process.kill()
         process.wait()

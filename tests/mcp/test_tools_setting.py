@@ -9,7 +9,7 @@ from support.runtime import fake, make_config, running
 from support.tools import Tools
 
 from pocketmcp.errors import ConfigError
-from pocketmcp.settings import TOOL_NAMES
+from pocketmcp.mcp.settings import TOOL_NAMES
 
 
 @pytest.mark.parametrize("tools_setting", ["core", "search,status,core"])

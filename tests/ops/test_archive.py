@@ -60,7 +60,7 @@ async def _source(tmp_path: Path, env: dict[str, str] | None = None
     """An index of the vault and of raw documents, exported while its server runs (in a
     SQLite file, or where `env` says)."""
     config = _config(tmp_path / "a", env)
-    write_vault(config.watch_dir)
+    write_vault(config.watched.root)
     async with running(config, Plan(feed="scan", keep_serving=True)) as rt:
         assert rt.pipeline is not None
         with anyio.fail_after(60):
@@ -162,7 +162,7 @@ async def test_a_backup_made_while_the_server_writes_is_consistent(tmp_path: Pat
                 await archive.backup(config.main_place(), target)
                 copies.append(target)
         with pytest.raises(InvalidRequest, match="another file"):
-            await archive.backup(config.main_place(), config.sqlite_path)
+            await archive.backup(config.main_place(), config.store.sqlite_path)
     assert copies
     for copy in copies:
         reader = SqliteReader(copy)

@@ -46,7 +46,7 @@ async def _export_in_the_gap(tmp_path: Path, server: ProviderServer,
     """An index of three notes, one embedded before the provider went down, two waiting,
     exported while its server runs."""
     config = _config(tmp_path / "a", server, env, copy=False)
-    (config.watch_dir / "lighthouse.md").write_text(NOTES["lighthouse.md"])
+    (config.watched.root / "lighthouse.md").write_text(NOTES["lighthouse.md"])
     async with running(config, serving(True)) as rt:
         async def first_embedded() -> bool:
             return await _paths(rt, "lighthouse keeper", "vector") == ["lighthouse.md"]
@@ -54,7 +54,7 @@ async def _export_in_the_gap(tmp_path: Path, server: ProviderServer,
         await until(first_embedded, bool)
         server.always = Fault(503)  # the provider goes down: new notes wait for vectors
         for name in ("sourdough.md", "glacier.md"):
-            (config.watch_dir / name).write_text(NOTES[name])
+            (config.watched.root / name).write_text(NOTES[name])
 
         async def two_waiting() -> bool:
             return await _waiting(rt) == 2 and await _paths(rt, "glacier") == ["glacier.md"]
@@ -92,7 +92,7 @@ async def test_chunks_waiting_for_vectors_are_exported_and_imported_as_waiting(
         found = await Tools(rt)("search", query="glacier fjord", score_threshold=0)
         assert "2 chunks still wait for their vectors" in found["notice"]
     for name, text in NOTES.items():
-        (config.watch_dir / name).write_text(text)
+        (config.watched.root / name).write_text(text)
     fake_provider.always = None  # it returns: a server of the folder embeds the rest
     async with running(config, serving(True)) as rt:
         async def embedded() -> bool:

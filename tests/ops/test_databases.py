@@ -31,7 +31,7 @@ async def tools(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     env = {} if request.param == "sqlite" else {
         "STORE": "postgres", "DATABASE_URL": request.getfixturevalue("pg_url"),
         "PG_SCHEMA": request.getfixturevalue("pg_schema")}
-    config = make_config(tmp_path, env, databases_dir=str(tmp_path / "dbs"))
+    config = make_config(tmp_path, env)
     async with running(config, embedding=fake(config)) as rt:
         yield Tools(rt)
 
@@ -53,23 +53,24 @@ def files_under(root: Path) -> set[str]:
 
 # -- in process -------------------------------------------------------------------------------
 
-def test_databases_dir_defaults_to_a_folder_next_to_the_index(tmp_path: Path) -> None:
-    config = make_config(tmp_path)
-    assert config.databases_dir == config.sqlite_path.parent / "databases"
+def test_databases_are_in_a_folder_next_to_the_index(tmp_path: Path) -> None:
+    config = make_config(tmp_path, {"DATABASES_DIR": str(tmp_path / "dbs")})  # not read
+    named = Path(config.main_place().database("x").describe())
+    assert named == (config.store.sqlite_path.parent / "databases" / "x.db").resolve()
 
 
 @SQLITE_ONLY
-async def test_a_database_file_lands_in_databases_dir_and_nowhere_else(
+async def test_a_database_file_lands_in_the_databases_folder_and_nowhere_else(
     tools: Tools, tmp_path: Path
 ) -> None:
     before = files_under(tmp_path)
     created = await tools("create_database", db_name="notes")
     assert created["created"] is True
-    assert Path(created["db_path"]) == (tmp_path / "dbs" / "notes.db").resolve()
+    assert Path(created["db_path"]) == (tmp_path / "data" / "databases" / "notes.db").resolve()
     await tools("insert_document", text=SPACE, db_name="notes")
     new = files_under(tmp_path) - before
-    assert "dbs/notes.db" in new
-    assert all(name.startswith("dbs/notes.db") for name in new), new
+    assert "data/databases/notes.db" in new
+    assert all(name.startswith("data/databases/notes.db") for name in new), new
 
 
 async def test_creating_a_database_again_succeeds_and_says_it_existed(tools: Tools) -> None:
@@ -128,7 +129,7 @@ async def test_an_unknown_doc_id_is_not_found_in_a_database_and_in_the_main_inde
 
 async def test_empty_or_oversized_text_is_an_invalid_request(tmp_path: Path) -> None:
     config = make_config(tmp_path, max_file_mb="1")
-    big = "word " * (config.max_file_bytes // 5 + 1)
+    big = "word " * (config.pipeline.max_file_bytes // 5 + 1)
     async with running(config, embedding=fake(config)) as rt:
         tools = Tools(rt)
         await tools("create_database", db_name="a")
@@ -242,7 +243,7 @@ async def test_a_database_made_with_another_model_is_refused_clearly(tools: Tool
 
 @pytest.mark.parametrize("tools", ["postgres"], indirect=True)
 async def test_on_postgres_each_database_is_a_schema_named_as_written(tools: Tools) -> None:
-    main = tools.rt.config.pg_schema
+    main = tools.rt.config.store.pg_schema
     names = ["Notes", "notes", "a-b", "a_b", "x" * 63 + "a", "x" * 63 + "b"]
     made = {name: (await tools("create_database", db_name=name))["db_path"] for name in names}
     assert made["Notes"] == f"postgres schema {main}_db_Notes"

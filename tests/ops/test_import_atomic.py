@@ -107,7 +107,7 @@ async def test_a_refused_import_changes_nothing_whatever_is_wrong(tmp_path: Path
         await archive.export(config.main_place(), export)
         await tools.add(*[(f"doc{i:02d}", f"New text number {i} about herons.")
                           for i in range(COUNT)])
-        before = _state(config.sqlite_path)
+        before = _state(config.store.sqlite_path)
         lines = export.read_text().splitlines()
         assert len(lines) == COUNT + 2
         for name, corrupt, message in CORRUPTIONS:
@@ -120,10 +120,10 @@ async def test_a_refused_import_changes_nothing_whatever_is_wrong(tmp_path: Path
                 assert "nothing was imported" in str(exc), (name, str(exc))
             else:
                 raise AssertionError(f"{name}: imported")
-            assert _state(config.sqlite_path) == before, name
+            assert _state(config.store.sqlite_path) == before, name
         done = await archive.import_file(rt.writing, export, identity=rt.services.identity)
         assert done.documents == COUNT
-        after = _state(config.sqlite_path)
+        after = _state(config.store.sqlite_path)
         assert after != before and all("Old text" in row[2] for row in after[0])
 
 

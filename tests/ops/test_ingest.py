@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from support import docs
+from support.cli import fields
 from support.mcp_harness import call, code_of, mcp_session, paths_for, tool_error, until
 
 TELESCOPE = [("Collimating the mirror", "Adjust the secondary mirror screws until the "
@@ -25,7 +26,8 @@ BREAD = [("Sourdough", "Feed the sourdough starter with rye flour the night befo
          ("Oven", "Bake the loaf in a preheated cast iron pot at 250 degrees.")]
 
 # Hostile files, each contained by a different layer (see pocketmcp/convert.py).
-LIMITS = {"CONVERT_MEMORY_MB": "512", "CONVERT_TIMEOUT_S": "20"}
+LIMITS = {"CONVERT_TIMEOUT_S": "20",
+          **fields(convert={"memory_mb": 512, "max_unpacked": 256 * 2**20})}
 
 
 def logged(tmp_path: Path, event: str = "skipped") -> dict[str, str]:
@@ -224,7 +226,8 @@ def site(tmp_path: Path) -> Iterator[str]:
 async def test_ingest_url_converts_pages_within_limits(tmp_path: Path) -> None:
     (tmp_path / "kb").mkdir()
     with site(tmp_path) as base:
-        async with mcp_session(tmp_path, MAX_FILE_MB="1", URL_TIMEOUT_S="1") as session:
+        async with mcp_session(tmp_path, MAX_FILE_MB="1",
+                               **fields(ingest={"url_timeout_s": 1})) as session:
             page = await call(session, "ingest_url", {"url": f"{base}/page.html",
                                                       "library": "web"})
             assert (page["status"], page["format"], page["title"]) == (

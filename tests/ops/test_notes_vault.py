@@ -29,7 +29,7 @@ async def vault(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     config = make_config(tmp_path, {} if request.param == "sqlite" else {
         "STORE": "postgres", "DATABASE_URL": request.getfixturevalue("pg_url"),
         "PG_SCHEMA": request.getfixturevalue("pg_schema")})
-    write_vault(config.watch_dir)
+    write_vault(config.watched.root)
     plan = Plan(feed="scan", keep_serving=True)
     with capture_logs() as captured:
         async with running(config, plan, on_event=events.append,
@@ -109,7 +109,7 @@ async def test_results_carry_dates_tags_and_freshness(vault: Runtime) -> None:
 
 async def test_an_edited_file_not_yet_reindexed_shows_stale(vault: Runtime) -> None:
     tools = Tools(vault)
-    path = vault.config.watch_dir / "old.md"
+    path = vault.config.watched.root / "old.md"
     path.write_text("# Old\n\nRewritten: launch checklists are now digital.\n")
     [match] = await tools.search("launch checklists", top_k=1, filter={"path_glob": "old.md"})
     assert match["stale"] is True
@@ -159,7 +159,7 @@ async def test_the_web_page_gets_a_documents_chunks_and_its_file(vault: Runtime)
     parts = await documents.chunks(read, doc.doc_id)
     assert [c.idx for c in parts] == list(range(doc.chunk_count))
     assert all(c.start_off < c.end_off and c.text for c in parts)
-    assert documents.original_file(read, doc) == (vault.config.watch_dir / "budget.md").resolve()
+    assert documents.original_file(read, doc) == (vault.config.watched.root / "budget.md").resolve()
     with pytest.raises(NotFound):
         await documents.chunks(read, 10**6)
     with pytest.raises(NotFound, match="gone"):

@@ -25,10 +25,10 @@ def pg_config(tmp_path: Path, url: str, schema: str) -> Config:
 async def test_a_folder_is_indexed_searched_read_and_deleted_on_postgres(
         tmp_path: Path, pg_url: str, pg_schema: str) -> None:
     config = pg_config(tmp_path, pg_url, pg_schema)
-    (config.watch_dir / "dns.md").write_text(
+    (config.watched.root / "dns.md").write_text(
         "# DNS outage\n\nThe resolver cache expired and every lookup failed. We fixed it by "
         "pinning the upstream servers.\n", encoding="utf-8")
-    (config.watch_dir / "garden.md").write_text(
+    (config.watched.root / "garden.md").write_text(
         "# Garden\n\nTomatoes need sun, water and patience.\n", encoding="utf-8")
     async with running(config, serving(True)) as rt:
         assert rt.pipeline is not None

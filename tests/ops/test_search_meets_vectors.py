@@ -22,8 +22,8 @@ from pocketmcp.plans import serving
 async def test_a_search_during_a_vector_commit_still_finds_the_document(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = make_config(tmp_path)
-    (config.watch_dir / "old.md").write_text("# Old\n\nAn old note about launch checklists.\n")
-    (config.watch_dir / "tea.md").write_text("# Tea\n\nTea is brewed cooler than coffee.\n")
+    (config.watched.root / "old.md").write_text("# Old\n\nAn old note about launch checklists.\n")
+    (config.watched.root / "tea.md").write_text("# Tea\n\nTea is brewed cooler than coffee.\n")
     ranked = anyio.Event()  # the search's stages have run: vectors may come now
     embed = FakeEmbedder.embed_documents
 

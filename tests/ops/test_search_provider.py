@@ -17,7 +17,7 @@ async def test_while_the_provider_is_down_searches_answer_by_keywords_and_say_wh
 ) -> None:
     provider = fake_provider
     # No retries, and down for base x 2 = 2 s after a failure: long enough to be seen.
-    config = remote_config(tmp_path, provider, embed_retries="0", embed_retry_base_s="1")
+    config = remote_config(tmp_path, provider, embed={"retries": 0, "retry_base_s": 1.0})
     async with running(config) as rt:
         tools = Tools(rt)
         ids = await tools.add(("owls", "Owls hunt at night in the forest."),

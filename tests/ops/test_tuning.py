@@ -1,5 +1,5 @@
-"""An index's kept fusion weight is used by its searches wherever its file is named from,
-and looking for it costs a search no system call most of the time."""
+"""An index's kept fusion weight is used by its searches, on either store and wherever its
+file is named from, and looking for it costs a search no system call most of the time."""
 
 from __future__ import annotations
 
@@ -8,11 +8,15 @@ import os
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from support.cli import run_cli
+from support.runtime import fake, make_config, running
 
 from pocketmcp.ops import tuning
 from pocketmcp.ops.ranking import DEFAULT_PARAMS
+from pocketmcp.ops.search import search
+from pocketmcp.plans import INDEXING, READING
 
 NOTES = {
     "tax.md": "# Tax\n\nThe self employed tax return is due by the end of January.\n",
@@ -43,9 +47,35 @@ def test_a_relative_index_path_uses_the_kept_weight(tmp_path: Path) -> None:
     assert hybrid["score"] == vector["score"], (hybrid, vector)
 
 
+async def test_a_kept_weight_is_used_by_the_searches_of_either_store(
+        tmp_path: Path, store_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    config = make_config(tmp_path, store_env)
+    for name, text in NOTES.items():
+        (config.watched.root / name).write_text(text, encoding="utf-8")
+    async with running(config, INDEXING, embedding=fake(config)) as rt:
+        with anyio.fail_after(60):
+            await rt.fed.wait()
+    clock = [1000.0]
+    monkeypatch.setattr(tuning.time, "monotonic", lambda: clock[0])
+    async with running(config, READING, embedding=fake(config)) as rt:
+        reading = await rt.reading()
+        assert tuning.params_of(reading.index) is DEFAULT_PARAMS  # none kept yet
+        kept = tuning.save_weight(reading.index, 1.0)  # all of the weight on meaning
+        assert kept == rt.place.beside("search.json") and kept.is_file()
+        clock[0] += tuning.RECHECK_S
+        assert tuning.params_of(reading.index).vector_weight == 1.0
+        question = "when is the self employed tax return due"
+        hybrid = (await search(reading, question, mode="hybrid")).matches[0]
+        vector = (await search(reading, question, mode="vector")).matches[0]
+        assert (hybrid.chunk_id, hybrid.score) == (vector.chunk_id, vector.score)
+
+
 class _Index:
-    def __init__(self, file: Path | None) -> None:
+    def __init__(self, file: Path) -> None:
         self.file = file
+
+    def beside(self, name: str) -> Path:
+        return self.file.with_name(f"{self.file.name}.{name}")
 
 
 def test_the_tuning_file_is_looked_at_once_a_second_at_most(
@@ -74,5 +104,9 @@ def test_the_tuning_file_is_looked_at_once_a_second_at_most(
     clock[0] += tuning.RECHECK_S
     assert tuning.params_of(index).vector_weight == 0.3
     assert len(stats) == 2
-    assert tuning.params_of(_Index(None)) is DEFAULT_PARAMS  # type: ignore[arg-type]
-    assert len(stats) == 2
+    none_kept: Any = _Index(tmp_path / "other.db")  # an index that keeps no weight
+    assert tuning.params_of(none_kept) is DEFAULT_PARAMS
+    assert len(stats) == 3
+    for _ in range(50):
+        assert tuning.params_of(none_kept) is DEFAULT_PARAMS
+    assert len(stats) == 3

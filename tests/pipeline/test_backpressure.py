@@ -9,6 +9,7 @@ import anyio
 import numpy as np
 from anyio.lowlevel import checkpoint
 from support.index import Index
+from support.runtime import with_fields
 
 from pocketmcp.messages import FileSeen, ScanDone
 
@@ -20,7 +21,8 @@ async def test_a_slow_embedder_holds_back_no_stage_and_the_queues_stay_bounded(
     files = 120
     for i in range(files):
         write(f"f{i:03}.md", f"Note {i}. " + f"Some words about topic {i}. " * 5)
-    config = index.config.replace(queue_size=2, embed_batch_size=4, read_concurrency=3)
+    config = with_fields(index.config, pipeline={"queue_size": 2, "read_concurrency": 3},
+                         embed={"batch_size": 4})
     index.config = config
     samples: list[dict] = []
     inflight: list[int] = []

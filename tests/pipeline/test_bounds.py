@@ -1,5 +1,5 @@
 """A pathological text cannot hold the pipeline back: each document makes at most
-MAX_CHUNKS_PER_DOC chunks, and tools refuse texts beyond it with a clear error."""
+the most chunks one document makes, and tools refuse texts beyond it with a clear error."""
 
 from __future__ import annotations
 
@@ -49,7 +49,8 @@ def test_a_capped_split_does_work_for_the_chunks_it_keeps_not_for_the_whole_text
 
 @pytest.fixture
 def capped(tmp_path: Path, fake_embedder: FakeEmbedder, fake_chunker: Chunker) -> Index:
-    return Index(make_config(tmp_path, max_chunks_per_doc=20), fake_embedder, fake_chunker)
+    return Index(make_config(tmp_path, pipeline={"max_chunks_per_doc": 20}), fake_embedder,
+                 fake_chunker)
 
 
 async def test_a_million_column_csv_and_a_300_kb_line_are_cut_and_other_files_indexed(
@@ -70,17 +71,18 @@ async def test_a_million_column_csv_and_a_300_kb_line_are_cut_and_other_files_in
         assert capped.text_of(rel)  # indexed up to the cut
     cuts = {e["path"]: e for e in logged if e["event"] == "cut"}
     assert set(cuts) == {"wide.csv", "line.txt"}
-    assert all("MAX_CHUNKS_PER_DOC" in e["reason"] and e["chunks"] == 20 for e in cuts.values())
+    assert all("the most one document makes" in e["reason"] and e["chunks"] == 20
+               for e in cuts.values())
     assert len(capped.embedded) <= 20 + 20 + 1
     assert elapsed < 60, elapsed
 
 
 async def test_an_upsert_text_over_the_chunk_limit_is_refused_with_the_limit_named(
         tmp_path: Path) -> None:
-    config: Config = make_config(tmp_path, max_chunks_per_doc=10)
+    config: Config = make_config(tmp_path, pipeline={"max_chunks_per_doc": 10})
     async with running(config, embedding=fake(config)) as rt:
         tools = Tools(rt)
-        with refused(InvalidRequest, match="MAX_CHUNKS_PER_DOC x CHUNK_SIZE"):
+        with refused(InvalidRequest, match=r"\(10 x CHUNK_SIZE\)"):
             await tools.add(("huge", "word " * 3_000))  # 15,000 characters > 10 x 1000
         with refused(InvalidRequest, match="more than 10 chunks"):
             await tools.add(("dense", _one_line(9_000)))  # fits by characters, not by chunks

@@ -35,9 +35,9 @@ async def test_a_link_taken_while_a_chunk_waits_names_it_once_its_vector_is_in(
         tmp_path: Path, fake_provider: ProviderServer, store_env: dict[str, str]) -> None:
     config = remote_config(tmp_path, fake_provider, store_env)
     fake_provider.always = Fault(503)  # the gap stays open while the provider is down
-    (config.watch_dir / "birds.md").write_text(
+    (config.watched.root / "birds.md").write_text(
         "# Birds\n\nHerons stand still in the shallow water, waiting for fish.\n")
-    (config.watch_dir / "tea.md").write_text(
+    (config.watched.root / "tea.md").write_text(
         "# Tea\n\nGreen tea is brewed cooler than black tea.\n")
     async with running(config, serving(True)) as rt:
         tools = Tools(rt)

@@ -15,7 +15,7 @@ from support.cli import run_cli
 from support.index import Index
 from support.mcp_harness import until
 from support.provider_server import Fault, ProviderServer
-from support.runtime import make_config, remote_config, running
+from support.runtime import make_config, remote_config, running, with_fields
 from support.tools import Tools
 
 from pocketmcp.config import Config
@@ -103,7 +103,7 @@ def gap_config(tmp_path: Path, fake_provider: ProviderServer,
 async def test_an_edit_in_the_gap_replaces_the_old_text(
         gap_config: Config, fake_provider: ProviderServer) -> None:
     fake_provider.always = Fault(503)  # the gap stays open while the provider is down
-    note = gap_config.watch_dir / "birds.md"
+    note = gap_config.watched.root / "birds.md"
     note.write_text("# Birds\n\nHerons stand still in the shallow water.\n")
     async with running(gap_config, serving(True)) as rt:
         async def found(words: str) -> list[str]:
@@ -150,7 +150,7 @@ async def test_the_newest_notes_and_an_edit_get_their_vectors_first(
     edited = write("n2.md", "Note 2 about topic 2, edited: the plans changed.")
     os.utime(edited, ns=(1_600_000_000_000_000_000,) * 2)  # an old time: the edit still leads
     await index.index_once(keywords_first=True)
-    config = index.config.replace(embed_batch_size=1)
+    config = with_fields(index.config, embed={"batch_size": 1})
     index.config = config
     await index.index_once()
     order = [text.split(" about")[0] for text in index.embedded]

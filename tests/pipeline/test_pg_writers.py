@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support.cli import command_for, fields
 
 pytestmark = pytest.mark.model
 
@@ -27,8 +27,8 @@ def test_two_writer_processes_on_one_folder_neither_duplicate_nor_lose_a_documen
             f"Paragraph two of note {i}, with more words about item {i}.\n", encoding="utf-8")
     env = {**os.environ, "STORE": "postgres", "DATABASE_URL": pg_url, "PG_SCHEMA": pg_schema,
            "WATCH_DIR": str(kb), "SQLITE_PATH": str(tmp_path / "unused.db"),
-           "WRITE_BATCH_FILES": "64", "LOG_LEVEL": "info"}
-    command = [sys.executable, "-m", "pocketmcp", "index", "--json", "--progress", "off"]
+           "LOG_LEVEL": "info", **fields(pipeline={"write_batch_files": 64})}
+    command = [*command_for(env), "index", "--json", "--progress", "off"]
     procs = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for _ in range(2)]
     outputs = [p.communicate(timeout=240) for p in procs]

@@ -117,7 +117,7 @@ async def test_bad_files_are_skipped_and_the_rest_indexed(index: Index, write) -
     write("good.md", A)
     (index.kb / "image.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(500))
     (index.kb / "latin1.txt").write_bytes("Crème brûlée needs a blowtorch.".encode("latin-1"))
-    (index.kb / "huge.txt").write_bytes(b"word " * (index.config.max_file_bytes // 5 + 10))
+    (index.kb / "huge.txt").write_bytes(b"word " * (index.config.pipeline.max_file_bytes // 5 + 10))
     (index.kb / "empty.md").write_bytes(b"")
     pipeline = await index.index_once()
     s = pipeline.stats

@@ -87,7 +87,7 @@ async def _page_search(rt: Runtime, query: str) -> None:
 @pytest.mark.parametrize("caller", ["search", "find_similar_documents", "page"])
 async def test_every_search_is_in_flight_while_it_runs(tmp_path: Path, caller: str) -> None:
     config = make_config(tmp_path)
-    (config.watch_dir / "a.md").write_text(NOTE.format(i=0, word="lighthouse"))
+    (config.watched.root / "a.md").write_text(NOTE.format(i=0, word="lighthouse"))
     seen = 0
     async with running(config, embedding=fake(config)) as rt:
         done = anyio.Event()

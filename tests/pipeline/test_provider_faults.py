@@ -59,7 +59,7 @@ async def test_while_the_provider_fails_notes_are_keyword_searchable_and_vectors
     for i in range(files):
         write(tmp_path, f"n{i:02}.md", f"Note {i} about owls, tides and bread number {i}.")
     provider.always = Fault(503)
-    config = remote_config(tmp_path, provider, queue_size="2", embed_batch_size="4",
+    config = remote_config(tmp_path, provider, queue_size="2", embed={"batch_size": 4},
                            embed_concurrency="1")
     async with running(config, serving(True)) as rt:
         pipeline = rt.pipeline
@@ -98,7 +98,7 @@ async def test_stopping_while_the_provider_fails_leaves_the_vectors_to_the_next_
     for i in range(3):
         write(tmp_path, f"n{i}.md", f"Note {i} about herons.")
     provider.always = Fault(hang=True)
-    config = remote_config(tmp_path, provider, embed_timeout_s="0.2")
+    config = remote_config(tmp_path, provider, embed={"timeout_s": 0.2})
     with anyio.fail_after(15):  # the wait for the provider is cut short by stopping
         async with running(config, serving(True)) as rt:
             pipeline = rt.pipeline
@@ -148,7 +148,7 @@ async def test_one_scan_ends_with_the_providers_refusal_its_keywords_written(
             await rt.fed.wait()
     from pocketmcp.store.sqlite.queries import SqliteReader
 
-    reader = SqliteReader(config.sqlite_path)
+    reader = SqliteReader(config.store.sqlite_path)
     try:
         assert reader.counts() == {"documents": 1, "chunks": 1, "waiting": 1}
     finally:
@@ -156,7 +156,7 @@ async def test_one_scan_ends_with_the_providers_refusal_its_keywords_written(
     provider.always = None
     async with open_runtime(config, INDEXING) as rt:  # the next run embeds what waits
         await rt.fed.wait()
-    reader = SqliteReader(config.sqlite_path)
+    reader = SqliteReader(config.store.sqlite_path)
     try:
         assert reader.counts() == {"documents": 1, "chunks": 1, "waiting": 0}
     finally:

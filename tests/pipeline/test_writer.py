@@ -143,7 +143,7 @@ async def test_tool_writes_and_file_changes_racing_on_one_index_commit_in_order(
     async with running(config, serving(True), on_event=on_event,
                        embedding=fake(config)) as rt:
         tools = Tools(rt)
-        db = config.sqlite_path
+        db = config.store.sqlite_path
 
         async def tool_writes() -> None:
             for i in range(rounds):
@@ -155,7 +155,7 @@ async def test_tool_writes_and_file_changes_racing_on_one_index_commit_in_order(
         async def file_changes() -> None:
             for i in range(rounds):
                 for version in ("first", "second"):
-                    (config.watch_dir / f"f{i}.md").write_text(
+                    (config.watched.root / f"f{i}.md").write_text(
                         f"# File {i}\n\nThe {version} version of file {i}.\n")
                     await anyio.lowlevel.checkpoint()
 

@@ -18,29 +18,29 @@ from pocketmcp.store.folder import FolderRecord
 async def test_a_reader_elsewhere_resolves_files_against_the_recorded_folder(
         tmp_path: Path, store_env: dict[str, str]) -> None:
     config = make_config(tmp_path, {**store_env, "LIBRARY_FROM": "folder"})
-    (config.watch_dir / "papers").mkdir()
-    (config.watch_dir / "papers" / "owls.md").write_text(
+    (config.watched.root / "papers").mkdir()
+    (config.watched.root / "papers" / "owls.md").write_text(
         "# Owls\n\nOwls hunt at night in the forest.\n")
-    (config.watch_dir / "bread.md").write_text("# Bread\n\nSourdough needs a starter.\n")
+    (config.watched.root / "bread.md").write_text("# Bread\n\nSourdough needs a starter.\n")
     async with running(config, serving(True), embedding=fake(config)) as rt:
         assert rt.pipeline is not None
         with anyio.fail_after(60):
             await rt.pipeline.scan_done.wait()
     record = config.main_place().folder()
-    assert record == FolderRecord(path=str(config.watch_dir.resolve()),
+    assert record == FolderRecord(path=str(config.watched.root.resolve()),
                                   library_from="folder", default_library="default")
 
     # Another process, told another folder (one that does not even exist) and reading only.
-    elsewhere = config.replace(watch_dir=tmp_path / "nowhere")
+    elsewhere = config.fed_from(tmp_path / "nowhere")
     async with running(elsewhere, READING, embedding=fake(elsewhere)) as rt:
-        assert rt.services.main.index.root == config.watch_dir.resolve()
+        assert rt.services.main.index.root == config.watched.root.resolve()
         async with Tools(rt) as tools:
             listed = (await tools("list_documents"))["documents"]
             assert sorted(d["path"] for d in listed) == ["bread.md", "papers/owls.md"]
             assert [d["stale"] for d in listed] == [False, False]
             hits = await tools.search("owls hunting at night", score_threshold=0)
             assert hits and not any(h["stale"] for h in hits)
-            owls = config.watch_dir / "papers" / "owls.md"
+            owls = config.watched.root / "papers" / "owls.md"
             owls.write_text("# Owls\n\nOwls hunt at night, and sleep by day.\n")
             os.utime(owls, ns=(1, 1))  # a different time whatever the clock's resolution
             listed = (await tools("list_documents"))["documents"]

@@ -40,8 +40,8 @@ def test_named_postgres_databases_are_schemas_of_the_main_index_s_server(
                                     "DATABASE_URL": "postgresql://u@127.0.0.1:1/x",
                                     "PG_EF_SEARCH": "400"})
     registry = Registry(config.main_place())
-    assert registry.where(None) == PgPlace(config.database_url, "team", 400)
-    assert registry.where("Notes-1") == PgPlace(config.database_url, "team_db_Notes-1", 400)
+    assert registry.where(None) == PgPlace(config.store.database_url, "team", 400)
+    assert registry.where("Notes-1") == PgPlace(config.store.database_url, "team_db_Notes-1", 400)
     long = registry.where("x" * 64)
     assert isinstance(long, PgPlace) and len(long.schema) == 63
     assert long != registry.where("x" * 63 + "y")

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from pocketmcp.store.sqlite.connect import open_sync_reader
+from support.cli import command_for
 from support.protocol_fuzz import StdioPeer
 
 WORDS = ["otter", "heron", "lichen", "basalt", "quartz", "fjord", "tundra", "mango", "cedar",
@@ -121,7 +122,7 @@ def env_for(root: Path, **extra: str) -> dict[str, str]:
 def run_index(root: Path, env: dict[str, str], timeout_s: float
               ) -> tuple[int, dict[str, Any], list[dict[str, Any]]]:
     """`pocketmcp index --json` to the end: (exit code, its summary, its log lines)."""
-    done = subprocess.run([sys.executable, "-m", "pocketmcp", "index", "--json"], env=env,
+    done = subprocess.run([*command_for(env), "index", "--json"], env=env,
                           cwd=root, capture_output=True, text=True, timeout=timeout_s)
     lines = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
     summary = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else {}

@@ -13,7 +13,7 @@ import numpy as np
 from pocketmcp.config import Config
 from pocketmcp.convert.pool import Converter
 from pocketmcp.core.chunking import Chunker
-from pocketmcp.embed.base import F32, Embedder
+from pocketmcp.embed.base import F32, Batching, Embedder
 from pocketmcp.pipeline.supervisor import Pipeline
 from pocketmcp.pipeline.writer import WriterActor
 from pocketmcp.store.sqlite.writes import SqliteWriter
@@ -37,21 +37,24 @@ class Index:
 
     @property
     def kb(self) -> Path:
-        return self.config.watch_dir
+        return self.config.watched.root
 
     async def embed(self, texts: list[str]) -> np.ndarray:
         self.embedded.extend(texts)
         return await self.embedder.embed_documents(texts)
 
     def writer(self) -> SqliteWriter:
-        return SqliteWriter(self.config.sqlite_path, self.embedder.identity)
+        return SqliteWriter(self.config.store.sqlite_path, self.embedder.identity)
 
     def pipeline(self, writer: SqliteWriter, *, follow: bool, **kw: Any) -> Pipeline:
-        kw.setdefault("converter", Converter(self.config.convert_limits()))
-        actor = WriterActor(writer, queue_size=self.config.queue_size,
-                            batch_files=self.config.write_batch_files,
+        kw.setdefault("converter", Converter(self.config.convert.kept_in(
+            self.config.main_place().beside("ocr"))))
+        kw.setdefault("batching", Batching(size=self.config.embed.batch_size,
+                                           tokens=self.config.embed.batch_tokens))
+        actor = WriterActor(writer, queue_size=self.config.pipeline.queue_size,
+                            batch_files=self.config.pipeline.write_batch_files,
                             on_event=lambda event: self.on_event(event))
-        return Pipeline(self.config.pipeline_settings(), writer=actor,
+        return Pipeline(self.config.pipeline, writer=actor,
                         feed="follow" if follow else "scan",
                         embed=self.embed, dim=self.embedder.dim, chunker=self.chunker,
                         accept_requests=follow, **kw)
@@ -78,7 +81,7 @@ class Index:
         """The chunk texts stored for a file, joined."""
         from pocketmcp.store.sqlite.connect import open_sync_reader
 
-        conn = open_sync_reader(self.config.sqlite_path)
+        conn = open_sync_reader(self.config.store.sqlite_path)
         try:
             rows = conn.execute(
                 "SELECT substr(d.content, c.start_off + 1, c.end_off - c.start_off) FROM chunks c "
@@ -92,7 +95,7 @@ class Index:
         """The external ids the index holds."""
         from pocketmcp.store.sqlite.connect import open_sync_reader
 
-        conn = open_sync_reader(self.config.sqlite_path)
+        conn = open_sync_reader(self.config.store.sqlite_path)
         try:
             return [r[0] for r in conn.execute("SELECT external_id FROM documents")]
         finally:
@@ -101,7 +104,7 @@ class Index:
     def search(self, query: str, k: int = 5) -> list[str]:
         from pocketmcp.store.sqlite.queries import SqliteReader
 
-        reader = SqliteReader(self.config.sqlite_path)
+        reader = SqliteReader(self.config.store.sqlite_path)
         try:
             vector = self.embedder.embed_query_now(query)
             hits = reader.search_vector(vector.tobytes(), k)

@@ -21,6 +21,8 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from pocketmcp.mcp import discovery
+from pocketmcp.store.places import at_file
+from support.cli import command_for
 
 T = TypeVar("T")
 
@@ -35,7 +37,7 @@ def server_env(tmp_path: Path, **extra: str) -> dict[str, str]:
         "LOG_LEVEL": "info",
         "SHARE": "off",  # each stdio server on its own, unless a test shares (test_sharing.py)
     }
-    for key in ("POCKETMCP_CACHE", "XDG_CACHE_HOME", "PYTHONPATH"):
+    for key in ("XDG_CACHE_HOME", "PYTHONPATH"):
         if key in os.environ:
             env[key] = os.environ[key]
     env.update(extra)
@@ -45,8 +47,10 @@ def server_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 @asynccontextmanager
 async def mcp_session(tmp_path: Path, *args: str, stderr_name: str = "server.err",
                       **env: str) -> AsyncIterator[ClientSession]:
-    params = StdioServerParameters(command=sys.executable, args=["-m", "pocketmcp", *args],
-                                   env=server_env(tmp_path, **env), cwd=str(tmp_path))
+    full_env = server_env(tmp_path, **env)
+    command = command_for(full_env)
+    params = StdioServerParameters(command=command[0], args=[*command[1:], *args],
+                                   env=full_env, cwd=str(tmp_path))
     with open(tmp_path / stderr_name, "w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(
             read, write
@@ -165,8 +169,9 @@ def start_http(root: Path, *args: str, ready: bool = True, **env: str) -> HttpSe
         assert process.poll() is None, (root / "http.err").read_text()[-3000:]
         assert time.monotonic() < deadline, "the server did not publish its URL"
         time.sleep(0.05)
-        found = discovery.find(index)
-    token = env.get("POCKETMCP_TOKEN") or discovery.token_file(index).read_text().strip()
+        found = discovery.find(at_file(index))
+    token = (env.get("POCKETMCP_TOKEN")
+             or discovery.token_file(at_file(index)).read_text().strip())
     server = HttpServer(process, root, found.url, token)
     while ready and httpx2.get(found.url + "/health/ready", trust_env=False).status_code != 200:
         assert time.monotonic() < deadline, "the server did not become ready"

@@ -5,6 +5,7 @@ engine are imported by the methods that open a connection."""
 from __future__ import annotations
 
 import secrets
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -62,6 +63,7 @@ class PgPlace(PgTarget, frozen=True):
         from pocketmcp.store.pg import schema  # psycopg: only with STORE=postgres
 
         schema.drop(self)
+        shutil.rmtree(self._home(), ignore_errors=True)
 
     def database(self, name: str) -> PgPlace:
         return msgspec.structs.replace(self, schema=schema_of(self.schema, name))

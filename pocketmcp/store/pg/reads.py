@@ -196,9 +196,8 @@ class PgIndex:
     def where(self) -> str:
         return self.place.describe()
 
-    @property
-    def file(self) -> Path | None:
-        return None  # a Postgres schema
+    def beside(self, name: str) -> Path:
+        return self.place.beside(name)
 
     @property
     def live(self) -> int:

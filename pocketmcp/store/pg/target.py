@@ -12,17 +12,20 @@ each and statements that cannot run in a transaction.
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
+from urllib.parse import urlsplit
 
 import msgspec
 
 from pocketmcp.core.secret import Secret
+from pocketmcp.store.home import data_dir
 
 
 class PgTarget(msgspec.Struct, frozen=True):
     url: Secret
     schema: str
     ef_search: int = 1000  # PG_EF_SEARCH: HNSW candidates a vector search visits
-    hnsw_m: int = 16  # PG_HNSW_M and PG_HNSW_EF_CONSTRUCTION: the graph of a new index
+    hnsw_m: int = 16  # m and ef_construction: the HNSW graph of a new index
     hnsw_ef_construction: int = 64
 
     def describe(self) -> str:
@@ -33,6 +36,20 @@ class PgTarget(msgspec.Struct, frozen=True):
         """Names this index among those of every server (its URL hashed: no secret)."""
         server = hashlib.sha256(self.url.reveal().encode()).hexdigest()[:16]
         return f"{server}/{self.schema}"
+
+    def _home(self) -> Path:
+        """The folder of this index's own files: named by its schema and its server (user,
+        host, port, database; the password left out, so that changing it keeps them)."""
+        parts = urlsplit(self.url.reveal())
+        user, _, host = parts.netloc.rpartition("@")
+        server = f"{user.partition(':')[0]}@{host}{parts.path}?{parts.query}"
+        digest = hashlib.sha256(server.encode()).hexdigest()[:12]
+        return data_dir() / "postgres" / f"{self.schema}-{digest}"
+
+    def beside(self, name: str) -> Path:
+        home = self._home()
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return home / name
 
 
 MAX_IDENTIFIER = 63  # bytes in a Postgres name (NAMEDATALEN - 1); longer ones are cut

@@ -22,15 +22,15 @@ if TYPE_CHECKING:
     from pocketmcp.store.sqlite.writes import SqliteWriter
 
 
-
-
-
 class SqlitePlace(msgspec.Struct, frozen=True):
     path: Path
     databases_dir: Path  # where named databases are, as `<name>.db`
 
     def describe(self) -> str:
         return str(self.path.resolve())
+
+    def beside(self, name: str) -> Path:
+        return beside(self.path, "." + name)  # index.db.token, index.db.server.json, ...
 
     def exists(self) -> bool:
         return self.path.is_file()

@@ -12,6 +12,7 @@ import anyio
 from pocketmcp.core.identity import Identity
 from pocketmcp.store.api import F32, Found, Reader
 from pocketmcp.store.reads import made
+from pocketmcp.store.sqlite.files import beside
 from pocketmcp.store.sqlite.keywords.lengths import ChunkLengths
 from pocketmcp.store.sqlite.keywords.textsearch import TermCounts
 from pocketmcp.store.sqlite.queries import SqliteReader
@@ -98,9 +99,8 @@ class SqliteIndex:
     def where(self) -> str:
         return str(self.path)
 
-    @property
-    def file(self) -> Path | None:
-        return self.path
+    def beside(self, name: str) -> Path:
+        return beside(self.path, "." + name)
 
     @property
     def live(self) -> int:
