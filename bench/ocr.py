@@ -7,7 +7,7 @@ beside them costs plain-text indexing and searches.
 Parts:
 - read: SciFact abstracts rendered at 150 dpi in DejaVu Sans and Serif at 10, 12 and 14 pt,
   as PNG images and as one scanned PDF of those pages, converted by the real converter (the
-  OCR worker, its threads as INDEX_THREADS gives them), in seconds waited and
+  OCR worker, its threads as INDEX_CPU_BUDGET gives them), in seconds waited and
   in CPU seconds of the OCR worker (steadier on a shared machine). Character error rate
   (CER): edit distance over the rendered text's length, spaces collapsed; also without spaces.
 - indexing: the same plain-text files indexed into a new index, alone and while the OCR

@@ -8,7 +8,7 @@ and searches while a folder is indexed. Real processes, the real MCP client (pyt
 - unload: an HTTP server watching the notes, warmed by searches, with MODEL_IDLE_UNLOAD_S;
   its memory before and after the unload, the first search after it (keyword results) and
   the time until searches are hybrid again, against the reload time the server reports.
-- indexing: `pocketmcp index` of `--notes` notes with the default INDEX_THREADS against one
+- indexing: `pocketmcp index` of `--notes` notes with the model's default threads against one
   thread per core (alternating rounds): throughput. Then an HTTP server indexing them from
   scratch while one client searches (hybrid) without pause: p50/p95 while indexing, and once
   it is done (idle). With `--window S`, only the first S seconds of indexing are searched
@@ -167,9 +167,10 @@ async def unload(root: Path, queries: list[str], idle_s: int) -> dict[str, Any]:
 # -- indexing -------------------------------------------------------------------------------------
 
 def throughput(root: Path, rounds: int) -> dict[str, Any]:
-    """`pocketmcp index` with INDEX_THREADS at its default, at 1, and at one per core
-    (uncapped), in alternating order: chunks embedded per second of the whole run."""
-    threads = {"default": None, "one": "1", "uncapped": str(os.cpu_count() or 1)}
+    """`pocketmcp index` with the model's threads at their default, at 1 (INDEX_CPU_BUDGET at
+    one core's share), and at one per core (a budget of 100%), in alternating order: chunks
+    embedded per second of the whole run."""
+    threads = {"default": None, "one": str(100 // (os.cpu_count() or 1)), "uncapped": "100"}
     runs: dict[str, list[float]] = {name: [] for name in threads}
     for r in range(rounds):
         names = list(threads) if r % 2 == 0 else list(reversed(threads))
@@ -177,7 +178,7 @@ def throughput(root: Path, rounds: int) -> dict[str, Any]:
             db = root / "data" / f"tp-{name}-{r}.db"
             env = {"SQLITE_PATH": str(db), "LOG_LEVEL": "warning"}
             if threads[name] is not None:
-                env["INDEX_THREADS"] = str(threads[name])
+                env["INDEX_CPU_BUDGET"] = threads[name]
             done = index_cli(root, **env)
             runs[name].append(round(done["chunks_embedded"] / done["pipeline_s"], 1))
     mean = {name: sum(v) / len(v) for name, v in runs.items()}

@@ -20,6 +20,7 @@ from pocketmcp.embed.settings import EmbedSettings
 from pocketmcp.errors import ConfigError
 from pocketmcp.mcp.settings import ServeSettings, tool_names
 from pocketmcp.ops.settings import IngestSettings
+from pocketmcp.pipeline.budget import threads_within
 from pocketmcp.pipeline.settings import PipelineSettings, Watched
 from pocketmcp.settings import ON_AN_INDEX, Declared, Setting, build, declared, parse, shown
 from pocketmcp.store.places import StoreSettings, main_place
@@ -103,6 +104,7 @@ def load(overrides: Mapping[str, object] | None = None,
     store = config.store.by_rule(lambda: indexes.index_for(folder))  # the folder's, by rule
     store.check()
     embed = _embedding(config.embed, overrides, env)
+    embed = replace(embed, index_threads=threads_within(config.pipeline.cpu_budget))
     ocr = replace(config.convert.ocr, threads=ocr_threads(embed.index_threads))
     if ocr.mode == "on" and (why := ocr_missing()):
         raise ConfigError("OCR", "on", f"auto or off: {why}")

@@ -11,6 +11,7 @@ from pocketmcp.config import child_environment, declarations, load
 from pocketmcp.convert.limits import ocr_threads
 from pocketmcp.errors import ConfigError
 from pocketmcp.indexes import index_for
+from pocketmcp.pipeline.budget import threads_within
 from pocketmcp.settings import env_example, settings_table
 
 # Settings a user no longer sets: constants, derived values, and two merged into one.
@@ -23,7 +24,7 @@ REMOVED = {"DATABASES_DIR": "/elsewhere", "POCKETMCP_CACHE": "/elsewhere",
            "EMBED_RETRIES": "99", "EMBED_RETRY_BASE_S": "0", "WRITE_BATCH_FILES": "0",
            "PG_HNSW_M": "32", "PG_HNSW_EF_CONSTRUCTION": "48",
            "MCP_ALLOWED_ORIGINS": "http://evil.example", "CONVERT_MEMORY_MB": "1",
-           "DEFAULT_LIBRARY": "notes", "LIBRARY_FROM": "bad"}
+           "DEFAULT_LIBRARY": "notes", "LIBRARY_FROM": "bad", "INDEX_THREADS": "99"}
 
 
 def test_defaults_match_the_documented_values() -> None:
@@ -67,14 +68,17 @@ def test_removed_settings_are_no_longer_read() -> None:
 
 
 def test_what_replaces_the_removed_settings() -> None:
-    config = load({}, environ={"INDEX_THREADS": "3"})
+    config = load({}, environ={"INDEX_CPU_BUDGET": "30"})
     assert config.pipeline.max_chunks_per_doc == 1000
     assert config.pipeline.write_batch_files == 32
     assert config.ingest.url_timeout_s == 30
     assert (config.store.pg_hnsw_m, config.store.pg_hnsw_ef_construction) == (16, 64)
     assert (config.convert.memory_mb, config.convert.ocr.memory_mb) == (1024, 2048)
     assert (config.convert.ocr.max_pixels, config.convert.ocr.max_pages) == (40_000_000, 100)
-    assert config.convert.ocr.threads == ocr_threads(3)
+    assert config.embed.index_threads == threads_within(30)  # INDEX_THREADS: the budget's share
+    assert config.convert.ocr.threads == ocr_threads(threads_within(30))
+    assert [threads_within(p, 2) for p in (0, 10, 50, 51, 100)] == [0, 1, 1, 2, 2]
+    assert [threads_within(p, 8) for p in (25, 30, 100)] == [2, 3, 8]
     assert load({}, environ={}).convert.ocr.threads == ocr_threads(0)
     assert [ocr_threads(0, cores) for cores in (1, 2, 8)] == [1, 1, 7]  # a core for searches
     assert [ocr_threads(3, 8), ocr_threads(16, 8), ocr_threads(2, 2)] == [3, 7, 1]
@@ -125,7 +129,7 @@ def test_env_example_lists_every_setting() -> None:
     text = env_example(declarations())
     for entry in declarations():
         assert f"\n{entry.setting.env}=" in text
-    assert len(declarations()) <= 41
+    assert len(declarations()) <= 40
 
 
 def test_the_committed_env_example_and_settings_page_are_current() -> None:

@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from pocketmcp.core.secret import Secret
-from pocketmcp.settings import EMBEDDING, FEEDING, WRITING, Setting
+from pocketmcp.settings import EMBEDDING, WRITING, Setting
 
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 _BUILT = (*WRITING, "doctor")  # what an index is built with (a search takes it from the index)
@@ -67,12 +67,6 @@ class EmbedSettings(msgspec.Struct, frozen=True, kw_only=True):
         maximum=16,
         help="Requests in flight to a remote provider at once (queries have their "
              "own).")] = 2
-    index_threads: Annotated[int, Setting(
-        env="INDEX_THREADS", flag="--index-threads", used_by=FEEDING, minimum=0, maximum=256,
-        help="Most threads the built-in model uses to embed documents (indexing), and the "
-             "OCR worker to read images, which run at a lower OS priority than searches (0: "
-             "the model one per core but one, at least two; OCR one fewer than the "
-             "cores).")] = 0
     idle_unload_s: Annotated[int, Setting(
         env="MODEL_IDLE_UNLOAD_S", flag="--model-idle-unload-s", used_by=("serve",),
         minimum=0, maximum=10_000_000,
@@ -86,6 +80,7 @@ class EmbedSettings(msgspec.Struct, frozen=True, kw_only=True):
     batch_size: int = 1  # chunks in one model call; 100 in one remote request
     batch_tokens: int = 4096  # tokens in one model call (padded); 100,000 remote (summed)
     threads: int = 0  # onnxruntime threads (0: one per core)
+    index_threads: int = 0  # most threads embedding documents: INDEX_CPU_BUDGET's share (0: any)
     timeout_s: float = 60.0  # one provider request; searches wait at most 15 s of it
     retries: int = 4  # of a request failing on 408, 409, 425, 429, 5xx, a timeout or a drop
     retry_base_s: float = 0.5  # first backoff: up to base x 2^n (at most 30 s), or Retry-After
@@ -93,7 +88,8 @@ class EmbedSettings(msgspec.Struct, frozen=True, kw_only=True):
 
 def index_threads(embed_threads: int | None, cap: int, cores: int | None = None) -> int:
     """The threads indexing uses (the documents' session's, the OCR worker's): `embed_threads`
-    (one per core when unset), at most INDEX_THREADS, whose default (0) leaves a core to
+    (one per core when unset), at most `cap` (INDEX_CPU_BUDGET's share of the cores), whose
+    default (0: no budget) leaves a core to
     searches on machines of more than two (on two, one thread would embed about 0.6x as fast
     on a quiet machine: priority alone keeps searches first there)."""
     cores = cores or os.cpu_count() or 1

@@ -9,6 +9,7 @@ is back under it.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable
@@ -17,6 +18,15 @@ import anyio
 
 WINDOW_S = 3.0  # the span the average is taken over
 MAX_PAUSE_S = 2.0  # the longest one pause
+
+
+def threads_within(percent: int, cores: int | None = None) -> int:
+    """The threads indexing may run (the model's for documents, the OCR worker's) within
+    `percent` of the machine: that share of the cores, at least one; 0 (each part's own
+    rule) without a budget."""
+    if not percent:
+        return 0
+    return max(1, math.ceil(percent / 100 * (cores or os.cpu_count() or 1)))
 
 
 class CpuBudget:

@@ -81,8 +81,11 @@ class PipelineSettings(msgspec.Struct, frozen=True, kw_only=True):
     cpu_budget: Annotated[int, Setting(
         env="INDEX_CPU_BUDGET", flag="--index-cpu-budget", used_by=FEEDING, minimum=0,
         maximum=100,
-        help="Share of the machine's CPU indexing may use, in percent: indexing pauses "
-             "between batches to stay under it (0: no pauses, priority alone).")] = 0
+        help="Share of the machine's CPU indexing may use, in percent: the model and the OCR "
+             "worker get that share of the cores as threads (at least one), and indexing "
+             "pauses between batches to stay under it. 0: no pauses, priority alone; the "
+             "model a thread per core but one (at least two), OCR one fewer than the "
+             "cores.")] = 0
     # Constants: the environment does not set them.
     max_chunks_per_doc: int = 1000  # a longer document is cut there (time and memory bounded)
     write_batch_files: int = 32  # files committed in one transaction at most

@@ -1,5 +1,5 @@
 """Indexing below searches: the documents' threads at a lower OS priority, at most
-INDEX_THREADS of them, and INDEX_CPU_BUDGET's pauses; with the real model."""
+INDEX_CPU_BUDGET's share of them, and INDEX_CPU_BUDGET's pauses; with the real model."""
 
 from __future__ import annotations
 
