@@ -3,11 +3,10 @@
 Each conversion runs in a `convert.worker` process with an address-space cap (1 GiB) and a
 wall-clock limit (CONVERT_TIMEOUT_S). OCR (images, scanned PDF pages) runs in one more worker
 of the same kind, with its own cap (2 GiB) and one thread fewer than the cores (at most
-INDEX_CPU_BUDGET's share), at indexing's lower priority, so that indexing never takes every core from
-searches. A file that
-spins is killed with its worker; one that exhausts memory or crashes its parser ends only
-its worker. Either way the file is reported and skipped, and the next conversion gets a fresh
-worker.
+INDEX_CPU_BUDGET's share), at indexing's lower priority, so that indexing never takes every
+core from searches. A file that spins is killed with its worker; one that exhausts memory
+or crashes its parser ends only its worker. Either way the file is reported and skipped,
+and the next conversion gets a fresh worker.
 """
 
 from __future__ import annotations
