@@ -75,12 +75,15 @@ class Remote:
 
 class Failed(Exception):
     """One request failed. `transient`: worth sending again; `input`: maybe one text's
-    fault; `wait`: what Retry-After asked for; `rejected`: the error to report as it is."""
+    fault; `wait`: what Retry-After asked for; `rejected`: the error to report as it is;
+    `slow`: no answer within the time limit."""
 
     def __init__(self, message: str, *, transient: bool = False, input: bool = False,
-                 wait: float | None = None, rejected: ProviderRejected | None = None) -> None:
+                 wait: float | None = None, rejected: ProviderRejected | None = None,
+                 slow: bool = False) -> None:
         super().__init__(message)
         self.transient = transient
+        self.slow = slow
         self.input = input
         self.wait = wait
         self.rejected = rejected

@@ -5,8 +5,12 @@ A call is cut into requests of at most `batch_size` texts and `batch_tokens` tok
 sent at most EMBED_CONCURRENCY at a time (queries have two places of their own, so a search
 never queues behind indexing). A request that times out, loses its connection or gets 408,
 409, 425, 429 or a 5xx is sent again after a random wait of up to base x 2^n seconds (full
-jitter), or after what Retry-After says. Other 4xx are not retried: 401/403/404 name the
-setting to fix; 400/413/422 may be one text's fault, so the request is split to find it.
+jitter), or after what Retry-After says; but a request of several documents that gets no
+answer in time is sent again in quarters instead, and later requests carry no more than a
+quarter (a provider on a slow CPU answers smaller requests in time; one that answers no
+single text in time is taken to be down without more tries). Other 4xx are not retried:
+401/403/404 name the setting to fix; 400/413/422 may be one text's fault, so the request is
+split to find it.
 After a call has failed for good, the provider is taken to be down for a while (doubling up
 to a minute): calls fail at once until then, so searches fall back to keywords without
 waiting, and the indexing pipeline waits to try again.
@@ -76,6 +80,7 @@ class RemoteEmbedder:
         self.batching = Batching(size=remote.batch_size * remote.concurrency,
                                  tokens=remote.batch_tokens * remote.concurrency, padded=False)
         self.usage = Usage()
+        self._most = remote.batch_size  # texts in one request: a quarter of a request too slow
         self._documents = anyio.CapacityLimiter(remote.concurrency)
         self._queries = anyio.CapacityLimiter(QUERY_SLOTS)
         self._down = 0  # calls failed in a row
@@ -137,7 +142,7 @@ class RemoteEmbedder:
         current: list[int] = []
         tokens = 0
         for i, count in enumerate(counts):
-            if current and (len(current) >= self.remote.batch_size
+            if current and (len(current) >= self._most
                             or tokens + count > self.remote.batch_tokens):
                 groups.append(current)
                 current, tokens = [], 0
@@ -207,6 +212,15 @@ class RemoteEmbedder:
                 matrix = await self._send([texts[i] for i in positions],
                                           sum(counts[i] for i in positions), kind)
         except Failed as failure:
+            if failure.slow and len(positions) > 1:  # in quarters, and later requests too
+                self._most = min(self._most, max(1, len(positions) // 4))
+                self.usage.retries += 1
+                log.info("embedding_retry", url=self.where, error=str(failure),
+                         texts=len(positions), then_at_most=self._most)
+                while positions:
+                    part, positions = positions[:self._most], positions[self._most:]
+                    await self._request_rows(texts, counts, part, kind, rows, rejected)
+                return
             if not failure.input:
                 raise self._error(failure) from None
             if len(positions) == 1:
@@ -253,6 +267,8 @@ class RemoteEmbedder:
             except Failed as failure:
                 longest = QUERY_MAX_WAIT_S if query else MAX_RETRY_AFTER_S
                 if (not failure.transient or attempt + 1 >= attempts
+                        or (failure.slow and not query
+                            and (len(texts) > 1 or self._most < self.remote.batch_size))
                         or (failure.wait is not None and failure.wait > longest)):
                     raise
                 wait = failure.wait if failure.wait is not None else random.uniform(
@@ -276,7 +292,7 @@ class RemoteEmbedder:
             response = await self._client.post(self.url, json=body, timeout=limit_s)
         except httpx.TimeoutException:
             raise Failed(f"no answer within {limit_s:g} s (a request's time limit)",
-                          transient=True) from None
+                          transient=True, slow=True) from None
         except httpx.TransportError as exc:  # refused, reset, DNS: the provider is not there
             raise Failed(f"cannot reach it: {self.remote.scrub(str(exc)) or type(exc).__name__}",
                           transient=True) from None
