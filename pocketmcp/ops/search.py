@@ -23,7 +23,6 @@ import numpy.typing as npt
 from pocketmcp import logs
 from pocketmcp.blas import one_blas_thread
 from pocketmcp.core import fusion
-from pocketmcp.core.precedence import SEARCHES
 from pocketmcp.core.safe import safe_text
 from pocketmcp.errors import EmbeddingError, InvalidRequest
 from pocketmcp.ops import dated, deadline, floor, tuning
@@ -89,7 +88,7 @@ async def search(reading: Reading, query: str, *, top_k: int = 8, scope: Scope |
     # One deadline (SEARCH_TIMEOUT_S) for the whole search, however many runs it makes;
     # indexing in this process gives way meanwhile (marked once the index is open, so a
     # search that waits for the first scan does not hold that scan back).
-    with SEARCHES.searching():
+    with reading.precedence.searching():
         async with deadline.within(reading.deadline_s):
             if dates:
                 return await dated.search_dated(run, query, scope, strict=strict_threshold)
@@ -107,7 +106,7 @@ async def find_similar(open_reading: Open[Reading], text: str, top_k: int = 10, 
     if len(query.encode("utf-8")) > max_bytes:
         raise InvalidRequest(f"text is larger than MAX_FILE_MB ({max_bytes} bytes)")
     reading = await open_reading()
-    with SEARCHES.searching():  # indexing gives way, as to a search
+    with reading.precedence.searching():  # indexing gives way, as to a search
         async with deadline.within(reading.deadline_s):  # SEARCH_TIMEOUT_S, as a search
             hits, notice, pending, _ = await _ranked(reading, query, top_k=top_k,
                                                      mode="vector", exact=True)
