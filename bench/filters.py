@@ -71,10 +71,10 @@ def build(path: Path, vectors: np.ndarray, text_of: np.ndarray, texts: list[str]
 
 async def measure(db: Path, query_texts: list[str], queries: int, top_k: int) -> dict[str, Any]:
     from pocketmcp.config import load
-    from pocketmcp.ops.results import SearchFilter
-    from pocketmcp.ops.search import Scope, search
     from pocketmcp.plans import READING
     from pocketmcp.runtime import open_runtime
+    from pocketmcp.search.results import SearchFilter
+    from pocketmcp.search.run import Scope, search
 
     config = load({}, environ={"SQLITE_PATH": str(db), "WATCH_DIR": str(db.parent / "none")})
     cases = {

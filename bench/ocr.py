@@ -241,9 +241,9 @@ async def indexing_part(files: int, rounds: int) -> dict[str, Any]:
 
 async def search_part(queries: int) -> dict[str, Any]:
     from pocketmcp.config import load
-    from pocketmcp.ops.search import search
     from pocketmcp.plans import READING
     from pocketmcp.runtime import open_runtime
+    from pocketmcp.search.run import search
 
     texts = [str(t) for t in np.load(BASE, allow_pickle=False)["query_texts"]]
     with tempfile.TemporaryDirectory(prefix="pocketmcp-ocr-bench-") as tmp:

@@ -39,9 +39,9 @@ async def run_modes(environ: dict[str, str], queries: dict[str, str],
     from pocketmcp.config import load
     from pocketmcp.core.metrics import ndcg_at
     from pocketmcp.ops.evaluate import doc_of
-    from pocketmcp.ops.search import DEFAULT_PARAMS, search
     from pocketmcp.plans import READING
     from pocketmcp.runtime import open_runtime
+    from pocketmcp.search.run import DEFAULT_PARAMS, search
 
     out: dict[str, Any] = {}
     async with open_runtime(load({}, environ=environ), READING) as runtime:

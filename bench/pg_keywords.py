@@ -64,9 +64,9 @@ async def run_modes(environ: dict[str, str], dataset: Any, modes: list[str],
     from pocketmcp.config import load
     from pocketmcp.core.metrics import ndcg_at, recall_at
     from pocketmcp.ops.evaluate import doc_of
-    from pocketmcp.ops.search import DEFAULT_PARAMS, search
     from pocketmcp.plans import READING
     from pocketmcp.runtime import open_runtime
+    from pocketmcp.search.run import DEFAULT_PARAMS, search
 
     if variant is not None:
         set_variant(variant)

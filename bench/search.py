@@ -43,9 +43,10 @@ from common import RESULTS, Stopwatch, add_result_args, result_path, write_resul
 async def measure(db: Path, vectors: np.ndarray, queries: np.ndarray, query_texts: list[str],
                   repeats: int) -> dict:
     from pocketmcp.config import load
-    from pocketmcp.ops.search import DEFAULT_PARAMS, candidates_for
     from pocketmcp.plans import READING
     from pocketmcp.runtime import open_runtime
+    from pocketmcp.search.fuse import DEFAULT_PARAMS
+    from pocketmcp.search.retrieve import candidates_for
 
     config = load({}, environ={"SQLITE_PATH": str(db), "WATCH_DIR": str(db.parent / "none")})
     out: dict = {}
@@ -88,17 +89,18 @@ async def search_calls(reading: Any, query_texts: list[str], repeats: int
     each mode gets its own queries, so none is answered from the cache of query vectors.
     Also the vector stage as those calls run it (after the query embedding, in hybrid and
     vector calls): `vector_stage_in_calls`."""
-    import pocketmcp.ops.search as ops
+    import pocketmcp.search.retrieve as lists
+    import pocketmcp.search.run as ops
 
     out = {}
     in_calls = Stopwatch()
-    real = ops._vector_stage
+    real = lists._vector_list
 
-    def timed(*args: Any, **kwargs: Any) -> None:
+    def timed(*args: Any, **kwargs: Any) -> Any:
         with in_calls:
-            real(*args, **kwargs)
+            return real(*args, **kwargs)
 
-    ops._vector_stage = timed  # type: ignore[attr-defined]
+    lists._vector_list = timed
     try:
         for m, mode in enumerate(("hybrid", "vector", "keyword")):
             calls = Stopwatch()
@@ -108,7 +110,7 @@ async def search_calls(reading: Any, query_texts: list[str], repeats: int
                     await ops.search(reading, text, top_k=10, mode=mode)
             out[mode] = calls.summary()
     finally:
-        ops._vector_stage = real  # type: ignore[attr-defined]
+        lists._vector_list = real
     out["vector_stage_in_calls"] = in_calls.summary()
     return out
 

@@ -48,7 +48,6 @@ async def _serve(db: Path) -> None:
     import anyio
     import numpy as np
 
-    import pocketmcp.ops.search as ops
     from pocketmcp.config import load
     from pocketmcp.plans import READING
     from pocketmcp.runtime import open_runtime
@@ -64,9 +63,18 @@ async def _serve(db: Path) -> None:
                 stages[name] = stages.get(name, 0.0) + (time.perf_counter_ns() - started) / 1e6
         return run
 
-    # The stages of a call, timed where both checkouts have them.
-    ops._vector_stage = timed("vector_stage", ops._vector_stage)  # type: ignore[attr-defined]
-    ops._keyword_stage = timed("keyword_stage", ops._keyword_stage)  # type: ignore[attr-defined]
+    # The stages of a call, timed where both checkouts have them: the search package's
+    # lists, or (a checkout from before it) the search op's stages.
+    try:
+        import pocketmcp.search.retrieve as lists
+        import pocketmcp.search.run as ops
+        names = {"vector_stage": "_vector_list", "keyword_stage": "_keyword_list"}
+    except ImportError:
+        import pocketmcp.ops.search as ops  # type: ignore[no-redef]
+        lists = ops  # type: ignore[assignment]
+        names = {"vector_stage": "_vector_stage", "keyword_stage": "_keyword_stage"}
+    for stage, name in names.items():
+        setattr(lists, name, timed(stage, getattr(lists, name)))
     # Inside the keyword stage: counting the query's terms, and the chunk FTS5 query.
     from pocketmcp.store.sqlite.queries import SqliteReader
 
@@ -102,7 +110,7 @@ async def _serve(db: Path) -> None:
                 def nearest(reader: Any, q: Any = q) -> tuple[list[int], list[float], float]:
                     started = time.perf_counter_ns()
                     ids, scores, _ = index.vectors.search(
-                        reader.log, q, 10, ops.candidates_for(index.live, ops.DEFAULT_PARAMS))
+                        reader.log, q, 10, lists.candidates_for(index.live, ops.DEFAULT_PARAMS))
                     return ids.tolist(), scores.tolist(), (time.perf_counter_ns() - started) / 1e6
 
                 ids, scores, ms = await index.run(nearest)

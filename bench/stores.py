@@ -93,9 +93,10 @@ def build(writer, vectors: np.ndarray, text_of: np.ndarray, texts: list[str]) ->
 async def measure(env: dict[str, str], vectors: np.ndarray, queries: np.ndarray,
                   query_texts: list[str], repeats: int) -> dict:
     from pocketmcp.config import load
-    from pocketmcp.ops.search import DEFAULT_PARAMS, candidates_for
     from pocketmcp.plans import READING
     from pocketmcp.runtime import open_runtime
+    from pocketmcp.search.fuse import DEFAULT_PARAMS
+    from pocketmcp.search.retrieve import candidates_for
 
     config = load({}, environ=env)
     out: dict = {}

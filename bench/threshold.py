@@ -20,7 +20,7 @@ from common import DATASET, ROOT, add_result_args, pct, write_results
 from quality_cv import load_set
 
 from pocketmcp.core import fusion
-from pocketmcp.ops.ranking import DEFAULT_PARAMS, fuse
+from pocketmcp.search.fuse import DEFAULT_PARAMS, fuse
 
 THRESHOLDS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3)
 

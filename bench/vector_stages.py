@@ -59,7 +59,7 @@ def main() -> None:
     state = cols.state()
     assert state is not None and state.live == state.rows, "a file without removed rows"
     n = state.rows
-    candidates = max(1000, n // 500)  # ops.search.candidates_for
+    candidates = max(1000, n // 500)  # search.retrieve.candidates_for
     assert kernel() is not None, "faiss is not installed"
     started = time.perf_counter()
     copy = RowCodes(cols.capacity, cols.codes.shape[0])

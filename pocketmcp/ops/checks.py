@@ -5,24 +5,13 @@ from __future__ import annotations
 import json
 import math
 import unicodedata
-from collections.abc import Sequence
 from typing import Any
 
 from pocketmcp.core.safe import safe, safe_text
 from pocketmcp.errors import InvalidRequest
-from pocketmcp.ops.results import Scalar
+from pocketmcp.search.results import Scalar
 
 MAX_METADATA_BYTES = 16_384
-MAX_ID = 2**63 - 1  # SQLite's largest rowid
-
-
-def check_ids(ids: Sequence[int], what: str = "doc_ids") -> list[int]:
-    """Ids as SQLite can hold them: whole numbers from 1 to 2**63 - 1."""
-    for value in ids:
-        if not 1 <= value <= MAX_ID:
-            raise InvalidRequest(f"{what} holds {value}, which is no id: ids are whole numbers "
-                                 f"from 1 to {MAX_ID}")
-    return list(ids)
 
 
 def check_library(name: str | None, default: str) -> str:

@@ -13,7 +13,6 @@ from pocketmcp.core.safe import safe_text
 from pocketmcp.embed.base import Embedder
 from pocketmcp.embed.models import canonical_id
 from pocketmcp.errors import Busy, PocketError
-from pocketmcp.ops.filters import compile_glob
 from pocketmcp.ops.results import ReindexResult
 from pocketmcp.ops.status_results import (
     EmbeddingStatus,
@@ -26,6 +25,7 @@ from pocketmcp.ops.status_results import (
 from pocketmcp.pipeline.state import Stats
 from pocketmcp.pipeline.watcher import Only
 from pocketmcp.plans import Status
+from pocketmcp.search.filters import compile_glob
 from pocketmcp.store.api import ReadIndex
 
 Progress = Callable[[int, int | None, str], Awaitable[None]]

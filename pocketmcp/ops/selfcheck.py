@@ -10,8 +10,8 @@ answer to a question is the document it came from; hit@1, hit@5 and MRR@10 say w
 document ranks, one match per document, as `pocketmcp eval` measures. Questions are taken
 round-robin over documents (a fixed seed), so a few long pages do not make up the set.
 
-Each question is gathered once (both retrievers, `ops.search.gather`) and fused for every
-mode and every fusion weight of `WEIGHTS` (`ops.ranking.fuse`): the weight with the best
+Each question is retrieved once (both lists, `search.retrieve`) and fused for every
+mode and every fusion weight of `WEIGHTS` (`search.fuse`): the weight with the best
 MRR@10 is the one suggested for the index, shown beside the one in use.
 """
 
@@ -29,9 +29,9 @@ from pocketmcp.core import fusion
 from pocketmcp.core.chunking import sections
 from pocketmcp.core.metrics import hit_at, mrr_at
 from pocketmcp.core.notes import split_front_matter
-from pocketmcp.ops.ranking import DEFAULT_PARAMS, Params, fuse
-from pocketmcp.ops.search import gather
 from pocketmcp.plans import Reading
+from pocketmcp.search.fuse import DEFAULT_PARAMS, Params, fuse
+from pocketmcp.search.retrieve import retrieve
 from pocketmcp.store.api import Reader
 
 MAX_QUESTIONS = 1000
@@ -177,8 +177,8 @@ async def check(reading: Reading, *, most: int = 200, params: Params = DEFAULT_P
     by_weight: dict[float, list[list[int]]] = {w: [] for w in WEIGHTS}
     in_use: list[list[int]] = []
     for q in made:
-        stage, _, _ = await gather(reading, q.text, mode="hybrid", depth=params.depth,
-                                   params=params, unique_docs=True, fallback=False)
+        stage = (await retrieve(reading, q.text, mode="hybrid", depth=params.depth,
+                                params=params, unique_docs=True, fallback=False)).stage
         for mode in ("vector", "keyword"):
             ranks[mode].append(list(_docs(fuse(stage, mode, params, True), stage.doc_of)))
         for w in WEIGHTS:

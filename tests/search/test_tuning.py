@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from support.cli import run_cli
 
-from pocketmcp.ops import tuning
-from pocketmcp.ops.ranking import DEFAULT_PARAMS
+from pocketmcp.search import tuning
+from pocketmcp.search.fuse import DEFAULT_PARAMS
 
 NOTES = {
     "tax.md": "# Tax\n\nThe self employed tax return is due by the end of January.\n",

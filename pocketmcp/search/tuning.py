@@ -15,7 +15,7 @@ from pathlib import Path
 import msgspec
 
 from pocketmcp.errors import InvalidRequest
-from pocketmcp.ops.ranking import DEFAULT_PARAMS, Params
+from pocketmcp.search.fuse import DEFAULT_PARAMS, Params
 from pocketmcp.store.api import ReadIndex
 
 RECHECK_S = 1.0  # a tuning file's change is seen by searches within this
