@@ -63,25 +63,22 @@ async def _serve(db: Path) -> None:
                 stages[name] = stages.get(name, 0.0) + (time.perf_counter_ns() - started) / 1e6
         return run
 
-    # The stages of a call, timed where both checkouts have them: the search package's
-    # lists, or (a checkout from before it) the search op's stages.
+    # The stages of a call, timed where both checkouts have them: the vector list (the
+    # search package's retrieve step, or the search op's stage before it), the reader's
+    # keyword stage and, inside it, the term counts and the chunk FTS5 query.
     try:
         import pocketmcp.search.retrieve as lists
         import pocketmcp.search.run as ops
-        names = {"vector_stage": "_vector_list", "keyword_stage": "_keyword_list"}
+        lists._vector_list = timed("vector_stage", lists._vector_list)
     except ImportError:
         import pocketmcp.ops.search as ops  # type: ignore[no-redef]
         lists = ops  # type: ignore[assignment]
-        names = {"vector_stage": "_vector_stage", "keyword_stage": "_keyword_stage"}
-    for stage, name in names.items():
-        setattr(lists, name, timed(stage, getattr(lists, name)))
-    # Inside the keyword stage: counting the query's terms, and the chunk FTS5 query.
+        ops._vector_stage = timed("vector_stage", ops._vector_stage)  # type: ignore[attr-defined]
     from pocketmcp.store.sqlite.queries import SqliteReader
 
-    SqliteReader.term_docs = timed(  # type: ignore[method-assign]
-        "  term_counts", SqliteReader.term_docs)
-    SqliteReader.search_keyword = timed(  # type: ignore[method-assign]
-        "  chunk_fts_query", SqliteReader.search_keyword)
+    for name, method in (("keyword_stage", "keyword_stage"), ("  term_counts", "term_docs"),
+                         ("  chunk_fts_query", "search_keyword")):
+        setattr(SqliteReader, method, timed(name, getattr(SqliteReader, method)))
     queries = np.load(BASE)["queries"]
     config = load({}, environ={"SQLITE_PATH": str(db), "WATCH_DIR": str(db.parent / "none")})
     async with open_runtime(config, READING) as runtime:

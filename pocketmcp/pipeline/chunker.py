@@ -59,8 +59,7 @@ async def chunk_files(
     theirs; once `stop` is set, files not yet chunked (those at hand too) are left
     unrecorded for the next start, so a stop never waits for a long text. Files that wait
     together (a scan) are cut up to `group` in one worker-thread step: one hop off the event
-    loop, which searches share, for several files. Each group gives way to the searches
-    `precedence` counts."""
+    loop, which searches share, for several files."""
     searches = precedence or Precedence()  # none: no search to give way to
     ahead_tx, ahead_rx = anyio.create_memory_object_stream[list[_Ahead]](max(threads - 1, 0))
     limiter = anyio.CapacityLimiter(max(threads, 1))

@@ -79,8 +79,7 @@ class Pipeline:
         self.wait_for_provider = wait_for_provider
         self.keywords_first = keywords_first  # one scan: vectors left to a later run
         self.give_way_s = give_way_s
-        # The searches its stages give way to (none: a pipeline with no searches beside it).
-        self.precedence = precedence or Precedence()
+        self.precedence = precedence or Precedence()  # the searches its stages give way to
         self.backlog = Backlog()
         self.stats = Stats()
         self.inflight = InFlight()

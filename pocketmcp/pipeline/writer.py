@@ -60,7 +60,7 @@ async def write_index(
     """Commit what arrives until every sender has closed its end of `inbox`; `backlog`
     hears of documents written for keywords (their vectors are wanted) and of vectors
     written. Up to `gather_files` of a folder's files are gathered for a transaction
-    (`_gather_s`). The folder's writes give way to the searches `precedence` counts."""
+    (`_gather_s`)."""
     searches = precedence or Precedence()  # none: no search to give way to
 
     async def flush(items: list[ToWriter]) -> None:

@@ -31,12 +31,6 @@ def today() -> dt.date:
     return dt.datetime.now().astimezone().date()
 
 
-def has_dates(scope: Scope | None) -> bool:
-    where = scope.where if scope is not None else DocFilter()
-    return any((where.created_after, where.created_before, where.modified_after,
-                where.modified_before))
-
-
 def scoped(span: Span, scope: Scope | None) -> Scope:
     """`scope` narrowed to the documents created within `span`."""
     base = scope or Scope()
@@ -49,7 +43,11 @@ def scoped(span: Span, scope: Scope | None) -> Scope:
 def span_of(query: str, scope: Scope | None, day: dt.date | None = None) -> Span | None:
     """The span a date phrase of `query` says (None when it says none, or the caller's
     scope has dates of its own)."""
-    return None if has_dates(scope) else understand(query, day or today())
+    where = scope.where if scope is not None else DocFilter()
+    if any((where.created_after, where.created_before, where.modified_after,
+            where.modified_before)):
+        return None
+    return understand(query, day or today())
 
 
 def stands(span: Span, found: bool, under: bool) -> bool:

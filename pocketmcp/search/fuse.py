@@ -18,6 +18,7 @@ it would count as no match by meaning), so the two kinds of chunk make one list.
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from typing import Literal
 
 import msgspec
@@ -166,7 +167,7 @@ def truncated(stage: Stage, depth: int) -> Stage:
         first_chunk={d: c for d, c in stage.first_chunk.items() if d in doc_keyword})
 
 
-def keywords_alone(stage: Stage, scores: dict[int, float], waiting: set[int],
+def keywords_alone(stage: Stage, scores: dict[int, float], waiting: AbstractSet[int],
                    params: Params) -> dict[int, float]:
     """`scores` with the fused score of each waiting chunk whose document has no vector
     match given its keywords' full weight."""
@@ -195,7 +196,7 @@ def ranked(stage: Stage, scores: dict[int, float], *, unique_docs: bool, most: i
 
 
 def shown(stage: Stage, chunk_id: int, vector_score: float | None, mode: Mode,
-          params: Params, *, by_document: bool, waiting: set[int]) -> float:
+          params: Params, *, by_document: bool, waiting: AbstractSet[int]) -> float:
     """The score a ranked chunk shows (`relevance`): with `by_document`, its document's
     keyword score; a chunk waiting for its vector is scored by its keywords."""
     words = stage.doc_keyword.get(stage.doc_of[chunk_id]) if by_document else (

@@ -38,37 +38,26 @@ class Hit(msgspec.Struct, frozen=True):
 
 
 def hits_of(selection: Selection, rows: dict[int, HitRow], stage: Stage,
-            vector_of: Callable[[int], float | None], stale_of: Callable[[HitRow], bool | None],
-            *, params: Params, rescored: bool) -> list[Hit]:
+            vector_of: Callable[[int], float | None], *, root: Path | None, params: Params,
+            rescored: bool) -> list[Hit]:
     """The kept chunks as hits, with their vector scores (`vector_of`) and whether their
-    files changed since (`stale_of`); `rescored` when the vector scores are exact ones to
-    rank by again (vector mode)."""
-    found = []
+    files changed since they were indexed (one stat per document, blocking); `rescored`
+    when the vector scores are exact ones to rank by again (vector mode)."""
+    found, stale = [], dict[int, bool | None]()
     for chunk_id, score in selection.kept:
         vector_score = vector_of(chunk_id)
         if rescored and vector_score is not None:
             score = vector_relevance(vector_score, background_of(stage, params))
         first, last = selection.merged.get(chunk_id, (-1, -1))
         row = rows[chunk_id]
+        if row.doc_id not in stale:
+            stale[row.doc_id] = is_stale(root, row.external_id, row.source, row.size_bytes,
+                                         row.mtime_ns)
         found.append(Hit(row, score, vector_score, stage.keyword.get(chunk_id),
-                         first=first, last=last, stale=stale_of(row)))
+                         first=first, last=last, stale=stale[row.doc_id]))
     if rescored:
         found.sort(key=lambda h: -h.score)
     return found
-
-
-def stale_of(root: Path | None) -> Callable[[HitRow], bool | None]:
-    """Whether a hit's file changed since it was indexed (`is_stale`): one stat per
-    document, blocking."""
-    known: dict[int, bool | None] = {}
-
-    def stale(row: HitRow) -> bool | None:
-        if row.doc_id not in known:
-            known[row.doc_id] = is_stale(root, row.external_id, row.source, row.size_bytes,
-                                         row.mtime_ns)
-        return known[row.doc_id]
-
-    return stale
 
 
 def search_result(hits: Sequence[Hit], *notices: str | None) -> SearchResult:
@@ -87,9 +76,7 @@ def similar_result(hits: Sequence[Hit], notice: str | None, pending: str | None
 
 
 def pending_notice(count: int, mode: Mode) -> str | None:
-    """What a search says when chunks wait for their vectors (None when none do): documents
-    are written for keyword search as soon as they are chunked, and get their vectors later
-    (pipeline/embedder.py)."""
+    """What a search says when chunks wait for their vectors (none when none do)."""
     if not count:
         return None
     where = ("they are found by their keywords until then" if mode == "hybrid"

@@ -30,6 +30,7 @@ from pocketmcp.store.rows import Keywords
 log = logs.get("pocketmcp.search")
 
 F32 = npt.NDArray[np.float32]
+Waiting = tuple[int, set[int]]  # chunks of the index waiting for vectors; those among the hits
 # The share of a search's remaining time its query's embedding may take when the search can
 # answer by keywords instead: a provider that stops answering leaves the rest of the deadline
 # to the keyword results, rather than ending the search with DEADLINE_EXCEEDED.
@@ -37,105 +38,75 @@ EMBED_SHARE = 0.5
 
 
 @dataclass(frozen=True)
-class Embedded:
-    """A query as embedded: its vector (None when it could not be), the model's background
-    similarity, and the notice saying why it could not be."""
-
-    vector: F32 | None
-    background: float
-    notice: str | None
-
-
-@dataclass(frozen=True)
 class Retrieved:
-    """Both lists of one query; the query as embedded (not in keyword mode); and, when asked
-    for, how many chunks of the index wait for their vectors and which of the keyword hits
-    do (waiting chunks have no vector: only keyword hits can be among them)."""
+    """Both lists of one query; the query's vector, or the notice saying why it could not be
+    embedded; and, when asked for, how many chunks of the index wait for their vectors and
+    which of the keyword hits do (waiting chunks have no vector: only keyword hits can)."""
 
     stage: Stage
-    embedded: Embedded | None
+    vector: F32 | None = None
+    notice: str | None = None
     waiting: int = 0
     waiting_hits: frozenset[int] = frozenset()
-
-    @property
-    def notice(self) -> str | None:
-        return None if self.embedded is None else self.embedded.notice
-
-    @property
-    def vector(self) -> F32 | None:
-        return None if self.embedded is None else self.embedded.vector
 
 
 async def retrieve(reading: Reading, query: str, *, mode: Mode, depth: int,
                    scope: Scope | None = None, params: Params = DEFAULT_PARAMS,
                    unique_docs: bool = False, fallback: bool = True,
-                   embedded: Embedded | None = None, waiting: bool = False) -> Retrieved:
+                   again: Retrieved | None = None, waiting: bool = False) -> Retrieved:
     """Both retrievers' lists for `query`, the two running side by side (embedding the query
-    overlaps the BM25 query). Without `fallback` an embedding error is raised. With
-    `embedded`, the query is not embedded again. With `waiting` (not in keyword mode), the
-    waiting chunks are counted, on a list's own read."""
+    overlaps the BM25 query). Without `fallback` an embedding error is raised. `again`: an
+    earlier retrieval of the query, whose embedding is taken as it was. With `waiting` (not
+    in keyword mode), the waiting chunks are counted, on a list's own read."""
     if mode not in MODES:
         raise InvalidRequest(f"mode must be one of {', '.join(MODES)}")
     index = reading.index
     # The scope's documents, worked out once for both retrievers.
     allowed = None if scope is None else await index.run(scope.doc_ids)
     documents = unique_docs and params.document_keywords
-    meaning: list[tuple[Embedded, Vectors | None]] = []
-    words: list[tuple[Keywords, tuple[int, set[int]] | None]] = []
+    vector, base, notice = (None, 0.0, None) if again is None else (
+        again.vector, again.stage.vector_background, again.notice)
+    nearest: tuple[dict[int, float], dict[int, int], Waiting | None] = ({}, {}, None)
+    words: tuple[Keywords, Waiting | None] = (Keywords(), None)
 
     async def by_meaning() -> None:
-        known = embedded or await _embedded(reading, query, params, fallback, mode)
-        vector = known.vector
-        found = None if vector is None else await index.run(
-            lambda r: _vector_list(index, r, vector, depth, allowed, params,
-                                   waiting and mode == "vector"))
-        meaning.append((known, found))
+        nonlocal vector, base, notice, nearest
+        if again is None:
+            vector, base, notice = await _embedded(reading, query, params, fallback, mode)
+        if (asked := vector) is not None:
+            nearest = await index.run(lambda r: _vector_list(
+                index, r, asked, depth, allowed, params, waiting and mode == "vector"))
 
     async def by_words() -> None:
-        def read(reader: Reader) -> tuple[Keywords, tuple[int, set[int]] | None]:
-            found = _keyword_list(reader, query, depth, allowed, params, index.live,
-                                  documents, alone=mode == "keyword")
+        nonlocal words
+
+        def read(reader: Reader) -> tuple[Keywords, Waiting | None]:
+            found = reader.keyword_stage(query, depth, allowed, title_weight=params.title_weight,
+                                         total=index.live, documents=documents,
+                                         alone=mode == "keyword")
             return found, waiting_of([*found.keyword, *found.first_chunk.values()], reader) \
                 if waiting and mode != "keyword" else None
 
-        words.append(await index.run(read))
+        words = await index.run(read)
 
     async with anyio.create_task_group() as tg:
         if mode != "keyword":
             tg.start_soon(by_meaning, name="pocketmcp.search.vector")
         if mode != "vector":
             tg.start_soon(by_words, name="pocketmcp.search.keyword")
-    known, vectors = meaning[0] if meaning else (None, None)
-    if known is not None and known.notice is not None and mode == "vector":
+    if notice is not None and mode == "vector":
         await by_words()  # keywords alone, by their own scale
-    return _retrieved(known, vectors, words[0] if words else None, documents)
+    found, counted = words
+    count, hits = counted or nearest[2] or (0, set())
+    stage = Stage(nearest[0], dict(found.keyword), {**nearest[1], **found.doc_of},
+                  doc_keyword=found.doc_keyword if documents else {},
+                  first_chunk=found.first_chunk if documents else {},
+                  keyword_ref=found.reference, vector_background=base)
+    return Retrieved(stage, vector, notice, count, frozenset(hits))
 
 
-def _retrieved(known: Embedded | None, vectors: Vectors | None,
-               words: tuple[Keywords, tuple[int, set[int]] | None] | None,
-               documents: bool) -> Retrieved:
-    """The lists as one stage."""
-    doc_of: dict[int, int] = {}
-    stage = Stage({}, {}, doc_of)
-    waiting: tuple[int, set[int]] | None = None
-    if vectors is not None:
-        stage = Stage(vectors.scores, {}, doc_of, vector_background=known.background if (
-            known is not None) else 0.0)
-        doc_of.update(vectors.doc_of)
-        waiting = vectors.waiting
-    if words is not None:
-        found, waiting = words[0], words[1] if words[1] is not None else waiting
-        doc_of.update(found.doc_of)
-        stage = Stage(stage.vector, dict(found.keyword), doc_of,
-                      doc_keyword=found.doc_keyword if documents else {},
-                      first_chunk=found.first_chunk if documents else {},
-                      keyword_ref=found.reference, vector_background=stage.vector_background)
-    count, hits = waiting or (0, set())
-    return Retrieved(stage, known, count, frozenset(hits))
-
-
-async def _embedded(reading: Reading, query: str, params: Params, fallback: bool,
-                    mode: Mode) -> Embedded:
+async def _embedded(reading: Reading, query: str, params: Params, fallback: bool, mode: Mode
+                    ) -> tuple[F32 | None, float, str | None]:
     """The query's vector and the model's background similarity; with `fallback`, a notice
     instead when the provider fails or takes more than EMBED_SHARE of the time left."""
     left = deadline.remaining()
@@ -143,8 +114,8 @@ async def _embedded(reading: Reading, query: str, params: Params, fallback: bool
     try:
         with anyio.move_on_after(limit) as bounded:
             vector = await reading.embedder.embed_query(query)
-            base = await model_background(reading.embedder) if params.calibrated else 0.0
-            return Embedded(vector, base, None)
+            return vector, await model_background(reading.embedder) if (
+                params.calibrated) else 0.0, None
         assert limit is not None and bounded.cancelled_caught
         raise EmbeddingError(f"no embedding within {limit:.2g} s, half the time the search "
                              "had left (SEARCH_TIMEOUT_S)")
@@ -152,40 +123,23 @@ async def _embedded(reading: Reading, query: str, params: Params, fallback: bool
         if not fallback:
             raise
         log.warning("keyword_fallback", mode=mode, error=str(exc))
-        return Embedded(None, 0.0, "only keyword results are shown: the query could not be "
-                                   f"embedded ({exc})")
-
-
-@dataclass(frozen=True)
-class Vectors:
-    """The vector list: chunk id -> cosine, and each chunk's document; with `waiting`, how
-    many chunks wait for their vectors (none of the nearest can)."""
-
-    scores: dict[int, float]
-    doc_of: dict[int, int]
-    waiting: tuple[int, set[int]] | None
+        return None, 0.0, f"only keyword results are shown: the query could not be embedded " \
+                          f"({exc})"
 
 
 def _vector_list(index: ReadIndex, reader: Reader, vector: F32, depth: int,
-                 allowed: list[int] | None, params: Params, waiting: bool) -> Vectors:
-    """Nearest chunks by meaning (blocking)."""
+                 allowed: list[int] | None, params: Params, waiting: bool
+                 ) -> tuple[dict[int, float], dict[int, int], Waiting | None]:
+    """Nearest chunks by meaning and their documents (blocking); with `waiting`, how many
+    chunks wait for their vectors (none of the nearest can)."""
     ids, scores, doc_ids = index.nearest(reader, vector, depth,
                                          candidates_for(index.live, params), allowed)
-    count = (reader.waiting_count(), set[int]()) if waiting else None
-    return Vectors(dict(zip(ids.tolist(), scores.tolist(), strict=True)),
-                   dict(zip(ids.tolist(), doc_ids.tolist(), strict=True)), count)
+    return (dict(zip(ids.tolist(), scores.tolist(), strict=True)),
+            dict(zip(ids.tolist(), doc_ids.tolist(), strict=True)),
+            (reader.waiting_count(), set()) if waiting else None)
 
 
-def _keyword_list(reader: Reader, query: str, depth: int, allowed: list[int] | None,
-                  params: Params, total: int, documents: bool, *,
-                  alone: bool = False) -> Keywords:
-    """Best chunks (and with `documents`, best whole documents) by words (blocking); `alone`
-    when nothing else of the search runs meanwhile (keyword mode)."""
-    return reader.keyword_stage(query, depth, allowed, title_weight=params.title_weight,
-                                total=total, documents=documents, alone=alone)
-
-
-def waiting_of(chunk_ids: Sequence[int], reader: Reader) -> tuple[int, set[int]]:
+def waiting_of(chunk_ids: Sequence[int], reader: Reader) -> Waiting:
     """How many chunks of the index wait for vectors, and which of `chunk_ids` do
     (blocking; one indexed count when none wait)."""
     count = reader.waiting_count()

@@ -33,7 +33,7 @@ from pocketmcp.search.fuse import (
 )
 from pocketmcp.search.render import Hit, with_context, with_passages
 from pocketmcp.search.results import FindSimilarResult, SearchResult
-from pocketmcp.search.retrieve import Embedded, Retrieved, exact_scores, retrieve
+from pocketmcp.search.retrieve import Retrieved, exact_scores, retrieve
 from pocketmcp.search.select import Selection, select
 from pocketmcp.store.api import Reader
 
@@ -67,9 +67,7 @@ class Ask:
 
 @dataclass(frozen=True)
 class Answer:
-    """What one ask found: its hits, a notice (keyword matches only, or none reached the
-    threshold), one when chunks wait for their vectors, and whether the hits are all under
-    the threshold (kept anyway)."""
+    """What one ask found, its notices, and whether its hits are all under the threshold."""
 
     hits: list[Hit]
     notice: str | None
@@ -104,18 +102,15 @@ async def search(reading: Reading, query: str, *, top_k: int = 8, scope: Scope |
     with reading.precedence.searching():
         async with deadline.within(reading.deadline_s):
             span = dated.span_of(query, scope) if dates else None
-            if span is None:
+            found, said = None, None
+            if span is not None:
+                found = await answer(reading, replace(ask, query=span.query,
+                                                      scope=dated.scoped(span, scope)))
+                stood = dated.stands(span, bool(found.hits), found.floored)
+                found, said = found if stood else None, dated.said(span, stood)
+            if found is None:  # no date said, or the span's answer does not stand
                 found = await answer(reading, ask)
-                return render.search_result(found.hits, found.notice, found.pending)
-            within = await answer(reading, replace(ask, query=span.query,
-                                                   scope=dated.scoped(span, scope)))
-            if dated.stands(span, bool(within.hits), within.floored):
-                return render.search_result(within.hits, dated.said(span, True),
-                                            within.notice, within.pending)
-            # The span's answer does not stand: the query as said, from any date.
-            anywhen = await answer(reading, ask)
-            return render.search_result(anywhen.hits, dated.said(span, False),
-                                        anywhen.notice, anywhen.pending)
+            return render.search_result(found.hits, said, found.notice, found.pending)
 
 
 async def find_similar(open_reading: Open[Reading], text: str, top_k: int = 10, *,
@@ -143,15 +138,15 @@ async def answer(reading: Reading, ask: Ask) -> Answer:
     params = ask.params
     # Documents can hold many chunks: look deeper when only one per document is kept.
     depth = max(params.depth, ask.top_k * (4 if ask.unique_docs else 1))
-    embedded: Embedded | None = None
+    found: Retrieved | None = None
     for _ in range(TRIES):
         found = await retrieve(reading, ask.query, mode=ask.mode, depth=depth, scope=ask.scope,
                                params=params, unique_docs=ask.unique_docs,
-                               fallback=ask.fallback, embedded=embedded, waiting=True)
-        embedded = found.embedded
+                               fallback=ask.fallback, again=found, waiting=True)
         hits, selection, gone = await _ranked(reading, ask, found)
         if not gone:
             break
+    assert found is not None
     if not hits:
         reading.require_complete()
     removed = selection.removed
@@ -171,7 +166,7 @@ async def _ranked(reading: Reading, ask: Ask, found: Retrieved
     if found.notice is not None:  # keyword matches only, by their own scale
         mode, threshold = "keyword", None
     scores = fuse(stage, mode, params, ask.unique_docs)
-    waiting = set(found.waiting_hits)
+    waiting = found.waiting_hits
     if mode == "hybrid":
         scores = keywords_alone(stage, scores, waiting, params)
     # Spares: a chunk removed by a commit since the lists were made is skipped, not missed.
@@ -197,16 +192,14 @@ async def _ranked(reading: Reading, ask: Ask, found: Retrieved
                            per_doc=ask.per_doc, strict=ask.strict)
         rescored = exact_scores(reader, index, [c for c, _ in selection.kept],
                                 query_vector) if ask.exact and query_vector is not None else {}
-        hits = render.hits_of(selection, rows, stage,
-                              lambda c: rescored.get(c, vector_of(c)),
-                              render.stale_of(index.root), params=params,
+        hits = render.hits_of(selection, rows, stage, lambda c: rescored.get(c, vector_of(c)),
+                              root=index.root, params=params,
                               rescored=bool(rescored) and mode == "vector")
         hits = with_passages(reader, hits)
         if ask.context and hits:
             hits = with_context(reader, hits, ask.context)
         return hits, selection, any(c not in rows for c in order)
 
-    if not order:
-        return [], select((), {}, stage.doc_of, top_k=ask.top_k, threshold=threshold,
-                          per_doc=ask.per_doc, strict=ask.strict), False
+    if not order:  # no rows to read
+        return [], select((), {}, {}, top_k=1, threshold=threshold, per_doc=0, strict=True), False
     return await index.run(read)
