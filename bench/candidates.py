@@ -1,6 +1,6 @@
 """The ranking candidates `quality_cv.py` compares, over cached vectors and keyword lists.
 
-Every candidate ends in the search op's own fusion (`ops.ranking.fuse`, one match per
+Every candidate ends in the search op's own fusion (`search.fuse`, one match per
 document); what it changes is the vector list it hands over (a second query vector, a
 document's score rolled up from several chunks) or the fusion weight of the query.
 
@@ -20,7 +20,7 @@ import numpy as np
 from pocketmcp.core import fusion
 from pocketmcp.core.keywords import STOPWORDS
 from pocketmcp.core.metrics import hit_at, mrr_at, ndcg_at
-from pocketmcp.ops.ranking import Params, Stage, fuse
+from pocketmcp.search.fuse import Params, Stage, fuse
 
 DEPTH = 200
 

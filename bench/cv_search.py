@@ -1,9 +1,9 @@
 """k-fold cross-validation of the hybrid search's tuning on a BEIR data set.
 
 Each query's candidate lists are gathered once through the search op's own retrievers
-(`ops.search.gather`: the vector list, and per title weight the chunk and whole-document BM25
+(`search.retrieve`: the vector list, and per title weight the chunk and whole-document BM25
 lists) at the largest depth of the grid, and cached. Every setting then re-ranks the cached
-lists with the op's own fusion (`ops.ranking.fuse`); a smaller depth takes the heads of the
+lists with the search's own fusion (`search.fuse`); a smaller depth takes the heads of the
 lists, which is what a search of that depth finds. So every figure is the one `search` gives
 with top_k 10 and `unique_docs` (a document ranks at its best chunk).
 
@@ -42,8 +42,8 @@ NORMALISERS = ("zscore", "minmax", "relevance")
 
 
 class Cached(msgspec.Struct):
-    vector: Any  # ranking.Stage of the vector list
-    words: dict[str, Any]  # title weight -> ranking.Stage of the keyword lists
+    vector: Any  # fuse.Stage of the vector list
+    words: dict[str, Any]  # title weight -> fuse.Stage of the keyword lists
 
 
 def grid() -> list[dict[str, Any]]:
@@ -68,8 +68,8 @@ def key_of(setting: Mapping[str, Any]) -> str:
 async def gather_all(index: Path, dataset: Any, depth: int) -> dict[str, Any]:
     from pocketmcp.core.paths import path_of
     from pocketmcp.ops.evaluate import doc_of
-    from pocketmcp.ops.ranking import Params
-    from pocketmcp.ops.search import gather
+    from pocketmcp.search.fuse import Params
+    from pocketmcp.search.retrieve import retrieve
 
     out: dict[str, Any] = {"queries": {}, "names": {}}
     async with data.reading(index) as reading:
@@ -79,12 +79,12 @@ async def gather_all(index: Path, dataset: Any, depth: int) -> dict[str, Any]:
         for n, (qid, text) in enumerate(dataset.queries.items()):
             if not set(dataset.qrels[qid]) <= indexed:
                 continue
-            vec, _, _ = await gather(reading, text, mode="vector", depth=depth)
+            vec = (await retrieve(reading, text, mode="vector", depth=depth)).stage
             words = {}
             for tw in TITLE_WEIGHTS:
-                stage, _, _ = await gather(reading, text, mode="keyword", depth=depth,
-                                        params=Params(title_weight=tw), unique_docs=True)
-                words[str(tw)] = stage
+                words[str(tw)] = (await retrieve(reading, text, mode="keyword", depth=depth,
+                                                 params=Params(title_weight=tw),
+                                                 unique_docs=True)).stage
             out["queries"][qid] = Cached(vec, words)
             if n % 100 == 0:
                 print(f"gathered {n}/{len(dataset.queries)}", flush=True)
@@ -96,7 +96,7 @@ def score_setting(setting: Mapping[str, Any], cache: Mapping[str, Any],
     """(nDCG@10, MRR@10) per query."""
     from pocketmcp.core import fusion
     from pocketmcp.core.metrics import mrr_at, ndcg_at
-    from pocketmcp.ops.ranking import Params, Stage, fuse, truncated
+    from pocketmcp.search.fuse import Params, Stage, fuse, truncated
 
     fields = {k: v for k, v in setting.items() if k != "depth"}
     params = msgspec.convert(fields, Params)
@@ -171,7 +171,7 @@ def main() -> None:
     dataset = load_dataset(args.dataset)
     cache_file = args.cache or args.index.with_name(args.index.name + ".cv-cache")
     if cache_file.exists():
-        from pocketmcp.ops.ranking import Stage
+        from pocketmcp.search.fuse import Stage
 
         raw = msgspec.msgpack.decode(cache_file.read_bytes())
         cache = {"names": raw["names"], "queries": {

@@ -53,8 +53,8 @@ def facts(keep: float) -> Callable[[int], Any]:
 
 
 async def measure(db: Path, query_texts: list[str], queries: int, top_k: int) -> dict[str, Any]:
-    from pocketmcp.ops.results import SearchFilter
-    from pocketmcp.ops.search import Scope, search
+    from pocketmcp.search.results import SearchFilter
+    from pocketmcp.search.run import Scope, search
 
     cases = {
         "no filter": None,

@@ -229,8 +229,8 @@ def filters(rng: random.Random, each: int) -> list[dict[str, Any]]:
 
 def check_filter(given: dict[str, Any]) -> str:
     from pocketmcp.errors import PocketError
-    from pocketmcp.ops.filters import Scope
-    from pocketmcp.ops.results import SearchFilter
+    from pocketmcp.search.filters import Scope
+    from pocketmcp.search.results import SearchFilter
 
     try:
         Scope.of(SearchFilter.model_validate(given))

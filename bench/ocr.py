@@ -232,7 +232,7 @@ async def indexing_part(files: int, rounds: int) -> dict[str, Any]:
 
 
 async def search_part(index: Path, queries: int) -> dict[str, Any]:
-    from pocketmcp.ops.search import search
+    from pocketmcp.search.run import search
 
     texts = data.queries()
     with tempfile.TemporaryDirectory(prefix="pocketmcp-ocr-bench-") as tmp:

@@ -192,7 +192,8 @@ async def measure(url: str, schema: str, source: Path, ids: np.ndarray, vectors:
     from pgvector.psycopg import register_vector
 
     from pocketmcp.core.secret import Secret
-    from pocketmcp.ops.search import DEFAULT_PARAMS, candidates_for
+    from pocketmcp.search.fuse import DEFAULT_PARAMS
+    from pocketmcp.search.retrieve import candidates_for
     from pocketmcp.store.pg.place import PgPlace
     from pocketmcp.store.sqlite.place import SqlitePlace
 

@@ -5,7 +5,7 @@ query's vector and its keyword lists (the search op's own keyword stage: chunk a
 whole-document BM25, depth 200) are read once and cached beside the index (`--cache-dir`).
 Each candidate then re-ranks the cached lists in numpy, with one match per document
 (`unique_docs`, as `pocketmcp eval` measures); the baseline is the search op's own fusion
-(`ops.ranking.fuse` with the default `Params`), so its figure is the one the eval command
+(`search.fuse` with the default `Params`), so its figure is the one the eval command
 gives, within the float16 rounding of the vector file.
 
 A candidate has a small grid. On the first set (`--index`, SciFact's training split) the
@@ -66,8 +66,8 @@ def _chunk_ids(index: Path) -> list[int]:
 async def _gather(index: Path, dataset: Any, name_of: Callable[[str], str]
                   ) -> tuple[Cache, np.ndarray, np.ndarray]:
     from pocketmcp.core.paths import path_of
-    from pocketmcp.ops.calibrate import model_background
-    from pocketmcp.ops.search import gather
+    from pocketmcp.embed.background import model_background
+    from pocketmcp.search.retrieve import retrieve
 
     async with data.reading(index) as reading:
         index_ = reading.index
@@ -80,8 +80,8 @@ async def _gather(index: Path, dataset: Any, name_of: Callable[[str], str]
         queries: dict[str, Any] = {}
         qvecs = []
         for n, (qid, text) in enumerate(dataset.queries.items()):
-            stage, _, _ = await gather(reading, text, mode="keyword", depth=DEPTH,
-                                       unique_docs=True)
+            stage = (await retrieve(reading, text, mode="keyword", depth=DEPTH,
+                                    unique_docs=True)).stage
             queries[qid] = {"text": text, "keyword": stage.keyword, "doc_of": stage.doc_of,
                             "doc_keyword": stage.doc_keyword,
                             "first_chunk": stage.first_chunk, "ref": stage.keyword_ref}

@@ -44,7 +44,8 @@ from common import RESULTS, Stopwatch, parser_for, result_path, write_results
 
 async def measure(db: Path, vectors: np.ndarray, queries: np.ndarray, query_texts: list[str],
                   repeats: int) -> dict:
-    from pocketmcp.ops.search import DEFAULT_PARAMS, candidates_for
+    from pocketmcp.search.fuse import DEFAULT_PARAMS
+    from pocketmcp.search.retrieve import candidates_for
 
     out: dict = {}
     started = time.perf_counter()
@@ -83,17 +84,18 @@ async def search_calls(reading: Any, query_texts: list[str], repeats: int
     each mode gets its own queries, so none is answered from the cache of query vectors.
     Also the vector stage as those calls run it (after the query embedding, in hybrid and
     vector calls): `vector_stage_in_calls`."""
-    import pocketmcp.ops.search as ops
+    import pocketmcp.search.retrieve as lists
+    import pocketmcp.search.run as ops
 
     out = {}
     in_calls = Stopwatch()
-    real = ops._vector_stage
+    real = lists._vector_list
 
-    def timed(*args: Any, **kwargs: Any) -> None:
+    def timed(*args: Any, **kwargs: Any) -> Any:
         with in_calls:
-            real(*args, **kwargs)
+            return real(*args, **kwargs)
 
-    ops._vector_stage = timed  # type: ignore[attr-defined]
+    lists._vector_list = timed
     try:
         for m, mode in enumerate(("hybrid", "vector", "keyword")):
             calls = Stopwatch()
@@ -103,7 +105,7 @@ async def search_calls(reading: Any, query_texts: list[str], repeats: int
                     await ops.search(reading, text, top_k=10, mode=mode)
             out[mode] = calls.summary()
     finally:
-        ops._vector_stage = real  # type: ignore[attr-defined]
+        lists._vector_list = real
     out["vector_stage_in_calls"] = in_calls.summary()
     return out
 

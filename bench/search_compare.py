@@ -50,7 +50,6 @@ async def _serve(db: Path) -> None:
     import anyio
     import numpy as np
 
-    import pocketmcp.ops.search as ops
 
     stages: dict[str, float] = {}
 
@@ -63,16 +62,22 @@ async def _serve(db: Path) -> None:
                 stages[name] = stages.get(name, 0.0) + (time.perf_counter_ns() - started) / 1e6
         return run
 
-    # The stages of a call, timed where both checkouts have them.
-    ops._vector_stage = timed("vector_stage", ops._vector_stage)  # type: ignore[attr-defined]
-    ops._keyword_stage = timed("keyword_stage", ops._keyword_stage)  # type: ignore[attr-defined]
-    # Inside the keyword stage: counting the query's terms, and the chunk FTS5 query.
+    # The stages of a call, timed where both checkouts have them: the vector list (the
+    # search package's retrieve step, or the search op's stage before it), the reader's
+    # keyword stage and, inside it, the term counts and the chunk FTS5 query.
+    try:
+        import pocketmcp.search.retrieve as lists
+        import pocketmcp.search.run as ops
+        lists._vector_list = timed("vector_stage", lists._vector_list)
+    except ImportError:
+        import pocketmcp.ops.search as ops  # type: ignore[no-redef]
+        lists = ops  # type: ignore[assignment]
+        ops._vector_stage = timed("vector_stage", ops._vector_stage)  # type: ignore[attr-defined]
     from pocketmcp.store.sqlite.queries import SqliteReader
 
-    SqliteReader.term_docs = timed(  # type: ignore[method-assign]
-        "  term_counts", SqliteReader.term_docs)
-    SqliteReader.search_keyword = timed(  # type: ignore[method-assign]
-        "  chunk_fts_query", SqliteReader.search_keyword)
+    for name, method in (("keyword_stage", "keyword_stage"), ("  term_counts", "term_docs"),
+                         ("  chunk_fts_query", "search_keyword")):
+        setattr(SqliteReader, method, timed(name, getattr(SqliteReader, method)))
     queries = np.load(data.BASE)["queries"]
     async with data.reading(db) as reading:
         embedder = reading.embedder
@@ -98,7 +103,7 @@ async def _serve(db: Path) -> None:
                 def nearest(reader: Any, q: Any = q) -> tuple[list[int], list[float], float]:
                     started = time.perf_counter_ns()
                     ids, scores, _ = index.vectors.search(
-                        reader.log, q, 10, ops.candidates_for(index.live, ops.DEFAULT_PARAMS))
+                        reader.log, q, 10, lists.candidates_for(index.live, ops.DEFAULT_PARAMS))
                     return ids.tolist(), scores.tolist(), (time.perf_counter_ns() - started) / 1e6
 
                 ids, scores, ms = await index.run(nearest)

@@ -55,7 +55,8 @@ def database(base: Path) -> Iterator[str]:
 
 async def measure(db: Path, env: dict[str, str], vectors: np.ndarray, queries: np.ndarray,
                   query_texts: list[str], repeats: int) -> dict:
-    from pocketmcp.ops.search import DEFAULT_PARAMS, candidates_for
+    from pocketmcp.search.fuse import DEFAULT_PARAMS
+    from pocketmcp.search.retrieve import candidates_for
 
     out: dict = {}
     async with data.reading(db, **env) as reading:

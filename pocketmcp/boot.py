@@ -22,6 +22,7 @@ from pocketmcp.embed.background import model_background
 from pocketmcp.embed.base import Embedder, EmbedderSource
 from pocketmcp.errors import ModelMismatchError, ProviderError, WriterBusyError
 from pocketmcp.hosts import Hosts, IndexHost, open_writer
+from pocketmcp.pipeline.precedence import Precedence
 from pocketmcp.pipeline.settings import PipelineSettings
 from pocketmcp.pipeline.supervisor import Pipeline
 from pocketmcp.pipeline.writer import EventHook, WriterActor
@@ -63,6 +64,7 @@ class Boot:
     chunk_size: int  # tokens a chunk has at most, and shares with the one before it
     chunk_overlap: int
     write_batch_files: int  # files a writer commits in one transaction at most
+    precedence: Precedence  # the searches the main index's feed gives way to
 
     async def services(self) -> Services:
         """Build the services in order: the identity, then the model and the main index (at
@@ -178,7 +180,8 @@ class Boot:
                 force=self.plan.force, accept_requests=self.plan.requests,
                 batching=embedder.batching,
                 # Watching, a failing provider is waited for; one scan ends with its error.
-                wait_for_provider=feed == "follow", keywords_first=self.plan.keywords_first)
+                wait_for_provider=feed == "follow", keywords_first=self.plan.keywords_first,
+                precedence=self.precedence)
 
         return IndexHost(name, place, index, identity=identity,
                          queue_size=self.pipeline_settings.queue_size,

@@ -14,6 +14,7 @@ import msgspec
 
 from pocketmcp.embed.base import Embedder
 from pocketmcp.errors import NotReady
+from pocketmcp.pipeline.precedence import Precedence
 from pocketmcp.pipeline.prepare import Preparer
 from pocketmcp.pipeline.supervisor import Feed
 from pocketmcp.pipeline.writer import WriterInbox
@@ -59,12 +60,14 @@ class Status(msgspec.Struct, kw_only=True):
 
 @dataclass(frozen=True)
 class Reading:
-    """What a search needs: the index as readers see it, the model for queries, and whether
-    the first scan of the watched folder is complete."""
+    """What a search needs: the index as readers see it, the model for queries, whether
+    the first scan of the watched folder is complete, and the searches in flight (which
+    indexing gives way to)."""
 
     index: ReadIndex
     embedder: Embedder
     complete: bool
+    precedence: Precedence
     deadline_s: float | None = None  # SEARCH_TIMEOUT_S: a search's time limit
 
     def require_complete(self) -> None:

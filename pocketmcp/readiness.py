@@ -15,6 +15,7 @@ from pocketmcp import logs
 from pocketmcp.core.identity import Identity
 from pocketmcp.embed.keeper import StillLoading
 from pocketmcp.errors import NotReady, PocketError, StoreError
+from pocketmcp.pipeline.precedence import Precedence
 from pocketmcp.pipeline.state import Stats
 from pocketmcp.pipeline.supervisor import Pipeline
 from pocketmcp.plans import Reading, Status
@@ -84,11 +85,13 @@ class Readiness:
             return False
         return self._scanned
 
-    def early_reading(self, deadline_s: float | None, complete: bool) -> Reading:
+    def early_reading(self, deadline_s: float | None, complete: bool,
+                      precedence: Precedence) -> Reading:
         """The main index, searched by keywords while the model loads."""
         assert self.early is not None
         index, identity = self.early
-        return Reading(index, StillLoading(identity), complete, deadline_s=deadline_s)
+        return Reading(index, StillLoading(identity), complete, precedence,
+                       deadline_s=deadline_s)
 
     def fail(self, error: str) -> None:
         self.status.phase = "failed"

@@ -40,6 +40,7 @@ from pocketmcp.errors import (
     single,
 )
 from pocketmcp.hosts import IndexHost
+from pocketmcp.pipeline.precedence import Precedence
 from pocketmcp.pipeline.prepare import Preparer
 from pocketmcp.pipeline.state import Stats
 from pocketmcp.pipeline.supervisor import Pipeline
@@ -76,6 +77,8 @@ class Runtime:
         self._embedding = embedding or factory.Embedding(config.embed)
         self.place = place or config.main_place()
         self.readiness = Readiness()
+        # Searches in flight, which this process's indexing gives way to.
+        self.precedence = Precedence()
         self.converter = Converter(config.convert.kept_in(self.place.beside("ocr")))
         self.pipeline_settings = config.pipeline
         self.ingest_settings = config.ingest
@@ -172,7 +175,8 @@ class Runtime:
                               self.converter, self.pipeline_settings, self._on_event,
                               chunk_size=config.pipeline.chunk_size,
                               chunk_overlap=config.pipeline.chunk_overlap,
-                              write_batch_files=config.pipeline.write_batch_files).services()
+                              write_batch_files=config.pipeline.write_batch_files,
+                              precedence=self.precedence).services()
         self._booted = services
         self.ready.set()
         self.status.phase = "indexing" if self.watching else "ready"
@@ -275,7 +279,8 @@ class Runtime:
         if db_name is None:
             await self.readiness.wait_searchable()
             if await self.readiness.scanned_before():
-                return self.readiness.early_reading(self.config.serve.search_timeout_s, True)
+                return self.readiness.early_reading(self.config.serve.search_timeout_s, True,
+                                                     self.precedence)
         try:
             services = await self._services(db_name)
         except NotReady:
@@ -283,11 +288,12 @@ class Runtime:
                     self.status.phase == "failed"):
                 raise
             return self.readiness.early_reading(self.config.serve.search_timeout_s,
-                                                self.status.initial_indexing_done)
+                                                self.status.initial_indexing_done,
+                                                self.precedence)
         host = await services.hosts.get(db_name)
         complete = await self.readiness.scan_settled(host.pipeline) if (
             db_name is None) else True
-        return Reading(host.index, services.embedder, complete,
+        return Reading(host.index, services.embedder, complete, self.precedence,
                        deadline_s=self.config.serve.search_timeout_s)
 
     async def writing(self, db_name: str | None = None) -> Writing:

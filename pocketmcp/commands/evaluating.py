@@ -19,10 +19,11 @@ from pocketmcp.commands.choosing import no_index
 from pocketmcp.commands.progress import until_fed
 from pocketmcp.config import Config
 from pocketmcp.errors import PocketError
-from pocketmcp.ops import evaluate, selfcheck, tuning
-from pocketmcp.ops.search import MODES, Mode, Params
+from pocketmcp.ops import evaluate, selfcheck
 from pocketmcp.plans import READING, Plan
 from pocketmcp.runtime import open_runtime
+from pocketmcp.search import tuning
+from pocketmcp.search.run import MODES, Mode, Params
 from pocketmcp.store.api import Place
 
 

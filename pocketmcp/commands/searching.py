@@ -18,9 +18,9 @@ from pocketmcp.core.secret import Secret
 from pocketmcp.errors import PocketError
 from pocketmcp.mcp.discovery import Published
 from pocketmcp.mcp.upstream import Upstream, locate
-from pocketmcp.ops import floor
-from pocketmcp.ops.filters import Scope
-from pocketmcp.ops.results import SearchFilter, SearchMatch, SearchResult
+from pocketmcp.search import floor
+from pocketmcp.search.filters import Scope
+from pocketmcp.search.results import SearchFilter, SearchMatch, SearchResult
 
 
 def filter_of(args: argparse.Namespace) -> SearchFilter:
@@ -53,13 +53,13 @@ async def run(config: Config, args: argparse.Namespace) -> int:
         logs.configure("warning")  # the hits are the output; start-up chatter is not
     threshold = args.min_score
     if threshold is None:
-        from pocketmcp.ops.search import SCORE_THRESHOLD  # the search tool's default
+        from pocketmcp.search.run import SCORE_THRESHOLD  # the search tool's default
 
         threshold = SCORE_THRESHOLD
     search = Searcher(config, args, scope)
     try:
         # Not strict: when no match reaches the threshold, the best few come back anyway,
-        # under it (ops/floor.py). None is shown; the best of them says why.
+        # under it (search/floor.py). None is shown; the best of them says why.
         result = await search(threshold)
     finally:
         await search.aclose()
@@ -134,7 +134,7 @@ class Searcher:
                 open_runtime(self.config, READING))
             await runtime.started()
             self._reading = await runtime.reading()
-        from pocketmcp.ops.search import search
+        from pocketmcp.search.run import search
 
         self.via = "local"
         return await search(self._reading, args.query, top_k=args.top_k, mode=args.mode,

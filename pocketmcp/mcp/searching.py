@@ -9,10 +9,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field
 
 from pocketmcp.core.argdoc import doc
-from pocketmcp.ops import search
 from pocketmcp.ops.checks import check_score
-from pocketmcp.ops.results import SearchFilter, SearchResult
 from pocketmcp.plans import Open, Reading
+from pocketmcp.search import run as search
+from pocketmcp.search.results import SearchFilter, SearchResult
 
 Query = Annotated[str, Field(min_length=1, max_length=4000, json_schema_extra=doc(
     "Natural language, 1 to 4,000 characters."))]

@@ -10,10 +10,11 @@ from pydantic import Field
 
 from pocketmcp.core.argdoc import doc
 from pocketmcp.mcp.calls import READ_ONLY, WRITES, render, tool_call
-from pocketmcp.ops import index, selfcheck, tuning
+from pocketmcp.ops import index, selfcheck
 from pocketmcp.ops.results import ReindexResult
 from pocketmcp.ops.status_results import StatusResult
 from pocketmcp.runtime import Runtime
+from pocketmcp.search import tuning
 
 
 def register(mcp: MCPServer, rt: Runtime) -> None:

@@ -15,18 +15,11 @@ from pocketmcp.core.safe import safe
 from pocketmcp.errors import NotFound
 from pocketmcp.mcp import searching
 from pocketmcp.mcp.calls import DB_NAME, READ_ONLY, DocId, logged, render, tool_call
-from pocketmcp.ops import documents, links, search
-from pocketmcp.ops.results import (
-    Document,
-    DocumentList,
-    FindSimilarResult,
-    LibraryList,
-    LinksResult,
-    Page,
-    SearchFilter,
-    SearchResult,
-)
+from pocketmcp.ops import documents, links
+from pocketmcp.ops.results import Document, DocumentList, LibraryList, LinksResult, Page
 from pocketmcp.runtime import Runtime
+from pocketmcp.search import run as search
+from pocketmcp.search.results import FindSimilarResult, SearchFilter, SearchResult
 
 
 def register(mcp: MCPServer, rt: Runtime) -> None:

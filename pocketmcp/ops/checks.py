@@ -5,24 +5,12 @@ from __future__ import annotations
 import json
 import math
 import unicodedata
-from collections.abc import Sequence
 from typing import Any
 
 from pocketmcp.core.safe import safe, safe_text
 from pocketmcp.errors import InvalidRequest
-from pocketmcp.ops.results import Scalar
 
 MAX_METADATA_BYTES = 16_384
-MAX_ID = 2**63 - 1  # SQLite's largest rowid
-
-
-def check_ids(ids: Sequence[int], what: str = "doc_ids") -> list[int]:
-    """Ids as SQLite can hold them: whole numbers from 1 to 2**63 - 1."""
-    for value in ids:
-        if not 1 <= value <= MAX_ID:
-            raise InvalidRequest(f"{what} holds {value}, which is no id: ids are whole numbers "
-                                 f"from 1 to {MAX_ID}")
-    return list(ids)
 
 
 def check_library(name: str | None, default: str) -> str:
@@ -55,16 +43,3 @@ def check_metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:
         raise InvalidRequest(f"metadata is larger than {MAX_METADATA_BYTES} bytes as JSON")
     return dict(clean_meta)
 
-
-def check_metadata_filter(metadata: dict[str, Any] | None) -> dict[str, Scalar] | None:
-    """Metadata to match: top-level keys equal to string, number or boolean values."""
-    if not metadata:
-        return None
-    for key, value in metadata.items():
-        if not key or '"' in key or "\\" in key:
-            raise InvalidRequest(f"metadata filter key {key!r} is not usable: it must be "
-                                 "non-empty and hold no quotes or backslashes")
-        if not isinstance(value, str | int | float | bool):
-            raise InvalidRequest(f"metadata filter {key!r} must be a string, number or "
-                                 "boolean (values are matched for equality)")
-    return {k: safe_text(v) if isinstance(v, str) else v for k, v in metadata.items()}

@@ -22,8 +22,7 @@ from pocketmcp.core.safe import safe_text
 from pocketmcp.core.text import clean, sha256, title_of
 from pocketmcp.errors import InvalidRequest, NotFound
 from pocketmcp.messages import DocRecord
-from pocketmcp.ops.checks import check_ids, check_metadata
-from pocketmcp.ops.filters import Scope, is_stale
+from pocketmcp.ops.checks import check_metadata
 from pocketmcp.ops.results import (
     ChunkSpan,
     ChunkText,
@@ -34,12 +33,13 @@ from pocketmcp.ops.results import (
     Library,
     LibraryList,
     NewDocument,
-    SearchFilter,
     UpsertResult,
     UpsertResultItem,
 )
 from pocketmcp.pipeline.prepare import Progress
 from pocketmcp.plans import Open, Writing
+from pocketmcp.search.filters import Scope, check_ids, is_stale
+from pocketmcp.search.results import SearchFilter
 from pocketmcp.store.api import Listing, Reader, ReadIndex
 from pocketmcp.store.rows import DocumentRow, Sort
 

@@ -2,7 +2,7 @@
 
 The corpus is written as Markdown files (`# title` then the text) for the normal pipeline to
 index; or, with `--corpus FOLDER`, the folder itself is indexed and its files' paths relative
-to it are the corpus ids. Every query then goes through `ops.search.search`, the code path of
+to it are the corpus ids. Every query then goes through `search.run.search`, the code path of
 the MCP `search` tool, in each mode, with one match per document. Reports nDCG@10,
 Recall@100, MRR@10, hit@1 and hit@5.
 """
@@ -19,8 +19,8 @@ import msgspec
 
 from pocketmcp.core.metrics import score_run
 from pocketmcp.errors import PocketError
-from pocketmcp.ops.search import Mode, Params, search
 from pocketmcp.plans import Reading
+from pocketmcp.search.run import Mode, Params, search
 
 
 class Dataset(msgspec.Struct, frozen=True):

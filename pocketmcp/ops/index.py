@@ -14,7 +14,6 @@ from pocketmcp.embed.base import Embedder
 from pocketmcp.embed.models import canonical_id
 from pocketmcp.embed.settings import DEFAULT_MODEL_ID
 from pocketmcp.errors import Busy, PocketError
-from pocketmcp.ops.filters import compile_glob
 from pocketmcp.ops.results import ReindexResult
 from pocketmcp.ops.status_results import (
     EmbeddingStatus,
@@ -27,6 +26,7 @@ from pocketmcp.ops.status_results import (
 from pocketmcp.pipeline.state import Stats
 from pocketmcp.pipeline.watcher import Only
 from pocketmcp.plans import Status
+from pocketmcp.search.filters import compile_glob
 from pocketmcp.store.api import ReadIndex
 
 Progress = Callable[[int, int | None, str], Awaitable[None]]

@@ -9,51 +9,14 @@ in the tools reference, not in the published output schemas.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, WithJsonSchema
+from pydantic import BaseModel, Field
 
-from pocketmcp.core.argdoc import DOC, doc
+from pocketmcp.core.argdoc import doc
+from pocketmcp.search.results import CREATED, INDEXED, MODIFIED, STALE
 
 # -- arguments with structure ------------------------------------------------------------------
-
-Scalar = str | int | float | bool
-
-
-class Range(BaseModel):
-    """Bounds of one field (numbers, or dates as in the filter's); all given must hold.
-    Published inside the filter's `metadata` description, not as a schema of its own."""
-
-    gt: float | str | None = None
-    gte: float | str | None = None
-    lt: float | str | None = None
-    lte: float | str | None = None
-    exists: bool | None = None  # true: the field is set; false: unset
-
-
-# A filter's metadata conditions as published: the union of values and ranges spelled out
-# as a schema is long and trips some clients; its description says the same in one line.
-MetadataFilter = Annotated[dict[str, Scalar | list[Scalar] | Range] | None, WithJsonSchema({
-    "type": "object",
-    "description": "Field: a value, a list (any of) or a range (gt, gte, lt, lte, exists), "
-                   "e.g. {\"status\": \"draft\", \"due\": {\"lt\": \"7d\"}}.",
-    DOC: "Metadata or front matter fields. A range's bounds are numbers, or dates as the "
-         "filter's; all given must hold; `exists`: true, the field is set, false, unset."})]
-
-
-class SearchFilter(BaseModel):
-    """All given must hold. Dates: ISO, or back from now (12h, 7d, 2w, 3m, 1y)."""
-
-    doc_ids: list[int] | None = Field(None, json_schema_extra=doc("Only these documents."))
-    path_glob: str | None = Field(None, description="Glob, e.g. 'notes/**/*.md'.",
-                                  json_schema_extra=doc("Only files whose path matches it."))
-    metadata: MetadataFilter = None
-    tags: list[str] | None = Field(None, description="Any of these; 'a' matches 'a/b'.")
-    tags_all: list[str] | None = Field(None, description="All of these.")
-    modified_after: str | None = Field(None, json_schema_extra=doc("Changed at or after."))
-    modified_before: str | None = None
-    created_after: str | None = None
-    created_before: str | None = None
 
 
 class NewDocument(BaseModel):
@@ -67,72 +30,6 @@ class NewDocument(BaseModel):
 class Page(BaseModel):
     limit: int = Field(50, ge=1, le=500, json_schema_extra=doc("Documents per page."))
     cursor: str | None = Field(None, description="The last page's next_cursor.")
-
-
-# -- search ------------------------------------------------------------------------------------
-
-MODIFIED = "Last change: front matter or file properties, else the file's mtime (UTC)."
-CREATED = "Front matter or file properties, else modified_at."
-INDEXED = "When the index last took in the content."
-STALE = "true: the file changed since it was indexed (re-read it); null: not a file."
-
-class SearchMatch(BaseModel):
-    chunk_id: int
-    doc_id: int
-    idx: int = Field(description="Position of the chunk in its document.")
-    score: float = Field(description=(
-        "Relevance from 0 to 1, with the same meaning in every mode, index and embedding "
-        "model: vector mode, the cosine similarity read against the model's cosine for "
-        "unrelated texts (0 for those, 1 for the same text); keyword mode, BM25 against the "
-        "BM25 of a text that holds each "
-        "query word once (0.5 for that text); hybrid, the two weighted by the vector weight. "
-        "Below about 0.2 a match is rarely useful."))
-    vector_score: float | None = Field(description="Cosine similarity, when it was scored.")
-    keyword_score: float | None = Field(description="Raw BM25 score, when it matched keywords "
-                                                    "(its scale depends on the index).")
-    preview: str
-    resource: str = Field(description="URI of the exact chunk text: read it as a resource.")
-    path: str | None = Field(description="Path in the watched folder (None for raw text).")
-    title: str
-    section: str = Field(description="Heading path of the chunk, e.g. 'Guide > Install'.")
-    library: str
-    start_off: int
-    end_off: int
-    context: str | None = Field(
-        None, description="The chunk with its neighbours, when `context` was asked for, or "
-                          "the passage of neighbouring matches merged into this one.")
-    merged_idx: list[int] = Field(
-        default_factory=list,
-        description="Positions (`idx`) of the chunks merged into this match as one passage, "
-                    "in document order; empty when it is a single chunk.")
-    modified_at: str | None = Field(None, description=MODIFIED)
-    created: str | None = Field(None, description=CREATED)
-    indexed_at: str | None = Field(None, description=INDEXED)
-    tags: list[str] = Field(default_factory=list)
-    stale: bool | None = Field(None, description=STALE)
-
-
-class SearchResult(BaseModel):
-    matches: list[SearchMatch]
-    notice: str | None = Field(None, description=(
-        "Set when the search could not run as asked (the embedding provider is unavailable, "
-        "so only keyword results are shown), when no match reached score_threshold, or to "
-        "say what a date in the query was taken to mean."))
-
-
-class SimilarChunk(BaseModel):
-    chunk_id: int
-    doc_id: int
-    text: str = Field(description="The chunk's text.")
-    score: float = Field(description="Cosine similarity to the given text (1 - cosine "
-                                     "distance); higher is closer.")
-
-
-class FindSimilarResult(BaseModel):
-    results: list[SimilarChunk] = Field(description="Best first.")
-    notice: str | None = Field(None, description=(
-        "Set when the embedding provider is unavailable: the results are then keyword "
-        "matches and `score` is a keyword score, not a cosine similarity."))
 
 
 # -- documents ---------------------------------------------------------------------------------

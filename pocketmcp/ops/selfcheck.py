@@ -10,8 +10,8 @@ answer to a question is the document it came from; hit@1, hit@5 and MRR@10 say w
 document ranks, one match per document, as `pocketmcp eval` measures. Questions are taken
 round-robin over documents (a fixed seed), so a few long pages do not make up the set.
 
-Each question is gathered once (both retrievers, `ops.search.gather`) and fused for every
-mode and every fusion weight of `WEIGHTS` (`ops.ranking.fuse`): the weight with the best
+Each question is retrieved once (both lists, `search.retrieve`) and fused for every
+mode and every fusion weight of `WEIGHTS` (`search.fuse`): the weight with the best
 MRR@10 is the one suggested for the index, shown beside the one in use.
 """
 
@@ -21,17 +21,16 @@ import json
 import random
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import msgspec
 
-from pocketmcp.core import fusion
 from pocketmcp.core.chunking import sections
 from pocketmcp.core.metrics import hit_at, mrr_at
 from pocketmcp.core.notes import split_front_matter
-from pocketmcp.ops.ranking import DEFAULT_PARAMS, Params, fuse
-from pocketmcp.ops.search import gather
 from pocketmcp.plans import Reading
+from pocketmcp.search.fuse import DEFAULT_PARAMS, Mode, Params, Stage, fuse, ranked
+from pocketmcp.search.retrieve import retrieve
 from pocketmcp.store.api import Listing
 
 MAX_QUESTIONS = 1000
@@ -155,17 +154,6 @@ def _figures(ranks: Sequence[list[int]], answers: Sequence[int]) -> ModeFigures:
         mrr10=round(sum(mrr_at(r, g) for r, g in zip(runs, rel, strict=True)) / n, 4))
 
 
-def _docs(scores: dict[int, float], doc_of: dict[int, int]) -> Iterator[int]:
-    seen: set[int] = set()
-    for chunk_id in fusion.ranked(scores):
-        doc = doc_of[chunk_id]
-        if doc not in seen:
-            seen.add(doc)
-            yield doc
-            if len(seen) == 10:
-                return
-
-
 async def check(reading: Reading, *, most: int = 200, params: Params = DEFAULT_PARAMS
                 ) -> SelfCheck:
     """Make up to `most` questions from the index's documents and measure each mode on
@@ -177,15 +165,18 @@ async def check(reading: Reading, *, most: int = 200, params: Params = DEFAULT_P
     by_weight: dict[float, list[list[int]]] = {w: [] for w in WEIGHTS}
     in_use: list[list[int]] = []
     for q in made:
-        stage, _, _ = await gather(reading, q.text, mode="hybrid", depth=params.depth,
-                                   params=params, unique_docs=True, fallback=False)
+        stage = (await retrieve(reading, q.text, mode="hybrid", depth=params.depth,
+                                params=params, unique_docs=True, fallback=False)).stage
+
+        def docs(mode: Mode, tuned: Params, stage: Stage = stage) -> list[int]:
+            best = ranked(stage, fuse(stage, mode, tuned, True), unique_docs=True, most=10)
+            return [stage.doc_of[c] for c in best]
+
         for mode in ("vector", "keyword"):
-            ranks[mode].append(list(_docs(fuse(stage, mode, params, True), stage.doc_of)))
+            ranks[mode].append(docs(mode, params))
         for w in WEIGHTS:
-            weighted = msgspec.structs.replace(params, vector_weight=w)
-            by_weight[w].append(list(_docs(fuse(stage, "hybrid", weighted, True),
-                                           stage.doc_of)))
-        in_use.append(list(_docs(fuse(stage, "hybrid", params, True), stage.doc_of)))
+            by_weight[w].append(docs("hybrid", msgspec.structs.replace(params, vector_weight=w)))
+        in_use.append(docs("hybrid", params))
     figures = {w: _figures(r, answers) for w, r in by_weight.items()}
     current = _figures(in_use, answers)
     best = max(WEIGHTS, key=lambda w: (figures[w].mrr10, figures[w].hit1,

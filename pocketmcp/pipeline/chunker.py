@@ -16,8 +16,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from pocketmcp import logs
 from pocketmcp.core.chunking import Chunker
-from pocketmcp.core.precedence import SEARCHES
 from pocketmcp.messages import Chunk, Chunked, FileChunked, FileHashed, Hashed
+from pocketmcp.pipeline.precedence import Precedence
 from pocketmcp.pipeline.state import InFlight, Stats
 
 log = logs.get("pocketmcp.chunker")
@@ -52,6 +52,7 @@ async def chunk_files(
     inbox: MemoryObjectReceiveStream[Hashed], outbox: MemoryObjectSendStream[Chunked], *,
     chunker: Chunker, inflight: InFlight, stats: Stats, most: int,
     stop: anyio.Event | None = None, threads: int = THREADS, group: int = GROUP_FILES,
+    precedence: Precedence | None = None,
 ) -> None:
     """Chunk each file, `threads` groups of files at a time (one cuts while the other waits for the
     interpreter's lock), passing them on in the order they came, so a file's versions keep
@@ -59,6 +60,7 @@ async def chunk_files(
     unrecorded for the next start, so a stop never waits for a long text. Files that wait
     together (a scan) are cut up to `group` in one worker-thread step: one hop off the event
     loop, which searches share, for several files."""
+    searches = precedence or Precedence()  # none: no search to give way to
     ahead_tx, ahead_rx = anyio.create_memory_object_stream[list[_Ahead]](max(threads - 1, 0))
     limiter = anyio.CapacityLimiter(max(threads, 1))
 
@@ -79,7 +81,7 @@ async def chunk_files(
     async def start_all(tg: anyio.abc.TaskGroup) -> None:
         async with inbox, ahead_tx:
             async for first in inbox:
-                await SEARCHES.give_way()  # a search in flight goes first
+                await searches.give_way()  # a search in flight goes first
                 items = [first]
                 while len(items) < group:
                     try:

@@ -32,11 +32,11 @@ from anyio.streams.memory import MemoryObjectSendStream
 from pocketmcp import logs
 from pocketmcp.core.chunking import stored_chunk
 from pocketmcp.core.paths import path_of
-from pocketmcp.core.precedence import SEARCHES
 from pocketmcp.embed.base import Batching
 from pocketmcp.errors import InputRejected, ProviderError
 from pocketmcp.messages import Chunk, ToWriter, VectorsFound
 from pocketmcp.pipeline.budget import CpuBudget
+from pocketmcp.pipeline.precedence import Precedence
 from pocketmcp.pipeline.state import Backlog, Stats
 from pocketmcp.store.api import Reader, View
 from pocketmcp.store.rows import WaitingDoc
@@ -100,8 +100,10 @@ class Batcher:
                  batching: Batching, backlog: Backlog, scan_done: anyio.Event,
                  finish: bool = False, stop: anyio.Event | None = None,
                  halt: anyio.Event | None = None, give_way_s: float = 0.0,
-                 budget: CpuBudget | None = None) -> None:
+                 budget: CpuBudget | None = None,
+                 precedence: Precedence | None = None) -> None:
         self.embed = embed
+        self.precedence = precedence or Precedence()  # none: no search to give way to
         self.budget = budget  # INDEX_CPU_BUDGET: a pause after each batch that needs one
         self.dim = dim
         self.view = view
@@ -150,7 +152,7 @@ class Batcher:
                     return
                 await self.backlog.wait(seconds=IDLE_S)
                 continue
-            await SEARCHES.give_way()  # a search in flight goes first
+            await self.precedence.give_way()  # a search in flight goes first
             await self.run_batch()
             await self._send_done(outbox)
             if self.budget is not None:  # after the vectors are sent on, not holding them

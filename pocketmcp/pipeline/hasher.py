@@ -16,7 +16,6 @@ from pocketmcp.convert.pool import Converter
 from pocketmcp.core import dates
 from pocketmcp.core.notes import converted_facts
 from pocketmcp.core.paths import watched_id
-from pocketmcp.core.precedence import SEARCHES
 from pocketmcp.core.text import clean, title_of
 from pocketmcp.errors import DocumentError
 from pocketmcp.messages import (
@@ -29,6 +28,7 @@ from pocketmcp.messages import (
     ScanDone,
 )
 from pocketmcp.pipeline.looking import Ask, Looked, look_at
+from pocketmcp.pipeline.precedence import Precedence
 from pocketmcp.pipeline.state import GONE, InFlight, Stats
 from pocketmcp.store.api import Known, View
 from pocketmcp.store.rows import DocState
@@ -59,7 +59,8 @@ class Hasher:
     def __init__(self, *, root: Path, view: View, inflight: InFlight, stats: Stats,
                  max_bytes: int, converter: Converter,
                  library_of: Callable[[str], str] = lambda rel: "default",
-                 force: bool = False, group: int = LOOK_FILES) -> None:
+                 force: bool = False, group: int = LOOK_FILES,
+                 precedence: Precedence | None = None) -> None:
         self.root = root
         self.converter = converter
         self.library_of = library_of
@@ -68,6 +69,7 @@ class Hasher:
         self.stats = stats
         self.max_bytes = max_bytes
         self.force = force
+        self.precedence = precedence or Precedence()  # none: no search to give way to
         self.group = max(1, group)  # files looked at in one step, at most
         self._turns: dict[str, deque[anyio.Event]] = {}  # per path, in arrival order
         # Files to convert that may need OCR are handed over here to OCR_SIDE_WORKERS
@@ -231,7 +233,7 @@ class Hasher:
         try:
             for _, turn in group:  # waits only for events received before this group
                 await turn.wait()
-            await SEARCHES.give_way()  # a search in flight goes first
+            await self.precedence.give_way()  # a search in flight goes first
             steps = await self._check_all(events)
             for event, step in zip(events, steps, strict=True):
                 if isinstance(step, _ToConvert) and self.aside is not None \

@@ -33,6 +33,7 @@ from pocketmcp.pipeline.budget import CpuBudget
 from pocketmcp.pipeline.chunker import GROUP_FILES, chunk_files
 from pocketmcp.pipeline.embedder import Batcher, EmbedFn
 from pocketmcp.pipeline.hasher import LOOK_FILES, Hasher, hash_files
+from pocketmcp.pipeline.precedence import Precedence
 from pocketmcp.pipeline.settings import PipelineSettings, folder_record
 from pocketmcp.pipeline.state import Backlog, InFlight, Stats, depth
 from pocketmcp.pipeline.watcher import Folder, Only, path_filter, scan_folder, watch_folder
@@ -59,6 +60,7 @@ class Pipeline:
         source: Source | None = None, accept_requests: bool = True,
         batching: Batching | None = None, wait_for_provider: bool = True,
         keywords_first: bool = False, give_way_s: float = GIVE_WAY_S,
+        precedence: Precedence | None = None,
     ) -> None:
         if feed != "none" and (embed is None or chunker is None or converter is None):
             raise ValueError("a fed pipeline needs an embedder, a chunker and a converter")
@@ -76,6 +78,7 @@ class Pipeline:
         self.wait_for_provider = wait_for_provider
         self.keywords_first = keywords_first  # one scan: vectors left to a later run
         self.give_way_s = give_way_s
+        self.precedence = precedence or Precedence()  # the searches its stages give way to
         self.backlog = Backlog()
         self.stats = Stats()
         self.inflight = InFlight()
@@ -180,7 +183,7 @@ class Pipeline:
                         library_of=watched.library_of, force=self.force,
                         # Groups no larger than the queues: files in flight stay bounded by
                         # them.
-                        group=min(LOOK_FILES, size))
+                        group=min(LOOK_FILES, size), precedence=self.precedence)
         if not (self.feed == "scan" and self.keywords_first):
             batcher = Batcher(embed=self._embed, dim=self.dim, view=view, stats=self.stats,
                               batching=self.batching, backlog=self.backlog,
@@ -189,7 +192,8 @@ class Pipeline:
                               halt=self._stop,
                               give_way_s=self.give_way_s if self.feed == "follow" else 0.0,
                               budget=CpuBudget(self.settings.cpu_budget) if (
-                                  self.settings.cpu_budget) else None)
+                                  self.settings.cpu_budget) else None,
+                              precedence=self.precedence)
             tg.start_soon(batcher.run, self.writer.feed(), name="pocketmcp.embedder")
         tg.start_soon(self._chunk, hashed_rx, self.writer.feed(), name="pocketmcp.chunker")
         tg.start_soon(self._hash, events_rx, hashed_tx, hasher, name="pocketmcp.hasher")
@@ -206,7 +210,8 @@ class Pipeline:
 
     async def _write(self) -> None:
         await self.writer.run(inflight=self.inflight, stats=self.stats,
-                              on_scan_done=self._scan_finished, backlog=self.backlog)
+                              on_scan_done=self._scan_finished, backlog=self.backlog,
+                              precedence=self.precedence)
 
     async def _watch(self, outbox: MemoryObjectSendStream[Event], folder: Folder,
                      view: View) -> None:
@@ -229,7 +234,8 @@ class Pipeline:
                           stop=self._stop,
                           # Groups no larger than the queues: files in flight stay bounded
                           # by them.
-                          group=min(GROUP_FILES, self.settings.queue_size))
+                          group=min(GROUP_FILES, self.settings.queue_size),
+                          precedence=self.precedence)
 
 
 def _waiting_count(reader: Waiting) -> int:

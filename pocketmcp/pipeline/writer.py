@@ -18,7 +18,6 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from pocketmcp import logs
-from pocketmcp.core.precedence import SEARCHES
 from pocketmcp.errors import PocketError, Stopping, StoreError, single
 from pocketmcp.messages import (
     DocsSubmitted,
@@ -33,6 +32,7 @@ from pocketmcp.messages import (
     Written,
 )
 from pocketmcp.pipeline.batches import Outcome, apply_batch
+from pocketmcp.pipeline.precedence import Precedence
 from pocketmcp.pipeline.state import Backlog, InFlight, Stats, depth
 from pocketmcp.store.api import StoreWriter, View
 from pocketmcp.store.folder import FolderRecord
@@ -55,19 +55,20 @@ async def write_index(
     stats: Stats, batch_files: int, on_event: EventHook | None = None,
     on_scan_done: Callable[[ScanDone], None] | None = None,
     after_commit: Callable[[], None] | None = None, backlog: Backlog | None = None,
-    gather_files: int = 0,
+    gather_files: int = 0, precedence: Precedence | None = None,
 ) -> None:
     """Commit what arrives until every sender has closed its end of `inbox`; `backlog`
     hears of documents written for keywords (their vectors are wanted) and of vectors
     written. Up to `gather_files` of a folder's files are gathered for a transaction
     (`_gather_s`)."""
+    searches = precedence or Precedence()  # none: no search to give way to
 
     async def flush(items: list[ToWriter]) -> None:
         # The first scan's marker is recorded in the index, in the same transaction as what
         # came before it; a later scan's marker only wakes its caller.
         work = [i for i in items if not isinstance(i, ScanDone) or i.token == 0]
         if work and not any(isinstance(i, DocsSubmitted | RemovalAsked) for i in work):
-            await SEARCHES.give_way()  # the folder's writes wait for a search in flight
+            await searches.give_way()  # the folder's writes wait for a search in flight
         if work:
             started = time.perf_counter()
             try:
@@ -248,7 +249,8 @@ class WriterActor:
 
     async def run(self, *, inflight: InFlight, stats: Stats,
                   on_scan_done: Callable[[ScanDone], None] | None = None,
-                  backlog: Backlog | None = None) -> None:
+                  backlog: Backlog | None = None,
+                  precedence: Precedence | None = None) -> None:
         """Commit what arrives until the feeds and `requests` are all closed. Meanwhile a
         background thread brings the index's vector file up to date and checks it; once the
         inbox is closed that is awaited, unless `stop_repair` was called."""
@@ -266,7 +268,8 @@ class WriterActor:
                                   after_commit=repair_if_needed, backlog=backlog,
                                   # No more held than the inbox holds: files in flight stay
                                   # bounded by the queues.
-                                  gather_files=min(self.batch_files, self._queue_size))
+                                  gather_files=min(self.batch_files, self._queue_size),
+                                  precedence=precedence)
         except BaseExceptionGroup as group:  # a failed transaction, as callers expect it
             raise single(group) from None
 

@@ -21,10 +21,11 @@ from starlette.staticfiles import StaticFiles
 from pocketmcp import logs
 from pocketmcp.core.safe import safe
 from pocketmcp.errors import InvalidRequest, NotFound, PocketError
-from pocketmcp.ops import documents, search
-from pocketmcp.ops.filters import Scope
-from pocketmcp.ops.results import SearchFilter
+from pocketmcp.ops import documents
 from pocketmcp.runtime import Runtime
+from pocketmcp.search import run as search
+from pocketmcp.search.filters import Scope
+from pocketmcp.search.results import SearchFilter
 from pocketmcp.web.auth import COOKIE, Logins
 from pocketmcp.web.text import highlight, human_bytes, path_breaks, phase_text, when
 

@@ -62,7 +62,7 @@ def test_check_search_before_indexing_says_what_search_says(tmp_path: Path) -> N
 
 
 def test_search_json_carries_the_tool_fields_and_filters_by_flags(tmp_path: Path) -> None:
-    from pocketmcp.ops.results import SearchMatch
+    from pocketmcp.search.results import SearchMatch
 
     kb = tmp_path / "kb"
     kb.mkdir()
@@ -175,7 +175,7 @@ def test_a_search_with_no_hit_passing_is_one_search(
 
 def test_the_floor_notice_is_taken_out_and_the_rest_of_the_notice_kept() -> None:
     """What `search` prints when it says why no hit passed: the reply's other notices."""
-    from pocketmcp.ops import floor
+    from pocketmcp.search import floor
 
     removed = floor.Removed(0.2, [(1, 0.05), (2, 0.01), (3, 0.002)])
     other = "3 files are still waiting for their vectors; keyword matches only for them"

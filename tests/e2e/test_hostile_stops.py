@@ -130,7 +130,7 @@ async def test_a_search_past_its_deadline_answers_deadline_exceeded(
         await tools.add(*[(f"note-{i}", f"Note {i} about bread.") for i in range(64)])
         fake_provider.always = Fault(hang=True)
         from pocketmcp.errors import DeadlineExceeded
-        from pocketmcp.ops.search import search
+        from pocketmcp.search.run import search
 
         started = time.perf_counter()
         with pytest.raises(DeadlineExceeded, match="SEARCH_TIMEOUT_S"):

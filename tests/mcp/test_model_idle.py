@@ -21,9 +21,9 @@ from pocketmcp.embed.keeper import ModelState
 from pocketmcp.embed.local import LocalEmbedder
 from pocketmcp.embed.models import ModelSpec
 from pocketmcp.errors import ModelLoading
-from pocketmcp.ops.search import search
 from pocketmcp.plans import INDEXING, READING
 from pocketmcp.runtime import open_runtime
+from pocketmcp.search.run import search
 
 
 @pytest.fixture

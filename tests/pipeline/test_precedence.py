@@ -1,6 +1,6 @@
 """Searches go before indexing: while a search is in flight, the pipeline's stages wait
 between their steps (each at most GIVE_WAY_S), and every search (the tools, the web page)
-marks itself in flight."""
+marks itself in flight, on the precedence the runtime owns."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from support.index import Index
 from support.runtime import fake, make_config, running
 from support.tools import Tools
 
-from pocketmcp.core.precedence import GIVE_WAY_S, SEARCHES, Precedence
+from pocketmcp.pipeline.precedence import GIVE_WAY_S, Precedence
+from pocketmcp.plans import serving
 from pocketmcp.runtime import Runtime
 from pocketmcp.web.auth import Logins
 from pocketmcp.web.routes import routes
@@ -60,19 +61,21 @@ async def test_a_scan_writes_nothing_while_a_search_is_in_flight(fake_index: Ind
 
     fake_index.on_event = on_event  # type: ignore[method-assign]
 
+    searches = Precedence()  # what a runtime hands its pipeline and its searches
+
     async def a_search() -> None:
-        with SEARCHES.searching():
+        with searches.searching():
             await anyio.sleep(hold_s)
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(a_search)
         await anyio.lowlevel.checkpoint()
-        pipeline = await fake_index.index_once()
+        pipeline = await fake_index.index_once(precedence=searches)
     assert pipeline.stats.added == len(WORDS)
     # The hasher waited for the search, then the chunker, then the writer: the first note
     # was written once the search had ended (about hold_s), not at once.
     assert min(written) >= hold_s - 0.1, written
-    assert SEARCHES.active == 0
+    assert searches.active == 0
 
 
 async def _page_search(rt: Runtime, query: str) -> None:
@@ -95,7 +98,7 @@ async def test_every_search_is_in_flight_while_it_runs(tmp_path: Path, caller: s
         async def watch() -> None:
             nonlocal seen
             while not done.is_set():
-                seen = max(seen, SEARCHES.active)
+                seen = max(seen, rt.precedence.active)
                 await anyio.lowlevel.checkpoint()
 
         async with anyio.create_task_group() as tg:
@@ -109,5 +112,14 @@ async def test_every_search_is_in_flight_while_it_runs(tmp_path: Path, caller: s
                     await _page_search(rt, "lighthouse")
             finally:
                 done.set()
+        assert rt.precedence.active == 0
     assert seen == 1
-    assert SEARCHES.active == 0
+
+
+async def test_the_runtime_hands_its_searches_and_its_indexing_one_precedence(
+        tmp_path: Path) -> None:
+    config = make_config(tmp_path)
+    async with running(config, serving(True), embedding=fake(config)) as rt:
+        assert rt.pipeline is not None
+        assert rt.pipeline.precedence is rt.precedence
+        assert (await rt.reading()).precedence is rt.precedence

@@ -12,7 +12,7 @@ from playwright.async_api import BrowserContext, expect
 from support.mcp_harness import until
 from support.web import Site, signed_in
 
-from pocketmcp.ops.search import SCORE_THRESHOLD
+from pocketmcp.search.run import SCORE_THRESHOLD
 
 # Long titles and nested paths, the kind that break a table's columns.
 NOTES = {

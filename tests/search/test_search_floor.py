@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from support.tools import Tools
 
-from pocketmcp.ops.floor import Removed, kept_anyway, notice
+from pocketmcp.search.floor import Removed, kept_anyway, notice
 
 
 async def test_a_threshold_that_removes_everything_keeps_the_best_and_says_so(

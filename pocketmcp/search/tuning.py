@@ -15,7 +15,7 @@ from pathlib import Path
 import msgspec
 
 from pocketmcp.errors import InvalidRequest
-from pocketmcp.ops.ranking import DEFAULT_PARAMS, Params
+from pocketmcp.search.fuse import DEFAULT_PARAMS, Params
 from pocketmcp.store.api import ReadIndex
 
 TUNING = "search.json"  # the file's name among the index's own (Place.beside)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -21,9 +21,8 @@ from pocketmcp.core.notes import clean_tag
 from pocketmcp.core.paths import path_of
 from pocketmcp.core.safe import safe_text
 from pocketmcp.errors import InvalidPattern, InvalidRequest, LimitExceeded
-from pocketmcp.ops import deadline
-from pocketmcp.ops.checks import check_ids
-from pocketmcp.ops.results import Range, SearchFilter
+from pocketmcp.search import deadline
+from pocketmcp.search.results import Range, SearchFilter
 from pocketmcp.store.api import Listing
 from pocketmcp.store.filters import Compare, DocFilter, Op
 
@@ -32,6 +31,16 @@ MAX_CONDITIONS = 64  # metadata keys of one filter
 MAX_KEY = 200  # characters of a metadata key
 MAX_TEXT = 2_000  # characters of a metadata value
 INT64 = (-(2**63), 2**63 - 1)
+MAX_ID = 2**63 - 1  # SQLite's largest rowid
+
+
+def check_ids(ids: Sequence[int], what: str = "doc_ids") -> list[int]:
+    """Ids as SQLite can hold them: whole numbers from 1 to 2**63 - 1."""
+    for value in ids:
+        if not 1 <= value <= MAX_ID:
+            raise InvalidRequest(f"{what} holds {value}, which is no id: ids are whole numbers "
+                                 f"from 1 to {MAX_ID}")
+    return list(ids)
 
 
 class Scope(msgspec.Struct, frozen=True, kw_only=True):

@@ -13,10 +13,10 @@ import pytest
 from support.cli import run_cli
 from support.runtime import fake, make_config, running
 
-from pocketmcp.ops import tuning
-from pocketmcp.ops.ranking import DEFAULT_PARAMS
-from pocketmcp.ops.search import search
 from pocketmcp.plans import INDEXING, READING
+from pocketmcp.search import tuning
+from pocketmcp.search.fuse import DEFAULT_PARAMS
+from pocketmcp.search.run import search
 
 NOTES = {
     "tax.md": "# Tax\n\nThe self employed tax return is due by the end of January.\n",

@@ -15,8 +15,8 @@ from support.mcp_harness import until
 from support.runtime import fake, make_config, running
 from support.tools import Tools
 
-from pocketmcp.ops import search
 from pocketmcp.plans import serving
+from pocketmcp.search import run as search
 
 
 async def test_a_search_during_a_vector_commit_still_finds_the_document(
@@ -41,18 +41,18 @@ async def test_a_search_during_a_vector_commit_still_finds_the_document(
         assert (await tools("status"))["chunks_waiting"] == 2
         reindexed = await tools("reindex")  # says what still waits for vectors, as status does
         assert (reindexed["chunks_total"], reindexed["chunks_waiting"]) == (2, 2), reindexed
-        gather = search.gather
+        retrieve = search.retrieve
         first: list[int] = []  # the chunk ids the first ranking saw
 
         async def then_vectors(*args: Any, **kw: Any) -> Any:
-            staged = await gather(*args, **kw)
+            staged = await retrieve(*args, **kw)
             if not ranked.is_set():  # the first ranking only: vectors committed after it
-                first.extend(staged[0].doc_of)
+                first.extend(staged.stage.doc_of)
                 ranked.set()
                 await until(lambda: tools("status"), lambda s: s["chunks_waiting"] == 0, 60)
             return staged
 
-        monkeypatch.setattr(search, "gather", then_vectors)
+        monkeypatch.setattr(search, "retrieve", then_vectors)
         [match] = await tools.search("launch checklists", top_k=1,
                                      filter={"path_glob": "old.md"})
         assert match["path"] == "old.md" and match["vector_score"] is not None

@@ -1,4 +1,4 @@
-"""From the two retrievers' lists to one ranking and one score (pure functions).
+"""The fuse step: from the two retrievers' lists to one ranking and one score (pure functions).
 
 The ranking fuses the vector and keyword lists as `Params` says. The `score` a match shows is
 a relevance in 0..1 with one meaning in every mode, whatever the corpus or the query:
@@ -9,10 +9,16 @@ a relevance in 0..1 with one meaning in every mode, whatever the corpus or the q
 - keyword: BM25 divided by the BM25 a text of average length gets for holding each query
   word once (`keywords.reference_bm25`), as x / (1 + x): 0.5 for that text, towards 1 for more;
 - hybrid: the vector and keyword relevances weighted by `vector_weight`.
+
+Documents are written for keyword search as soon as they are chunked, and get their vectors
+later (pipeline/embedder.py). Until then their chunks are in no vector list: a hybrid search
+ranks such a chunk by its keywords alone, at their full weight (fused with the vector list,
+it would count as no match by meaning), so the two kinds of chunk make one list.
 """
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from typing import Literal
 
 import msgspec
@@ -44,8 +50,9 @@ class Params(msgspec.Struct, frozen=True, kw_only=True):
 DEFAULT_PARAMS = Params()
 
 
-class Stage(msgspec.Struct):
-    """What the retrievers found for one query: chunk id -> raw score, per list."""
+class Stage(msgspec.Struct, frozen=True):
+    """What the retrievers found for one query: chunk id -> raw score, per list; `doc_of`
+    knows the document of every chunk named (the documents' first chunks too)."""
 
     vector: dict[int, float]
     keyword: dict[int, float]
@@ -54,6 +61,10 @@ class Stage(msgspec.Struct):
     first_chunk: dict[int, int] = msgspec.field(default_factory=dict)
     keyword_ref: float = 1.0  # `reference_bm25` of the query's words
     vector_background: float = 0.0  # the model's cosine for unrelated texts
+
+    def __post_init__(self) -> None:
+        for doc, chunk_id in self.first_chunk.items():
+            self.doc_of.setdefault(chunk_id, doc)
 
 
 def vector_relevance(cosine: float, background: float = 0.0) -> float:
@@ -130,9 +141,7 @@ def _fuse_by_document(stage: Stage, params: Params, mode: Mode) -> dict[int, flo
     for chunk_id in fusion.ranked(chunk_scores):
         best.setdefault(stage.doc_of[chunk_id], chunk_id)
     for doc, chunk_id in stage.first_chunk.items():
-        if doc not in best:
-            best[doc] = chunk_id
-            stage.doc_of[chunk_id] = doc
+        best.setdefault(doc, chunk_id)
     return {chunk_id: doc_scores[doc] for doc, chunk_id in best.items() if doc in doc_scores}
 
 
@@ -156,3 +165,41 @@ def truncated(stage: Stage, depth: int) -> Stage:
         stage, vector=head(stage.vector), keyword=head(stage.keyword), doc_keyword=doc_keyword,
         doc_of=dict(stage.doc_of),
         first_chunk={d: c for d, c in stage.first_chunk.items() if d in doc_keyword})
+
+
+def keywords_alone(stage: Stage, scores: dict[int, float], waiting: AbstractSet[int],
+                   params: Params) -> dict[int, float]:
+    """`scores` with the fused score of each waiting chunk whose document has no vector
+    match given its keywords' full weight."""
+    share = 1.0 - params.vector_weight
+    if not waiting or not 0.0 < share < 1.0:
+        return scores
+    by_meaning = {stage.doc_of[c] for c in stage.vector}
+    return {chunk_id: score / share if chunk_id in waiting and stage.doc_of.get(chunk_id)
+            not in by_meaning else score for chunk_id, score in scores.items()}
+
+
+def ranked(stage: Stage, scores: dict[int, float], *, unique_docs: bool, most: int
+           ) -> list[int]:
+    """The best `most` chunks by `scores` (one per document with `unique_docs`)."""
+    order: list[int] = []
+    seen_docs: set[int] = set()
+    for chunk_id in fusion.ranked(scores):
+        doc = stage.doc_of[chunk_id]
+        if unique_docs and doc in seen_docs:
+            continue
+        seen_docs.add(doc)
+        order.append(chunk_id)
+        if len(order) == most:
+            break
+    return order
+
+
+def shown(stage: Stage, chunk_id: int, vector_score: float | None, mode: Mode,
+          params: Params, *, by_document: bool, waiting: AbstractSet[int]) -> float:
+    """The score a ranked chunk shows (`relevance`): with `by_document`, its document's
+    keyword score; a chunk waiting for its vector is scored by its keywords."""
+    words = stage.doc_keyword.get(stage.doc_of[chunk_id]) if by_document else (
+        stage.keyword.get(chunk_id))
+    return relevance(vector_score, words, "keyword" if chunk_id in waiting else mode, params,
+                     stage.keyword_ref, background_of(stage, params))

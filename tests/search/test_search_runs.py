@@ -15,8 +15,9 @@ from support.fake_embedder import FakeEmbedder
 from support.runtime import fake, make_config, running
 from support.tools import Tools
 
-from pocketmcp.ops import dated, deadline, search
 from pocketmcp.plans import Plan
+from pocketmcp.search import dated, deadline
+from pocketmcp.search import run as search
 
 TODAY = dt.date(2026, 3, 18)  # a Wednesday
 
@@ -82,7 +83,7 @@ async def test_a_ranking_retried_after_an_edit_embeds_its_query_once(
     """A document edited between a search's ranking and its reading of the rows: the chunks
     it ranked are gone (the edit wrote others), so it ranks again, finds the new text, and
     does not embed its query again. (A chunk getting its vector keeps its id: that commit
-    needs no second ranking, tests/ops/test_search_meets_vectors.py.)"""
+    needs no second ranking, tests/search/test_search_meets_vectors.py.)"""
     config = make_config(tmp_path)
     async with running(config, Plan(feed="scan", keep_serving=True),
                        embedding=fake(config)) as rt:
@@ -91,18 +92,18 @@ async def test_a_ranking_retried_after_an_edit_embeds_its_query_once(
             await rt.pipeline.scan_done.wait()
         tools = Tools(rt)
         await tools.add(("plan", "An old note about launch checklists."))
-        gather = search.gather
+        retrieve = search.retrieve
         rankings = 0
 
         async def then_edit(*args: Any, **kw: Any) -> Any:
             nonlocal rankings
             rankings += 1
-            staged = await gather(*args, **kw)
+            staged = await retrieve(*args, **kw)
             if rankings == 1:  # the first ranking only: the edit committed after it
                 await tools.add(("plan", "An old note about launch checklists, revised."))
             return staged
 
-        monkeypatch.setattr(search, "gather", then_edit)
+        monkeypatch.setattr(search, "retrieve", then_edit)
         count = Counted(monkeypatch)
         [match] = await tools.search("launch checklists", top_k=1)
         assert "revised" in match["preview"], match

@@ -8,7 +8,7 @@ import pytest
 from support.tools import Tools
 
 from pocketmcp.core.calibration import calibrated
-from pocketmcp.ops.calibrate import model_background
+from pocketmcp.embed.background import model_background
 
 
 async def test_keyword_mode_needs_the_words_and_vector_mode_needs_the_meaning(

@@ -47,9 +47,7 @@ async def within(seconds: float | None) -> AsyncIterator[None]:
     try:
         with anyio.fail_after(seconds):
             yield
-    except TimeoutError:
-        raise _exceeded(seconds) from None
-    except DeadlineExceeded:
+    except (TimeoutError, DeadlineExceeded):
         raise _exceeded(seconds) from None
     finally:
         _DEADLINE.reset(token)

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from pocketmcp.core.keywords import query_words, reference_bm25
-from pocketmcp.ops.ranking import (
+from pocketmcp.search.fuse import (
     Params,
     Stage,
     fuse,

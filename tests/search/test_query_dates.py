@@ -13,7 +13,7 @@ import pytest
 from support.tools import Tools
 
 from pocketmcp.core.query_dates import understand
-from pocketmcp.ops import dated
+from pocketmcp.search import dated
 
 LABELLED = json.loads((Path(__file__).parents[1] / "data" / "dated_notes.json").read_text())
 TODAY = dt.date.fromisoformat(LABELLED["today"])

@@ -1,0 +1,64 @@
+"""The dates step: dates said in a query, as a filter on the notes' dates
+(`core.query_dates`).
+
+"what did I decide last week" searches for "what did I decide" among the documents whose
+`created` date (a note's front matter `created` or `date`, else its last change) lies in last
+week, and the reply's notice says how the phrase was taken. When no document of that span
+reaches the threshold, a query that asks about something ("Lisbon trip last week") is
+answered from every date, with the query as it was said, and the notice says so; a query
+that asks for little more than the time ("what did I write yesterday": at most one word
+besides the date and stop words) gets the span's best documents, under the threshold as the
+notice says. A caller that gave date filters of its own keeps them, and the query is then
+left as it is.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import msgspec
+
+from pocketmcp.core.keywords import terms
+from pocketmcp.core.query_dates import Span, understand
+from pocketmcp.search.filters import Scope
+from pocketmcp.store.filters import DocFilter
+
+VAGUE_WORDS = 1  # content words besides the date, at most, of a query asking for a time
+
+
+def today() -> dt.date:
+    """The local calendar day: "yesterday" is the user's yesterday."""
+    return dt.datetime.now().astimezone().date()
+
+
+def scoped(span: Span, scope: Scope | None) -> Scope:
+    """`scope` narrowed to the documents created within `span`."""
+    base = scope or Scope()
+    where = msgspec.structs.replace(
+        base.where, created_after=span.start.isoformat() if span.start else None,
+        created_before=span.end.isoformat() if span.end else None)
+    return msgspec.structs.replace(base, where=where)
+
+
+def span_of(query: str, scope: Scope | None, day: dt.date | None = None) -> Span | None:
+    """The span a date phrase of `query` says (None when it says none, or the caller's
+    scope has dates of its own)."""
+    where = scope.where if scope is not None else DocFilter()
+    if any((where.created_after, where.created_before, where.modified_after,
+            where.modified_before)):
+        return None
+    return understand(query, day or today())
+
+
+def stands(span: Span, found: bool, under: bool) -> bool:
+    """Whether the span's own answer stands: it `found` matches that reach the threshold,
+    or (`under` it, kept anyway) the query asks for little more than the time."""
+    return found and (not under or len(terms(span.query)) <= VAGUE_WORDS)
+
+
+def said(span: Span, stood: bool) -> str:
+    """What the notice says of the span: how it was taken, and when its answer did not
+    stand, that the matches are from any date."""
+    taken = f"dates: {span.describe()} (the documents' created date)"
+    return taken if stood else (f"{taken}; no document of that time matched, so these are "
+                                "from any date")
