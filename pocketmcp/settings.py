@@ -1,7 +1,7 @@
 """How a setting is declared, read and documented.
 
 The part that reads a setting declares it once, on a field of its own small frozen settings
-struct: `chunk_size: Annotated[int, Setting(env="CHUNK_SIZE", help=...)] = 1000`, its type
+struct: `chunk_size: Annotated[int, Setting("CHUNK_SIZE", help=...)] = 1000`, its type
 giving how it is read (a path, a number, a choice of a `Literal`, a list...) and the field's
 default its default. Its flag is the variable's name (`--chunk-size`) and the commands that
 read it are the part's (`USED_BY` on the struct), unless the declaration names others.
@@ -33,11 +33,11 @@ WRITING = (*FEEDING, "import")  # ... and those that write documents into it
 EMBEDDING = (*WRITING, "search", "check-search", "doctor")  # ... and those that embed
 
 
-class Setting(msgspec.Struct, frozen=True, kw_only=True):
-    """A field read from the environment variable `env`, or from `flag` on the commands
-    `used_by`. As declared, "" and () stand for the defaults: the flag of the variable's name,
-    none for a secret (command lines are visible to other users); the part's commands. As
-    `declared` lists it, the flag is "" for the environment only."""
+class Setting(msgspec.Struct, frozen=True):
+    """A field read from the environment variable `env` (given first, the rest by name), or
+    from `flag` on the commands `used_by`. Declared "" and (), they are the defaults: the
+    flag of the variable's name, none for a secret (command lines are visible to other
+    users); the part's commands. In a `Declared`, a flag "" is the environment only."""
 
     env: str
     help: str
