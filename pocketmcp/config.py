@@ -42,8 +42,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     convert: Limits
     ingest: IngestSettings
     serve: ServeSettings
-    log_level: Annotated[Literal["debug", "info", "warning", "error"], Setting(
-        env="LOG_LEVEL", flag="--log-level", used_by=(*ON_AN_INDEX, "init", "eval"),
+    log_level: Annotated[Literal["debug", "info", "warning", "error"], Setting("LOG_LEVEL",
+        used_by=(*ON_AN_INDEX, "init", "eval"),
         help="Log verbosity (logs go to stderr as JSON lines).")] = "info"
 
     @property

@@ -1,11 +1,13 @@
 """How a setting is declared, read and documented.
 
 The part that reads a setting declares it once, on a field of its own small frozen settings
-struct: `Annotated[int, Setting(env="CHUNK_SIZE", flag="--chunk-size", help=..., used_by=...)]`,
-its type giving how it is read (a path, a number, a choice of a `Literal`, a list...) and the
-field's default its default. `config.load`, the only reader of os.environ, fills the parts;
-the CLI's flags, `.env.example` and docs/settings.md are made from the same declarations. A
-field without a `Setting` is a constant or is derived: the environment never sets it.
+struct: `chunk_size: Annotated[int, Setting("CHUNK_SIZE", help=...)] = 1000`, its type
+giving how it is read (a path, a number, a choice of a `Literal`, a list...) and the field's
+default its default. Its flag is the variable's name (`--chunk-size`) and the commands that
+read it are the part's (`USED_BY` on the struct), unless the declaration names others.
+`config.load`, the only reader of os.environ, fills the parts; the CLI's flags, `.env.example`
+and docs/settings.md are made from the same declarations. A field without a `Setting` is a
+constant or is derived: the environment never sets it.
 """
 
 from __future__ import annotations
@@ -31,13 +33,15 @@ WRITING = (*FEEDING, "import")  # ... and those that write documents into it
 EMBEDDING = (*WRITING, "search", "check-search", "doctor")  # ... and those that embed
 
 
-class Setting(msgspec.Struct, frozen=True, kw_only=True):
-    """A field read from the environment variable `env`, or from `flag` ("": the environment
-    only) on the commands `used_by`."""
+class Setting(msgspec.Struct, frozen=True):
+    """A field read from the environment variable `env` (given first, the rest by name), or
+    from `flag` on the commands `used_by`. Declared "" and (), they are the defaults: the
+    flag of the variable's name, none for a secret (command lines are visible to other
+    users); the part's commands. In a `Declared`, a flag "" is the environment only."""
 
     env: str
     help: str
-    used_by: tuple[str, ...]
+    used_by: tuple[str, ...] = ()
     flag: str = ""
     minimum: float | None = None
     maximum: float | None = None
@@ -78,6 +82,10 @@ def declared(cls: type, path: tuple[str, ...] = ()) -> list[Declared]:
     for name, hint, setting, default, part in _fields(cls):
         if setting is not None:
             kind, choices, optional = _kind(get_args(hint)[0])
+            flag = setting.flag or ("" if kind == "secret" else
+                                    "--" + setting.env.lower().replace("_", "-"))
+            setting = msgspec.structs.replace(
+                setting, flag=flag, used_by=setting.used_by or getattr(cls, "USED_BY", ()))
             found.append(Declared((*path, name), setting, "text" if setting.verbatim else kind,
                                   default, choices, optional))
         elif part:

@@ -9,10 +9,11 @@ import pytest
 
 from pocketmcp.config import child_environment, declarations, load
 from pocketmcp.convert.limits import ocr_threads
+from pocketmcp.embed.settings import EmbedSettings
 from pocketmcp.errors import ConfigError
 from pocketmcp.indexes import index_for
 from pocketmcp.pipeline.budget import threads_within
-from pocketmcp.settings import env_example, settings_table
+from pocketmcp.settings import FEEDING, WRITING, env_example, settings_table
 
 # Settings a user no longer sets: constants, derived values, and two merged into one.
 REMOVED = {"DATABASES_DIR": "/elsewhere", "POCKETMCP_CACHE": "/elsewhere",
@@ -123,6 +124,18 @@ def test_a_bad_value_names_the_variable_and_what_it_accepts(env, variable) -> No
 def test_a_bad_flag_names_the_flag() -> None:
     with pytest.raises(ConfigError, match="--read-concurrency"):
         load({"READ_CONCURRENCY": "0"}, environ={})
+
+
+def test_a_flag_is_its_variables_name_and_the_commands_the_parts_unless_declared() -> None:
+    by_env = {e.setting.env: e.setting for e in declarations()}
+    assert by_env["CHUNK_SIZE"].flag == "--chunk-size"
+    assert by_env["MODEL_IDLE_UNLOAD_S"].flag == "--model-idle-unload-s"
+    assert (by_env["WATCH_DIR"].flag, by_env["SQLITE_PATH"].flag) == ("--data-folder", "--db")
+    # a secret is never a flag: command lines are visible to other users
+    assert by_env["POCKETMCP_TOKEN"].flag == by_env["DATABASE_URL"].flag == ""
+    assert by_env["EMBED_PROVIDER"].used_by == EmbedSettings.USED_BY == (*WRITING, "doctor")
+    assert by_env["EMBED_CONCURRENCY"].used_by == WRITING
+    assert by_env["CHUNK_SIZE"].used_by == FEEDING
 
 
 def test_env_example_lists_every_setting() -> None:

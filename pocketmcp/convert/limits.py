@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 import msgspec
 
@@ -14,14 +14,14 @@ from pocketmcp.settings import FEEDING, Setting
 class OcrLimits(msgspec.Struct, frozen=True, kw_only=True):
     """OCR of images and scanned PDF pages (convert/ocr.py)."""
 
-    mode: Annotated[Literal["auto", "on", "off"], Setting(
-        env="OCR", flag="--ocr", used_by=FEEDING,
+    USED_BY: ClassVar = FEEDING
+
+    mode: Annotated[Literal["auto", "on", "off"], Setting("OCR",
         help="Read the text of images (PNG, JPEG, WebP, TIFF, BMP, GIF) and of scanned PDF "
              "pages by OCR, offline (PP-OCRv4: Chinese and English). auto: when the extra "
              "pocketmcp[ocr] is installed; without it images are skipped, saying so. on: the "
              "extra is required. off: never.")] = "auto"
-    model_dir: Annotated[Path | None, Setting(
-        env="OCR_MODEL_DIR", flag="--ocr-model-dir", used_by=FEEDING,
+    model_dir: Annotated[Path | None, Setting("OCR_MODEL_DIR",
         help="A folder of PP-OCR ONNX models to use instead of the shipped Chinese and "
              "English ones: *det*.onnx, *rec*.onnx, optionally *cls*.onnx, and a *.txt "
              "character list when the recognition model carries none.")] = None
@@ -34,13 +34,10 @@ class OcrLimits(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Limits(msgspec.Struct, frozen=True, kw_only=True):
-    workers: Annotated[int, Setting(
-        env="CONVERT_WORKERS", flag="--convert-workers", used_by=FEEDING, minimum=1,
-        maximum=32,
+    USED_BY: ClassVar = FEEDING
+    workers: Annotated[int, Setting("CONVERT_WORKERS", minimum=1, maximum=32,
         help="Documents converted at once, each in its own worker process.")] = 2
-    timeout_s: Annotated[float, Setting(
-        env="CONVERT_TIMEOUT_S", flag="--convert-timeout-s", used_by=FEEDING, minimum=1,
-        maximum=3600,
+    timeout_s: Annotated[float, Setting("CONVERT_TIMEOUT_S", minimum=1, maximum=3600,
         help="A conversion taking longer is stopped and the file skipped (an OCR read: each "
              "page).")] = 60.0
     # Constants, or derived (config.load): the environment does not set them.

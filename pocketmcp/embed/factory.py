@@ -160,6 +160,6 @@ def _remote(settings: EmbedSettings, identity: Identity) -> RemoteEmbedder:
                     retries=settings.retries, retry_base_s=settings.retry_base_s,
                     concurrency=settings.concurrency, batch_size=settings.batch_size,
                     batch_tokens=settings.batch_tokens, headers=headers,
-                    key_variable=settings.api_key_env, secret=key)
+                    key_variable=settings.api_key_env, secret=settings.api_key)
     return RemoteEmbedder(api, identity, remote, tokenizer=tokenizer,
                           max_tokens=max(32, int(window * WINDOW_USED) - prefix_tokens))

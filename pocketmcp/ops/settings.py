@@ -14,8 +14,7 @@ from pocketmcp.settings import Setting
 
 class IngestSettings(msgspec.Struct, frozen=True, kw_only=True):
     watched: Watched  # its files are the watcher's documents, in their libraries
-    allowed_roots: Annotated[tuple[Path, ...], Setting(
-        env="ALLOWED_ROOTS", flag="--allowed-roots", used_by=("serve",),
+    allowed_roots: Annotated[tuple[Path, ...], Setting("ALLOWED_ROOTS", used_by=("serve",),
         help="Comma-separated folders ingest_file may read, besides WATCH_DIR.")] = ()
     max_file_bytes: int = 20 * 2**20  # MAX_FILE_MB's (config.load)
     url_timeout_s: int = 30  # time limit of one ingest_url download

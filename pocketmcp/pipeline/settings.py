@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 import msgspec
 
@@ -14,32 +14,27 @@ INCLUDE = ("**/*.md", "**/*.markdown", "**/*.txt", "**/*.rst", "**/*.pdf", "**/*
            "**/*.html", "**/*.htm", "**/*.pptx", "**/*.xlsx", "**/*.epub", "**/*.csv",
            "**/*.png", "**/*.jpg", "**/*.jpeg", "**/*.webp", "**/*.tif", "**/*.tiff", "**/*.bmp",
            "**/*.gif")
-_LISTING = ("index", "watch", "serve", "doctor", "eval")  # commands that list the folder
 
 
 class Watched(msgspec.Struct, frozen=True, kw_only=True):
     """The watched folder: where it is, which of its files are documents, their libraries."""
 
-    root: Annotated[Path, Setting(
-        env="WATCH_DIR", flag="--data-folder",
+    USED_BY: ClassVar = ("index", "watch", "serve", "doctor", "eval")  # they list the folder
+    root: Annotated[Path, Setting("WATCH_DIR", flag="--data-folder",
         used_by=("index", "watch", "serve", "search", "open", "doctor", "init"),
         help="Folder of documents to index and watch.")] = Path("kb")
-    include: Annotated[tuple[str, ...], Setting(
-        env="INCLUDE_GLOBS", flag="--include", used_by=_LISTING,
+    include: Annotated[tuple[str, ...], Setting("INCLUDE_GLOBS", flag="--include",
         help="Comma-separated gitignore-style globs of files to index. PDF, Word, HTML, "
              "PowerPoint, Excel, EPUB and CSV files are converted to Markdown, images read by "
-             "OCR (see OCR); other matches are read as text, and binary files of unknown "
-             "formats are skipped and logged.")] = INCLUDE
-    ignore: Annotated[tuple[str, ...], Setting(
-        env="IGNORE_PATTERNS", flag="--ignore", used_by=_LISTING,
+             "OCR (see OCR), other files as text (binary ones are skipped and "
+             "logged).")] = INCLUDE
+    ignore: Annotated[tuple[str, ...], Setting("IGNORE_PATTERNS", flag="--ignore",
         help="Comma-separated gitignore-style patterns to skip, on top of temp/editor files, "
              "dot files and the folder's .gitignore.")] = ()
-    library: Annotated[str, Setting(
-        env="LIBRARY", flag="--libraries", used_by=WRITING,
+    library: Annotated[str, Setting("LIBRARY", flag="--libraries", used_by=WRITING,
         help="folder: a watched file's top folder names its library (kb/papers/a.pdf is in "
-             "'papers'), and files directly in WATCH_DIR and documents a tool writes naming "
-             "none are in 'default'. Any other name: every watched file, and every document "
-             "naming none, is in that library.")] = "folder"
+             "'papers'); files directly in WATCH_DIR, and documents naming none, are in "
+             "'default'. Any other name: the library of all of them.")] = "folder"
     given: bool = False  # WATCH_DIR (or a folder) was given: else its default
 
     @property
@@ -60,27 +55,21 @@ class Watched(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class PipelineSettings(msgspec.Struct, frozen=True, kw_only=True):
+    USED_BY: ClassVar = FEEDING
     watched: Watched
-    max_file_mb: Annotated[int, Setting(
-        env="MAX_FILE_MB", flag="--max-file-mb", used_by=FEEDING, minimum=1, maximum=4096,
+    max_file_mb: Annotated[int, Setting("MAX_FILE_MB", minimum=1, maximum=4096,
         help="Files larger than this many MiB are skipped and logged.")] = 20
-    chunk_size: Annotated[int, Setting(
-        env="CHUNK_SIZE", flag="--chunk-size", used_by=FEEDING, minimum=100, maximum=20000,
+    chunk_size: Annotated[int, Setting("CHUNK_SIZE", minimum=100, maximum=20000,
         help="Target chunk length in characters (chunks never exceed the model's token "
              "window); neighbouring chunks share 12% of it.")] = 1000
-    debounce_ms: Annotated[int, Setting(
-        env="DEBOUNCE_MS", flag="--debounce-ms", used_by=("watch", "serve"), minimum=0,
-        maximum=60000,
+    debounce_ms: Annotated[int, Setting("DEBOUNCE_MS", minimum=0, maximum=60000,
+        used_by=("watch", "serve"),
         help="Quiet time before a burst of file events is processed.")] = 600
-    read_concurrency: Annotated[int, Setting(
-        env="READ_CONCURRENCY", flag="--read-concurrency", used_by=FEEDING, minimum=1,
-        maximum=64, help="Files read and hashed at once.")] = 3
-    queue_size: Annotated[int, Setting(
-        env="QUEUE_SIZE", flag="--queue-size", used_by=FEEDING, minimum=0, maximum=16,
+    read_concurrency: Annotated[int, Setting("READ_CONCURRENCY", minimum=1, maximum=64,
+        help="Files read and hashed at once.")] = 3
+    queue_size: Annotated[int, Setting("QUEUE_SIZE", minimum=0, maximum=16,
         help="Capacity of each stream between pipeline stages.")] = 8
-    cpu_budget: Annotated[int, Setting(
-        env="INDEX_CPU_BUDGET", flag="--index-cpu-budget", used_by=FEEDING, minimum=0,
-        maximum=100,
+    cpu_budget: Annotated[int, Setting("INDEX_CPU_BUDGET", minimum=0, maximum=100,
         help="Share of the machine's CPU indexing may use, in percent: the model and the OCR "
              "worker get that share of the cores as threads (at least one), and indexing "
              "pauses between batches to stay under it. 0: no pauses, priority alone; the "

@@ -3,7 +3,7 @@
 
 Every condition runs inside the database: a filter that keeps 1% of the index selects that
 1% first, and both retrievers then search only its chunks, so `top_k` results come back
-whenever that many exist. Values are checked before they get here (ops/filters.py); keys of
+whenever that many exist. Values are checked before they get here (search/filters.py); keys of
 metadata fields hold no quotes or backslashes.
 
 Metadata fields are looked up in what a tool gave (`metadata`) and, where it names no such

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
 
 import msgspec
 
@@ -20,38 +20,33 @@ from pocketmcp.store.sqlite.place import SqlitePlace
 if TYPE_CHECKING:  # numpy: a stdio bridge names the index's place and loads none of it
     from pocketmcp.store.api import Place
 
-_INDEXED = (*ON_AN_INDEX, "eval")
-
 
 class StoreSettings(msgspec.Struct, frozen=True, kw_only=True):
     """Where the main index is, and what a Postgres index is made with."""
 
-    store: Annotated[Literal["sqlite", "postgres"], Setting(
-        env="STORE", flag="--store", used_by=_INDEXED,
+    USED_BY: ClassVar = (*ON_AN_INDEX, "eval")
+
+    store: Annotated[Literal["sqlite", "postgres"], Setting("STORE",
         help="Where the index lives. sqlite: one file (SQLITE_PATH) on this machine. "
              "postgres: a Postgres server with pgvector (DATABASE_URL), which several "
              "PocketMCP processes on several machines may read and write at once.")] = "sqlite"
-    sqlite_path: Annotated[Path | None, Setting(
-        env="SQLITE_PATH", flag="--db", used_by=ON_AN_INDEX,
+    sqlite_path: Annotated[Path | None, Setting("SQLITE_PATH", flag="--db", used_by=ON_AN_INDEX,
         help="SQLite file holding the index (created with its folder if missing; the "
              "databases the create_database tool makes are in a folder `databases` beside "
              "it). Unset: the folder's own index in the user data folder, e.g. "
              "~/.local/share/pocketmcp/indexes/notes-1a2b3c4d5e/index.db; commands told no "
              "folder take the current directory's index, or the only one.")] = None
-    database_url: Annotated[Secret | None, Setting(
-        env="DATABASE_URL", used_by=_INDEXED,
+    database_url: Annotated[Secret | None, Setting("DATABASE_URL",
         help="The Postgres server of STORE=postgres, as "
              "postgresql://user:password@host:5432/db (libpq's form; ?host=/run/postgresql "
              "for a Unix socket). It holds a password: environment only, never a flag, and "
              "never logged.")] = None
-    pg_schema: Annotated[str, Setting(
-        env="PG_SCHEMA", flag="--pg-schema", used_by=_INDEXED,
+    pg_schema: Annotated[str, Setting("PG_SCHEMA",
         help="The Postgres schema holding the main index (created if missing); each named "
              "database is a schema of its own beside it, `<PG_SCHEMA>_db_<name>`, so a "
              "PG_SCHEMA may not hold `_db_` or end in `_db`.")] = "pocketmcp"
-    pg_ef_search: Annotated[int, Setting(
-        env="PG_EF_SEARCH", flag="--pg-ef-search",
-        used_by=("serve", "search", "check-search", "eval"), minimum=10, maximum=1000,
+    pg_ef_search: Annotated[int, Setting("PG_EF_SEARCH", minimum=10, maximum=1000,
+        used_by=("serve", "search", "check-search", "eval"),
         help="Candidates a Postgres vector search visits in the HNSW graph (pgvector's "
              "hnsw.ef_search; never fewer than the results asked for). More finds more of "
              "the truly nearest chunks and takes longer: recall@10 0.92 at 200 and 0.99 at "
