@@ -341,8 +341,10 @@ class Runtime:
         from pocketmcp.ops import index as index_ops  # pydantic's models, see above
 
         booted = self._booted
+        config = self.config.embed
         return await index_ops.status(
-            self.status, model=booted.identity.model if booted else self._model_named(),
+            self.status, model=booted.identity.model if booted else index_ops.model_named(
+                config.provider, config.model),
             embedder=booted.embedder if booted else None, index_path=self.place.describe(),
             watch_dir=str(self.config.watched.root.resolve()) if self.watching else None,
             pipeline=self.pipeline, index=self.opened(), ocr=self.converter.ocr_status(),
@@ -359,11 +361,6 @@ class Runtime:
 
         return index_ops.health(self.status, opened=self.opened() is not None,
                                 watching=self.scans)
-
-    def _model_named(self) -> str:
-        from pocketmcp.ops import index as index_ops  # pydantic's models, see above
-
-        return index_ops.model_named(self.config.embed.provider, self.config.embed.model)
 
 
 async def on_signals(stop: Callable[[str], None]) -> None:
