@@ -26,6 +26,7 @@ def _search(root: Path, *args: str) -> dict[str, object]:
     return found
 
 
+@pytest.mark.usefixtures("processes")
 def test_search_asks_the_running_server_and_finds_what_a_local_search_finds(
         tmp_path: Path) -> None:
     (tmp_path / "kb").mkdir()
@@ -44,12 +45,14 @@ def test_search_asks_the_running_server_and_finds_what_a_local_search_finds(
     assert _search(tmp_path, "flat tyre", "-k", "1")["via"] == "local"
 
 
+@pytest.mark.usefixtures("processes")
 def test_searching_before_indexing_says_what_to_do(tmp_path: Path) -> None:
     done = run_cli(tmp_path, "search", "anything")
     assert done.returncode == 1
     assert "pocketmcp index" in done.stderr
 
 
+@pytest.mark.usefixtures("processes")
 def test_check_search_before_indexing_says_what_search_says(tmp_path: Path) -> None:
     """Both name the index that is missing and the command that makes it (the file named
     by SQLITE_PATH: `--db` with it; none named: the folders' indexes there are)."""
@@ -61,6 +64,7 @@ def test_check_search_before_indexing_says_what_search_says(tmp_path: Path) -> N
         assert "makes" in checked.stderr
 
 
+@pytest.mark.usefixtures("processes")
 def test_search_json_carries_the_tool_fields_and_filters_by_flags(tmp_path: Path) -> None:
     from pocketmcp.ops.results import SearchMatch
 
@@ -110,6 +114,7 @@ def test_the_indexes_are_looked_through_once_to_say_none_is_there(
     assert len(looks) == 1
 
 
+@pytest.mark.usefixtures("processes")
 def test_when_no_hit_passes_one_search_names_the_best_locally_and_through_the_server(
         tmp_path: Path) -> None:
     """The search is asked without a strict threshold: the best match under it, which the

@@ -22,7 +22,7 @@ HEADER_TIMEOUT_S = 10.0  # the documented time for a request's head
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[HttpServer]:
+def server(tmp_path: Path, processes: dict[str, str]) -> Iterator[HttpServer]:
     (tmp_path / "kb").mkdir()
     (tmp_path / "kb" / "a.md").write_text("# Bread\n\nSourdough bread.\n")
     running = start_http(tmp_path)
@@ -105,6 +105,7 @@ def test_a_request_head_that_never_ends_is_cut_off(server: HttpServer) -> None:
 
 
 @pytest.mark.parametrize("token", ["zq", "qzqzqzqzqzqzqzq"])
+@pytest.mark.usefixtures("processes")
 def test_a_short_token_is_refused_beyond_loopback(tmp_path: Path, token: str) -> None:
     """192.0.2.1 is a documentation address this machine does not have: the server must
     refuse the token before it tries to listen there."""
@@ -118,6 +119,7 @@ def test_a_short_token_is_refused_beyond_loopback(tmp_path: Path, token: str) ->
     assert token not in done.stderr  # never shown
 
 
+@pytest.mark.usefixtures("processes")
 def test_a_short_token_is_still_accepted_on_loopback(tmp_path: Path) -> None:
     running = start_http(tmp_path, POCKETMCP_TOKEN="x")
     try:

@@ -14,6 +14,8 @@ import pytest
 from pocketmcp.errors import SharingFailed
 from pocketmcp.mcp import discovery, sharing
 
+pytestmark = pytest.mark.usefixtures("processes")
+
 HOLD = ("import sys, time\n"
         "from filelock import FileLock\n"
         "lock = FileLock(sys.argv[1], thread_local=False)\n"
