@@ -197,7 +197,8 @@ def pytest_runtest_makereport(item: pytest.Item,
                 f"took {effort:.2f} s (wall time less waits for a CPU) with no mark: an "
                 f"unmarked test takes at most {UNMARKED_LIMIT_S:g} s. Make it faster, or "
                 "let it ask for the fixture of what makes it slow (tests/support/lanes.py)")
-    if report.skipped and os.environ.get("CI") == "true" and not _allowed_skip(item.nodeid):
+    if (report.skipped and not hasattr(report, "wasxfail") and os.environ.get("CI") == "true"
+            and not _allowed_skip(item.nodeid)):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         report.outcome = "failed"
         report.longrepr = (f"skipped under CI=true ({reason}); a test may skip on CI only "
