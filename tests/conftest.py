@@ -97,6 +97,24 @@ def fake_provider(fake_embedder: FakeEmbedder) -> Iterator[ProviderServer]:
         yield server
 
 
+@pytest.fixture
+def provider_back_soon(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A provider back from failing is tried again within 50 ms, not after the doubling wait
+    (up to a minute) meant for a real outage: for tests that wait on it."""
+    from pocketmcp.embed import remote
+
+    monkeypatch.setattr(remote, "MAX_DOWN_S", 0.05)
+
+
+@pytest.fixture
+def polled_searches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Indexing gives way to a search in flight at most 10 ms a step (GIVE_WAY_S), not half a
+    second: for tests that poll with searches while it indexes."""
+    from pocketmcp.core.precedence import Precedence
+
+    monkeypatch.setattr(Precedence.give_way, "__defaults__", (0.01,))
+
+
 @pytest.fixture(scope="session")
 def real_chunker(embedder: LocalEmbedder) -> Chunker:
     return Chunker(embedder.tokenizer, size=1000, overlap=120, max_tokens=embedder.max_tokens)

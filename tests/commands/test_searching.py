@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 from support.cli import A, B, run_as_user, run_cli
 from support.mcp_harness import server_env, start_http, stop_http
+from support.processes import provider_settings
+from support.provider_server import ProviderServer
 
 
 def _search(root: Path, *args: str) -> dict[str, object]:
@@ -154,11 +156,13 @@ def test_when_no_hit_passes_one_search_names_the_best_locally_and_through_the_se
 
 def test_a_search_with_no_hit_passing_is_one_search(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+        capsys: pytest.CaptureFixture[str], fake_provider: ProviderServer) -> None:
     from pocketmcp import cli, logs
     from pocketmcp.commands.searching import Searcher
 
     monkeypatch.setattr(logs, "configure", lambda level: None)
+    for key, value in provider_settings(fake_provider.url).items():  # not the real model
+        monkeypatch.setenv(key, value)
     (tmp_path / "kb").mkdir()
     (tmp_path / "kb" / "a.md").write_text(A)
     monkeypatch.setenv("SQLITE_PATH", str(tmp_path / "idx" / "index.db"))

@@ -19,7 +19,8 @@ from pocketmcp.runtime import Runtime
 
 
 @pytest.fixture
-def config(tmp_path: Path, fake_provider: ProviderServer, store_env: dict[str, str]) -> Config:
+def config(tmp_path: Path, fake_provider: ProviderServer, store_env: dict[str, str],
+           provider_back_soon: None, polled_searches: None) -> Config:
     extra = tmp_path / "extra"
     extra.mkdir()
     return remote_config(tmp_path, fake_provider, {**store_env, "ALLOWED_ROOTS": str(extra)})

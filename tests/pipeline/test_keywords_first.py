@@ -19,7 +19,6 @@ from support.runtime import make_config, provider_embedding, remote_config, runn
 from support.tools import Tools
 
 from pocketmcp.config import Config
-from pocketmcp.embed import remote
 from pocketmcp.embed.local import LocalEmbedder
 from pocketmcp.plans import READING, serving
 from pocketmcp.runtime import Runtime
@@ -99,11 +98,9 @@ async def test_a_lone_note_waiting_for_its_vector_is_found_by_a_longer_question(
 
 @pytest.fixture
 def gap_config(tmp_path: Path, fake_provider: ProviderServer, store_env: dict[str, str],
-               monkeypatch: pytest.MonkeyPatch) -> Config:
-    # A provider back from failing is tried again within 0.2 s, not after the doubling wait
-    # (up to a minute) meant for a real outage: the test waits on it.
-    monkeypatch.setattr(remote, "MAX_DOWN_S", 0.2)
-    return remote_config(tmp_path, fake_provider, store_env)
+               provider_back_soon: None, polled_searches: None) -> Config:
+    # The edit is seen 10 ms after it settles (not 50): the test waits on it.
+    return remote_config(tmp_path, fake_provider, {**store_env, "DEBOUNCE_MS": "10"})
 
 
 async def test_an_edit_in_the_gap_replaces_the_old_text(
@@ -131,6 +128,18 @@ async def test_an_edit_in_the_gap_replaces_the_old_text(
         status = await Tools(rt)("status")
         assert status["chunks_waiting"] == 1
         assert status["vectors_eta_s"] is None  # nothing embedded yet: no speed to go by
+
+
+async def test_a_note_written_in_the_gap_gets_its_vector_once_the_provider_returns(
+        gap_config: Config, fake_provider: ProviderServer) -> None:
+    fake_provider.always = Fault(503)  # the gap stays open while the provider is down
+    note = gap_config.watch_dir / "birds.md"
+    note.write_text("# Birds\n\nOtters dive from the riverbank at dawn.\n")
+    async with running(gap_config, serving(True), embedding=provider_embedding(gap_config)) as rt:
+        async def waiting() -> bool:
+            return (await Tools(rt)("status"))["chunks_waiting"] == 1
+
+        await until(waiting, bool, 20)
         fake_provider.always = None  # the provider returns: the new text gets its vector
 
         async def embedded() -> bool:
