@@ -26,7 +26,9 @@ from pocketmcp.mcp import host
 
 @pytest.fixture
 def collector_off() -> Iterator[None]:
-    """The garbage collector off, as `pocketmcp serve` starts; on and unfrozen afterwards."""
+    """The garbage collector off and nothing frozen (the suite freezes what it collected), as
+    `pocketmcp serve` starts; on and unfrozen afterwards."""
+    gc.unfreeze()
     gc.disable()
     try:
         yield
