@@ -122,9 +122,9 @@ def _within_types(value: Any) -> bool:
     return False
 
 
-# Fifty examples a run, new ones each run: within the one-second rule (thousands of
+# Twenty examples a run, new ones each run: within the one-second rule (thousands of
 # front matters: bench/hostile.py).
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(st.text(min_size=1, max_size=10), _VALUES, max_size=6))
 def test_any_front_matter_reads_without_error_and_keeps_only_valid_values(
         fields: dict[str, Any]) -> None:

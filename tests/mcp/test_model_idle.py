@@ -116,12 +116,12 @@ async def reaches(state: ModelState, wanted: str, within_s: float) -> None:
 async def test_the_embedder_unloads_only_when_idle_and_reloads_on_demand(
         embedder: LocalEmbedder) -> None:
     spec = embedder.spec  # a model of its own: the run's one never unloads
-    embedder = LocalEmbedder(spec, idle_unload_s=1.5)
+    embedder = LocalEmbedder(spec, idle_unload_s=0.5)
     try:
         state = embedder.model_state
         assert (await embedder.embed_query("tea")).shape == (spec.dim,)
-        state.begin()  # in use: never unloaded, however long
-        await anyio.sleep(3.0)
+        state.begin()  # in use: never unloaded, however long (here four times the idle time)
+        await anyio.sleep(2.0)
         assert state.state == "loaded"
         state.end()
         await reaches(state, "unloaded", 10)
