@@ -78,4 +78,30 @@ else
   echo "setup: Chromium is not installed; tests/web will be skipped" \
        "(apt-get install -y --no-install-recommends chromium-headless-shell)" >&2
 fi
+# The MCP Inspector interop tests (tests/mcp/test_inspector.py) run the official inspector,
+# a node program: node and npm installed as root with apt when missing, the inspector from
+# npm into .cache/inspector (scripts/inspector.sh uses the same). Without them those tests
+# are skipped with the reason (and fail under CI=true).
+INSPECTOR_VERSION=2.12.0
+inspector=.cache/inspector/node_modules/.bin/mcp-inspector
+if [ ! -x "$inspector" ]; then
+  if ! command -v npm >/dev/null 2>&1 && [ "$(id -u)" = 0 ] \
+      && command -v apt-get >/dev/null 2>&1; then
+    export DEBIAN_FRONTEND=noninteractive
+    step "installing node and npm with apt (for the MCP Inspector tests)"
+    apt-get update -qq >&2
+    apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+    done_step
+  fi
+  if command -v npm >/dev/null 2>&1; then
+    step "installing the MCP Inspector $INSPECTOR_VERSION from npm into .cache/inspector"
+    mkdir -p .cache/inspector
+    npm install --prefix .cache/inspector --save-exact --no-fund --no-audit \
+      --loglevel=error "@modelcontextprotocol/inspector@$INSPECTOR_VERSION" >&2
+    done_step
+  else
+    echo "setup: npm is not installed; tests/mcp/test_inspector.py will be skipped" \
+         "(apt-get install -y --no-install-recommends nodejs npm)" >&2
+  fi
+fi
 echo "setup: ready in $SECONDS s ($(.venv/bin/pocketmcp --version))" >&2

@@ -1,20 +1,23 @@
 """The suite's fixtures. What they are made of (settings, runtimes, the tools' client, the
-fake embedder, servers) lives in the `support` package."""
+fake embedder, servers) lives in the `support` package; the lanes (marks that follow from
+these fixtures), the one-second rule and the skips allowed on CI in `support/lanes.py`."""
 
 from __future__ import annotations
 
 import os
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
 import pytest
 from support.fake_embedder import FakeEmbedder
 from support.index import Index, Watching
-from support.pg_server import MISSING, backend, local_postgres, new_schema
+from support.pg_server import MISSING, backend, drop_schemas, local_postgres, new_schema
+from support.processes import KEYS, provider_settings, started
 from support.provider_server import ProviderServer, provider_server
-from support.runtime import fake, make_config, running
+from support.runtime import fake, make_config, running, shared
 from support.tools import Tools
 
 from pocketmcp.config import Config, load
@@ -22,6 +25,8 @@ from pocketmcp.core.chunking import Chunker
 from pocketmcp.embed.local import LocalEmbedder
 from pocketmcp.embed.models import ModelSpec
 from pocketmcp.runtime import Runtime
+
+pytest_plugins = ["support.lanes"]
 
 # Indexes kept by the rule (one per folder in the user data folder) go to a folder of this
 # run, never the user's: a test that names no SQLITE_PATH, and the processes it starts.
@@ -66,7 +71,8 @@ def chdir_tmp(tmp_path: Path) -> Iterator[Path]:
 
 @pytest.fixture(scope="session")
 def embedder() -> LocalEmbedder:
-    """The real bundled model, loaded once per test session."""
+    """The real bundled model, loaded once per test run: a runtime gets it through
+    `embedding=shared(embedder, config)` (support/runtime.py)."""
     return LocalEmbedder(ModelSpec(load({}, environ={}).embed))
 
 
@@ -89,6 +95,24 @@ def fake_provider(fake_embedder: FakeEmbedder) -> Iterator[ProviderServer]:
     for tests of what the pipeline and the tools do when a provider fails."""
     with provider_server(fake_embedder.embed, refuse="POISON") as server:
         yield server
+
+
+@pytest.fixture
+def provider_back_soon(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A provider back from failing is tried again within 50 ms, not after the doubling wait
+    (up to a minute) meant for a real outage: for tests that wait on it."""
+    from pocketmcp.embed import remote
+
+    monkeypatch.setattr(remote, "MAX_DOWN_S", 0.05)
+
+
+@pytest.fixture
+def polled_searches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Indexing gives way to a search in flight at most 10 ms a step (GIVE_WAY_S), not half a
+    second: for tests that poll with searches while it indexes."""
+    from pocketmcp.pipeline.precedence import Precedence
+
+    monkeypatch.setattr(Precedence.give_way, "__defaults__", (0.01,))
 
 
 @pytest.fixture(scope="session")
@@ -135,12 +159,62 @@ async def watching(fake_index: Index) -> AsyncIterator[Watching]:
         writer.close()
 
 
+# -- processes ---------------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def process_provider(fake_embedder: FakeEmbedder) -> Iterator[ProviderServer]:
+    """The provider the processes of every test embed through: the fake embedder's vectors."""
+    with provider_server(fake_embedder.embed) as server:
+        yield server
+
+
+@contextmanager
+def _fake_processes(url: str) -> Iterator[dict[str, str]]:
+    settings = provider_settings(url)
+    with pytest.MonkeyPatch.context() as patch, started("fake"):
+        for key, value in settings.items():
+            patch.setenv(key, value)
+        yield settings
+
+
+@pytest.fixture
+def processes(process_provider: ProviderServer) -> Iterator[dict[str, str]]:
+    """This test starts pocketmcp processes: they embed through the test provider with the
+    fake embedder's vectors (support/processes.py). Their settings, which every process the
+    test starts inherits; in-process runtimes on the same index use them too
+    (`make_config(tmp_path, processes)`)."""
+    with _fake_processes(process_provider.url) as settings:
+        yield settings
+
+
+@pytest.fixture(scope="module")
+def module_processes(process_provider: ProviderServer) -> Iterator[dict[str, str]]:
+    """`processes` for a fixture of the module's (a server its tests share)."""
+    with _fake_processes(process_provider.url) as settings:
+        yield settings
+
+
+@pytest.fixture
+def model_processes(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+                    ) -> Iterator[dict[str, str]]:
+    """This test starts pocketmcp processes that run the real model: only the tests named in
+    REAL_MODEL_PROCESSES (support/lanes.py), each with its reason."""
+    from support.lanes import real_model_reason  # a plugin: imported by pytest first
+
+    real_model_reason(request.node)
+    for key in KEYS:
+        monkeypatch.delenv(key, raising=False)
+    with started("model"):
+        yield {}
+
+
 # -- a runtime and its tools -------------------------------------------------------------------
 
 @pytest.fixture
-async def service(tmp_path: Path) -> AsyncIterator[Runtime]:
+async def service(tmp_path: Path, embedder: LocalEmbedder) -> AsyncIterator[Runtime]:
     """A serving runtime on the real model."""
-    async with running(make_config(tmp_path)) as rt:
+    config = make_config(tmp_path)
+    async with running(config, embedding=shared(embedder, config)) as rt:
         yield rt
 
 
@@ -181,16 +255,9 @@ def pg_url() -> Iterator[str]:
 def pg_schema(pg_url: str) -> Iterator[str]:
     """A schema of this test's own, dropped after it with every schema named after it
     (`<name>_...`: its named databases, and other indexes a test makes beside it)."""
-    import psycopg  # an optional dependency, installed for the tests
-
     name = new_schema()
     yield name
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        schemas = [r[0] for r in conn.execute(
-            b"SELECT nspname FROM pg_namespace WHERE nspname = %s OR left(nspname, %s) = %s",
-            (name, len(name) + 1, name + "_")).fetchall()]
-        for schema in schemas:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'.encode())
+    drop_schemas(pg_url, name)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -13,6 +13,7 @@ from pocketmcp.cli import build_parser
 from pocketmcp.config import declarations
 
 
+@pytest.mark.usefixtures("processes")
 def test_a_bad_setting_stops_start_up_with_a_clear_message(tmp_path: Path) -> None:
     done = run_cli(tmp_path, "index", env={"CHUNK_SIZE": "lots"})
     assert done.returncode != 0

@@ -7,22 +7,31 @@ from pathlib import Path
 import anyio
 import pytest
 from support.provider_server import ProviderServer
-from support.runtime import fake, make_config, remote_config, running
+from support.runtime import (
+    fake,
+    make_config,
+    own_model,
+    provider_embedding,
+    remote_config,
+    running,
+    shared,
+)
 from support.tools import Tools, refused
 
+from pocketmcp import readiness, runtime
 from pocketmcp.embed import background
 from pocketmcp.embed.local import LocalEmbedder
 from pocketmcp.errors import ReadOnly, WriterBusyError
 from pocketmcp.plans import INDEXING, READING, WATCHING, Plan
-from pocketmcp.readiness import SCAN_POLL_S
 from pocketmcp.runtime import Runtime, open_runtime
 from pocketmcp.store.sqlite.reads import recorded_identity
 from pocketmcp.store.sqlite.writes import SqliteWriter
 
 
 async def test_a_second_runtime_on_one_index_reads_and_takes_over_when_the_first_stops(
-    tmp_path: Path
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(runtime, "WRITER_RETRY_S", 0.1)  # tries the lock often: no long wait
     config = make_config(tmp_path)
     stop_first, first_stopped = anyio.Event(), anyio.Event()
     shared: dict[str, int] = {}
@@ -79,8 +88,9 @@ async def test_a_reader_waits_for_the_index_to_exist_and_never_takes_the_lock(
 
 
 async def test_a_reader_reports_the_first_scan_done_when_the_writer_records_it(
-    tmp_path: Path
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(readiness, "SCAN_POLL_S", 0.05)  # looks often: no long wait
     config = make_config(tmp_path)
     async with running(config, embedding=fake(config)) as first:  # makes the index
         await Tools(first).add(("s", "Swifts sleep on the wing."))
@@ -91,7 +101,7 @@ async def test_a_reader_reports_the_first_scan_done_when_the_writer_records_it(
         holder.record_scan("running")
         async with running(config, READING, embedding=fake(config)) as reader:
             assert reader.status.role == "reader"
-            with anyio.move_on_after(4 * SCAN_POLL_S):
+            with anyio.move_on_after(4 * readiness.SCAN_POLL_S):
                 await until_scan_done(reader)
             assert not reader.status.initial_indexing_done
             assert reader.status.phase == "indexing"
@@ -117,7 +127,7 @@ async def test_after_one_scan_a_remote_provider_still_embeds_queries(
     (config.watched.root / "owls.md").write_text("# Owls\n\nOwls hunt at night.\n")
     plan = Plan(writer="must", feed="scan", requests=False)
     with anyio.fail_after(60):
-        async with open_runtime(config, plan) as rt:
+        async with open_runtime(config, plan, embedding=provider_embedding(config)) as rt:
             await rt.fed.wait()
             reading = await rt.reading()
             vector = await reading.embedder.embed_query("birds at night")
@@ -139,17 +149,19 @@ async def test_a_serving_runtime_learns_the_models_background_before_it_is_ready
 
 
 async def test_a_followed_folder_is_scanned_before_the_documents_model_loads(
-    tmp_path: Path,
+    tmp_path: Path, embedder: LocalEmbedder
 ) -> None:
     """Following a folder, keywords come first: the scan does not wait for the model that
     embeds documents (nor share the cores with its loading). It loads with the first
     vectors wanted, and not at all while none are."""
     config = make_config(tmp_path)
     (config.watched.root / "owls.md").write_text("# Owls\n\nOwls hunt at night.\n")
-    async with open_runtime(config, INDEXING) as rt:  # one scan: every vector in
+    # one scan: every vector in
+    async with open_runtime(config, INDEXING, embedding=shared(embedder, config)) as rt:
         with anyio.fail_after(120):
             await rt.fed.wait()
-    async with open_runtime(config, WATCHING) as rt:
+    # a model of its own: when it loads is what this test looks at
+    async with open_runtime(config, WATCHING, embedding=own_model(config)) as rt:
         with anyio.fail_after(60):
             await rt.started()
             await until_scan_done(rt)

@@ -112,6 +112,9 @@ class Pipeline:
         if marker.token == 0:
             self.stats.scan_done = True
             self.scan_done.set()
+            # The embedder, if idle, sees it at once: a scan that wrote nothing wakes it no
+            # other way, and one scan's run ends only when it looks again (IDLE_S later).
+            self.backlog.wake()
         else:
             done = self._scans.pop(marker.token, None)
             if done is not None:

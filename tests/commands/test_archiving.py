@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from support.cli import A, B, run_cli
+
+pytestmark = pytest.mark.usefixtures("processes")
 
 
 def test_export_import_and_backup_from_the_command_line(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
-"""What a new user meets first, run as they run it (real processes, files, model and
-servers): one index per folder that every command and the editor's entry find, no false stale
-marks from another directory, nothing left in the current directory, `doctor FOLDER`, and
-plain words when a running server refuses this shell's token."""
+"""What a new user meets first, run as they run it (real processes, files and servers; the
+real model in the first hour's own test, the test provider elsewhere): one index per folder
+that every command and the editor's entry find, no false stale marks from another directory,
+nothing left in the current directory, `doctor FOLDER`, and plain words when a running server
+refuses this shell's token."""
 
 from __future__ import annotations
 
@@ -21,8 +22,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from support.cli import A, B, run_as_user, run_cli
 from support.mcp_harness import start_http, stop_http, until
-
-pytestmark = pytest.mark.model
+from support.processes import embedding_env
 
 
 def _notes(root: Path) -> Path:
@@ -39,6 +39,7 @@ def _index_files(home: Path) -> list[Path]:
     return sorted(p for p in data.rglob("*.db") if p.parent.name != "databases")
 
 
+@pytest.mark.usefixtures("processes")
 def test_a_search_from_another_directory_marks_no_file_stale_until_one_changes(
         tmp_path: Path) -> None:
     notes = _notes(tmp_path)
@@ -72,7 +73,7 @@ async def _editors_server(entry: dict[str, Any], home: Path, cwd: Path) -> str:
     # is left running after the test (the relay to one has its own tests, test_sharing.py).
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home),
            "XDG_DATA_HOME": str(home / ".local" / "share"), "SHARE": "off",
-           **entry.get("env", {})}
+           **embedding_env(), **entry.get("env", {})}
     for key in ("XDG_CACHE_HOME", "PYTHONPATH"):
         if key in os.environ:
             env[key] = os.environ[key]
@@ -91,6 +92,7 @@ async def _editors_server(entry: dict[str, Any], home: Path, cwd: Path) -> str:
     return log.read_text()
 
 
+@pytest.mark.usefixtures("model_processes")
 async def test_index_search_elsewhere_init_and_the_editors_server_share_one_index(
         tmp_path: Path) -> None:
     home = tmp_path / "home"
@@ -140,6 +142,7 @@ async def test_index_search_elsewhere_init_and_the_editors_server_share_one_inde
     assert {h["path"] for h in json.loads(named.stdout)["hits"]} == {"a.md", "b.md"}
 
 
+@pytest.mark.usefixtures("processes")
 def test_a_bare_pocketmcp_in_an_empty_folder_leaves_nothing_there(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -148,6 +151,7 @@ def test_a_bare_pocketmcp_in_an_empty_folder_leaves_nothing_there(tmp_path: Path
     assert list(empty.iterdir()) == []
 
 
+@pytest.mark.usefixtures("processes")
 def test_doctor_checks_a_folders_index_and_each_client_entry_with_its_own(
         tmp_path: Path) -> None:
     home = tmp_path / "home"
@@ -177,6 +181,7 @@ def test_doctor_checks_a_folders_index_and_each_client_entry_with_its_own(
     assert f"-> `pocketmcp init {notes} --client cursor`" in doctor.stdout
 
 
+@pytest.mark.usefixtures("processes")
 def test_a_server_that_refuses_this_shells_token_is_named_with_what_to_set(
         tmp_path: Path) -> None:
     (tmp_path / "kb").mkdir()
@@ -257,6 +262,7 @@ def _on_a_terminal(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int
     return process.wait(60), out, shown.decode(errors="replace")
 
 
+@pytest.mark.usefixtures("processes")
 def test_index_on_a_terminal_shows_the_bar_then_a_summary_of_warnings_not_log_lines(
         tmp_path: Path) -> None:
     kb = tmp_path / "kb"
@@ -282,6 +288,7 @@ def test_index_on_a_terminal_shows_the_bar_then_a_summary_of_warnings_not_log_li
     assert '"event": "skipped"' in piped.stderr and "while indexing" not in piped.stderr
 
 
+@pytest.mark.usefixtures("processes")
 def test_search_leaves_out_weak_hits_labels_the_score_and_says_why_none_passed(
         tmp_path: Path) -> None:
     kb = tmp_path / "kb"

@@ -1,5 +1,5 @@
 """`pocketmcp index` and `pocketmcp watch` (commands/indexing.py), run as a user runs them: a
-subprocess with real files and the real model."""
+subprocess with real files (embedding through the test provider)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from support.cli import A, B, run_cli
 
 
+@pytest.mark.usefixtures("processes")
 def test_index_then_search_finds_the_right_file(tmp_path: Path) -> None:
     kb = tmp_path / "kb"
     kb.mkdir()
@@ -32,6 +34,7 @@ def test_index_then_search_finds_the_right_file(tmp_path: Path) -> None:
     assert (again["unchanged"], again["chunks_embedded"]) == (2, 0)
 
 
+@pytest.mark.usefixtures("processes")
 def test_the_summary_reports_each_kind_of_change(tmp_path: Path) -> None:
     kb = tmp_path / "kb"
     kb.mkdir()
@@ -50,6 +53,7 @@ def _counts(summary: dict[str, int]) -> tuple[int, ...]:
     return tuple(summary[k] for k in ("added", "updated", "unchanged", "skipped", "removed"))
 
 
+@pytest.mark.usefixtures("processes")
 def test_each_file_is_counted_once_and_progress_ends_at_the_total(tmp_path: Path) -> None:
     kb = tmp_path / "kb"
     kb.mkdir()
@@ -83,6 +87,7 @@ def test_each_file_is_counted_once_and_progress_ends_at_the_total(tmp_path: Path
     assert "skipped:\n  d.md: binary content" in forced.stdout
 
 
+@pytest.mark.usefixtures("processes")
 def test_a_second_index_run_waits_for_the_writer_or_exits_busy(tmp_path: Path) -> None:
     from filelock import FileLock
 
@@ -120,19 +125,22 @@ def test_a_second_index_run_waits_for_the_writer_or_exits_busy(tmp_path: Path) -
     assert json.loads(out)["added"] == 1
 
 
+@pytest.mark.usefixtures("processes")
 def test_index_fails_with_code_1_when_the_folder_is_missing(tmp_path: Path) -> None:
     done = run_cli(tmp_path, "index")
     assert done.returncode == 1
     assert "is not a folder" in done.stderr
 
 
-def test_another_model_on_an_existing_index_is_refused_with_advice(tmp_path: Path) -> None:
+def test_another_model_on_an_existing_index_is_refused_with_advice(
+        tmp_path: Path, processes: dict[str, str]) -> None:
     (tmp_path / "kb").mkdir()
     (tmp_path / "kb" / "a.md").write_text(A)
     assert run_cli(tmp_path, "index").returncode == 0
-    done = run_cli(tmp_path, "index", env={"EMBED_MODEL": "BAAI/bge-small-en-v1.5"})
+    done = run_cli(tmp_path, "index", env={"EMBED_MODEL": "nomic-embed-text",
+                                           "EMBED_DIMENSIONS": "384"})
     assert done.returncode == 1
-    assert "--rebuild" in done.stderr and "all-MiniLM-L6-v2" in done.stderr
+    assert "--rebuild" in done.stderr and processes["EMBED_MODEL"] in done.stderr
 
 
 def test_watch_stops_with_the_changes_since_its_first_scan() -> None:

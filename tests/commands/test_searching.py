@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 from support.cli import A, B, run_as_user, run_cli
 from support.mcp_harness import server_env, start_http, stop_http
+from support.processes import provider_settings
+from support.provider_server import ProviderServer
 
 
 def _search(root: Path, *args: str) -> dict[str, object]:
@@ -26,6 +28,7 @@ def _search(root: Path, *args: str) -> dict[str, object]:
     return found
 
 
+@pytest.mark.usefixtures("processes")
 def test_search_asks_the_running_server_and_finds_what_a_local_search_finds(
         tmp_path: Path) -> None:
     (tmp_path / "kb").mkdir()
@@ -44,12 +47,14 @@ def test_search_asks_the_running_server_and_finds_what_a_local_search_finds(
     assert _search(tmp_path, "flat tyre", "-k", "1")["via"] == "local"
 
 
+@pytest.mark.usefixtures("processes")
 def test_searching_before_indexing_says_what_to_do(tmp_path: Path) -> None:
     done = run_cli(tmp_path, "search", "anything")
     assert done.returncode == 1
     assert "pocketmcp index" in done.stderr
 
 
+@pytest.mark.usefixtures("processes")
 def test_check_search_before_indexing_says_what_search_says(tmp_path: Path) -> None:
     """Both name the index that is missing and the command that makes it (the file named
     by SQLITE_PATH: `--db` with it; none named: the folders' indexes there are)."""
@@ -61,6 +66,7 @@ def test_check_search_before_indexing_says_what_search_says(tmp_path: Path) -> N
         assert "makes" in checked.stderr
 
 
+@pytest.mark.usefixtures("processes")
 def test_search_json_carries_the_tool_fields_and_filters_by_flags(tmp_path: Path) -> None:
     from pocketmcp.search.results import SearchMatch
 
@@ -110,6 +116,7 @@ def test_the_indexes_are_looked_through_once_to_say_none_is_there(
     assert len(looks) == 1
 
 
+@pytest.mark.usefixtures("processes")
 def test_when_no_hit_passes_one_search_names_the_best_locally_and_through_the_server(
         tmp_path: Path) -> None:
     """The search is asked without a strict threshold: the best match under it, which the
@@ -149,11 +156,13 @@ def test_when_no_hit_passes_one_search_names_the_best_locally_and_through_the_se
 
 def test_a_search_with_no_hit_passing_is_one_search(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+        capsys: pytest.CaptureFixture[str], fake_provider: ProviderServer) -> None:
     from pocketmcp import cli, logs
     from pocketmcp.commands.searching import Searcher
 
     monkeypatch.setattr(logs, "configure", lambda level: None)
+    for key, value in provider_settings(fake_provider.url).items():  # not the real model
+        monkeypatch.setenv(key, value)
     (tmp_path / "kb").mkdir()
     (tmp_path / "kb" / "a.md").write_text(A)
     monkeypatch.setenv("SQLITE_PATH", str(tmp_path / "idx" / "index.db"))

@@ -22,7 +22,8 @@ SECTIONS = [
 
 
 @pytest.fixture
-async def converter() -> AsyncIterator[Converter]:
+async def converter(processes: dict[str, str]) -> AsyncIterator[Converter]:
+    """A pool of conversion worker processes."""
     conv = Converter(Limits(workers=1, timeout_s=30, memory_mb=768,
                             max_unpacked=384 * 2**20))
     try:
@@ -121,6 +122,7 @@ async def test_hostile_files_are_contained(case: str, converter: Converter,
     assert "Mount the tripod" in ok.text
 
 
+@pytest.mark.usefixtures("processes")
 async def test_a_conversion_over_the_time_limit_is_stopped(tmp_path: Path) -> None:
     # A large page stands in for a file that makes a parser spin: it needs longer than the
     # limit, so its worker is killed and a new one takes the next file.
@@ -137,6 +139,7 @@ async def test_a_conversion_over_the_time_limit_is_stopped(tmp_path: Path) -> No
         await conv.aclose()
 
 
+@pytest.mark.usefixtures("processes")
 async def test_a_cancelled_conversion_kills_its_worker(tmp_path: Path) -> None:
     big = docs.html(tmp_path / "big.html", "Big", SECTIONS * 20_000)
     conv = Converter(Limits(workers=1, timeout_s=60))
@@ -147,6 +150,7 @@ async def test_a_cancelled_conversion_kills_its_worker(tmp_path: Path) -> None:
     await conv.aclose()
 
 
+@pytest.mark.usefixtures("processes")
 async def test_idle_workers_exit_and_are_replaced(tmp_path: Path) -> None:
     conv = Converter(Limits(workers=1, idle_s=0.4))
     page = docs.html(tmp_path / "p.html", "P", SECTIONS)
@@ -169,6 +173,7 @@ def test_kinds_by_name() -> None:
     assert "save it as .docx" in kinds.UNSUPPORTED[".doc"]
 
 
+@pytest.mark.usefixtures("processes")
 async def test_the_ocr_cache_is_keyed_by_the_given_digest_and_skipped_without_a_folder(
         tmp_path: Path) -> None:
     """The bytes are not hashed again: the cache key comes from the SHA-256 the caller has,

@@ -32,14 +32,14 @@ def _note() -> str:
     return "# Harbour log\n\n## Tides\n\n" + "\n\n".join(paragraphs) + "\n"
 
 
-def test_a_text_is_measured_a_window_at_a_time(real_chunker: Chunker) -> None:
-    tokenizer = real_chunker._tokenizer
-    chunker = Counting(tokenizer, size=1000, overlap=120, max_tokens=real_chunker.max_tokens)
+def test_a_text_is_measured_a_window_at_a_time(fake_chunker: Chunker) -> None:
+    tokenizer = fake_chunker._tokenizer
+    chunker = Counting(tokenizer, size=1000, overlap=120, max_tokens=fake_chunker.max_tokens)
     chunks = chunker.split(_note())
     assert len(chunks) > 10
     # One call for the section path, one per window of pieces, one for the cleaned texts:
     # measured one piece at a time, there would be two or more calls per chunk.
     assert chunker.calls <= 4, chunker.calls
-    each = Counting(tokenizer, size=1000, overlap=120, max_tokens=real_chunker.max_tokens,
+    each = Counting(tokenizer, size=1000, overlap=120, max_tokens=fake_chunker.max_tokens,
                     one_by_one=True)
     assert each.split(_note()) == chunks

@@ -21,7 +21,8 @@ def _automaton(pattern: str) -> Glob:
     return glob
 
 
-@settings(max_examples=3000, deadline=None, suppress_health_check=list(HealthCheck))
+# A few hundred examples a run, new ones each run: within the one-second rule.
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 @given(_PATTERNS, st.lists(_PATHS, min_size=1, max_size=6))
 def test_the_shortcuts_answer_as_the_automaton(pattern: str, paths: list[str]) -> None:
     try:

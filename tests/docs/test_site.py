@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,13 +36,22 @@ def _nav_pages(nav: list[object]) -> list[str]:
     return pages
 
 
-def test_the_site_builds_strictly(tmp_path: Path) -> None:
+@pytest.fixture
+def built_site(tmp_path: Path) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """`mkdocs build --strict` of this checkout into a folder of the test's: the folder and
+    how the build went."""
     site = tmp_path / "site"
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     built = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file",
          str(ROOT / "mkdocs.yml"), "--site-dir", str(site)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, check=False)
+    return site, built
+
+
+def test_the_site_builds_strictly(built_site: tuple[Path, subprocess.CompletedProcess[str]]
+                                  ) -> None:
+    site, built = built_site
     assert built.returncode == 0, built.stderr[-4000:]
     assert "WARNING" not in built.stderr, built.stderr[-4000:]
     # Every page in the nav was rendered, the generated ones with their tables.

@@ -17,7 +17,7 @@ from support.cli import run_cli
 
 
 @pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
+def small_disk(tmp_path: Path, processes: dict[str, str]) -> Iterator[Path]:
     disk = tmp_path / "disk"
     disk.mkdir()
     if os.geteuid() != 0:

@@ -8,6 +8,7 @@ import random
 import time
 from pathlib import Path
 
+import pytest
 from support.badinput import judge, make_corpus, outcomes, summary
 from support.chaos import (
     Rounds,
@@ -22,25 +23,35 @@ from support.chaos import (
 from support.cli import fields
 from support.load import load_run
 from support.mcp_harness import start_http, stop_http
+from support.processes import provider_settings
+from support.provider_server import Fault, ProviderServer
 
 from pocketmcp.commands.indexing import EXIT_PARTIAL
 
+pytestmark = pytest.mark.usefixtures("processes")
+
 
 def test_kill_9_during_index_and_watch_leaves_a_sound_index_that_recovers(
-        tmp_path: Path) -> None:
+        tmp_path: Path, fake_provider: ProviderServer) -> None:
     kb = tmp_path / "kb"
     kb.mkdir()
     rng = random.Random(16)
     for i in range(20):
         (kb / f"note{i}.md").write_text(document(rng, f"n{i}", rng.randint(2, 12)))
     env = env_for(tmp_path)
+    # `index` embeds through a provider that never answers: it is still at work (writing
+    # keywords, or waiting for vectors) when its kill comes; `watch` never ends by itself.
+    fake_provider.always = Fault(hang=True)
+    waiting = {**env, **provider_settings(fake_provider.url)}
     rounds = Rounds()
     for command in ("index", "watch"):
-        index_kill_round(tmp_path, env, rng, rounds, command=command, within_s=5)
+        index_kill_round(tmp_path, waiting if command == "index" else env, rng, rounds,
+                         command=command, within_s=3)
         for i in rng.sample(range(20), 5):  # work for the next round to be killed in
             (kb / f"note{i}.md").write_text(document(rng, f"n{i}r", rng.randint(2, 12)))
     recover(tmp_path, env, rounds, timeout_s=300)
     assert not rounds.failures, rounds.failures
+    assert rounds.counts["killed"] == 2 and rounds.counts["finished_first"] == 0  # both landed
     assert rounds.counts["rounds_ok"] == 3 and rounds.counts["recoveries_ok"] == 1
     assert rounds.counts["recovered_files"] == 20
 

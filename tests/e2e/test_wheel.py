@@ -27,7 +27,7 @@ def _run(*args: str | Path, cwd: Path, env: dict[str, str] | None = None,
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv with the wheel built from this checkout installed in it; its bin/."""
     tmp = tmp_path_factory.mktemp("wheel")
     # pip builds it with the build backend of pyproject.toml (hatchling, from pip's cache)
@@ -50,8 +50,10 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return bin_dir
 
 
-def test_the_wheel_installs_and_indexes_and_searches_offline(installed: Path,
-                                                            tmp_path: Path) -> None:
+@pytest.mark.usefixtures("model_processes")
+def test_the_wheel_installs_and_indexes_and_searches_offline(wheel: Path, tmp_path: Path
+                                                            ) -> None:
+    installed = wheel
     python = installed / "python"
     where = _run(python, "-c", "import pocketmcp; print(pocketmcp.__file__)", cwd=tmp_path)
     assert where.returncode == 0, where.stderr

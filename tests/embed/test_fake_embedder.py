@@ -7,6 +7,7 @@ import numpy as np
 from support.fake_embedder import MODEL, PROVIDER, FakeEmbedder, FakeEmbedding, vector_of
 
 from pocketmcp.config import load
+from pocketmcp.core.chunking import Chunker
 from pocketmcp.embed import factory
 
 
@@ -37,3 +38,13 @@ async def test_its_identity_is_no_real_providers_and_the_source_gives_it_whateve
     real = factory.wanted(load({}, environ={}).embed).identity
     assert await source.identity(real) == identity != real
     assert source.make(identity).identity == identity and len(source.made) == 1
+
+
+def test_its_chunks_are_the_real_models(fake_chunker: Chunker, real_chunker: Chunker) -> None:
+    """What lets tests of chunking run on the fake embedder: the same tokenizer, the same
+    window, so the same chunks."""
+    text = ("# Harbour log\n\n## Tides\n\n" + "\n\n".join(
+        f"Day {i}: the tide turned at {i % 12}:{i % 60:02} and the ferry waited. 潮の満ち引き。"
+        for i in range(200)) + "\n" + "x" * 3000)
+    assert fake_chunker.split(text) == real_chunker.split(text)
+    assert fake_chunker.max_tokens == real_chunker.max_tokens

@@ -54,6 +54,7 @@ async def test_a_query_asked_again_is_not_embedded_again(
     assert float(other @ first) < 0.999
 
 
+@pytest.mark.usefixtures("model_processes")
 def test_the_built_in_model_answers_queries_before_its_documents_session_loads() -> None:
     # A server that only searches needs the tokenizer and the query session: fastembed
     # (about a second to import and load) waits for the first batch of documents.
@@ -70,6 +71,7 @@ def test_the_built_in_model_answers_queries_before_its_documents_session_loads()
     assert done.stdout.split() == ["False", "True", "1.0"], done.stderr[-500:]
 
 
+@pytest.mark.usefixtures("model_processes")
 def test_the_built_in_model_starts_without_the_remote_providers_http_client() -> None:
     # httpx and the remote providers' modules are imported for a remote provider only: the
     # first search after start-up waits for every import on its way.

@@ -26,6 +26,7 @@ def test_the_model_folder_is_assembled_once_and_then_reused(tmp_path: Path) -> N
     assert (first / "model.onnx").resolve().is_file()
 
 
+@pytest.mark.usefixtures("processes")
 def test_processes_assembling_the_folder_at_once_all_load_the_model(tmp_path: Path) -> None:
     code = ("import sys; from pathlib import Path; from pocketmcp.embed.models import "
             "bundled_model_dir; from tokenizers import Tokenizer; import json; "

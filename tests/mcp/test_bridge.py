@@ -31,9 +31,12 @@ from support.mcp_harness import (
 from pocketmcp.mcp import discovery
 from pocketmcp.store.places import at_file
 
+pytestmark = pytest.mark.usefixtures("processes")
+
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+def server(tmp_path_factory: pytest.TempPathFactory, module_processes: dict[str, str]
+           ) -> Iterator[HttpServer]:
     root = tmp_path_factory.mktemp("bridged")
     (root / "kb").mkdir()
     (root / "kb" / "tea.md").write_text("# Tea\n\nGreen tea brews best at 80 °C for two "

@@ -31,14 +31,14 @@ STUB = Path(__file__).with_name("upstream_stub.py")
 
 
 @pytest.fixture
-def stub(tmp_path: Path) -> Iterator[str]:
+def stub(tmp_path: Path, processes: dict[str, str]) -> Iterator[str]:
     """The stub server, published beside the index of `tmp_path` as its HTTP server, its
     token in the token file beside the index; its URL."""
     yield from _stub(tmp_path, None)
 
 
 @pytest.fixture
-def guarded_stub(tmp_path: Path) -> Iterator[str]:
+def guarded_stub(tmp_path: Path, processes: dict[str, str]) -> Iterator[str]:
     """The stub server, taking only the token in its own STUB_TOKEN (no token file)."""
     yield from _stub(tmp_path, "the-servers-own-token")
 

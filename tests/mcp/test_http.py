@@ -35,7 +35,8 @@ INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+def server(tmp_path_factory: pytest.TempPathFactory, module_processes: dict[str, str]
+           ) -> Iterator[HttpServer]:
     root = tmp_path_factory.mktemp("http")
     (root / "kb").mkdir()
     (root / "kb" / "bread.md").write_text(A)
@@ -295,6 +296,7 @@ def test_a_second_http_server_on_the_same_index_refuses_to_start(server: HttpSer
     assert taken.returncode == 1 and f"cannot listen on 127.0.0.1:{server.port}" in taken.stderr
 
 
+@pytest.mark.usefixtures("processes")
 async def test_sigterm_stops_the_server_promptly_with_work_committed(
         tmp_path: Path) -> None:
     """Sessions over both transports and a bridge are open when the signal comes; the

@@ -6,9 +6,12 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import pytest
 from support.chaos import Rounds, document, env_for, tool_write_round
 from support.cli import fields
 from support.mcp_harness import call, code_of, mcp_session, tool_error
+
+pytestmark = pytest.mark.usefixtures("processes")
 
 
 async def test_an_upsert_reports_progress_of_its_chunks_then_its_commit(tmp_path: Path) -> None:

@@ -14,8 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from anyio.abc import Process
 from support.mcp_harness import STOP_BOUND_S, call, mcp_session, server_env, until
+
+pytestmark = pytest.mark.usefixtures("processes")
 
 
 class Wire:

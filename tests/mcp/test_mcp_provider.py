@@ -6,21 +6,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from support.cli import fields
 from support.mcp_harness import call, mcp_session, until
+from support.processes import provider_settings
 from support.provider_server import Fault, ProviderServer
 
 SECRET = "sk-test-0123456789abcdef"
 
 
+@pytest.mark.usefixtures("processes")
 async def test_the_server_outlives_a_failing_provider_and_never_logs_the_key(
-    tmp_path: Path, provider: ProviderServer
+    tmp_path: Path, fake_provider: ProviderServer
 ) -> None:
+    provider = fake_provider
     kb = tmp_path / "kb"
     kb.mkdir()
     (kb / "owls.md").write_text("# Owls\n\nOwls hunt at night in the forest.", encoding="utf-8")
-    env = {"EMBED_PROVIDER": "openai", "EMBED_BASE_URL": provider.url + "/v1",
-           "EMBED_MODEL": "all-minilm", "OPENAI_API_KEY": SECRET, "LOG_LEVEL": "debug",
+    env = {**provider_settings(provider.url), "OPENAI_API_KEY": SECRET, "LOG_LEVEL": "debug",
            **fields(embed={"timeout_s": 1, "retries": 1, "retry_base_s": 0.01})}
     async with mcp_session(tmp_path, **env) as session:
         async def status() -> dict[str, Any]:

@@ -11,9 +11,12 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from support.mcp_harness import call, mcp_session, paths_for, server_env, tool_error, until
+
+pytestmark = pytest.mark.usefixtures("processes")
 
 
 @asynccontextmanager

@@ -17,7 +17,8 @@ from pocketmcp.mcp.http import MAX_BODY_BYTES, Screened
 
 
 @pytest.fixture(scope="module")
-def peer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StdioPeer]:
+def peer(tmp_path_factory: pytest.TempPathFactory, module_processes: dict[str, str]
+         ) -> Iterator[StdioPeer]:
     root = tmp_path_factory.mktemp("fuzz")
     (root / "kb").mkdir()
     (root / "kb" / "bikes.md").write_text("# Bicycles\n\nPatch the inner tube of a tyre.\n")
@@ -52,7 +53,8 @@ def test_search_still_works_after_the_fuzzing(peer: StdioPeer) -> None:
 
 
 @pytest.fixture(scope="module")
-def http_peer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpPeer]:
+def http_peer(tmp_path_factory: pytest.TempPathFactory, module_processes: dict[str, str]
+              ) -> Iterator[HttpPeer]:
     root = tmp_path_factory.mktemp("fuzz_http")
     (root / "kb").mkdir()
     (root / "kb" / "bikes.md").write_text("# Bicycles\n\nPatch the inner tube of a tyre.\n")

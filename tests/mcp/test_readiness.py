@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from support.mcp_harness import call, mcp_session, until
+
+pytestmark = pytest.mark.usefixtures("processes")
 
 
 async def test_a_second_server_reports_the_first_scan_done_once_the_writer_has_finished(

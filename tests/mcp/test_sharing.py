@@ -15,6 +15,7 @@ import pytest
 from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
 from support.mcp_harness import call, mcp_session, until
+from support.processes import provider_settings
 from support.provider_server import Fault, ProviderServer
 
 from pocketmcp.mcp import discovery, sharing
@@ -67,6 +68,7 @@ def published(root: Path) -> discovery.Published:
     return found
 
 
+@pytest.mark.usefixtures("model_processes")
 async def test_two_editors_starting_at_once_start_exactly_one_server(root: Path) -> None:
     answers: dict[str, dict[str, Any]] = {}
     both = anyio.Event()
@@ -98,6 +100,7 @@ async def test_two_editors_starting_at_once_start_exactly_one_server(root: Path)
     assert '"idle_exit"' in sharing.log_file(index(root)).read_text()
 
 
+@pytest.mark.usefixtures("processes")
 async def test_a_server_killed_with_sigkill_is_replaced_at_the_next_request(
         root: Path) -> None:
     with anyio.fail_after(180):
@@ -129,6 +132,7 @@ async def test_a_server_killed_with_sigkill_is_replaced_at_the_next_request(
     assert await gone(second.pid, 30)
 
 
+@pytest.mark.usefixtures("processes")
 async def test_an_editor_started_server_stays_while_a_client_is_attached(root: Path) -> None:
     with anyio.fail_after(120):
         async with mcp_session(root, stderr_name="one.err", SHARE="on",
@@ -144,6 +148,7 @@ async def test_an_editor_started_server_stays_while_a_client_is_attached(root: P
         assert await gone(server.pid, 15)
 
 
+@pytest.mark.usefixtures("processes")
 async def test_a_server_the_user_started_stays_after_its_clients(root: Path) -> None:
     from support.mcp_harness import start_http, stop_http
 
@@ -159,6 +164,7 @@ async def test_a_server_the_user_started_stays_after_its_clients(root: Path) -> 
         assert stop_http(served) == 0
 
 
+@pytest.mark.usefixtures("processes")
 def test_a_bridge_imports_neither_the_mcp_sdk_nor_pydantic() -> None:
     """What keeps a bridge small and quick to start: one per editor window."""
     code = ("import sys, pocketmcp.cli, pocketmcp.mcp.serve, pocketmcp.mcp.bridge, "
@@ -189,12 +195,13 @@ def test_a_server_an_editor_starts_gets_the_editors_settings(tmp_path: Path) -> 
     assert load({}, environ=child_environment(elsewhere)) == elsewhere
 
 
+@pytest.mark.usefixtures("processes")
 async def test_a_request_in_flight_when_the_server_dies_is_answered_at_once(
-        root: Path, provider: ProviderServer) -> None:
-    # The server embeds with the test provider; once it hangs, a write waits on it, in flight
-    # for as long as the test wants, and the server is killed while it waits.
-    remote = {"EMBED_PROVIDER": "openai", "EMBED_BASE_URL": provider.url + "/v1",
-              "EMBED_MODEL": "all-minilm"}
+        root: Path, fake_provider: ProviderServer) -> None:
+    # The server embeds with a test provider of its own; once it hangs, a write waits on it,
+    # in flight for as long as the test wants, and the server is killed while it waits.
+    provider = fake_provider
+    remote = provider_settings(provider.url)
     docs = [{"external_id": "kettles", "text": "A note that says something new about kettles."}]
     with anyio.fail_after(180):
         async with mcp_session(root, stderr_name="one.err", **SHARED, **remote) as session:
@@ -232,6 +239,7 @@ async def test_a_request_in_flight_when_the_server_dies_is_answered_at_once(
     assert await gone(second.pid, 30)
 
 
+@pytest.mark.usefixtures("processes")
 async def test_an_editor_serves_on_its_own_when_no_shared_server_can_start(root: Path) -> None:
     sharing.lock_file(index(root)).mkdir(parents=True)  # the start lock cannot be taken
     with anyio.fail_after(90):

@@ -15,6 +15,8 @@ from pocketmcp.errors import SharingFailed
 from pocketmcp.mcp import discovery, sharing
 from pocketmcp.store.places import at_file
 
+pytestmark = pytest.mark.usefixtures("processes")
+
 HOLD = ("import sys, time\n"
         "from filelock import FileLock\n"
         "lock = FileLock(sys.argv[1], thread_local=False)\n"

@@ -17,7 +17,7 @@ import anyio
 import anyio.abc
 import pytest
 from support.mcp_harness import server_env
-from support.runtime import make_config, running
+from support.runtime import fake, make_config, provider_embedding, running
 from support.tools import Tools
 
 from pocketmcp.config import Config
@@ -26,7 +26,9 @@ from pocketmcp.mcp import host
 
 @pytest.fixture
 def collector_off() -> Iterator[None]:
-    """The garbage collector off, as `pocketmcp serve` starts; on and unfrozen afterwards."""
+    """The garbage collector off and nothing frozen (the suite freezes what it collected), as
+    `pocketmcp serve` starts; on and unfrozen afterwards."""
+    gc.unfreeze()
     gc.disable()
     try:
         yield
@@ -40,7 +42,7 @@ async def test_the_collector_is_back_on_with_start_up_frozen_once_session_and_ru
     config: Config
 ) -> None:
     session_up = anyio.Event()
-    async with running(config) as rt:
+    async with running(config, embedding=fake(config)) as rt:
         assert not gc.isenabled()  # the runtime's start does not turn it on by itself
         with anyio.fail_after(30):
             async with anyio.create_task_group() as tg:
@@ -61,8 +63,10 @@ def message(ident: int | None, method: str, **params: Any) -> bytes:
     return json.dumps(body).encode() + b"\n"
 
 
-async def test_what_the_client_sends_at_spawn_is_all_answered(tmp_path: Path) -> None:
-    async with running(make_config(tmp_path)) as rt:
+async def test_what_the_client_sends_at_spawn_is_all_answered(
+        tmp_path: Path, processes: dict[str, str]) -> None:
+    config = make_config(tmp_path, processes)  # the index as the server will embed
+    async with running(config, embedding=provider_embedding(config)) as rt:
         await Tools(rt).add(("owls", "Owls hunt small mammals at night using silent flight."))
     burst = b"".join([
         message(1, "initialize", protocolVersion="2025-11-25", capabilities={},

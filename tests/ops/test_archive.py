@@ -1,4 +1,5 @@
-"""Export and import of an index, and online backups, on real indexes with the real model."""
+"""Export and import of an index, and online backups, on real indexes (the fake embedder's
+vectors, the real model's where the test needs its name in the export)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,14 @@ from typing import Any
 
 import anyio
 import pytest
-from support.runtime import make_config, running
+from support.runtime import fake, make_config, running, shared
 from support.tools import Tools
 from support.vault import write_vault
 
 from pocketmcp.commands import archiving
+from pocketmcp.config import Config
+from pocketmcp.embed.base import EmbedderSource
+from pocketmcp.embed.local import LocalEmbedder
 from pocketmcp.errors import InvalidRequest, NotSupported
 from pocketmcp.ops import archive
 from pocketmcp.plans import Plan
@@ -24,6 +28,11 @@ from pocketmcp.store.sqlite.queries import SqliteReader
 def _config(folder: Path, env: dict[str, str] | None = None) -> Any:
     folder.mkdir(exist_ok=True)
     return make_config(folder, env)
+
+
+def _embedding(config: Config, model: LocalEmbedder | None) -> EmbedderSource:
+    """The run's real model when given, else the fake embedder."""
+    return fake(config) if model is None else shared(model, config)
 
 
 QUERIES = ("launch window", "budget costs", "weather risk", "zebra", "soup with leeks")
@@ -55,13 +64,14 @@ async def _snapshot(rt: Runtime) -> dict[str, Any]:
     return seen
 
 
-async def _source(tmp_path: Path, env: dict[str, str] | None = None
-                  ) -> tuple[Path, dict[str, Any]]:
+async def _source(tmp_path: Path, env: dict[str, str] | None = None,
+                  model: LocalEmbedder | None = None) -> tuple[Path, dict[str, Any]]:
     """An index of the vault and of raw documents, exported while its server runs (in a
-    SQLite file, or where `env` says)."""
+    SQLite file, or where `env` says; with `model`'s vectors, else the fake embedder's)."""
     config = _config(tmp_path / "a", env)
     write_vault(config.watched.root)
-    async with running(config, Plan(feed="scan", keep_serving=True)) as rt:
+    async with running(config, Plan(feed="scan", keep_serving=True),
+                       embedding=_embedding(config, model)) as rt:
         assert rt.pipeline is not None
         with anyio.fail_after(60):
             await rt.pipeline.scan_done.wait()
@@ -82,7 +92,7 @@ async def test_export_then_import_gives_identical_results_with_no_embedding(
 ) -> None:
     export_file, before = await _source(tmp_path)
     config = _config(tmp_path / "b")
-    async with running(config) as rt:
+    async with running(config, embedding=fake(config)) as rt:
         calls: list[int] = []
         real = rt.services.embedder.embed_documents
 
@@ -104,14 +114,16 @@ async def test_a_postgres_index_exports_and_imports_with_identical_results(
     env = {"STORE": "postgres", "DATABASE_URL": pg_url, "PG_SCHEMA": pg_schema}
     export_file, before = await _source(tmp_path, env)
     copy = {**env, "PG_SCHEMA": pg_schema + "_copy"}  # dropped with the test's schema
-    async with running(_config(tmp_path / "b", copy)) as rt:
+    config = _config(tmp_path / "b", copy)
+    async with running(config, embedding=fake(config)) as rt:
         result = await archive.import_file(rt.writing, export_file, identity=rt.services.identity)
         assert (result.documents, result.chunks, result.chunks_embedded) == (7, 7, 0)
         assert await _snapshot(rt) == before
 
 
-async def test_an_export_made_with_another_model_is_embedded_again(tmp_path: Path) -> None:
-    export_file, _ = await _source(tmp_path)
+async def test_an_export_made_with_another_model_is_embedded_again(
+        tmp_path: Path, embedder: LocalEmbedder) -> None:
+    export_file, _ = await _source(tmp_path, model=embedder)
     lines = export_file.read_text().splitlines()
     header = json.loads(lines[0])
     other = tmp_path / "other.jsonl"
@@ -120,7 +132,8 @@ async def test_an_export_made_with_another_model_is_embedded_again(tmp_path: Pat
     other.write_text("\n".join([json.dumps({**header, "model_id": "another/model",
                                             "embedding": made_by}),
                                 *lines[1:]]) + "\n")
-    async with running(_config(tmp_path / "b")) as rt:
+    config = _config(tmp_path / "b")
+    async with running(config, embedding=shared(embedder, config)) as rt:
         result = await archive.import_file(rt.writing, other, identity=rt.services.identity)
         assert not result.same_model and result.chunks_embedded == result.chunks == 7
         [match] = await Tools(rt).search("Friday launch window", top_k=1)
@@ -135,7 +148,8 @@ async def test_a_cut_short_or_foreign_file_is_refused_with_its_reason(tmp_path: 
     foreign.write_text('{"hello": "world"}\n')
     broken = tmp_path / "broken.jsonl"
     broken.write_text(export_file.read_text().splitlines()[0] + "\n{not json\n")
-    async with running(_config(tmp_path / "b")) as rt:
+    config = _config(tmp_path / "b")
+    async with running(config, embedding=fake(config)) as rt:
         for path, message in ((cut, "cut short"), (foreign, "not a PocketMCP export"),
                               (broken, "line 2")):
             with pytest.raises(InvalidRequest, match=message):
@@ -144,14 +158,14 @@ async def test_a_cut_short_or_foreign_file_is_refused_with_its_reason(tmp_path: 
 
 async def test_a_backup_made_while_the_server_writes_is_consistent(tmp_path: Path) -> None:
     config = make_config(tmp_path)
-    async with running(config) as rt:
+    async with running(config, embedding=fake(config)) as rt:
         tools = Tools(rt)
         await tools.add(("first", "The first note."))
         done = anyio.Event()
 
         async def keep_writing() -> None:
             for i in range(40):
-                await tools.add((f"note{i}", f"Note number {i}.\n\n" + "More text. " * 80 * i))
+                await tools.add((f"note{i}", f"Note number {i}.\n\n" + "More text. " * 10 * i))
             done.set()
 
         copies = []

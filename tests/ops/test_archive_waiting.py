@@ -7,17 +7,23 @@ whole."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
+from support.fake_embedder import FakeEmbedder
 from support.mcp_harness import until
-from support.provider_server import Fault, ProviderServer
-from support.runtime import remote_config, running
+from support.pg_server import drop_schemas, new_schema
+from support.provider_server import Fault, ProviderServer, provider_server
+from support.runtime import provider_embedding, remote_config, running
 from support.tools import Tools
 
 from pocketmcp.config import Config
+from pocketmcp.embed import remote
 from pocketmcp.errors import InvalidRequest
 from pocketmcp.ops import archive
+from pocketmcp.pipeline.precedence import Precedence
 from pocketmcp.plans import serving
 from pocketmcp.runtime import Runtime
 
@@ -26,10 +32,23 @@ NOTES = {"lighthouse.md": "# Lighthouse\n\nThe lighthouse keeper climbs the spir
          "glacier.md": "# Glacier\n\nThe glacier calves into the fjord each spring.\n"}
 
 
+def _back_soon(patch: pytest.MonkeyPatch) -> None:
+    """A provider back from failing is tried again within 0.2 s, not after the doubling wait
+    (up to a minute) meant for a real outage; indexing gives way to the tests' searches at
+    most 10 ms a step (GIVE_WAY_S): these tests wait on both."""
+    patch.setattr(remote, "MAX_DOWN_S", 0.2)
+    patch.setattr(Precedence.give_way, "__defaults__", (0.01,))
+
+
+@pytest.fixture(autouse=True)
+def back_soon(monkeypatch: pytest.MonkeyPatch) -> None:
+    _back_soon(monkeypatch)
+
+
 def _config(folder: Path, server: ProviderServer, env: dict[str, str], copy: bool) -> Config:
     folder.mkdir(exist_ok=True)
-    if copy and env:  # another schema, dropped with the test's
-        env = {**env, "PG_SCHEMA": env["PG_SCHEMA"] + "_copy"}
+    if copy and env:  # another schema, dropped with the export's
+        env = {**env, "PG_SCHEMA": f"{env['PG_SCHEMA']}_{folder.parent.name[-8:]}"}
     return remote_config(folder, server, env)
 
 
@@ -47,7 +66,7 @@ async def _export_in_the_gap(tmp_path: Path, server: ProviderServer,
     exported while its server runs."""
     config = _config(tmp_path / "a", server, env, copy=False)
     (config.watched.root / "lighthouse.md").write_text(NOTES["lighthouse.md"])
-    async with running(config, serving(True)) as rt:
+    async with running(config, serving(True), embedding=provider_embedding(config)) as rt:
         async def first_embedded() -> bool:
             return await _paths(rt, "lighthouse keeper", "vector") == ["lighthouse.md"]
 
@@ -72,13 +91,35 @@ async def _export_in_the_gap(tmp_path: Path, server: ProviderServer,
     return out
 
 
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def exported_in_the_gap(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+             ) -> Iterator[tuple[Path, dict[str, str]]]:
+    """The index of `_export_in_the_gap`, exported once for the module's tests (in a SQLite
+    file, or in a schema of the session's Postgres), and its store's settings."""
+    env: dict[str, str] = {}
+    if request.param == "postgres":
+        env = {"STORE": "postgres", "DATABASE_URL": request.getfixturevalue("pg_url"),
+               "PG_SCHEMA": new_schema()}
+    root = tmp_path_factory.mktemp("exported")
+    try:
+        with provider_server(FakeEmbedder().embed) as server, \
+                pytest.MonkeyPatch.context() as patch:
+            _back_soon(patch)
+            yield anyio.run(_export_in_the_gap, root, server, env), env
+    finally:
+        if env:
+            drop_schemas(env["DATABASE_URL"], env["PG_SCHEMA"])
+
+
 async def test_chunks_waiting_for_vectors_are_exported_and_imported_as_waiting(
-        tmp_path: Path, fake_provider: ProviderServer, store_env: dict[str, str]) -> None:
-    exported = await _export_in_the_gap(tmp_path, fake_provider, store_env)
+        tmp_path: Path, fake_provider: ProviderServer,
+        exported_in_the_gap: tuple[Path, dict[str, str]]) -> None:
+    exported, store_env = exported_in_the_gap
+    fake_provider.always = Fault(503)  # still down
     # Imported while the provider is still down: nothing embedded, all found by keywords;
     # then a server of the same notes (another copy of the folder) embeds what waits.
     config = _config(tmp_path / "b", fake_provider, store_env, copy=True)
-    async with running(config, serving(False)) as rt:
+    async with running(config, serving(False), embedding=provider_embedding(config)) as rt:
         result = await archive.import_file(rt.writing, exported, identity=rt.services.identity)
         assert (result.documents, result.chunks, result.chunks_embedded,
                 result.chunks_waiting) == (3, 3, 0, 2)
@@ -94,7 +135,7 @@ async def test_chunks_waiting_for_vectors_are_exported_and_imported_as_waiting(
     for name, text in NOTES.items():
         (config.watched.root / name).write_text(text)
     fake_provider.always = None  # it returns: a server of the folder embeds the rest
-    async with running(config, serving(True)) as rt:
+    async with running(config, serving(True), embedding=provider_embedding(config)) as rt:
         async def embedded() -> bool:
             return await _waiting(rt) == 0
 
@@ -105,8 +146,9 @@ async def test_chunks_waiting_for_vectors_are_exported_and_imported_as_waiting(
 
 
 async def test_an_end_line_that_miscounts_the_waiting_chunks_is_refused_whole(
-        tmp_path: Path, fake_provider: ProviderServer, store_env: dict[str, str]) -> None:
-    exported = await _export_in_the_gap(tmp_path, fake_provider, store_env)
+        tmp_path: Path, fake_provider: ProviderServer,
+        exported_in_the_gap: tuple[Path, dict[str, str]]) -> None:
+    exported, store_env = exported_in_the_gap
     lines = exported.read_text().splitlines()
     altered = tmp_path / "altered.jsonl"
     end = json.loads(lines[-1])
@@ -115,7 +157,8 @@ async def test_an_end_line_that_miscounts_the_waiting_chunks_is_refused_whole(
     unmarked.write_text("\n".join([*lines[:-1], json.dumps(
         {"type": "end", "documents": 3, "chunks": 3})]) + "\n")
     config = _config(tmp_path / "b", fake_provider, store_env, copy=True)
-    async with running(config, serving(False)) as rt:  # a server of its tools, no folder
+    # a server of its tools, no folder
+    async with running(config, serving(False), embedding=provider_embedding(config)) as rt:
         for path in (altered, unmarked):
             with pytest.raises(InvalidRequest, match="2 of them without a vector"):
                 await archive.import_file(rt.writing, path, identity=rt.services.identity)

@@ -283,6 +283,7 @@ async def failing(session: Any, code: str, tool: str, args: dict[str, Any]) -> s
     return error.removeprefix(prefix)
 
 
+@pytest.mark.usefixtures("processes")
 async def test_databases_over_stdio_create_insert_find_delete_and_scope(tmp_path: Path) -> None:
     (tmp_path / "kb").mkdir()
     async with mcp_session(tmp_path) as session:

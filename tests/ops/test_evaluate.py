@@ -39,6 +39,7 @@ def _dataset(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.usefixtures("processes")
 def test_eval_reports_each_mode_through_the_search_path(tmp_path: Path) -> None:
     data = _dataset(tmp_path / "tiny")
     done = subprocess.run(

@@ -13,9 +13,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import ClassVar
 
+import pytest
 from support import docs
 from support.cli import fields
 from support.mcp_harness import call, code_of, mcp_session, paths_for, tool_error, until
+
+pytestmark = pytest.mark.usefixtures("processes")
 
 TELESCOPE = [("Collimating the mirror", "Adjust the secondary mirror screws until the "
               "reflection of the primary is centred in the focuser."),

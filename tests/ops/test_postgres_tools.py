@@ -1,20 +1,17 @@
-"""The tools over a Postgres index: what a client does on SQLite works the same (real
-server, real model, the tools called as a client calls them)."""
+"""The tools over a Postgres index: what a client does on SQLite works the same (a real
+server, the fake embedder, the tools called as a client calls them)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import anyio
-import pytest
 from support.mcp_harness import until
-from support.runtime import make_config, running
+from support.runtime import fake, make_config, running
 from support.tools import Tools
 
 from pocketmcp.config import Config
 from pocketmcp.plans import serving
-
-pytestmark = pytest.mark.model
 
 
 def pg_config(tmp_path: Path, url: str, schema: str) -> Config:
@@ -30,7 +27,7 @@ async def test_a_folder_is_indexed_searched_read_and_deleted_on_postgres(
         "pinning the upstream servers.\n", encoding="utf-8")
     (config.watched.root / "garden.md").write_text(
         "# Garden\n\nTomatoes need sun, water and patience.\n", encoding="utf-8")
-    async with running(config, serving(True)) as rt:
+    async with running(config, serving(True), embedding=fake(config)) as rt:
         assert rt.pipeline is not None
         with anyio.fail_after(60):
             await rt.pipeline.scan_done.wait()

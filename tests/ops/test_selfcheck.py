@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from support.cli import run_cli
 from support.tools import Tools
 
@@ -61,6 +62,7 @@ def test_a_note_gives_questions_from_what_names_it() -> None:
     assert len(found) == 4
 
 
+@pytest.mark.usefixtures("processes")
 def test_check_search_measures_each_mode_and_keeps_the_best_weight(tmp_path: Path) -> None:
     kb = tmp_path / "kb"
     kb.mkdir()

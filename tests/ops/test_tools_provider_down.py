@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from support.mcp_harness import until
 from support.provider_server import Fault, ProviderServer
-from support.runtime import remote_config, running
+from support.runtime import provider_embedding, remote_config, running
 from support.tools import ToolFailed, Tools
 
 from pocketmcp.config import Config
@@ -19,7 +19,8 @@ from pocketmcp.runtime import Runtime
 
 
 @pytest.fixture
-def config(tmp_path: Path, fake_provider: ProviderServer, store_env: dict[str, str]) -> Config:
+def config(tmp_path: Path, fake_provider: ProviderServer, store_env: dict[str, str],
+           provider_back_soon: None, polled_searches: None) -> Config:
     extra = tmp_path / "extra"
     extra.mkdir()
     return remote_config(tmp_path, fake_provider, {**store_env, "ALLOWED_ROOTS": str(extra)})
@@ -34,7 +35,7 @@ async def test_tool_documents_are_found_by_keywords_while_the_provider_is_down(
     fake_provider.always = Fault(503)
     report = tmp_path / "extra" / "report.md"
     report.write_text("# Report\n\nThe orchard's apple harvest doubled this autumn.\n")
-    async with running(config, serving(True)) as rt:
+    async with running(config, serving(True), embedding=provider_embedding(config)) as rt:
         tools = Tools(rt)
         added = await tools.add(("otters", "Otters dive from the riverbank at dawn."),
                                 ("herons", "Herons stand still in the shallow water."))
@@ -65,7 +66,8 @@ async def test_tool_documents_are_found_by_keywords_while_the_provider_is_down(
 async def test_without_an_embedder_beside_the_writer_the_provider_error_stands(
         config: Config, fake_provider: ProviderServer) -> None:
     fake_provider.always = Fault(503)
-    async with running(config, serving(False)) as rt:  # no folder: nothing embeds later
+    # no folder: nothing embeds later
+    async with running(config, serving(False), embedding=provider_embedding(config)) as rt:
         with pytest.raises(ToolFailed, match="EMBEDDING_UNAVAILABLE"):
             await Tools(rt).add(("otters", "Otters dive from the riverbank at dawn."))
         assert (await Tools(rt)("status"))["documents"] == 0

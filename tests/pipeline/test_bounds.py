@@ -53,6 +53,7 @@ def capped(tmp_path: Path, fake_embedder: FakeEmbedder, fake_chunker: Chunker) -
                  fake_chunker)
 
 
+@pytest.mark.usefixtures("processes")
 async def test_a_million_column_csv_and_a_300_kb_line_are_cut_and_other_files_indexed(
         capped: Index) -> None:
     kb = capped.kb

@@ -11,7 +11,7 @@ from typing import Any
 from mcp import Client
 from support.mcp_harness import until
 from support.provider_server import Fault, ProviderServer
-from support.runtime import remote_config, running
+from support.runtime import provider_embedding, remote_config, running
 from support.tools import Tools
 
 from pocketmcp.mcp.server import build_server
@@ -39,7 +39,7 @@ async def test_a_link_taken_while_a_chunk_waits_names_it_once_its_vector_is_in(
         "# Birds\n\nHerons stand still in the shallow water, waiting for fish.\n")
     (config.watched.root / "tea.md").write_text(
         "# Tea\n\nGreen tea is brewed cooler than black tea.\n")
-    async with running(config, serving(True)) as rt:
+    async with running(config, serving(True), embedding=provider_embedding(config)) as rt:
         tools = Tools(rt)
 
         async def found() -> list[dict[str, Any]]:

@@ -37,7 +37,7 @@ async def _run(chunker: Chunker, items: list[Hashed], threads: int
         return [item async for item in received], stats
 
 
-async def test_files_come_out_in_the_order_they_went_in(real_chunker: Chunker) -> None:
+async def test_files_come_out_in_the_order_they_went_in(fake_chunker: Chunker) -> None:
     long_text = "\n\n".join(f"Paragraph {i} of the long note about rivers and their deltas."
                             * 8 for i in range(300))
     items: list[Hashed] = [_file("long.md", long_text, 1)]
@@ -45,7 +45,7 @@ async def test_files_come_out_in_the_order_they_went_in(real_chunker: Chunker) -
     items.append(ScanDone(7))
     items += [_file("same.md", "The first version.", 10), _file("same.md", "The second.", 11)]
     for threads in (1, 2):
-        out, stats = await _run(real_chunker, items, threads)
+        out, stats = await _run(fake_chunker, items, threads)
         names = [(o.doc.rel, o.doc.seq) if isinstance(o, FileChunked) else "scan done"
                  for o in out]
         assert names == [("long.md", 1), *[(f"short{i}.md", 2 + i) for i in range(6)],

@@ -15,10 +15,18 @@ from support.cli import run_cli
 from support.index import Index
 from support.mcp_harness import until
 from support.provider_server import Fault, ProviderServer
-from support.runtime import make_config, remote_config, running, with_fields
+from support.runtime import (
+    make_config,
+    provider_embedding,
+    remote_config,
+    running,
+    shared,
+    with_fields,
+)
 from support.tools import Tools
 
 from pocketmcp.config import Config
+from pocketmcp.embed.local import LocalEmbedder
 from pocketmcp.plans import READING, serving
 from pocketmcp.runtime import Runtime
 
@@ -36,8 +44,9 @@ async def _search(rt: Runtime, query: str, **args: Any) -> dict[str, Any]:
     return await Tools(rt)("search", query=query, **args)
 
 
+@pytest.mark.usefixtures("model_processes")
 async def test_a_search_in_the_gap_finds_notes_by_keywords_and_says_vectors_wait(
-        tmp_path: Path) -> None:
+        tmp_path: Path, embedder: LocalEmbedder) -> None:
     kb = tmp_path / "kb"
     kb.mkdir()
     for i in range(NOTES):
@@ -50,7 +59,7 @@ async def test_a_search_in_the_gap_finds_notes_by_keywords_and_says_vectors_wait
     assert waiting == summary["chunks_keywords"] >= NOTES and summary["chunks_vectors"] == 0
     # A reading process: nothing embeds while it searches, the gap stays open.
     config = make_config(tmp_path, {"SQLITE_PATH": str(tmp_path / "idx" / "index.db")})
-    async with running(config, READING) as rt:
+    async with running(config, READING, embedding=shared(embedder, config)) as rt:
         found = await _search(rt, "telescope")
         assert found["matches"][0]["path"] == "n08.md"
         assert found["notice"] == (f"{waiting} chunks still wait for their vectors: they are "
@@ -66,7 +75,7 @@ async def test_a_search_in_the_gap_finds_notes_by_keywords_and_says_vectors_wait
     done = json.loads(second.stdout)
     assert (done["unchanged"], done["added"], done["chunks_waiting"]) == (NOTES, 0, 0)
     assert done["chunks_vectors"] == done["chunks_embedded"] == waiting
-    async with running(config, READING) as rt:
+    async with running(config, READING, embedding=shared(embedder, config)) as rt:
         found = await _search(rt, "telescope")
         assert found["matches"][0]["path"] == "n08.md" and found["notice"] is None
         assert found["matches"][0]["vector_score"] is not None
@@ -76,7 +85,7 @@ async def test_a_search_in_the_gap_finds_notes_by_keywords_and_says_vectors_wait
 
 
 async def test_a_lone_note_waiting_for_its_vector_is_found_by_a_longer_question(
-        tmp_path: Path) -> None:
+        tmp_path: Path, processes: dict[str, str]) -> None:
     """The only note in an index shares every word it matches with all the notes there are:
     BM25 gives it next to nothing, under the default score threshold. It is still shown,
     with notices saying why, not an empty list."""
@@ -85,8 +94,8 @@ async def test_a_lone_note_waiting_for_its_vector_is_found_by_a_longer_question(
     (kb / "bikes.md").write_text("# Bicycles\n\nPatch the inner tube of a tyre.\n")
     first = run_cli(tmp_path, "index", "--keywords-first", "--json", "--progress", "off")
     assert first.returncode == 0, first.stderr
-    config = make_config(tmp_path, {"SQLITE_PATH": str(tmp_path / "idx" / "index.db")})
-    async with running(config, READING) as rt:
+    config = make_config(tmp_path, {**processes, "SQLITE_PATH": str(tmp_path / "idx" / "index.db")})
+    async with running(config, READING, embedding=provider_embedding(config)) as rt:
         found = await _search(rt, "repair a punctured bicycle tyre", top_k=3)
         assert [m["path"] for m in found["matches"]] == ["bikes.md"], found
         assert found["matches"][0]["vector_score"] is None
@@ -95,9 +104,10 @@ async def test_a_lone_note_waiting_for_its_vector_is_found_by_a_longer_question(
 
 
 @pytest.fixture
-def gap_config(tmp_path: Path, fake_provider: ProviderServer,
-               store_env: dict[str, str]) -> Config:
-    return remote_config(tmp_path, fake_provider, store_env)
+def gap_config(tmp_path: Path, fake_provider: ProviderServer, store_env: dict[str, str],
+               provider_back_soon: None, polled_searches: None) -> Config:
+    # The edit is seen 10 ms after it settles (not 50): the test waits on it.
+    return remote_config(tmp_path, fake_provider, {**store_env, "DEBOUNCE_MS": "10"})
 
 
 async def test_an_edit_in_the_gap_replaces_the_old_text(
@@ -105,7 +115,7 @@ async def test_an_edit_in_the_gap_replaces_the_old_text(
     fake_provider.always = Fault(503)  # the gap stays open while the provider is down
     note = gap_config.watched.root / "birds.md"
     note.write_text("# Birds\n\nHerons stand still in the shallow water.\n")
-    async with running(gap_config, serving(True)) as rt:
+    async with running(gap_config, serving(True), embedding=provider_embedding(gap_config)) as rt:
         async def found(words: str) -> list[str]:
             return [m["path"] for m in await Tools(rt).search(words, score_threshold=0)]
 
@@ -125,6 +135,18 @@ async def test_an_edit_in_the_gap_replaces_the_old_text(
         status = await Tools(rt)("status")
         assert status["chunks_waiting"] == 1
         assert status["vectors_eta_s"] is None  # nothing embedded yet: no speed to go by
+
+
+async def test_a_note_written_in_the_gap_gets_its_vector_once_the_provider_returns(
+        gap_config: Config, fake_provider: ProviderServer) -> None:
+    fake_provider.always = Fault(503)  # the gap stays open while the provider is down
+    note = gap_config.watched.root / "birds.md"
+    note.write_text("# Birds\n\nOtters dive from the riverbank at dawn.\n")
+    async with running(gap_config, serving(True), embedding=provider_embedding(gap_config)) as rt:
+        async def waiting() -> bool:
+            return (await Tools(rt)("status"))["chunks_waiting"] == 1
+
+        await until(waiting, bool, 20)
         fake_provider.always = None  # the provider returns: the new text gets its vector
 
         async def embedded() -> bool:

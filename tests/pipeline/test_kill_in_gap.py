@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from support.chaos import check_index, env_for, run_index
 
 from pocketmcp.store.sqlite.connect import open_sync_reader
@@ -58,6 +59,7 @@ def _pg_counts(url: str, schema: str) -> Callable[[], tuple[int, int, int, int]]
     return counts
 
 
+@pytest.mark.usefixtures("processes")
 def test_kill_9_in_the_gap_then_a_restart_completes_the_vectors_once(tmp_path: Path) -> None:
     db = tmp_path / "data" / "index.db"
     chunks = _kill_in_the_gap_and_restart(tmp_path, env_for(tmp_path),
@@ -74,6 +76,7 @@ def test_kill_9_in_the_gap_then_a_restart_completes_the_vectors_once(tmp_path: P
         conn.close()
 
 
+@pytest.mark.usefixtures("processes")
 def test_kill_9_in_the_gap_on_postgres(tmp_path: Path, pg_url: str, pg_schema: str) -> None:
     env = env_for(tmp_path, STORE="postgres", DATABASE_URL=pg_url, PG_SCHEMA=pg_schema)
     _kill_in_the_gap_and_restart(tmp_path, env, _pg_counts(pg_url, pg_schema))

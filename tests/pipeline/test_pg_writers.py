@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 from support.cli import command_for, fields
 
-pytestmark = pytest.mark.model
 
-
+@pytest.mark.usefixtures("processes")
 def test_two_writer_processes_on_one_folder_neither_duplicate_nor_lose_a_document(
         tmp_path: Path, pg_url: str, pg_schema: str) -> None:
     import psycopg  # an optional dependency, installed for the tests

@@ -1,4 +1,5 @@
-"""The whole pipeline on real files with the real model and a real index."""
+"""The whole pipeline on real files and a real index: with the real model for a query by
+its terms, with the fake embedder for the rest (what is written, skipped and re-embedded)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ import os
 from pathlib import Path
 
 import anyio
+import pytest
 from support.index import Index
+
+from pocketmcp.pipeline import embedder
 
 A = """# Sourdough baking
 
@@ -38,7 +42,8 @@ async def test_a_query_ranks_the_file_holding_its_terms_first(index: Index, writ
     assert index.search("service virtual IP for pods")[0] == "b.md"
 
 
-async def test_an_edit_is_reflected(index: Index, write) -> None:
+async def test_an_edit_is_reflected(fake_index: Index, write) -> None:
+    index = fake_index
     write("a.md", A)
     write("b.md", B)
     await index.index_once()
@@ -50,7 +55,9 @@ async def test_an_edit_is_reflected(index: Index, write) -> None:
     assert "moon's gravity" in index.text_of("b.md")
 
 
-async def test_a_save_without_change_is_skipped_and_not_reembedded(index: Index, write) -> None:
+async def test_a_save_without_change_is_skipped_and_not_reembedded(fake_index: Index,
+                                                                    write) -> None:
+    index = fake_index
     write("a.md", A)
     await index.index_once()
     path = write("a.md", A)  # same bytes, new mtime
@@ -64,7 +71,20 @@ async def test_a_save_without_change_is_skipped_and_not_reembedded(index: Index,
     assert pipeline.stats.unchanged == 1 and index.embedded == []
 
 
-async def test_a_deleted_file_leaves_the_results(index: Index, write) -> None:
+async def test_a_scan_that_changes_nothing_ends_without_waiting_for_the_embedder(
+        fake_index: Index, write, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One scan's run ends once its scan is done and nothing waits for a vector: the idle
+    embedder is woken by the scan's end, not by its next look (IDLE_S later)."""
+    write("a.md", A)
+    await fake_index.index_once()
+    monkeypatch.setattr(embedder, "IDLE_S", 3600.0)  # a look that never comes in this test
+    with anyio.fail_after(60):
+        pipeline = await fake_index.index_once()
+    assert pipeline.stats.unchanged == 1 and fake_index.embedded == []
+
+
+async def test_a_deleted_file_leaves_the_results(fake_index: Index, write) -> None:
+    index = fake_index
     write("a.md", A)
     write("b.md", B)
     await index.index_once()
@@ -74,7 +94,8 @@ async def test_a_deleted_file_leaves_the_results(index: Index, write) -> None:
     assert index.search("kubernetes pods service") == ["a.md"]
 
 
-async def test_changes_made_while_stopped_are_reconciled(index: Index, write) -> None:
+async def test_changes_made_while_stopped_are_reconciled(fake_index: Index, write) -> None:
+    index = fake_index
     write("a.md", A)
     write("b.md", B)
     write("notes/c.txt", "Espresso needs finely ground coffee and high pressure.")
@@ -92,8 +113,9 @@ async def test_changes_made_while_stopped_are_reconciled(index: Index, write) ->
 
 
 async def test_a_one_paragraph_edit_reembeds_only_the_changed_chunks(
-    index: Index, write
+    fake_index: Index, write
 ) -> None:
+    index = fake_index
     paragraphs = [_paragraph(i) for i in range(12)]
     write("long.md", "\n\n".join(paragraphs))
     first = await index.index_once()
@@ -113,7 +135,8 @@ async def test_a_one_paragraph_edit_reembeds_only_the_changed_chunks(
     assert index.search("lighthouse keepers and lenses")[0] == "long.md"
 
 
-async def test_bad_files_are_skipped_and_the_rest_indexed(index: Index, write) -> None:
+async def test_bad_files_are_skipped_and_the_rest_indexed(fake_index: Index, write) -> None:
+    index = fake_index
     write("good.md", A)
     (index.kb / "image.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(500))
     (index.kb / "latin1.txt").write_bytes("Crème brûlée needs a blowtorch.".encode("latin-1"))
@@ -127,8 +150,9 @@ async def test_bad_files_are_skipped_and_the_rest_indexed(index: Index, write) -
 
 
 async def test_symlinks_leading_out_of_the_folder_are_not_followed(
-    index: Index, write, tmp_path: Path
+    fake_index: Index, write, tmp_path: Path
 ) -> None:
+    index = fake_index
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.md").write_text("The vault combination is 1234.")
@@ -142,8 +166,9 @@ async def test_symlinks_leading_out_of_the_folder_are_not_followed(
 
 
 async def test_a_watching_pipeline_stopped_as_it_starts_ends_at_once(
-    index: Index, write
+    fake_index: Index, write
 ) -> None:
+    index = fake_index
     write("a.md", A)
     writer = index.writer()
     pipeline = index.pipeline(writer, follow=True)

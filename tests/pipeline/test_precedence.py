@@ -16,7 +16,7 @@ from support.index import Index
 from support.runtime import fake, make_config, running
 from support.tools import Tools
 
-from pocketmcp.pipeline.precedence import GIVE_WAY_S, Precedence
+from pocketmcp.pipeline.precedence import Precedence
 from pocketmcp.plans import serving
 from pocketmcp.runtime import Runtime
 from pocketmcp.web.auth import Logins
@@ -46,11 +46,13 @@ async def test_give_way_waits_for_the_searches_in_flight_and_no_longer() -> None
     assert gate.waits == 2
 
 
-async def test_a_scan_writes_nothing_while_a_search_is_in_flight(fake_index: Index,
-                                                                   write) -> None:
+async def test_a_scan_writes_nothing_while_a_search_is_in_flight(
+        fake_index: Index, write, monkeypatch: pytest.MonkeyPatch) -> None:
     for i, word in enumerate(WORDS):
         write(f"n{i}.md", NOTE.format(i=i, word=word))
-    hold_s = 2 * GIVE_WAY_S + 0.3  # longer than one stage's bound: the stages wait in turn
+    bound_s = 0.2  # the stages' bound (GIVE_WAY_S), made shorter: the test holds less long
+    monkeypatch.setattr(Precedence.give_way, "__defaults__", (bound_s,))
+    hold_s = 2 * bound_s + 0.3  # longer than one stage's bound: the stages wait in turn
     written: list[float] = []
     started = time.monotonic()
 

@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import pytest
 from support.provider_server import Fault, ProviderServer
-from support.runtime import remote_config, running
+from support.runtime import provider_embedding, remote_config, running
 from support.tools import Tools
 
 from pocketmcp.errors import ProviderRejected
@@ -61,7 +61,7 @@ async def test_while_the_provider_fails_notes_are_keyword_searchable_and_vectors
     provider.always = Fault(503)
     config = remote_config(tmp_path, provider, queue_size="2", embed={"batch_size": 4},
                            embed_concurrency="1")
-    async with running(config, serving(True)) as rt:
+    async with running(config, serving(True), embedding=provider_embedding(config)) as rt:
         pipeline = rt.pipeline
         assert pipeline is not None
         usage = rt.services.embedder.usage
@@ -98,15 +98,15 @@ async def test_stopping_while_the_provider_fails_leaves_the_vectors_to_the_next_
     for i in range(3):
         write(tmp_path, f"n{i}.md", f"Note {i} about herons.")
     provider.always = Fault(hang=True)
-    config = remote_config(tmp_path, provider, embed={"timeout_s": 0.2})
+    config = remote_config(tmp_path, provider, embed={"timeout_s": 0.2, "retries": 0})
     with anyio.fail_after(15):  # the wait for the provider is cut short by stopping
-        async with running(config, serving(True)) as rt:
+        async with running(config, serving(True), embedding=provider_embedding(config)) as rt:
             pipeline = rt.pipeline
             assert pipeline is not None
             await until(lambda: pipeline.stats.last_error)  # the embedder waits for it
             assert await documents(rt) == 3 and await waiting(rt) == 3
     provider.always = None
-    async with running(config, serving(True)) as rt:
+    async with running(config, serving(True), embedding=provider_embedding(config)) as rt:
         assert rt.pipeline is not None
         await until(lambda: _none(waiting(rt)))
         assert await documents(rt) == 3 and (await counts(rt))["chunks"] == 3
@@ -120,7 +120,8 @@ async def test_a_note_whose_text_the_provider_refuses_stays_keyword_searchable(
     write(tmp_path, "a.md", "Alpacas graze on the hills.")
     write(tmp_path, "b.md", "Bread rises. POISON is in this note.")
     write(tmp_path, "c.md", "Cormorants dive for fish.")
-    async with running(remote_config(tmp_path, provider), serving(True)) as rt:
+    config = remote_config(tmp_path, provider)
+    async with running(config, serving(True), embedding=provider_embedding(config)) as rt:
         pipeline = rt.pipeline
         assert pipeline is not None
         await until(lambda: pipeline.stats.skipped == 1)
@@ -144,7 +145,7 @@ async def test_one_scan_ends_with_the_providers_refusal_its_keywords_written(
     provider.always = Fault(401)
     config = remote_config(tmp_path, provider)
     with pytest.raises(ProviderRejected, match="OPENAI_API_KEY"):
-        async with open_runtime(config, INDEXING) as rt:
+        async with open_runtime(config, INDEXING, embedding=provider_embedding(config)) as rt:
             await rt.fed.wait()
     from pocketmcp.store.sqlite.queries import SqliteReader
 
@@ -154,7 +155,8 @@ async def test_one_scan_ends_with_the_providers_refusal_its_keywords_written(
     finally:
         reader.close()
     provider.always = None
-    async with open_runtime(config, INDEXING) as rt:  # the next run embeds what waits
+    # the next run embeds what waits
+    async with open_runtime(config, INDEXING, embedding=provider_embedding(config)) as rt:
         await rt.fed.wait()
     reader = SqliteReader(config.store.sqlite_path)
     try:

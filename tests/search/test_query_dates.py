@@ -87,6 +87,7 @@ async def test_date_filters_of_the_caller_win_over_dates_in_the_query(
     assert "dates:" not in (reply.get("notice") or "")
 
 
+@pytest.mark.usefixtures("processes")
 def test_the_cli_search_reads_dates_in_the_query(tmp_path: Path) -> None:
     from support.cli import run_cli
 

@@ -15,12 +15,16 @@ from support.mcp_harness import until
 from support.runtime import fake, make_config, running
 from support.tools import Tools
 
+from pocketmcp.pipeline.precedence import Precedence
 from pocketmcp.plans import serving
 from pocketmcp.search import run as search
 
 
 async def test_a_search_during_a_vector_commit_still_finds_the_document(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The commit waits for the search in flight (which waits for it here) at most the stages'
+    # bound, GIVE_WAY_S: made shorter, the test waits less long.
+    monkeypatch.setattr(Precedence.give_way, "__defaults__", (0.1,))
     config = make_config(tmp_path)
     (config.watched.root / "old.md").write_text("# Old\n\nAn old note about launch checklists.\n")
     (config.watched.root / "tea.md").write_text("# Tea\n\nTea is brewed cooler than coffee.\n")

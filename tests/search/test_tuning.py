@@ -25,6 +25,7 @@ NOTES = {
 }
 
 
+@pytest.mark.usefixtures("processes")
 def test_a_relative_index_path_uses_the_kept_weight(tmp_path: Path) -> None:
     kb = tmp_path / "kb"
     kb.mkdir()

@@ -62,6 +62,7 @@ print("folder reads", len(reads))
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.usefixtures("processes")
 def test_reading_the_folder_beside_the_engine_keeps_the_process_alive(tmp_path: Path) -> None:
     for _ in range(2):  # the crash came within seconds, most runs
         db = tmp_path / "index.db"

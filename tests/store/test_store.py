@@ -106,6 +106,7 @@ def test_opening_with_another_model_says_how_to_rebuild(db: Path) -> None:
         reader.close()
 
 
+@pytest.mark.usefixtures("processes")
 def test_only_one_writer_holds_an_index(db: Path) -> None:
     first = SqliteWriter(db, Identity(model="m", dim=DIM))
     try:
@@ -312,6 +313,7 @@ def test_migration_4_reindexes_cjk_rows_as_bigrams_and_leaves_others_alone(db: P
         reader.close()
 
 
+@pytest.mark.usefixtures("processes")
 def test_the_writer_lock_is_released_from_another_thread_than_took_it(tmp_path: Path) -> None:
     import threading
 

@@ -277,6 +277,7 @@ async def test_a_batch_whose_connection_drops_is_run_again_on_a_new_one(
     assert await index.run(lambda r: r.counts()) == {"documents": 1, "chunks": 1, "waiting": 0}
 
 
+@pytest.mark.usefixtures("processes")
 def test_a_server_that_cannot_be_reached_is_a_store_error_without_the_password(
         tmp_path: Path) -> None:
     env = {**os.environ, "STORE": "postgres", "PG_SCHEMA": "nowhere",

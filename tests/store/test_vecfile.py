@@ -177,6 +177,7 @@ def test_a_file_further_behind_than_the_trimmed_log_is_rebuilt(db: Path,
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.usefixtures("processes")
 def test_searches_equal_an_exact_scan_after_the_writer_is_killed_mid_update() -> None:
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "crash_vectors.py"),
                            "--rounds", "3", "--seed", "5"],

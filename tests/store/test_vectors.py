@@ -16,7 +16,8 @@ from pocketmcp.messages import Chunk, DocRecord
 from pocketmcp.store.sqlite import schema
 from pocketmcp.store.sqlite.connect import open_sync_writer
 from pocketmcp.store.sqlite.queries import SqliteReader
-from pocketmcp.store.sqlite.vectors.index import EXACT_SCAN_LIMIT, VectorIndex
+from pocketmcp.store.sqlite.vectors import index as vector_index
+from pocketmcp.store.sqlite.vectors.index import VectorIndex
 from pocketmcp.store.sqlite.writes import SqliteWriter
 
 DIM = 64
@@ -76,8 +77,12 @@ def db(tmp_path: Path) -> Path:
     return tmp_path / "index.db"
 
 
-def test_two_pass_search_finds_what_exact_search_finds(db: Path) -> None:
-    n, dim = 4 * EXACT_SCAN_LIMIT, 384  # the model's dimension
+def test_two_pass_search_finds_what_exact_search_finds(
+        db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Past the exact scan's limit (lowered, so the corpus is built within a second): both
+    # passes run.
+    monkeypatch.setattr(vector_index, "EXACT_SCAN_LIMIT", 1024)
+    n, dim = 4 * vector_index.EXACT_SCAN_LIMIT, 384  # the model's dimension
     vectors = _clustered(n, seed=1, dim=dim)
     with indexed(db, vectors, per_doc=8) as (_, reader, index):
         assert index.live == n
@@ -89,8 +94,9 @@ def test_two_pass_search_finds_what_exact_search_finds(db: Path) -> None:
 
 
 def test_the_row_copy_for_faiss_follows_appended_rows_and_finds_what_numpy_finds(
-        db: Path) -> None:
-    n, dim = 4 * EXACT_SCAN_LIMIT, 384
+        db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vector_index, "EXACT_SCAN_LIMIT", 1024)  # as above
+    n, dim = 4 * vector_index.EXACT_SCAN_LIMIT, 384
     vectors = _clustered(n, seed=6, dim=dim)
     first = n - 800
     with indexed(db, vectors[:first], per_doc=8) as (writer, reader, index):

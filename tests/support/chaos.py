@@ -66,10 +66,11 @@ class Findings:
 
 
 def check_index(db: Path, acknowledged: set[str] | None = None) -> Findings:
-    """The invariants of the index at `db` (no writer need be running)."""
+    """The invariants of the index at `db` (no writer need be running). No index file is a
+    finding: every caller checks an index that was made."""
     found = Findings()
     if not db.exists():
-        found.integrity = "ok"  # killed before the index was made: nothing to break
+        found.integrity = f"no index file at {db}"
         found.missing = sorted(acknowledged or ())
         return found
     conn = open_sync_reader(db)
@@ -157,15 +158,25 @@ class Rounds:
 
 def index_kill_round(root: Path, env: dict[str, str], rng: random.Random, rounds: Rounds, *,
                      command: str, within_s: float) -> None:
-    """Start `pocketmcp index` or `watch`, SIGKILL it at a random moment, check."""
+    """Start `pocketmcp index` or `watch`, SIGKILL it at a random moment of the `within_s`
+    seconds after its index file exists, check. A run that ends before its kill is a failed
+    round: the work must outlast `within_s` (`watch` does; for `index`, a large folder or a
+    provider that does not answer)."""
+    db = root / "data" / "index.db"
+    name = f"{command} round {rounds.counts['rounds']}"
     with open(root / f"{command}.err", "ab") as errlog:
         process = subprocess.Popen([sys.executable, "-m", "pocketmcp", command], env=env,
                                    cwd=root, stdin=subprocess.DEVNULL,
                                    stdout=subprocess.DEVNULL, stderr=errlog)
-    killed = kill_after(process, rng.uniform(0.2, within_s))
+    deadline = time.monotonic() + 120
+    while not db.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    killed = kill_after(process, rng.uniform(0, within_s))
     rounds.counts["killed" if killed else "finished_first"] += 1
-    rounds.record(f"{command} round {rounds.counts['rounds']}",
-                  check_index(root / "data" / "index.db"))
+    if not killed:
+        rounds.failures.append(f"{name}: the run ended (exit {process.returncode}) before "
+                               "the kill came")
+    rounds.record(name, check_index(db))
 
 
 def recover(root: Path, env: dict[str, str], rounds: Rounds, timeout_s: float) -> None:

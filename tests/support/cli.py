@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from support.processes import embedding_env
+
 A = "# Sourdough\n\nA wild yeast starter leavens sourdough bread.\n"
 B = "# Rust\n\nThe borrow checker enforces ownership rules at compile time.\n"
 
@@ -44,7 +46,7 @@ def command_for(env: dict[str, str]) -> list[str]:
 def run_cli(tmp_path: Path, *args: str, env: dict[str, str] | None = None
             ) -> subprocess.CompletedProcess[str]:
     """`pocketmcp ARGS` with the index in tmp_path/idx and the folder tmp_path/kb."""
-    full_env = {**os.environ, "SQLITE_PATH": str(tmp_path / "idx" / "index.db"),
+    full_env = {**os.environ, **embedding_env(), "SQLITE_PATH": str(tmp_path / "idx" / "index.db"),
                 "WATCH_DIR": str(tmp_path / "kb"), **(env or {})}
     return subprocess.run([sys.executable, "-m", "pocketmcp", *args], capture_output=True,
                           text=True, env=full_env, timeout=120, cwd=tmp_path)
@@ -56,6 +58,7 @@ def run_as_user(home: Path, cwd: Path, *args: str, env: dict[str, str] | None = 
     WATCH_DIR or POCKETMCP_TOKEN set (the indexes where the rule puts them, under `home`)."""
     full_env = {k: v for k, v in os.environ.items()
                 if k not in ("SQLITE_PATH", "WATCH_DIR", "POCKETMCP_TOKEN")}
+    full_env.update(embedding_env())
     full_env.update({"HOME": str(home), "XDG_DATA_HOME": str(home / ".local" / "share"),
                      # the model unpacked once, in the user's cache, not in each home
                      "XDG_CACHE_HOME": os.environ.get("XDG_CACHE_HOME",

@@ -1,10 +1,11 @@
 """A deterministic embedder for unit tests of logic: no model loads, no thread runs it.
 
-A text's vector is a function of its words alone: each word, and each three-letter piece of
-it, is hashed to one of `dim` columns with a sign, the counts summed and the row scaled to
-length 1. The same text always gives the same vector (in every process: the hash is
-blake2b, not Python's salted `hash`), texts sharing words point the same way, and related
-forms of a word ("bicycle", "bicycles") share most of their pieces. It knows nothing of
+A text's vector is a function of its words alone (its first WINDOW words: a model reads a
+window of its text too): each word, and each three-letter piece of it, is hashed to one of
+`dim` columns with a sign, the counts summed and the row scaled to length 1. The same text
+always gives the same vector (in every process: the hash is blake2b, not Python's salted
+`hash`), texts sharing words point the same way, and related forms of a word ("bicycle",
+"bicycles") share most of their pieces. It knows nothing of
 meaning: a test whose assertion needs a paraphrase found keeps the real model.
 
 Chunks are counted by the bundled model's real tokenizer, so documents split exactly as
@@ -15,6 +16,7 @@ ask for, so an index it writes is never taken for a real one.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 from functools import lru_cache
 
@@ -29,6 +31,7 @@ PROVIDER = "fake"  # not a value EMBED_PROVIDER accepts
 MODEL = "pocketmcp-tests/hashed-words"
 DIM = 384  # the built-in model's: tests that write vectors of their own keep their shape
 PIECE_WEIGHT = 0.35  # of a three-letter piece, against 1 for the whole word
+WINDOW = 1024  # words read of a text (a chunk has far fewer; a hostile query far more)
 _WORD = re.compile(r"\w+")
 
 
@@ -48,7 +51,8 @@ def features(text: str) -> dict[str, float]:
     """The weighted features of `text`: its lower-cased words, and their three-letter pieces
     (the word marked at both ends, so a piece also says where in the word it was)."""
     found: dict[str, float] = {}
-    for word in _WORD.findall(text.lower()):
+    for match in itertools.islice(_WORD.finditer(text.lower()), WINDOW):
+        word = match.group()
         found["w:" + word] = found.get("w:" + word, 0.0) + 1.0
         marked = f"<{word}>"
         for i in range(len(marked) - 2):

@@ -23,11 +23,14 @@ from mcp.client.streamable_http import streamable_http_client
 from pocketmcp.mcp import discovery
 from pocketmcp.store.places import at_file
 from support.cli import command_for
+from support.processes import embedding_env
 
 T = TypeVar("T")
 
 
 def server_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """The environment of a server on the index and folder under `tmp_path`, embedding as the
+    test asked (support/processes.py), with `extra` on top."""
     env = {
         "PATH": os.environ.get("PATH", ""),
         "HOME": os.environ.get("HOME", str(tmp_path)),
@@ -40,6 +43,7 @@ def server_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     for key in ("XDG_CACHE_HOME", "PYTHONPATH"):
         if key in os.environ:
             env[key] = os.environ[key]
+    env.update(embedding_env())
     env.update(extra)
     return env
 
@@ -91,8 +95,10 @@ STOP_BOUND_S = 10.0
 async def until(probe: Callable[[], Awaitable[T]], ok: Callable[[T], bool],
                 seconds: float = 30) -> T:
     """Poll `probe` with a deadline until `ok` holds; its last value. Past the deadline, a
-    TimeoutError that says the last value seen."""
+    TimeoutError that says the last value seen. It looks again soon at first, then every
+    50 ms: what comes at once is seen at once, a long wait costs few probes."""
     seen: list[T] = []
+    pause = 0.005
     try:
         with anyio.fail_after(seconds):
             while True:
@@ -100,7 +106,8 @@ async def until(probe: Callable[[], Awaitable[T]], ok: Callable[[T], bool],
                 if ok(value):
                     return value
                 seen[:] = [value]
-                await anyio.sleep(0.05)
+                await anyio.sleep(pause)
+                pause = min(0.05, pause * 2)
     except TimeoutError:
         last = repr(seen[0])[-2000:] if seen else "nothing (the probe never answered)"
         raise TimeoutError(f"not within {seconds} s; last seen: {last}") from None

@@ -56,3 +56,16 @@ def local_postgres(base: Path) -> Iterator[str]:
 
 def new_schema() -> str:
     return f"t_{uuid.uuid4().hex[:12]}"
+
+
+def drop_schemas(url: str, name: str) -> None:
+    """Drop schema `name` and every schema named after it (`<name>_...`: its named
+    databases, and other indexes a test made beside it)."""
+    import psycopg  # an optional dependency, installed for the tests
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        schemas = [r[0] for r in conn.execute(
+            b"SELECT nspname FROM pg_namespace WHERE nspname = %s OR left(nspname, %s) = %s",
+            (name, len(name) + 1, name + "_")).fetchall()]
+        for schema in schemas:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'.encode())

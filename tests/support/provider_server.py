@@ -3,13 +3,16 @@ built-in model, or the fake one), over OpenAI's POST /v1/embeddings and Ollama's
 /api/embed, with faults on demand.
 
 Faults are queued (`then(...)`: one per request, in order) or standing (`always`: every
-request until cleared). Requests are recorded, with the most that were in flight at once.
+request until cleared). Requests are recorded, with the most that were in flight at once: a
+request is in flight from when it is read until its answer starts (once the answer is sent,
+its client may send the next one before this server's thread gets the CPU back).
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -32,6 +35,7 @@ class Fault:
     headers: dict[str, str] = field(default_factory=dict)
     body: Any = None  # its JSON (default: an OpenAI-shaped error)
     hang: bool = False  # no answer at all until the server stops
+    delay_s: float = 0.0  # the answer (with this fault's other effects) this much later
     malformed: bool = False  # 200 with a body that is not JSON
     dim: int = 0  # vectors of this many dimensions
 
@@ -46,6 +50,15 @@ class Seen:
     headers: dict[str, str]
 
 
+class _Quiet(ThreadingHTTPServer):
+    """Says nothing of a client that went away before its answer (a process killed while
+    it waits for its vectors)."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class ProviderServer:
     def __init__(self, embed: Embed, *, refuse: str | None = None) -> None:
         self.embed = embed
@@ -58,11 +71,12 @@ class ProviderServer:
         self.answered = 0  # requests answered with vectors
         self.lock = threading.Lock()
         self.release = threading.Event()  # ends hanging requests
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.httpd = _Quiet(("127.0.0.1", 0), self._handler())
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True,
-                                        name="test.provider")
+        # Its stop waits for the next look at the socket: every 20 ms, not the default 0.5 s.
+        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.02,),
+                                        daemon=True, name="test.provider")
 
     def then(self, *faults: Fault) -> ProviderServer:
         self.queued.extend(faults)
@@ -97,6 +111,7 @@ class ProviderServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            flying = False  # this request counts in `in_flight`
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -108,9 +123,16 @@ class ProviderServer:
                     server.seen.append(Seen(self.path, body, dict(self.headers.items())))
                     server.in_flight += 1
                     server.most_in_flight = max(server.most_in_flight, server.in_flight)
+                self.flying = True
                 try:
                     self._answer(body, server._next_fault())
                 finally:
+                    self._landed()
+
+            def _landed(self) -> None:
+                """The request is no longer in flight (once, before its answer starts)."""
+                if self.flying:
+                    self.flying = False
                     with server.lock:
                         server.in_flight -= 1
 
@@ -123,6 +145,8 @@ class ProviderServer:
                     server.release.wait(HANG_MAX_S)
                     self.close_connection = True
                     return None
+                if fault.delay_s:
+                    server.release.wait(fault.delay_s)
                 if fault.malformed:
                     return self._raw(200, b'{"data": [{"embedding": [0.1, 0.2')
                 if fault.status:
@@ -162,6 +186,7 @@ class ProviderServer:
 
             def _raw(self, status: int, data: bytes,
                      headers: dict[str, str] | None = None) -> None:
+                self._landed()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))

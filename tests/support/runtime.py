@@ -1,8 +1,11 @@
-"""Settings for a test's index, and a runtime over them."""
+"""Settings for a test's index, and a runtime over them with the embedder the test chose:
+the fake one (`fake`), the run's real model (`shared`), or the settings' remote provider
+(`provider_embedding`)."""
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -12,7 +15,10 @@ import anyio
 import msgspec
 
 from pocketmcp.config import Config, load
-from pocketmcp.embed.base import Batching
+from pocketmcp.core.identity import LOCAL, Identity
+from pocketmcp.embed import factory
+from pocketmcp.embed.base import F32, Batching, EmbedderSource, Usage
+from pocketmcp.embed.local import LocalEmbedder
 from pocketmcp.plans import Plan, serving
 from pocketmcp.runtime import Runtime, open_runtime
 from support.fake_embedder import FakeEmbedding
@@ -63,13 +69,91 @@ def fake(config: Config) -> FakeEmbedding:
                                   tokens=config.embed.batch_tokens))
 
 
+class ModelView:
+    """The run's real model as one runtime's embedder: counts and batching of its own, the
+    model (loaded once per run) shared; closing it leaves the model loaded."""
+
+    def __init__(self, model: LocalEmbedder, batching: Batching) -> None:
+        self._model = model
+        self.identity = model.identity
+        self.model_id = model.model_id
+        self.dim = model.dim
+        self.max_tokens = model.max_tokens
+        self.tokenizer = model.tokenizer
+        self.batching = batching
+        self.usage = Usage()
+        self.where: str | None = None
+        self.model_state = model.model_state
+
+    async def embed_documents(self, texts: list[str]) -> F32:
+        started = time.perf_counter()
+        try:
+            return await self._model.embed_documents(texts)
+        finally:
+            self._count(len(texts), started)
+
+    async def embed_query(self, text: str) -> F32:
+        started = time.perf_counter()
+        try:
+            return await self._model.embed_query(text)
+        finally:
+            self._count(1, started)
+
+    def _count(self, texts: int, started: float) -> None:
+        self.usage.calls += 1
+        self.usage.inputs += texts
+        self.usage.seconds += time.perf_counter() - started
+
+    async def load_documents(self) -> None:
+        await self._model.load_documents()
+
+    async def aclose(self) -> None:
+        pass  # the model outlives the runtime
+
+
+class SharedModel:
+    """The `EmbedderSource` of the run's real model (the `embedder` fixture), batched as a
+    runtime's settings ask."""
+
+    def __init__(self, model: LocalEmbedder, batching: Batching) -> None:
+        self._model = model
+        self._batching = batching
+
+    async def identity(self, stored: Identity | None) -> Identity:
+        return self._model.identity
+
+    def make(self, identity: Identity) -> ModelView:
+        return ModelView(self._model, self._batching)
+
+
+def shared(model: LocalEmbedder, config: Config) -> SharedModel:
+    """The run's real model for a runtime on `config` (what `embedding=` takes)."""
+    return SharedModel(model, Batching(size=config.embed.batch_size,
+                                       tokens=config.embed.batch_tokens))
+
+
+def own_model(config: Config) -> EmbedderSource:
+    """The settings' built-in model, made for one runtime only: for tests of the model's own
+    life in a runtime (when it loads, unloads); they ask for the `embedder` fixture too,
+    which marks them."""
+    assert config.embed.provider == LOCAL, "a remote provider: provider_embedding(config)"
+    return factory.Embedding(config.embed)
+
+
+def provider_embedding(config: Config) -> EmbedderSource:
+    """The settings' own embedder, as production makes it, for settings that name a remote
+    provider (a test provider on 127.0.0.1): the real model is `shared`."""
+    assert config.embed.provider != LOCAL, "the real model: shared(embedder, config)"
+    return factory.Embedding(config.embed)
+
+
 @asynccontextmanager
-async def running(config: Config, plan: Plan | None = None, **kw: Any
-                  ) -> AsyncIterator[Runtime]:
+async def running(config: Config, plan: Plan | None = None, *, embedding: EmbedderSource,
+                  **kw: Any) -> AsyncIterator[Runtime]:
     """A runtime (model, index; no folder watching unless the plan says so) until the block
-    ends, ready when the block starts. The settings' embedder unless `embedding=` gives one
-    (`fake(config)`: the deterministic one)."""
-    async with open_runtime(config, plan or serving(False), **kw) as rt:
+    ends, ready when the block starts, with the embedder the test chose: `fake(config)`,
+    `shared(embedder, config)` or `provider_embedding(config)`."""
+    async with open_runtime(config, plan or serving(False), embedding=embedding, **kw) as rt:
         with anyio.fail_after(60):
             await rt.started()
         yield rt

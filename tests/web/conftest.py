@@ -39,7 +39,8 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+def site(tmp_path_factory: pytest.TempPathFactory, module_processes: dict[str, str]
+         ) -> Iterator[Site]:
     root = tmp_path_factory.mktemp("web")
     (root / "kb").mkdir()
     (root / "kb" / "bread.md").write_text(A)

@@ -81,6 +81,7 @@ def test_pocketmcp_open_prints_a_login_link_that_signs_in(site: Site) -> None:
         assert client.get(link).status_code == 401  # spent
 
 
+@pytest.mark.usefixtures("processes")
 def test_pocketmcp_open_without_a_server_says_how_to_start_one(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "pocketmcp", "open"], cwd=tmp_path,
                           env=server_env(tmp_path), capture_output=True, text=True,
