@@ -13,14 +13,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import httpx2
 import pytest
-from support.cli import run_cli
+from support.cli import command_for, fields, run_cli
 from support.mcp_harness import STOP_BOUND_S, start_http, stop_http
 from support.processes import provider_settings
 from support.protocol_fuzz import HttpPeer
@@ -63,14 +62,16 @@ def _committed(db: Path) -> int:
 def test_an_interrupted_index_exits_with_the_signal_and_names_what_it_left(
         tmp_path: Path, sig: signal.Signals, code: int, fake_provider: ProviderServer) -> None:
     kb = _folder(tmp_path)
-    # A provider of its own, slow to answer: the signal comes while indexing is under way.
+    # A provider of its own, slow to answer, in requests of five texts: the signal comes
+    # while indexing is under way, and the batch at hand when it lands leaves most vectors
+    # to do (one request for every note could otherwise be the batch at hand).
     fake_provider.always = Fault(delay_s=2)
     provider = provider_settings(fake_provider.url)
     env = {**os.environ, **provider, "SQLITE_PATH": str(tmp_path / "idx" / "index.db"),
-           "WATCH_DIR": str(kb)}
+           "WATCH_DIR": str(kb), **fields(embed={"batch_size": 5})}
     db = tmp_path / "idx" / "index.db"
     with open(tmp_path / "index.err", "w") as errors:
-        process = subprocess.Popen([sys.executable, "-m", "pocketmcp", "index", "--json"],
+        process = subprocess.Popen([*command_for(env), "index", "--json"],
                                    env=env, cwd=tmp_path, stdout=subprocess.PIPE,
                                    stderr=errors, text=True)
     deadline = time.monotonic() + 120

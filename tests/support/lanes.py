@@ -83,7 +83,7 @@ SKIPS_ALLOWED_ON_CI: dict[str, tuple[str, bool]] = {
         "test_images_and_scans_are_found_by_meaning",
         "test_a_long_scan_stops_at_its_page_cap_and_the_folder_is_indexed",
         "test_text_files_are_not_held_up_by_images_waiting_for_ocr",
-        "test_with_postgres_the_ocr_cache_is_in_the_cache_folder",
+        "test_with_postgres_the_ocr_cache_is_in_the_indexs_own_folder",
         "test_a_model_folder_is_used_and_a_wrong_one_refused")
 } | {"tests/convert/test_convert.py::"
      "test_the_ocr_cache_is_keyed_by_the_given_digest_and_skipped_without_a_folder":
