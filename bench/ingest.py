@@ -16,7 +16,7 @@ With `--other CHECKOUT`, part 1 also indexes the folder with that checkout's cod
 
 Results: bench/results/ingest.json (scripts/results_tables.py puts it in docs/benchmarks.md).
 
-Figures on: docs/benchmarks.md (the indexing table); docs/settings.md (EMBED_BATCH_SIZE).
+Figures on: docs/benchmarks.md (the indexing table).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import anyio
 from pocketmcp import __version__, logs
 from pocketmcp.config import Config, declarations, load
 from pocketmcp.errors import PocketError, disk_full, single
-from pocketmcp.settings import shown
+from pocketmcp.settings import REMOVED, shown
 
 
 def _add_settings(parser: argparse.ArgumentParser, command: str) -> None:
@@ -249,6 +249,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = _config(args)
         logs.configure(config.log_level)
+        for name in (name for name in REMOVED if name in os.environ):
+            logs.get("pocketmcp.cli").warning(
+                "setting_removed", variable=name,
+                instead="docs/changelog.md (2026-11-28) says what replaces it")
         where = config.main_place().describe()
         # Each command imports its own modules here: `index` does not pay for the MCP server,
         # nor `--help` for anything. `serve` on stdio imports the MCP SDK in a worker thread

@@ -24,6 +24,16 @@ import msgspec
 from pocketmcp.core.secret import Secret
 from pocketmcp.errors import ConfigError
 
+# Variables no longer read, each named once in the log when set (docs/changelog.md, 2026-11-28,
+# says what replaces each).
+REMOVED = ("DATABASES_DIR", "POCKETMCP_CACHE", "MODEL_ID", "MODEL_PATH", "EMBED_INPUT_TYPE",
+           "CHUNK_OVERLAP", "MAX_CHUNKS_PER_DOC", "OCR_MAX_PIXELS", "OCR_MAX_PAGES",
+           "OCR_THREADS", "OCR_MEMORY_MB", "CONVERT_MEMORY_MB", "URL_TIMEOUT_S",
+           "EMBED_BATCH_SIZE", "EMBED_BATCH_TOKENS", "EMBED_THREADS", "EMBED_TIMEOUT_S",
+           "EMBED_RETRIES", "EMBED_RETRY_BASE_S", "WRITE_BATCH_FILES", "PG_HNSW_M",
+           "PG_HNSW_EF_CONSTRUCTION", "MCP_ALLOWED_ORIGINS", "DEFAULT_LIBRARY", "LIBRARY_FROM",
+           "INDEX_THREADS")
+
 # Commands on an index of a folder (init takes a folder, eval makes its own index): each
 # reads the index settings, and commands/choosing.py picks the index they mean.
 ON_AN_INDEX = ("index", "watch", "serve", "search", "check-search", "open", "doctor", "export",

@@ -13,4 +13,4 @@ fi
 scripts/setup.sh
 .venv/bin/ruff check pocketmcp tests bench scripts
 .venv/bin/mypy
-.venv/bin/python -m pytest "${lanes[@]}" "$@"
+.venv/bin/python -m pytest ${lanes[@]+"${lanes[@]}"} "$@"

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 from pathlib import Path
 
 import pytest
+import structlog
 
 from pocketmcp.config import child_environment, declarations, load
 from pocketmcp.convert.limits import ocr_threads
@@ -246,3 +249,29 @@ def test_the_hnsw_graph_of_a_new_postgres_index_is_one_pgvector_accepts() -> Non
                               "PG_HNSW_M": "32", "PG_HNSW_EF_CONSTRUCTION": "48"}).main_place()
     assert (place.hnsw_m, place.hnsw_ef_construction) == (16, 64)  # type: ignore[attr-defined]
     assert place.hnsw_ef_construction >= 2 * place.hnsw_m  # type: ignore[attr-defined]
+
+
+def test_a_removed_variable_still_set_is_named_once_in_the_log(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pocketmcp import cli
+    from pocketmcp.settings import REMOVED as NO_LONGER_READ
+
+    assert set(NO_LONGER_READ) == set(REMOVED)  # every variable this file says is gone
+    (tmp_path / "notes").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("EMBED_TIMEOUT_S", "300")
+    monkeypatch.setenv("DATABASES_DIR", str(tmp_path / "dbs"))
+    before, root = structlog.get_config(), logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        assert cli.main(["init", str(tmp_path / "notes"), "--print"]) == 0
+    finally:  # the suite's logging as it was (the command configured its own)
+        structlog.configure(**before)
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        logging.captureWarnings(False)
+    out, err = capsys.readouterr()
+    warned = [json.loads(line) for line in err.splitlines() if "setting_removed" in line]
+    assert sorted(w["variable"] for w in warned) == ["DATABASES_DIR", "EMBED_TIMEOUT_S"]
+    assert "setting_removed" not in out  # stdout is the command's own

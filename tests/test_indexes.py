@@ -88,3 +88,20 @@ def test_each_index_keeps_its_own_files_in_a_folder_of_its_own(
     assert pg("postgresql://me:new-pw@db.lan:5432/kb").beside("token") == token  # password
     assert pg("postgresql://me:pw@db.lan:5432/kb", "other").beside("token") != token
     assert pg("postgresql://me:pw@elsewhere:5432/kb").beside("token") != token
+    # Connection parameters but the socket's folder name no other server: they keep it too.
+    assert pg("postgresql://me:pw@db.lan:5432/kb?sslmode=require&password=x").beside(
+        "token") == token
+    assert pg("postgresql://me@/kb?host=/run/postgresql").beside("token") != pg(
+        "postgresql://me@/kb?host=/tmp/pg").beside("token")
+
+
+def test_naming_a_postgres_index_file_never_fails_where_its_folder_cannot_be_made(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pocketmcp.core.secret import Secret
+    from pocketmcp.store.pg.place import PgPlace
+
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv("XDG_DATA_HOME", str(blocked))
+    cache = PgPlace(Secret("postgresql://me:pw@db.lan:5432/kb"), "team").beside("ocr")
+    assert cache.is_relative_to(blocked) and not cache.parent.exists()

@@ -47,8 +47,8 @@ async def run(config: Config, args: argparse.Namespace) -> int:
         # A throwaway index beside the settings' (a file in tmp, or a schema of its own)
         place = config.main_place().throwaway(Path(tmp), Path(args.index) if args.index
                                               else None)
-        if folder is None:
-            corpus = place.beside("corpus")
+        if folder is None:  # kept beside a kept index; else gone with the temporary folder
+            corpus = place.beside("corpus") if args.index else Path(tmp) / "corpus"
             files = await anyio.to_thread.run_sync(evaluate.write_corpus, corpus, dataset_dir)
         else:
             corpus = folder

@@ -53,9 +53,15 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
                                                                          cache_dir=cache))
 
 
+def usable_cores() -> int:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def ocr_threads(cap: int, cores: int | None = None) -> int:
     """The OCR worker's threads: one fewer than the cores, at least one, so that a search
     always keeps a core; at most `cap` (INDEX_CPU_BUDGET's share of the cores) when set."""
-    cores = cores or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                      else os.cpu_count() or 1)
+    cores = cores or usable_cores()
     return max(1, min(cap or cores, cores - 1))

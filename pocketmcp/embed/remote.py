@@ -190,6 +190,7 @@ class RemoteEmbedder:
     def _went_down(self, exc: ProviderError) -> ProviderError:
         """Take the provider to be down for a while after a call failed for good."""
         self._down += 1
+        self._most = self.remote.batch_size  # once back, it may answer whole requests again
         pause = min(MAX_DOWN_S, self.remote.retry_base_s * 2 ** (self.remote.retries + self._down))
         pause = max(pause, exc.retry_in or 0.0)
         self.usage.failures += 1
@@ -290,9 +291,12 @@ class RemoteEmbedder:
                     ) -> tuple[F32, int | None]:
         try:
             response = await self._client.post(self.url, json=body, timeout=limit_s)
-        except httpx.TimeoutException:
+        except httpx.ReadTimeout:  # taken, not answered in time: smaller requests may be
             raise Failed(f"no answer within {limit_s:g} s (a request's time limit)",
                           transient=True, slow=True) from None
+        except httpx.TimeoutException:  # not even taken (connect, pool): the provider's state
+            raise Failed(f"no answer within {limit_s:g} s (a request's time limit)",
+                          transient=True) from None
         except httpx.TransportError as exc:  # refused, reset, DNS: the provider is not there
             raise Failed(f"cannot reach it: {self.remote.scrub(str(exc)) or type(exc).__name__}",
                           transient=True) from None

@@ -132,8 +132,8 @@ async def host_http(config: Config, title: str, instructions: str | None) -> int
     if running is not None and await discovery.answers(running.url) is not None:
         raise AlreadyServing(
             f"a PocketMCP HTTP server (pid {running.pid}) already serves {place.describe()} "
-            f"at {running.url}: connect to it, stop it first, or point SQLITE_PATH at another "
-            "index")
+            f"at {running.url}: connect to it, stop it first, or serve another index (--db, "
+            "or PG_SCHEMA for Postgres)")
     sock = _listen(config.serve.host, config.serve.port)
     port = sock.getsockname()[1]
     url = f"http://{http.url_host(_reachable(config.serve.host))}:{port}"

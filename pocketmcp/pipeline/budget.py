@@ -16,6 +16,8 @@ from collections.abc import Callable
 
 import anyio
 
+from pocketmcp.convert.limits import usable_cores
+
 WINDOW_S = 3.0  # the span the average is taken over
 MAX_PAUSE_S = 2.0  # the longest one pause
 
@@ -26,7 +28,7 @@ def threads_within(percent: int, cores: int | None = None) -> int:
     rule) without a budget."""
     if not percent:
         return 0
-    return max(1, math.ceil(percent / 100 * (cores or os.cpu_count() or 1)))
+    return max(1, math.ceil(percent / 100 * (cores or usable_cores())))
 
 
 class CpuBudget:

@@ -44,7 +44,7 @@ async def test_a_request_too_slow_is_sent_again_in_quarters_and_later_ones_stay_
     assert embedder.usage.retries == 1 and embedder.usage.failures == 0
 
 
-async def test_a_provider_that_answers_no_single_text_in_time_is_taken_to_be_down(
+async def test_a_provider_that_answers_no_single_text_in_time_is_down_then_sent_whole_requests(
     tmp_path: Path, fake_provider: ProviderServer
 ) -> None:
     fake_provider.always = Fault(hang=True)
@@ -57,8 +57,14 @@ async def test_a_provider_that_answers_no_single_text_in_time_is_taken_to_be_dow
                 error = exc
             else:
                 raise AssertionError("a provider that never answers must fail the call")
+            sizes = [len(seen.body["input"]) for seen in fake_provider.requests()]
+            # Quarters, then a quarter of those: one text, not tried again.
+            assert sizes == [8, 2, 1]
+            assert "no answer within 0.2 s" in str(error) and error.retry_in is not None
+            # Back after its down time, it is sent whole requests again.
+            fake_provider.always = None
+            await anyio.sleep((embedder.usage.retry_in() or 0.0) + 0.01)  # its down time
+            await embedder.embed_documents(TEXTS)
     finally:
         await embedder.aclose()
-    sizes = [len(seen.body["input"]) for seen in fake_provider.requests()]
-    assert sizes == [8, 2, 1]  # quarters, then a quarter of those: one text, not tried again
-    assert "no answer within 0.2 s" in str(error) and error.retry_in is not None
+    assert [len(seen.body["input"]) for seen in fake_provider.requests()][3:] == [8]

@@ -95,7 +95,7 @@ async def test_a_cpu_budget_pauses_to_stay_under_it() -> None:
 def test_the_default_thread_cap_leaves_a_core_to_searches_beyond_two() -> None:
     assert index_threads(None, 0, cores=2) == 2
     assert index_threads(None, 0, cores=8) == 7
-    assert index_threads(4, 0, cores=8) == 4  # EMBED_THREADS bounds it
+    assert index_threads(4, 0, cores=8) == 4  # the session's own threads bound it
     assert index_threads(None, 3, cores=8) == 3
     assert index_threads(None, 16, cores=8) == 8
     assert index_threads(None, 0, cores=1) == 1

@@ -17,7 +17,7 @@ from pocketmcp.store.folder import FolderRecord
 
 async def test_a_reader_elsewhere_resolves_files_against_the_recorded_folder(
         tmp_path: Path, store_env: dict[str, str]) -> None:
-    config = make_config(tmp_path, {**store_env, "LIBRARY_FROM": "folder"})
+    config = make_config(tmp_path, {**store_env, "LIBRARY": "folder"})
     (config.watched.root / "papers").mkdir()
     (config.watched.root / "papers" / "owls.md").write_text(
         "# Owls\n\nOwls hunt at night in the forest.\n")

@@ -11,9 +11,10 @@ each and statements that cannot run in a transaction.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import msgspec
 
@@ -39,16 +40,21 @@ class PgTarget(msgspec.Struct, frozen=True):
 
     def _home(self) -> Path:
         """The folder of this index's own files: named by its schema and its server (user,
-        host, port, database; the password left out, so that changing it keeps them)."""
+        host, port, database, and a socket's folder given as `?host=`; the password and the
+        other connection parameters left out, so that changing them keeps them)."""
         parts = urlsplit(self.url.reveal())
         user, _, host = parts.netloc.rpartition("@")
-        server = f"{user.partition(':')[0]}@{host}{parts.path}?{parts.query}"
+        socket = parse_qs(parts.query).get("host", [""])[0]
+        server = f"{user.partition(':')[0]}@{host}{parts.path}?host={socket}"
         digest = hashlib.sha256(server.encode()).hexdigest()[:12]
         return data_dir() / "postgres" / f"{self.schema}-{digest}"
 
     def beside(self, name: str) -> Path:
         home = self._home()
-        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # Made private when first named; a folder that cannot be made fails the file's own
+        # write later (the OCR cache then reads images again), not the naming.
+        with contextlib.suppress(OSError):
+            home.mkdir(mode=0o700, parents=True, exist_ok=True)
         return home / name
 
 
