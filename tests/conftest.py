@@ -36,6 +36,22 @@ os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="pocketmcp-data-")
 os.environ.setdefault("SHARE", "off")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def hypothesis_tables() -> None:
+    """Hypothesis builds its Unicode tables the first time a test draws text (about a second
+    in a fresh clone; kept in .hypothesis/ after): built here, once a run, so that no test
+    pays for them."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=1, database=None)
+    @given(st.text(min_size=1))
+    def draw(text: str) -> None:
+        assert text
+
+    draw()
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
