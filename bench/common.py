@@ -347,12 +347,17 @@ def http_server(env: dict[str, str], log: Path, cwd: Path | None = None
             found = discovery.find(index)
         yield HttpServer(process, found.url, discovery.token_file(index).read_text().strip())
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process, 30)
+
+
+def stop(process: subprocess.Popen[Any], wait_s: float) -> None:
+    """SIGTERM, then SIGKILL if `process` has not ended within `wait_s`."""
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(wait_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 @contextlib.contextmanager

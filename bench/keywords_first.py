@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import subprocess
 import sys
 import tempfile
@@ -36,7 +35,15 @@ from pathlib import Path
 from typing import Any
 
 import data
-from common import cpu_s, load_1min, parser_for, run_pocketmcp, venv_python, write_results
+from common import (
+    cpu_s,
+    load_1min,
+    parser_for,
+    run_pocketmcp,
+    stop,
+    venv_python,
+    write_results,
+)
 
 PER_FOLDER = 500
 
@@ -134,12 +141,7 @@ def findable(folder: Path, last: str, db: Path, follow_s: float, timeout_s: floa
             result["projected_all_vectors_s"] = round(
                 result["scan_done_s"] + now["waiting"] / (done / followed), 1)
     finally:
-        child.send_signal(signal.SIGTERM)
-        try:
-            child.wait(60)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
+        stop(child, 60)
     return result
 
 
