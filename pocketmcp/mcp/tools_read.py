@@ -95,10 +95,21 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
             return render(result)
 
     @mcp.tool(name="get_document", title="Get a whole document", annotations=READ_ONLY)
-    async def get_tool(doc_id: DocId) -> Document:
-        """One document's whole text and metadata."""
-        async with tool_call("get_document", doc_id=doc_id) as counts:
-            result = await documents.get_document(await rt.read_index(), doc_id)
+    async def get_tool(
+        doc_id: DocId,
+        chunk_id: Annotated[DocId | None, Field(
+            description="A search match's chunk_id: return that passage with its "
+                        "neighbours instead of the whole text.")] = None,
+        max_tokens: Annotated[int, Field(
+            ge=1, le=documents.MAX_PASSAGE_TOKENS,
+            description="With chunk_id: the passage's size in model tokens, at most "
+                        "(the chunk alone when it is larger).")] = documents.PASSAGE_TOKENS,
+    ) -> Document:
+        """One document's whole text and metadata, or with chunk_id, a search match read
+        with its neighbours, and its lines."""
+        async with tool_call("get_document", doc_id=doc_id, chunk_id=chunk_id) as counts:
+            result = await documents.get_document(await rt.read_index(), doc_id, chunk_id,
+                                                  max_tokens)
             counts["chars"] = len(result.text)
             return render(result)
 

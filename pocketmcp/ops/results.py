@@ -84,9 +84,28 @@ class DocumentList(BaseModel):
     next_cursor: str | None = None
 
 
+class Passage(BaseModel):
+    """Where the passage `get_document` returned for a chunk lies in the document."""
+
+    chunk_id: int = Field(description="The chunk asked for (a search match's chunk_id).")
+    first_idx: int = Field(description="Position of the passage's first chunk.")
+    last_idx: int = Field(description="Position of its last chunk.")
+    start_off: int
+    end_off: int
+    start_line: int = Field(description="Line of its first character (1-based).")
+    end_line: int = Field(description="Line of its last character (inclusive).")
+    page: int | None = Field(None, description="PDF page of its first character.")
+    end_page: int | None = Field(None, description="PDF page of its last character.")
+    tokens: int = Field(description="Model tokens of its chunks, summed.")
+    more_before: bool = Field(description="The document goes on before it.")
+    more_after: bool = Field(description="The document goes on after it.")
+
+
 class Document(DocumentInfo):
     created_at: str
-    text: str
+    text: str = Field(description="The whole text; with `chunk_id`, the passage around that "
+                                  "chunk (`passage` says where it lies).")
+    passage: Passage | None = None
 
 
 class LinkedDocument(BaseModel):

@@ -34,6 +34,7 @@ from pocketmcp.store.rows import (
     HitRow,
     Keywords,
     Sort,
+    Spot,
     WaitingDoc,
 )
 
@@ -83,6 +84,10 @@ class Passages(Protocol):
     def neighbours(self, doc_id: int, first: int,
                    last: int) -> list[tuple[int, int, int, str]]: ...
     def chunk(self, chunk_id: int) -> ChunkRow | None: ...
+    def opening_chunks(self, doc_ids: Sequence[int]) -> list[int]: ...
+    def chunk_tokens(self, doc_id: int, first: int, last: int) -> list[tuple[int, int]]: ...
+    def spot(self, doc_id: int, start: int, end: int, *,
+              pages: bool = False) -> Spot | None: ...
 
 
 class KeywordSearch(Protocol):

@@ -68,6 +68,13 @@ _STORED = ("SELECT doc_id, external_id, source, uri, title, library, metadata{j}
            "mtime_ns, created_at, updated_at FROM documents WHERE doc_id > ? ORDER BY doc_id "
            "LIMIT ?")
 PAGE = 100  # documents an export reads at a time
+# Newlines and form feeds before a stretch's first character (a) and its last (b), counted
+# where the text is; {whole}: the form feeds of the whole text, or 0.
+_PLACE = ("SELECT length(a) - length(replace(a, ?, '')), length(b) - length(replace(b, ?, '')), "
+          "length(a) - length(replace(a, ?, '')), length(b) - length(replace(b, ?, '')), "
+          "{whole} FROM (SELECT content, substr(content, 1, CAST(? AS integer)) AS a, "
+          "substr(content, 1, CAST(? AS integer)) AS b FROM documents WHERE doc_id = ?) s")
+_FEEDS = "length(content) - length(replace(content, ?, ''))"
 
 
 class CommonReads:
@@ -122,6 +129,36 @@ class CommonReads:
             "JOIN documents d ON d.doc_id = c.doc_id "
             "WHERE c.doc_id = ? AND c.idx BETWEEN ? AND ? ORDER BY c.idx",
             (doc_id, first, min(last, _LAST_IDX)))]
+
+    def opening_chunks(self, doc_ids: Sequence[int]) -> list[int]:
+        """The first chunk of each of these documents (those that have one), by chunk id."""
+        if not doc_ids:
+            return []
+        among, arg = self.dialect.ids("c.doc_id", doc_ids)
+        return sorted(int(row[0]) for row in self.query(
+            f"SELECT c.chunk_id FROM chunks c WHERE c.idx = 0 AND {among}", (arg,)))
+
+    def chunk_tokens(self, doc_id: int, first: int, last: int) -> list[tuple[int, int]]:
+        """(idx, tokens) of a document's chunks first..last, in order."""
+        return [(int(a), int(b)) for a, b in self.query(
+            "SELECT idx, tokens FROM chunks WHERE doc_id = ? AND idx BETWEEN ? AND ? "
+            "ORDER BY idx", (doc_id, max(first, 0), min(last, _LAST_IDX)))]
+
+    def spot(self, doc_id: int, start: int, end: int, *, pages: bool = False
+              ) -> r.Spot | None:
+        """Where the text `start`..`end` (character offsets) of a document lies: newlines
+        and form feeds (a converted PDF ends each page with one) counted before its first
+        and its last character, in the store (no text travels). Pages only with `pages`,
+        and when the text holds page ends (None when it was converted without them)."""
+        found = self.query(_PLACE.format(whole=_FEEDS if pages else "0"),
+                           ("\n", "\n", "\f", "\f", *(("\f",) if pages else ()),
+                            max(start, 0), max(start, end - 1), doc_id))
+        if not found:
+            return None
+        lines, last_lines, feeds, last_feeds, whole = (int(v or 0) for v in found[0])
+        paged = pages and whole > 0
+        return r.Spot(lines + 1, last_lines + 1, feeds + 1 if paged else None,
+                       min(last_feeds + 1, whole) if paged else None)
 
     def chunk(self, chunk_id: int) -> r.ChunkRow | None:
         rows = self.query(f"SELECT {_CHUNK}, d.title, d.external_id FROM chunks c JOIN "
