@@ -40,7 +40,7 @@ from pocketmcp.ops.results import (
 from pocketmcp.pipeline.prepare import Progress
 from pocketmcp.plans import Open, Writing
 from pocketmcp.search.filters import Scope, check_ids, is_stale
-from pocketmcp.search.render import joined, paged
+from pocketmcp.search.render import paged
 from pocketmcp.search.results import SearchFilter
 from pocketmcp.store.api import Listing, Reader, ReadIndex
 from pocketmcp.store.rows import DocumentRow, Sort
@@ -198,23 +198,28 @@ def around(reader: Reader, row: DocumentRow, chunk_id: int, max_tokens: int
            ) -> tuple[str, Passage]:
     """The chunk and its nearest neighbours, one more at a time after it, then before it,
     while their tokens (summed: shared overlaps count twice) stay within `max_tokens`; the
-    chunk alone when it holds more. Joined at their offsets (blocking)."""
+    chunk alone when it holds more. The document's text from the first one's start to the
+    last one's end (blocking)."""
     chunk = reader.chunk(chunk_id)
     if chunk is None or chunk.doc_id != row.doc_id:
         raise NotFound(f"no chunk {chunk_id} in document {row.doc_id}; a search match's "
                        "chunk_id and doc_id name one")
     reach = max_tokens // MIN_CHUNK_TOKENS + 1  # no more chunks than the budget can hold
-    tokens = dict(reader.chunk_tokens(row.doc_id, chunk.idx - reach, chunk.idx + reach))
+    sizes = {idx: (a, b, t) for idx, a, b, t in reader.chunk_sizes(
+        row.doc_id, chunk.idx - reach, chunk.idx + reach)}
     first = last = chunk.idx
-    used = tokens.get(chunk.idx, 0)
+    used = sizes[chunk.idx][2] if chunk.idx in sizes else 0
     grown = True
     while grown:
         grown = False
         for side in (last + 1, first - 1):
-            if side in tokens and used + tokens[side] <= max_tokens:
-                used += tokens[side]
+            if side in sizes and used + sizes[side][2] <= max_tokens:
+                used += sizes[side][2]
                 first, last, grown = min(first, side), max(last, side), True
-    text, start, end = joined(reader.neighbours(row.doc_id, first, last))
+    start = min(sizes[i][0] for i in range(first, last + 1)) if sizes else chunk.start_off
+    end = max(sizes[i][1] for i in range(first, last + 1)) if sizes else chunk.end_off
+    text = reader.excerpt(row.doc_id, start, end)
+    assert text is not None  # the document was read in this same call
     spot = reader.spot(row.doc_id, start, end, pages=paged(row.external_id, row.source))
     assert spot is not None  # the document was read in this same call
     return text, Passage(chunk_id=chunk_id, first_idx=first, last_idx=last, start_off=start,

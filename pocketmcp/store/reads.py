@@ -138,11 +138,19 @@ class CommonReads:
         return sorted(int(row[0]) for row in self.query(
             f"SELECT c.chunk_id FROM chunks c WHERE c.idx = 0 AND {among}", (arg,)))
 
-    def chunk_tokens(self, doc_id: int, first: int, last: int) -> list[tuple[int, int]]:
-        """(idx, tokens) of a document's chunks first..last, in order."""
-        return [(int(a), int(b)) for a, b in self.query(
-            "SELECT idx, tokens FROM chunks WHERE doc_id = ? AND idx BETWEEN ? AND ? "
-            "ORDER BY idx", (doc_id, max(first, 0), min(last, _LAST_IDX)))]
+    def chunk_sizes(self, doc_id: int, first: int, last: int
+                    ) -> list[tuple[int, int, int, int]]:
+        """(idx, start_off, end_off, tokens) of a document's chunks first..last, in order."""
+        return [(int(a), int(b), int(c), int(d)) for a, b, c, d in self.query(
+            "SELECT idx, start_off, end_off, tokens FROM chunks WHERE doc_id = ? AND idx "
+            "BETWEEN ? AND ? ORDER BY idx", (doc_id, max(first, 0), min(last, _LAST_IDX)))]
+
+    def excerpt(self, doc_id: int, start: int, end: int) -> str | None:
+        """A document's text from offset `start` to `end` (None when it is gone)."""
+        found = self.query("SELECT substr(content, CAST(? AS integer), CAST(? AS integer)) "
+                           "FROM documents WHERE doc_id = ?",
+                           (start + 1, max(end - start, 0), doc_id))
+        return str(found[0][0]) if found else None
 
     def spot(self, doc_id: int, start: int, end: int, *, pages: bool = False
               ) -> r.Spot | None:
