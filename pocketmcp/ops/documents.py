@@ -40,10 +40,9 @@ from pocketmcp.ops.results import (
 from pocketmcp.pipeline.prepare import Progress
 from pocketmcp.plans import Open, Writing
 from pocketmcp.search.filters import Scope, check_ids, is_stale
-from pocketmcp.search.render import paged
 from pocketmcp.search.results import SearchFilter
 from pocketmcp.store.api import Listing, Reader, ReadIndex
-from pocketmcp.store.rows import DocumentRow, Sort
+from pocketmcp.store.rows import DocumentRow, Sort, Spot
 
 # External ids of watched files, ingested files and ingested pages.
 MAX_DOCS_PER_CALL = 64  # documents in one upsert_documents call
@@ -176,6 +175,8 @@ async def get_document(index: ReadIndex, doc_id: int, chunk_id: int | None = Non
     its neighbours instead, as many as `max_tokens` holds (`around`)."""
     if not 1 <= max_tokens <= MAX_PASSAGE_TOKENS:
         raise InvalidRequest(f"max_tokens must be from 1 to {MAX_PASSAGE_TOKENS}")
+    if chunk_id is not None:
+        check_ids([chunk_id], "chunk_id")
 
     def read(reader: Reader) -> tuple[DocumentInfo | None, DocumentRow | None, str | None,
                                       Passage | None]:
@@ -220,8 +221,7 @@ def around(reader: Reader, row: DocumentRow, chunk_id: int, max_tokens: int
     end = max(sizes[i][1] for i in range(first, last + 1)) if sizes else chunk.end_off
     text = reader.excerpt(row.doc_id, start, end)
     assert text is not None  # the document was read in this same call
-    spot = reader.spot(row.doc_id, start, end, pages=paged(row.external_id, row.source))
-    assert spot is not None  # the document was read in this same call
+    spot = reader.spot(row.doc_id, first, last) or Spot(None, None)  # None: not stored
     return text, Passage(chunk_id=chunk_id, first_idx=first, last_idx=last, start_off=start,
                          end_off=end, start_line=spot.start_line, end_line=spot.end_line,
                          page=spot.page, end_page=spot.end_page, tokens=used,

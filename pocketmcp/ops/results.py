@@ -85,26 +85,28 @@ class DocumentList(BaseModel):
 
 
 class Passage(BaseModel):
-    """Where the passage `get_document` returned for a chunk lies in the document."""
+    """Where the passage `get_document` returned for a chunk lies in the document: its
+    chunks' positions (`idx`), offsets, lines (1-based, inclusive) and PDF pages, its model
+    tokens, and whether the document goes on before and after it."""
 
-    chunk_id: int = Field(description="The chunk asked for (a search match's chunk_id).")
-    first_idx: int = Field(description="Position of the passage's first chunk.")
-    last_idx: int = Field(description="Position of its last chunk.")
+    chunk_id: int
+    first_idx: int
+    last_idx: int
     start_off: int
     end_off: int
-    start_line: int = Field(description="Line of its first character (1-based).")
-    end_line: int = Field(description="Line of its last character (inclusive).")
-    page: int | None = Field(None, description="PDF page of its first character.")
-    end_page: int | None = Field(None, description="PDF page of its last character.")
-    tokens: int = Field(description="Model tokens of its chunks, summed.")
-    more_before: bool = Field(description="The document goes on before it.")
-    more_after: bool = Field(description="The document goes on after it.")
+    start_line: int | None
+    end_line: int | None
+    page: int | None = None
+    end_page: int | None = None
+    tokens: int
+    more_before: bool
+    more_after: bool
 
 
 class Document(DocumentInfo):
     created_at: str
-    text: str = Field(description="The whole text; with `chunk_id`, the passage around that "
-                                  "chunk (`passage` says where it lies).")
+    text: str = Field(json_schema_extra=doc("The whole text; with `chunk_id`, the passage "
+                                            "around that chunk (`passage` says where)."))
     passage: Passage | None = None
 
 

@@ -118,15 +118,10 @@ def with_context(reader: Reader, hits: Sequence[Hit], around: int) -> list[Hit]:
 
 def with_spots(reader: Reader, hits: Sequence[Hit]) -> list[Hit]:
     """Each hit with its first and last line in its document's text (its pages in a PDF),
-    for the span its offsets give (blocking: one read per hit)."""
-    return [msgspec.structs.replace(h, spot=reader.spot(
-        h.row.doc_id, h.row.start_off, h.row.end_off,
-        pages=paged(h.row.external_id, h.row.source))) for h in hits]
-
-
-def paged(external_id: str, source: str) -> bool:
-    """Whether a document's text has pages: a PDF's (watched, ingested or fetched)."""
-    return source != "raw" and external_id.lower().endswith(".pdf")
+    those of its merged neighbours' span included (blocking)."""
+    single = reader.spots([h.row.chunk_id for h in hits if h.first < 0])
+    return [msgspec.structs.replace(h, spot=single.get(h.row.chunk_id) if h.first < 0 else
+                                    reader.spot(h.row.doc_id, h.first, h.last)) for h in hits]
 
 
 def with_passages(reader: Reader, hits: Sequence[Hit]) -> list[Hit]:

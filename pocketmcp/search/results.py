@@ -58,7 +58,7 @@ MODIFIED = "Last change: front matter or file properties, else the file's mtime 
 CREATED = "Front matter or file properties, else modified_at."
 INDEXED = "When the index last took in the content."
 LINES = ("Line of the match's first character (1-based) in the document's text: the file's "
-         "own lines for text files, the converted text's for other formats.")
+         "own lines for text files, the converted text's for other formats (get_document).")
 PAGE = "PDF page (1-based) of its first character; null for other formats."
 STALE = "true: the file changed since it was indexed (re-read it); null: not a file."
 
@@ -82,14 +82,13 @@ class SearchMatch(BaseModel):
     title: str
     section: str = Field(description="Heading path of the chunk, e.g. 'Guide > Install'.")
     library: str
-    start_off: int = Field(description="Offset of the match's first character in the "
-                                       "document's text (get_document).")
-    end_off: int = Field(description="Offset just past its last character.")
-    start_line: int | None = Field(None, description=LINES)
-    end_line: int | None = Field(None, description="Line of its last character (1-based, "
-                                                   "inclusive).")
-    page: int | None = Field(None, description=PAGE)
-    end_page: int | None = Field(None, description="PDF page of its last character.")
+    start_off: int
+    end_off: int
+    start_line: int | None = Field(None, json_schema_extra=doc(LINES))
+    end_line: int | None = Field(None, json_schema_extra=doc("Line of its last character."))
+    page: int | None = Field(None, json_schema_extra=doc(PAGE))
+    end_page: int | None = Field(None, json_schema_extra=doc("PDF page of its last "
+                                                             "character."))
     context: str | None = Field(
         None, description="The chunk with its neighbours, when `context` was asked for, or "
                           "the passage of neighbouring matches merged into this one.")
@@ -102,9 +101,9 @@ class SearchMatch(BaseModel):
     indexed_at: str | None = Field(None, description=INDEXED)
     tags: list[str] = Field(default_factory=list)
     stale: bool | None = Field(None, description=STALE)
-    matched_date: str | None = Field(None, description=(
-        "When the query named a time ('this week'): the document's created date that "
-        "placed it there. Such a match is kept whatever its score."))
+    matched_date: str | None = Field(None, json_schema_extra=doc(
+        "When the query named a time ('this week'): the created date that placed the "
+        "document there. Such a match is kept whatever its score."))
 
 
 class SearchResult(BaseModel):

@@ -68,13 +68,7 @@ _STORED = ("SELECT doc_id, external_id, source, uri, title, library, metadata{j}
            "mtime_ns, created_at, updated_at FROM documents WHERE doc_id > ? ORDER BY doc_id "
            "LIMIT ?")
 PAGE = 100  # documents an export reads at a time
-# Newlines and form feeds before a stretch's first character (a) and its last (b), counted
-# where the text is; {whole}: the form feeds of the whole text, or 0.
-_PLACE = ("SELECT length(a) - length(replace(a, ?, '')), length(b) - length(replace(b, ?, '')), "
-          "length(a) - length(replace(a, ?, '')), length(b) - length(replace(b, ?, '')), "
-          "{whole} FROM (SELECT content, substr(content, 1, CAST(? AS integer)) AS a, "
-          "substr(content, 1, CAST(? AS integer)) AS b FROM documents WHERE doc_id = ?) s")
-_FEEDS = "length(content) - length(replace(content, ?, ''))"
+_LINES = "start_line, end_line, start_page, end_page"  # a chunk's place (store/lines.py)
 
 
 class CommonReads:
@@ -152,21 +146,25 @@ class CommonReads:
                            (start + 1, max(end - start, 0), doc_id))
         return str(found[0][0]) if found else None
 
-    def spot(self, doc_id: int, start: int, end: int, *, pages: bool = False
-              ) -> r.Spot | None:
-        """Where the text `start`..`end` (character offsets) of a document lies: newlines
-        and form feeds (a converted PDF ends each page with one) counted before its first
-        and its last character, in the store (no text travels). Pages only with `pages`,
-        and when the text holds page ends (None when it was converted without them)."""
-        found = self.query(_PLACE.format(whole=_FEEDS if pages else "0"),
-                           ("\n", "\n", "\f", "\f", *(("\f",) if pages else ()),
-                            max(start, 0), max(start, end - 1), doc_id))
-        if not found:
+    def spots(self, chunk_ids: Sequence[int]) -> dict[int, r.Spot]:
+        """Where chunks lie in their documents' texts: lines and PDF pages, by chunk id."""
+        if not chunk_ids:
+            return {}
+        among, arg = self.dialect.ids("chunk_id", chunk_ids)
+        return {int(row[0]): r.Spot(*row[1:]) for row in self.query(
+            f"SELECT chunk_id, {_LINES} FROM chunks WHERE {among} AND start_line IS NOT NULL",
+            (arg,))}
+
+    def spot(self, doc_id: int, first: int, last: int) -> r.Spot | None:
+        """Where a document's chunks first..last lie together: from the first one's first
+        line (and page) to the last one's last."""
+        found = {int(row[0]): row[1:] for row in self.query(
+            f"SELECT idx, {_LINES} FROM chunks WHERE doc_id = ? AND idx IN (?, ?) "
+            "AND start_line IS NOT NULL", (doc_id, first, min(last, _LAST_IDX)))}
+        if first not in found or last not in found:
             return None
-        lines, last_lines, feeds, last_feeds, whole = (int(v or 0) for v in found[0])
-        paged = pages and whole > 0
-        return r.Spot(lines + 1, last_lines + 1, feeds + 1 if paged else None,
-                       min(last_feeds + 1, whole) if paged else None)
+        (start, _, page, _), (_, end, _, end_page) = found[first], found[last]
+        return r.Spot(start, end, page, end_page)
 
     def chunk(self, chunk_id: int) -> r.ChunkRow | None:
         rows = self.query(f"SELECT {_CHUNK}, d.title, d.external_id FROM chunks c JOIN "

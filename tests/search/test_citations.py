@@ -159,12 +159,14 @@ async def test_get_document_reads_a_match_with_its_neighbours_within_a_budget(
         await tools("get_document", doc_id=m["doc_id"], chunk_id=other["chunk_id"])
     with refused(NotFound, "no chunk"):
         await tools("get_document", doc_id=m["doc_id"], chunk_id=10**9)
-    with refused_by_schema("max_tokens"):
-        await tools("get_document", doc_id=m["doc_id"], chunk_id=m["chunk_id"], max_tokens=0)
-    with pytest.raises(InvalidRequest):
-        from pocketmcp.ops import documents
-
-        await documents.get_document(await folder.read_index(), m["doc_id"], m["chunk_id"], 0)
+    for bad in (0, 20001):
+        with refused(InvalidRequest, "max_tokens must be from 1 to 20000"):
+            await tools("get_document", doc_id=m["doc_id"], chunk_id=m["chunk_id"],
+                        max_tokens=bad)
+    with refused(InvalidRequest, "chunk_id holds 0"):
+        await tools("get_document", doc_id=m["doc_id"], chunk_id=0)
+    with refused_by_schema("chunk_id"):
+        await tools("get_document", doc_id=m["doc_id"], chunk_id="seven")
 
 
 async def test_lines_and_pages_are_the_same_after_export_and_import(
