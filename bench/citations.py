@@ -4,8 +4,8 @@ search reads them by chunk id. This measures, for documents of 10 KB to 10 MB:
 
 - `count_at_write`: the count for all of a document's chunks, as the writer makes it;
 - `count_at_search_*`: what counting through the text at search time instead would cost a
-  match at the start, the middle and the end of the document (SQL over the stored text, as
-  the first version of this feature did), for comparison;
+  match at the start, the middle and the end of the document (SQL over the stored text),
+  the alternative not kept;
 - `stored_spots_of_8`: reading eight matches' stored lines (`reader.spots`), beside the read
   of their rows that every search makes anyway (`hits_rows_of_8_matches`);
 - `passage_1000_tokens_middle`: `get_document`'s passage around a chunk.
