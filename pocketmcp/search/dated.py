@@ -8,8 +8,10 @@ reaches the threshold, a query that asks about something ("Lisbon trip last week
 answered from every date, with the query as it was said, and the notice says so; a query
 that asks for little more than the time ("what did I write yesterday": at most one word
 besides the date and stop words) gets the span's best documents, under the threshold as the
-notice says. A caller that gave date filters of its own keeps them, and the query is then
-left as it is.
+notice says. When the span's answer stands, every document of the span is kept whatever its
+score (up to top_k): those reaching the threshold first, then the others, then those no
+retriever brought (`rest_of_span`), each with the created date that placed it there. A
+caller that gave date filters of its own keeps them, and the query is then left as it is.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pocketmcp.store.api import Reader
 from pocketmcp.store.filters import DocFilter
 
 VAGUE_WORDS = 1  # content words besides the date, at most, of a query asking for a time
+REST_LOOKED = 4  # documents looked at for each place left to fill (`rest_of_span`)
 
 
 def today() -> dt.date:
@@ -58,11 +61,12 @@ def rest_of_span(reader: Reader, scope: Scope, hits: Sequence[Hit], most: int,
                  root: Path | None) -> list[Hit]:
     """Documents of the span that no retriever brought (no word of the query, no vector
     yet), up to `most`, newest first, each by its first chunk with score 0, after the hits
-    (blocking)."""
+    (blocking). Only the span's latest written documents are looked at (REST_LOOKED per
+    place), so a wide span over a large index costs no more than a small one."""
     if most <= 0:
         return []
     have = {h.row.doc_id for h in hits}
-    missing = [d for d in scope.doc_ids(reader) or () if d not in have]
+    missing = [d for d in scope.doc_ids(reader) or () if d not in have][-most * REST_LOOKED:]
     rows = reader.hits(reader.opening_chunks(missing)) if missing else {}
     found = sorted(rows.values(), key=lambda r: (r.created or "", r.doc_id), reverse=True)
     return with_spots(reader, [Hit(row, 0.0, None, None, stale=is_stale(

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from support import docs
 from support.runtime import fake, make_config, running
 from support.tools import Tools
 
@@ -117,6 +118,8 @@ def test_the_cli_lists_every_note_of_the_week_with_its_date(tmp_path: Path) -> N
     kb = tmp_path / "kb"
     kb.mkdir()
     expected = write_week(kb, dated.today())
+    docs.pdf(kb / "log.pdf", "Observing log", [("One", "Setup of the telescope."),
+                                                ("Two", "The quasar flickered twice.")])
     assert run_cli(tmp_path, "index").returncode == 0
     done = run_cli(tmp_path, "search", QUERY, "--json", "--local", "--unique-docs")
     assert done.returncode == 0, done.stderr
@@ -128,6 +131,11 @@ def test_the_cli_lists_every_note_of_the_week_with_its_date(tmp_path: Path) -> N
     garden = next(line for line in shown.stdout.splitlines() if "garden.md" in line)
     assert f"(created {expected['garden.md']})" in garden, shown.stdout
     assert "garden.md:4-6" in garden, shown.stdout  # cited by its lines, past its front matter
+    # A PDF's match is cited by its page too.
+    found = run_cli(tmp_path, "search", "quasar", "--local", "--mode", "keyword")
+    assert found.returncode == 0, found.stderr
+    first = found.stdout.splitlines()[0]
+    assert "log.pdf:" in first and "(p. 2)" in first, found.stdout
 
 
 @pytest.mark.parametrize(("query", "phrase", "span"), [
