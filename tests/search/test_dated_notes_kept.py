@@ -43,9 +43,12 @@ def write_week(kb: Path, today: dt.date) -> dict[str, str]:
     return {"garden.md": monday.isoformat()}
 
 
-@pytest.fixture
-async def week(tmp_path: Path) -> AsyncIterator[tuple[Runtime, dict[str, str]]]:
-    config = make_config(tmp_path)
+@pytest.fixture(params=["sqlite", "postgres"])
+async def week(request: pytest.FixtureRequest, tmp_path: Path
+               ) -> AsyncIterator[tuple[Runtime, dict[str, str]]]:
+    config = make_config(tmp_path, {} if request.param == "sqlite" else {
+        "STORE": "postgres", "DATABASE_URL": request.getfixturevalue("pg_url"),
+        "PG_SCHEMA": request.getfixturevalue("pg_schema")})
     expected = write_week(config.watched.root, dated.today())
     async with running(config, Plan(feed="scan", keep_serving=True),
                        embedding=fake(config)) as rt:
