@@ -184,3 +184,24 @@ async def test_lines_and_pages_are_the_same_after_export_and_import(
     keep = ("path", "start_off", "end_off", "start_line", "end_line", "page", "end_page")
     assert [{k: m[k] for k in keep} for m in after] == [{k: m[k] for k in keep}
                                                         for m in before]
+
+
+async def test_a_passage_of_merged_matches_names_the_lines_of_all_of_it(
+        folder: Runtime) -> None:
+    tools, root = Tools(folder), folder.config.watched.root
+    lines = file_lines(root, "notes/field.md")
+    reply = await tools("search", query="plain things morning dawn", mode="keyword",
+                        top_k=8, max_per_doc=2)
+    merged = [m for m in reply["matches"] if m["merged_idx"]]
+    assert merged, reply
+    for m in merged:
+        # The passage is joined from its chunks (white space between them as one break):
+        # its words are the cited lines' words, from the first to the last.
+        cited = " ".join(lines[m["start_line"] - 1:m["end_line"]]).split()
+        said = m["context"].split()
+        assert said[0] in cited[0] and said[-1] in cited[-1], m
+        assert " ".join(said) in " ".join(cited), m
+        first = await tools("get_document", doc_id=m["doc_id"], chunk_id=m["chunk_id"],
+                            max_tokens=1)
+        assert m["start_line"] <= first["passage"]["start_line"]
+        assert m["end_line"] >= first["passage"]["end_line"]
