@@ -107,15 +107,17 @@ async def search(reading: Reading, query: str, *, top_k: int = 8, scope: Scope |
             span = dated.span_of(query, scope) if dates else None
             found, said = None, None
             if span is not None:
-                # The span's documents are kept whatever their score: no threshold, and
-                # those no retriever brought come after the others.
+                # The span's documents are kept whatever their score (unless the threshold
+                # is strict), those no retriever brought after the others.
                 within = dated.scoped(span, scope)
-                found = await answer(reading, replace(ask, query=span.query, scope=within,
-                                                      threshold=None))
+                found = await answer(reading, replace(
+                    ask, query=span.query, scope=within,
+                    threshold=score_threshold if strict_threshold else None))
                 got = found.hits
-                found = replace(found, hits=got + await reading.index.run(
+                found = replace(found, hits=got + (await reading.index.run(
                     lambda r: dated.rest_of_span(r, within, got, top_k - len(got),
-                                                 reading.index.root)))
+                                                 reading.index.root))
+                    if not strict_threshold else []))
                 under = dated.under(found.hits, score_threshold)
                 stood = dated.stands(span, bool(found.hits), bool(found.hits) and (
                     len(under) == len(found.hits)))

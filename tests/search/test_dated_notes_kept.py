@@ -82,6 +82,12 @@ async def test_every_note_of_the_week_is_kept_whatever_its_score_with_its_date(
     assert "kept" in reply["notice"], reply["notice"]
     assert today >= expected["garden.md"]
 
+    # A strict threshold holds for the week's notes too (the web page's search).
+    strict = await tools("search", query=QUERY, unique_docs=True, score_threshold=0.2,
+                         strict_threshold=True)
+    assert {m["path"] for m in strict["matches"]} == {"draft.md", "letters.md"}
+    assert all(m["matched_date"] for m in strict["matches"])
+
     # A question without a time keeps its threshold, and no match shows a matched date.
     plain = await tools("search", query="what did I write", unique_docs=True,
                         score_threshold=0.2)
