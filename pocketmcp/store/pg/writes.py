@@ -27,7 +27,7 @@ from pocketmcp.core.identity import Identity
 from pocketmcp.core.notes import doc_keys
 from pocketmcp.errors import StoreError
 from pocketmcp.messages import Chunk, DocFacts, DocRecord, Written
-from pocketmcp.store import facts
+from pocketmcp.store import facts, lines
 from pocketmcp.store.pg import connect, schema
 from pocketmcp.store.pg.reads import PgIndex, stored_vectors
 from pocketmcp.store.pg.target import PgTarget
@@ -210,6 +210,10 @@ class PgWriter(CommonWrites):
                  doc.sha256, doc.size_bytes, doc.mtime_ns, len(chunks), at, doc_id))
         self._write_facts(doc_id, doc, facts.dated(doc, at, row[5] if row else None))
         self._insert_chunks(doc_id, doc.title, chunks, rows)
+        self._conn.cursor().executemany(
+            lines.UPDATE.replace("?", "%s").encode(),
+            lines.rows(doc_id, doc.external_id, doc.source, doc.content,
+                       [(c.idx, c.start, c.end) for c in chunks]))
         self._sql("DELETE FROM embed_queue WHERE doc_id = %s", (doc_id,))
         waiting = sum(1 for r in rows if r is None)
         if waiting:

@@ -22,7 +22,7 @@ from pocketmcp.core.cjk import index_text
 from pocketmcp.core.identity import Identity
 from pocketmcp.errors import StoreError, WriterBusyError
 from pocketmcp.messages import Chunk, DocFacts, DocRecord, Written
-from pocketmcp.store import facts
+from pocketmcp.store import facts, lines
 from pocketmcp.store.sqlite import schema
 from pocketmcp.store.sqlite.connect import open_sync_writer, sqlite_errors
 from pocketmcp.store.sqlite.files import lock_path
@@ -262,6 +262,8 @@ class SqliteWriter(StagedWrites, CommonWrites):
         self._sql("INSERT INTO documents_fts(rowid, title, content) VALUES (?, ?, ?)",
                   (doc_id, index_text(doc.title), index_text(markdown.clean(doc.content))))
         self._insert_chunks(doc_id, doc.title, chunks, rows)
+        self._many(lines.UPDATE, lines.rows(doc_id, doc.external_id, doc.source, doc.content,
+                                            [(c.idx, c.start, c.end) for c in chunks]))
         waiting = rows.count(None)
         if waiting:
             self._sql("INSERT INTO embed_queue(doc_id, rank) VALUES (?, ?)", (doc_id, rank))
