@@ -151,12 +151,15 @@ GOOD: dict[str, Any] = {
     "title": "A", "library": "default", "metadata": {}, "properties": {}, "tags": ["x"],
     "created": "2024-03-01", "modified": "2024-03-01T09:30:00.000Z", "links": [],
     "content": "Some text here.", "sha256": "0" * 64, "size_bytes": 15, "mtime_ns": 1,
-    "chunks": [{"idx": 0, "start": 0, "end": 15, "tokens": 4, "sha256": "0" * 64,
+    "chunks": [{"idx": 0, "start": 0, "end": 15, "tokens": 4,
+                "sha256": "9c140239bed378d3e80ae21add23791b545bb80264dc63f943a1fdba8b80ebcb",
                 "section": "", "vector": _vector([0.1, 0.2, 0.3, 0.4])}],
 }
 
 
 def export_lines(rng: random.Random, each: int) -> list[dict[str, Any]]:
+    from pocketmcp.ops.archive_check import chunk_digest
+
     hostile = ["", "\x00", "../../etc", "/etc/shadow", "file:../../../etc/passwd",
                "path:default:/etc/shadow", "path:default:/data/kb/../../etc/x", "a\x1bb",
                "file:/abs", "file:a/./b", "x" * 5000, "file:a\\b", "path:other:/data/kb/a"]
@@ -164,8 +167,18 @@ def export_lines(rng: random.Random, each: int) -> list[dict[str, Any]]:
     for _ in range(each):
         item = json.loads(json.dumps(GOOD))
         field = rng.choice(["external_id", "library", "uri", "content", "created", "vector",
-                            "offsets", "metadata", "tags", "size_bytes"])
-        if field == "vector":
+                            "offsets", "metadata", "tags", "size_bytes", "sha256",
+                            "chunk_sha256", "uncovered", "oversize"])
+        if field == "sha256":
+            item["sha256"] = rng.choice(["zz", "", "0" * 63, "G" * 64, "0" * 64 + "\x00"])
+        elif field == "chunk_sha256":
+            item["chunks"][0]["sha256"] = rng.choice(["0" * 64, "zz", chunk_digest("other", "")])
+        elif field == "uncovered":
+            item["content"] += " more words" * rng.randrange(1, 10_000)
+        elif field == "oversize":
+            item["content"] = "x" * rng.choice([2**20 + 1, 4 * 2**20])
+            item["chunks"] = []
+        elif field == "vector":
             item["chunks"][0]["vector"] = _vector([rng.choice([0.1, float("nan"), float("inf")])
                                                    for _ in range(rng.choice([3, 4, 5]))])
         elif field == "offsets":
@@ -183,6 +196,9 @@ def export_lines(rng: random.Random, each: int) -> list[dict[str, Any]]:
             item[field] = rng.choice(hostile)
             if field == "external_id" and item[field].startswith(("file:", "path:")):
                 item["source"] = "file"
+        chunk = item["chunks"][0] if item["chunks"] else None
+        if chunk is not None and field != "chunk_sha256" and 0 <= chunk["end"] <= 15:
+            chunk["sha256"] = chunk_digest(item["content"][chunk["start"]:chunk["end"]], "")
         out.append(item)
     return out
 
@@ -198,7 +214,7 @@ def check_line(item: dict[str, Any]) -> str:
     except msgspec.ValidationError:
         return "refused (coded)"
     try:
-        document(doc, 4, (Path("/data/kb"),))
+        document(doc, 4, (Path("/data/kb"),), max_bytes=2**20, most_chunks=1000)
     except Bad:
         return "refused (coded)"
     return "accepted"

@@ -43,6 +43,17 @@ class InvalidPattern(InvalidRequest):
     code = "INVALID_PATTERN"
 
 
+class ImportRefused(InvalidRequest):
+    """A line of an export file cannot be imported; `line` is its number (0: the file as a
+    whole). Nothing was imported."""
+
+    code = "IMPORT_REFUSED"
+
+    def __init__(self, message: str, line: int = 0) -> None:
+        super().__init__(message)
+        self.line = line
+
+
 class LimitExceeded(InvalidRequest):
     """A request larger than a documented cap (filter keys, values, body size)."""
 

@@ -1,0 +1,85 @@
+"""Peak memory of `pocketmcp import` against the longest line of the file: one document of
+`--mb` MiB of text (its chunks covering it, waiting for their vectors), imported by a fresh
+process into an index that has the export's model; the process's peak RSS less that of
+importing a file of one small document.
+
+    .venv/bin/python bench/import_memory.py --mb 100
+    .venv/bin/python bench/import_memory.py --mb 100 --code ../prev --out /tmp/prev.json
+
+MAX_FILE_MB is set to the document's size, so the document is within the limits.
+
+Results: bench/results/import_memory.json. Figures on: docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from common import parser_for, run_pocketmcp, server_env, write_results
+
+from pocketmcp.ops.archive_check import chunk_digest
+
+CHUNKS = 1000  # the most one document makes
+
+
+def _export(header: str, path: Path, chars: int) -> int:
+    """An export of one document of `chars` characters; the length of its line."""
+    words = "lichen basalt quartz tundra heron otter comet glacier "
+    content = (words * (chars // len(words) + 1))[:chars]
+    step = -(-chars // CHUNKS)
+    chunks = []
+    for idx, start in enumerate(range(0, chars, step)):
+        end = min(chars, start + step)
+        chunks.append({"idx": idx, "start": start, "end": end, "tokens": 1, "section": "",
+                       "sha256": chunk_digest(content[start:end], ""), "vector": None})
+    doc = {"type": "document", "external_id": "big", "source": "raw", "uri": None,
+           "title": "Big", "library": "default", "metadata": {}, "properties": {}, "tags": [],
+           "created": None, "modified": None, "links": [], "content": content,
+           "sha256": "0" * 64, "size_bytes": None, "mtime_ns": None, "chunks": chunks}
+    line = json.dumps(doc)
+    end = {"type": "end", "documents": 1, "chunks": len(chunks), "waiting": len(chunks)}
+    path.write_text(f"{header}\n{line}\n{json.dumps(end)}\n")
+    return len(line)
+
+
+def main() -> int:
+    parser = parser_for(__doc__, "import_memory")
+    parser.add_argument("--mb", type=int, default=100, help="MiB of the document's text")
+    parser.add_argument("--code", type=Path, default=None,
+                        help="a checkout whose package imports (its .venv's interpreter)")
+    args = parser.parse_args()
+    python = (args.code.resolve() / ".venv/bin/python") if args.code else Path(sys.executable)
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        (base / "kb").mkdir()
+        (base / "kb" / "a.md").write_text("# A\n\nA small note about moss.\n")
+        env = server_env(base / "made" / "index.db", base / "kb",
+                         MAX_FILE_MB=str(args.mb + 1))
+        run_pocketmcp("index", "--json", env=env, python=python, cwd=base)
+        run_pocketmcp("export", "--json", str(base / "small.jsonl"), env=env, python=python,
+                      cwd=base)
+        header = (base / "small.jsonl").read_text().splitlines()[0]
+        longest = _export(header, base / "big.jsonl", args.mb * 2**20)
+        peaks = {}
+        for name in ("small.jsonl", "big.jsonl"):
+            fresh = {**env, "SQLITE_PATH": str(base / f"into-{name}" / "index.db")}
+            ran = run_pocketmcp("import", "--json", str(base / name), env=fresh, python=python,
+                                cwd=base)
+            peaks[name] = round(ran.peak_rss_mib, 1)
+            print(f"{name}: peak RSS {ran.peak_rss_mib:.0f} MiB, {ran.wall_s:.1f} s",
+                  file=sys.stderr)
+    extra = peaks["big.jsonl"] - peaks["small.jsonl"]
+    ratio = extra * 2**20 / longest
+    print(f"longest line {longest / 2**20:.0f} MiB; import peak {peaks['big.jsonl']:.0f} MiB, "
+          f"{extra:.0f} MiB over a small import: {ratio:.2f} x the line", file=sys.stderr)
+    write_results(args, {"mb": args.mb, "code": str(args.code or "."),
+                         "longest_line_mib": round(longest / 2**20, 1), "peak_rss_mib": peaks,
+                         "over_small_mib": round(extra, 1), "times_the_line": round(ratio, 2)})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
