@@ -17,7 +17,7 @@ from pathlib import Path
 import anyio
 import msgspec
 
-from pocketmcp import logs
+from pocketmcp import logs, private
 from pocketmcp.convert.kinds import Converted
 from pocketmcp.convert.limits import OcrLimits
 
@@ -65,7 +65,7 @@ class OcrCache:
 
 
 def _write(path: Path, payload: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private.folder(path.parent)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     try:
         with os.fdopen(handle, "wb") as stream:
