@@ -54,6 +54,12 @@ class ImportRefused(InvalidRequest):
         self.line = line
 
 
+class TooFewQuestions(PocketError):
+    """The index's documents give too few questions to measure its search by."""
+
+    code = "TOO_FEW_QUESTIONS"
+
+
 class LimitExceeded(InvalidRequest):
     """A request larger than a documented cap (filter keys, values, body size)."""
 
@@ -81,7 +87,7 @@ class FetchFailed(PocketError):
 # -- the state of this process -----------------------------------------------------------------
 
 class NotReady(PocketError):
-    """The model or the index is still loading."""
+    """The model or the index is still loading (or its chunks still wait for vectors)."""
 
     code = "NOT_READY"
 
