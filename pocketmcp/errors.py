@@ -130,6 +130,12 @@ class ConfigError(PocketError):
         super().__init__(f"{variable}={value!r} is not valid: {variable} accepts {accepts}")
 
 
+class WeakToken(ConfigError):
+    """A token too short or too simple for a server reachable beyond loopback."""
+
+    code = "WEAK_TOKEN"
+
+
 # -- infrastructure ----------------------------------------------------------------------------
 
 class StoreError(PocketError):
