@@ -22,7 +22,7 @@ from pocketmcp.convert.kinds import Converted
 from pocketmcp.convert.limits import OcrLimits
 
 log = logs.get("pocketmcp.convert")
-_VERSION = b"ocr-cache 2"  # 2: keyed by the SHA-256 the index keeps
+_VERSION = b"ocr-cache 3"  # 2: keyed by the SHA-256 the index keeps; 3: no blank pages
 
 
 class OcrCache:
