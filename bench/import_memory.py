@@ -1,7 +1,9 @@
 """Peak memory of `pocketmcp import` against the longest line of the file: one document of
 `--mb` MiB of text (its chunks covering it, waiting for their vectors), imported by a fresh
 process into an index that has the export's model; the process's peak RSS less that of
-importing a file of one small document.
+importing a file of one small document. And the peak of Python's allocations (tracemalloc)
+while the file is read and checked (ops/archive.py's `_read`, in a child of the same code):
+what the import itself holds before the writer's transaction.
 
     .venv/bin/python bench/import_memory.py --mb 100
     .venv/bin/python bench/import_memory.py --mb 100 --code ../prev --out /tmp/prev.json
@@ -14,6 +16,7 @@ Results: bench/results/import_memory.json. Figures on: docs/reliability.md.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -45,6 +48,31 @@ def _export(header: str, path: Path, chars: int) -> int:
     return len(line)
 
 
+# Run by the checkout's interpreter: the peak of Python's allocations while `_read` reads
+# and checks the file (its arguments differ between versions: given by name).
+_READ = """
+import inspect, json, sys, tracemalloc
+from pathlib import Path
+from pocketmcp.core.identity import Identity
+from pocketmcp.ops import archive
+header = json.loads(open(sys.argv[1]).readline())
+identity = Identity(model=header["model_id"], dim=header["dim"])
+given = {"path": Path(sys.argv[1]), "identity": identity, "roots": ()}
+if "limits" in inspect.signature(archive._read).parameters:
+    given["limits"] = (int(sys.argv[2]), 1000)
+tracemalloc.start()
+archive._read(**given)
+print(tracemalloc.get_traced_memory()[1])
+"""
+
+
+def read_peak(python: Path, path: Path, max_bytes: int) -> int:
+    """Bytes Python allocated at most while `_read` read and checked `path`."""
+    done = subprocess.run([str(python), "-c", _READ, str(path), str(max_bytes)],
+                          capture_output=True, text=True, check=True)
+    return int(done.stdout.strip())
+
+
 def main() -> int:
     parser = parser_for(__doc__, "import_memory")
     parser.add_argument("--mb", type=int, default=100, help="MiB of the document's text")
@@ -63,6 +91,7 @@ def main() -> int:
                       cwd=base)
         header = (base / "small.jsonl").read_text().splitlines()[0]
         longest = _export(header, base / "big.jsonl", args.mb * 2**20)
+        read = read_peak(python, base / "big.jsonl", (args.mb + 1) * 2**20)
         peaks = {}
         for name in ("small.jsonl", "big.jsonl"):
             fresh = {**env, "SQLITE_PATH": str(base / f"into-{name}" / "index.db")}
@@ -73,10 +102,14 @@ def main() -> int:
                   file=sys.stderr)
     extra = peaks["big.jsonl"] - peaks["small.jsonl"]
     ratio = extra * 2**20 / longest
-    print(f"longest line {longest / 2**20:.0f} MiB; import peak {peaks['big.jsonl']:.0f} MiB, "
-          f"{extra:.0f} MiB over a small import: {ratio:.2f} x the line", file=sys.stderr)
+    print(f"longest line {longest / 2**20:.0f} MiB; reading and checking it: "
+          f"{read / 2**20:.0f} MiB at most ({read / longest:.2f} x the line); import peak "
+          f"{peaks['big.jsonl']:.0f} MiB RSS, {extra:.0f} MiB over a small import: "
+          f"{ratio:.2f} x the line", file=sys.stderr)
     write_results(args, {"mb": args.mb, "code": str(args.code or "."),
-                         "longest_line_mib": round(longest / 2**20, 1), "peak_rss_mib": peaks,
+                         "longest_line_mib": round(longest / 2**20, 1),
+                         "read_peak_mib": round(read / 2**20, 1),
+                         "read_times_the_line": round(read / longest, 2), "peak_rss_mib": peaks,
                          "over_small_mib": round(extra, 1), "times_the_line": round(ratio, 2)})
     return 0
 
