@@ -102,8 +102,8 @@ def pdf(data: bytes, ocr: OcrSpec | None = None) -> Converted:
         props = _pdf_properties(document.get_metadata_dict())
         if ocred and ocr:
             props["ocr"] = ocr_module.note_pages(sorted(ocred), len(scanned),
-                                                 time.monotonic() - started) + (
-                ocr_module.stopped(unread, ocr))
+                                                 time.monotonic() - started, ocr.max_pages
+                                                 ) + ocr_module.stopped(unread, ocr)
         cap = ocr.max_pages if ocr else 0
         return Converted(_tidy(_with_headings(lines)), props.get("title"), len(document), props,
                          scanned=tuple(scanned[:cap]), scanned_total=len(scanned),

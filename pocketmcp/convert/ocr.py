@@ -306,11 +306,10 @@ def _note(done: int, total: int, seconds: float) -> str:
     return f"{engine_version()} (PP-OCRv4): {pages}, {seconds:.1f} s"
 
 
-def note_pages(pages: list[int], scanned: int, seconds: float) -> str:
-    """The `ocr` property of a PDF some of whose pages were read by OCR."""
+def note_pages(pages: list[int], scanned: int, seconds: float, most: int) -> str:
+    """The `ocr` property of a PDF some of whose pages were read by OCR (at most `most`)."""
     listed = ", ".join(map(str, pages[:20])) + (", ..." if len(pages) > 20 else "")
-    cut = f" (of {scanned} scanned; at most {len(pages)} are read)" if scanned > len(
-        pages) else ""
+    cut = f" (of {scanned} scanned; at most {most} are read)" if scanned > most else ""
     return f"{engine_version()} (PP-OCRv4): pages {listed}{cut}, {seconds:.1f} s"
 
 
