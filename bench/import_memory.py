@@ -8,6 +8,8 @@ what the import itself holds before the writer's transaction.
     .venv/bin/python bench/import_memory.py --mb 100
     .venv/bin/python bench/import_memory.py --mb 100 --code ../prev --out /tmp/prev.json
 
+`--code` runs another checkout's package with this interpreter and libraries.
+
 MAX_FILE_MB is set to the document's size, so the document is within the limits.
 
 Results: bench/results/import_memory.json. Figures on: docs/reliability.md.
@@ -28,24 +30,36 @@ from pocketmcp.ops.archive_check import chunk_digest
 CHUNKS = 1000  # the most one document makes
 
 
+WORDS = "lichen basalt quartz tundra heron otter comet glacier "
+
+
+def _text(start: int, end: int) -> str:
+    """Characters `start` to `end` of the document: WORDS over and over."""
+    at = start % len(WORDS)
+    return (WORDS * ((end - start) // len(WORDS) + 2))[at:at + end - start]
+
+
 def _export(header: str, path: Path, chars: int) -> int:
-    """An export of one document of `chars` characters; the length of its line."""
-    words = "lichen basalt quartz tundra heron otter comet glacier "
-    content = (words * (chars // len(words) + 1))[:chars]
+    """An export of one document of `chars` characters, written a chunk at a time (this
+    process holds no copy of it: a child forked from it would count it); the length of its
+    line."""
     step = -(-chars // CHUNKS)
-    chunks = []
-    for idx, start in enumerate(range(0, chars, step)):
-        end = min(chars, start + step)
-        chunks.append({"idx": idx, "start": start, "end": end, "tokens": 1, "section": "",
-                       "sha256": chunk_digest(content[start:end], ""), "vector": None})
+    spans = [(start, min(chars, start + step)) for start in range(0, chars, step)]
+    chunks = [{"idx": idx, "start": start, "end": end, "tokens": 1, "section": "",
+               "sha256": chunk_digest(_text(start, end), ""), "vector": None}
+              for idx, (start, end) in enumerate(spans)]
     doc = {"type": "document", "external_id": "big", "source": "raw", "uri": None,
            "title": "Big", "library": "default", "metadata": {}, "properties": {}, "tags": [],
-           "created": None, "modified": None, "links": [], "content": content,
+           "created": None, "modified": None, "links": [], "content": "@",
            "sha256": "0" * 64, "size_bytes": None, "mtime_ns": None, "chunks": chunks}
-    line = json.dumps(doc)
+    before, after = json.dumps(doc).split('"@"')
     end = {"type": "end", "documents": 1, "chunks": len(chunks), "waiting": len(chunks)}
-    path.write_text(f"{header}\n{line}\n{json.dumps(end)}\n")
-    return len(line)
+    with open(path, "w") as out:
+        out.write(f'{header}\n{before}"')
+        for start, stop in spans:
+            out.write(_text(start, stop))
+        out.write(f'"{after}\n{json.dumps(end)}\n')
+    return len(before) + chars + 2 + len(after)
 
 
 # Run by the checkout's interpreter: the peak of Python's allocations while `_read` reads
@@ -66,9 +80,9 @@ print(tracemalloc.get_traced_memory()[1])
 """
 
 
-def read_peak(python: Path, path: Path, max_bytes: int) -> int:
+def read_peak(env: dict[str, str], path: Path, max_bytes: int) -> int:
     """Bytes Python allocated at most while `_read` read and checked `path`."""
-    done = subprocess.run([str(python), "-c", _READ, str(path), str(max_bytes)],
+    done = subprocess.run([sys.executable, "-c", _READ, str(path), str(max_bytes)], env=env,
                           capture_output=True, text=True, check=True)
     return int(done.stdout.strip())
 
@@ -77,21 +91,21 @@ def main() -> int:
     parser = parser_for(__doc__, "import_memory")
     parser.add_argument("--mb", type=int, default=100, help="MiB of the document's text")
     parser.add_argument("--code", type=Path, default=None,
-                        help="a checkout whose package imports (its .venv's interpreter)")
+                        help="a checkout whose package imports (on PYTHONPATH)")
     args = parser.parse_args()
-    python = (args.code.resolve() / ".venv/bin/python") if args.code else Path(sys.executable)
+    python = Path(sys.executable)  # another checkout's package: on PYTHONPATH (server_env)
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         (base / "kb").mkdir()
         (base / "kb" / "a.md").write_text("# A\n\nA small note about moss.\n")
-        env = server_env(base / "made" / "index.db", base / "kb",
+        env = server_env(base / "made" / "index.db", base / "kb", code=args.code,
                          MAX_FILE_MB=str(args.mb + 1))
         run_pocketmcp("index", "--json", env=env, python=python, cwd=base)
         run_pocketmcp("export", "--json", str(base / "small.jsonl"), env=env, python=python,
                       cwd=base)
         header = (base / "small.jsonl").read_text().splitlines()[0]
         longest = _export(header, base / "big.jsonl", args.mb * 2**20)
-        read = read_peak(python, base / "big.jsonl", (args.mb + 1) * 2**20)
+        read = read_peak(env, base / "big.jsonl", (args.mb + 1) * 2**20)
         peaks = {}
         for name in ("small.jsonl", "big.jsonl"):
             fresh = {**env, "SQLITE_PATH": str(base / f"into-{name}" / "index.db")}
