@@ -286,7 +286,7 @@ def main() -> int:
     parser.add_argument("--ocr", type=int, default=0, metavar="PAGES",
                         help="also OCR a PDF of PAGES blank scanned pages (the OCR extra)")
     parser.add_argument("--ocr-budget", type=float, default=120.0,
-                        help="OCR_FILE_BUDGET_S of that scan")
+                        help="OCR time budget of that scan (twice CONVERT_TIMEOUT_S: 120 s)")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory() as tmp:

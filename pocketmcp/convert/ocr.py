@@ -273,8 +273,8 @@ def read_image(data: bytes, spec: OcrSpec) -> Converted:
 
 def stopped(unread: int, spec: OcrSpec) -> str:
     """What the `ocr` property adds when the time budget left pages unread."""
-    return (f"; stopped at the OCR time budget of {spec.budget_s:g} s (OCR_FILE_BUDGET_S), "
-            f"{unread} pages not read" if unread else "")
+    return (f"; stopped at the OCR time budget of {spec.budget_s:g} s (twice "
+            f"CONVERT_TIMEOUT_S), {unread} pages not read" if unread else "")
 
 
 def _on_white(image: Any) -> Any:

@@ -218,7 +218,7 @@ class Converter:
             log.warning("ocr_time_budget", path=name, code="OCR_BUDGET_SPENT",
                         read=len(pages) - second.unread, unread=second.unread,
                         reason=f"the OCR time budget of {self.limits.ocr_budget_s:g} s a file "
-                               "(OCR_FILE_BUDGET_S) was spent: the pages read are kept")
+                               "(twice CONVERT_TIMEOUT_S) was spent: the pages read are kept")
         result = _converted(second)
         if key and not result.unread:  # a scan stopped by the budget is not kept as read
             await self.cache.put(key, result)

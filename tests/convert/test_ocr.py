@@ -377,7 +377,9 @@ async def test_blank_pages_and_images_make_no_chunk_and_are_counted(tmp_path: Pa
 
 @pytest.mark.usefixtures("engine")
 async def test_a_scan_stops_at_the_files_ocr_time_budget(tmp_path: Path) -> None:
-    config = ocr_config(tmp_path, OCR_FILE_BUDGET_S="1")
+    config = ocr_config(tmp_path)
+    assert config.convert.ocr_budget_s == 600  # twice CONVERT_TIMEOUT_S (300 here)
+    config = with_fields(config, convert={"ocr_budget_s": 1.0})
     kb = config.watched.root
     pages = [picture(f"Archive box {n}: minutes of the rowing club meeting", size=22,
                      width=700, margin=10) for n in range(1, 41)]
@@ -390,7 +392,7 @@ async def test_a_scan_stops_at_the_files_ocr_time_budget(tmp_path: Path) -> None
             assert "Archive box 1" in document["text"]
             assert "Archive box 40" not in document["text"]
             said = document["metadata"]["ocr"]
-            assert "stopped at the OCR time budget of 1 s (OCR_FILE_BUDGET_S)" in said, said
+            assert "stopped at the OCR time budget of 1 s (twice CONVERT_TIMEOUT_S)" in said, said
             assert "scanned; at most" not in said, said  # 40 pages: under the page cap
             assert rt.converter.cache.folder is not None
             assert not list(rt.converter.cache.folder.rglob("*.msgpack"))  # not kept as read
