@@ -325,8 +325,9 @@ def _failed(exc: BaseException, where: str | None) -> int:
     if full is not None:
         print(f"pocketmcp: {full.code}: {full}", file=sys.stderr)  # noqa: T201
         return 1
-    if isinstance(exc, PocketError):
-        print(f"pocketmcp: {exc}", file=sys.stderr)  # noqa: T201
+    if isinstance(exc, PocketError):  # its code first, unless it has none of its own
+        code = "" if exc.code == PocketError.code else f"{exc.code}: "
+        print(f"pocketmcp: {code}{exc}", file=sys.stderr)  # noqa: T201
         return 1
     if isinstance(exc, Exception):
         logs.get("pocketmcp").error("crashed", error=repr(exc), exc_info=exc)

@@ -123,7 +123,7 @@ async def index(config: Config, args: argparse.Namespace) -> int:
         "files_seen": s.seen, "added": s.added,
         # Re-read by force with the same text: written again, but unchanged to the reader.
         "updated": s.updated - s.rechecked, "unchanged": s.unchanged + s.rechecked,
-        "removed": s.removed, "skipped": s.skipped,
+        "removed": s.removed, "skipped": s.skipped, "no_text_found": s.no_text,
         "chunks_embedded": s.chunks_embedded, "chunks_reused": s.chunks_reused,
         "chunks_keywords": s.chunks_written, "chunks_vectors": s.chunks_vectors,
         "chunks_waiting": s.chunks_waiting,
@@ -152,7 +152,8 @@ async def index(config: Config, args: argparse.Namespace) -> int:
         print(  # noqa: T201
             f"indexed {summary['folder']} -> {summary['index']}\n"
             f"  files: {s.added} added, {summary['updated']} updated, "
-            f"{summary['unchanged']} unchanged, {s.removed} removed, {s.skipped} skipped\n"
+            f"{summary['unchanged']} unchanged, {s.removed} removed, {s.skipped} skipped"
+            + (f", {s.no_text} with no text found" if s.no_text else "") + "\n"
             f"  chunks: {s.chunks_embedded} embedded, {s.chunks_reused} reused "
             f"({s.chunks_written} keyword-indexed, {s.chunks_waiting} waiting for vectors)\n"
             + (Rechecked.line(summary) if args.force else "")

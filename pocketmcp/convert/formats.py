@@ -68,8 +68,8 @@ def pdf(data: bytes, ocr: OcrSpec | None = None) -> Converted:
 
     With `ocr`, pages with no text layer that show an image (scanned) are listed in
     `scanned` (at most OcrLimits.max_pages of them), and when `ocr.run` the pages it names
-    are read by OCR, each under a heading "Page N (OCR)" (every page then gets a "Page N"
-    heading)."""
+    are read by OCR, each with text under a heading "Page N (OCR)" (every page with text then
+    gets a "Page N" heading; a page where nothing was read gives nothing)."""
     import pypdfium2 as pdfium  # heavy: loaded on first use
 
     try:
@@ -78,7 +78,10 @@ def pdf(data: bytes, ocr: OcrSpec | None = None) -> Converted:
         raise Refused(f"not a readable PDF ({exc})") from None
     try:
         started = time.monotonic()
-        read = dict(ocr_module.read_pages(document, ocr)) if ocr and ocr.run else {}
+        ocred = dict(ocr_module.read_pages(document, ocr)) if ocr and ocr.run else {}
+        read = {n: found for n, found in ocred.items() if any(x.strip() for x in found)}
+        unread = sum(1 for n in ocr.pages if 1 <= n <= len(document)) - len(ocred) if (
+            ocr and ocr.run) else 0
         lines: list[tuple[float, str]] = []
         scanned: list[int] = []
         for index in range(len(document)):
@@ -98,13 +101,15 @@ def pdf(data: bytes, ocr: OcrSpec | None = None) -> Converted:
             textpage.close()
             page.close()
         props = _pdf_properties(document.get_metadata_dict())
-        if read:
-            props["ocr"] = ocr_module.note_pages(sorted(read), len(scanned),
-                                                 time.monotonic() - started)
+        if ocred and ocr:
+            props["ocr"] = ocr_module.note_pages(sorted(ocred), len(scanned),
+                                                 time.monotonic() - started, ocr.max_pages
+                                                 ) + ocr_module.stopped(unread, ocr)
         cap = ocr.max_pages if ocr else 0
-        text = _tidy(_with_headings(lines)).replace(_PAGE_END, "\f")
+        text = _tidy(_with_headings(lines)).replace(_PAGE_END, "")
         return Converted(text, props.get("title"), len(document), props,
-                         scanned=tuple(scanned[:cap]), scanned_total=len(scanned))
+                         scanned=tuple(scanned[:cap]), scanned_total=len(scanned),
+                         unread=unread)
     finally:
         document.close()
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from pocketmcp import logs
+from pocketmcp import logs, private
 from pocketmcp.core.secret import Secret
 from pocketmcp.errors import StoreError
 
@@ -54,7 +54,7 @@ def token_file(place: Place) -> Path:
 def _write_private(path: Path, data: bytes, *, replace: bool) -> bool:
     """Write `data` to `path` with mode 0600, atomically. With `replace` False an existing
     file is kept and False returned."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private.folder(path.parent)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, TypeVar
 import anyio
 from filelock import FileLock, Timeout
 
-from pocketmcp import logs
+from pocketmcp import logs, private
 from pocketmcp.core.secret import Secret
 from pocketmcp.errors import SharingFailed
 from pocketmcp.mcp import discovery
@@ -60,9 +60,9 @@ async def start_lock(place: Place, timeout_s: float = START_S) -> AsyncIterator[
     lock is held: released by the system if this process dies); SharingFailed after
     `timeout_s`."""
     path = lock_file(place)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private.folder(path.parent)
     # Not thread-local: taken and released by this task, whichever thread runs it.
-    lock = FileLock(str(path), blocking=False, thread_local=False)
+    lock = FileLock(str(path), blocking=False, thread_local=False, mode=private.FILE_MODE)
     deadline = time.monotonic() + timeout_s
     while True:
         try:
@@ -85,7 +85,7 @@ def spawn(place: Place, command: list[str], env: dict[str, str], cwd: Path
     """Start the shared server of the index at `place`: detached from this process's
     session and terminal, its output appended to the index's server log."""
     path = log_file(place)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private.file(path)
     with open(path, "ab") as out:
         out.write(f"--- started {time.strftime('%Y-%m-%dT%H:%M:%S')} by pid {os.getpid()}\n"
                   .encode())

@@ -54,6 +54,7 @@ class Stats(msgspec.Struct, kw_only=True):
     touched: int = 0
     removed: int = 0
     skipped: int = 0
+    no_text: int = 0  # of the converted files (images, scans, documents): nothing read in them
     chunks_embedded: int = 0
     chunks_reused: int = 0
     chunks_written: int = 0  # written for keyword search (stage one)

@@ -240,6 +240,11 @@ class Place(Protocol):
         (`ocr`) and search tuning (`search.json`): beside a SQLite index's file, or a folder
         of the user data folder for a Postgres schema (made, private, when first named)."""
 
+    def own_files(self) -> list[Path]:
+        """The files and folders of this index's own on this machine that exist (the
+        database and those beside it), for checking that no one else may read them
+        (blocking)."""
+
     def exists(self) -> bool:
         """Whether a writer has made the index here (blocking)."""
 

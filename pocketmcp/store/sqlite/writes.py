@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from filelock import FileLock, Timeout
 
+from pocketmcp import private
 from pocketmcp.core import markdown
 from pocketmcp.core.cjk import index_text
 from pocketmcp.core.identity import Identity
@@ -47,7 +48,7 @@ class SqliteWriter(StagedWrites, CommonWrites):
         self.identity = identity
         self.dim = identity.dim
         try:
-            db_path.parent.mkdir(parents=True, exist_ok=True)
+            private.folder(db_path.parent)
         except OSError as exc:  # a file in the way, no permission, a full disk
             raise StoreError(f"cannot create the folder of {db_path}: {exc}") from exc
         self._closed = False
@@ -56,7 +57,8 @@ class SqliteWriter(StagedWrites, CommonWrites):
         self._views: list[ReaderPool] = []  # closed with the writer (if not before)
         # Not thread-local: the lock is taken in a worker thread and released where the
         # writer closes, often another thread.
-        self._lock = FileLock(str(lock_path(db_path)), blocking=False, thread_local=False)
+        self._lock = FileLock(str(lock_path(db_path)), blocking=False, thread_local=False,
+                              mode=private.FILE_MODE)
         try:
             self._lock.acquire()
         except Timeout:
