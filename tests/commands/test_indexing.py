@@ -150,4 +150,5 @@ def test_watch_stops_with_the_changes_since_its_first_scan() -> None:
     scanned = Stats(seen=155, unchanged=155)
     now = Stats(seen=155, unchanged=155, updated=1, chunks_embedded=1, chunks_reused=10)
     assert since(now, scanned) == {"added": 0, "updated": 1, "unchanged": 0, "removed": 0,
-                                   "skipped": 0, "chunks_embedded": 1, "chunks_reused": 10}
+                                   "skipped": 0, "chunks_embedded": 1, "chunks_reused": 10,
+                                   "chunks_removed": 0}

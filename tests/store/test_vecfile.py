@@ -329,7 +329,8 @@ def test_an_index_of_schema_6_with_waiting_chunks_gives_them_their_vectors_in_pl
     finally:
         writer.close()
     conn = open_sync_writer(db)
-    conn.execute("DROP TRIGGER chunk_embedded")  # as schema 6 left it
+    conn.execute("DROP TABLE kept_vectors")  # as schema 6 left it
+    conn.execute("DROP TRIGGER chunk_embedded")
     conn.execute("PRAGMA user_version = 6")
     conn.close()
     kept = _chunk_ids(db, waiting=1)

@@ -151,6 +151,14 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
                rank bigint NOT NULL)""",
         "CREATE INDEX embed_queue_rank ON embed_queue(rank DESC, doc_id DESC)",
     ),
+    (
+        # Vectors of removed chunks, kept a while by text digest, as the SQLite store's.
+        """CREATE TABLE kept_vectors(
+               text_sha256 text PRIMARY KEY,
+               embedding public.vector({dim}) NOT NULL,
+               kept_at double precision NOT NULL)""",
+        "CREATE INDEX kept_vectors_at ON kept_vectors(kept_at)",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -196,6 +196,15 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
                WHEN old.waiting = 1 AND new.waiting = 0 BEGIN
                INSERT INTO chunk_log(chunk_id, added) VALUES (new.chunk_id, 1); END""",
     ),
+    (
+        # Vectors of removed chunks, kept a while by text digest (store/writes.py): the same
+        # text coming back takes its vector from here instead of from the model.
+        """CREATE TABLE kept_vectors(
+               text_sha256 TEXT PRIMARY KEY,
+               embedding BLOB NOT NULL,
+               kept_at REAL NOT NULL)""",
+        "CREATE INDEX kept_vectors_at ON kept_vectors(kept_at)",
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
