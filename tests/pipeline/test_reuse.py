@@ -84,3 +84,23 @@ async def test_one_scan_ends_with_its_last_write_not_with_the_embedders_next_loo
     s = pipeline.stats
     assert s.added + s.updated + s.removed >= 1
     assert s.chunks_waiting == (s.chunks_written - s.chunks_reused if keywords_first else 0)
+
+
+def _section(topic: str) -> str:
+    return f"## {topic}\n\n" + " ".join(
+        f"Observation {j} records how {topic.lower()} change with the seasons and the tides."
+        for j in range(10)) + "\n"
+
+
+async def test_a_section_pasted_into_another_note_under_the_same_heading_embeds_no_chunk(
+        fake_index: Index, write) -> None:
+    write("a.md", _section("Glaciers") + "\n" + _section("Volcanoes"))
+    await fake_index.index_once()
+    # The glaciers section moves to a note of its own; a.md keeps the volcanoes.
+    write("a.md", _section("Volcanoes"))
+    await fake_index.index_once()
+    write("b.md", _section("Deserts") + "\n" + _section("Glaciers"))
+    pasted = await fake_index.index_once()
+    s = pasted.stats
+    assert (s.added, s.chunks_reused) == (1, 1)
+    assert all("Deserts" in text for text in fake_index.embedded)
