@@ -156,7 +156,7 @@ def test_watch_stops_with_the_changes_since_its_first_scan() -> None:
 
 @pytest.mark.usefixtures("processes")
 def test_index_returns_right_after_its_last_commit_and_logs_the_counts_of_its_summary(
-        tmp_path: Path) -> None:
+        tmp_path: Path, store_env: dict[str, str]) -> None:
     """No idle tail: the process ends within a second of its last commit (the commit's time
     as its debug line gives it, so a slow start does not count), whatever the run wrote:
     vectors, files moved, keywords only, vectors only. Its log line gives the summary's counts."""
@@ -164,7 +164,7 @@ def test_index_returns_right_after_its_last_commit_and_logs_the_counts_of_its_su
     kb.mkdir()
     (kb / "a.md").write_text(A)
     (kb / "b.md").write_text(B)
-    assert run_cli(tmp_path, "index").returncode == 0
+    assert run_cli(tmp_path, "index", env=store_env).returncode == 0
     changes = [
         lambda: (kb / "a.md").write_text(A + "\nRye flour makes it livelier.\n"),  # vectors
         lambda: (kb / "b.md").rename(kb / "c.md"),  # moved: removed, added, all reused
@@ -175,7 +175,7 @@ def test_index_returns_right_after_its_last_commit_and_logs_the_counts_of_its_su
         change()
         before = time.time()
         done = run_cli(tmp_path, "index", "--json", *(["--keywords-first"] if n == 2 else []),
-                       env={"LOG_LEVEL": "debug"})
+                       env={**store_env, "LOG_LEVEL": "debug"})
         ended = time.time()
         assert done.returncode == 0, done.stderr
         lines = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
