@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pocketmcp.cli import main
+from pocketmcp.cli import _config, build_parser
+from pocketmcp.commands import setup
 
 README = Path(__file__).parents[2] / "README.md"
 CLONE = "/home/me/pocketmcp/.venv/bin/pocketmcp"
@@ -61,6 +62,8 @@ def test_the_readmes_editor_entries_are_what_init_writes(
     folder.mkdir()
     # The clone's `pocketmcp` script, as a user's shell runs it (a test runs `python -m`).
     monkeypatch.setattr("pocketmcp.commands.clients.command", lambda: [CLONE])
-    assert main(["init", str(folder), "--print"]) == 0
+    # In this process, without `main` (whose logging would outlive the test's stderr).
+    args = build_parser().parse_args(["init", str(folder), "--print"])
+    assert setup.init(_config(args), args) == 0
     printed = capsys.readouterr().out
     assert _init_entries(printed, folder, data / "pocketmcp") == _readme_entries()
