@@ -75,14 +75,12 @@ class PipelineSettings(msgspec.Struct, frozen=True, kw_only=True):
              "pauses between batches to stay under it. 0: no pauses, priority alone; the "
              "model a thread per core but one (at least two), OCR one fewer than the "
              "cores.")] = 0
-    keep_removed_s: Annotated[int, Setting("KEEP_REMOVED_S", minimum=0, maximum=7 * 86400,
-        used_by=WRITING,
-        help="Seconds the vectors of removed chunks are kept, by their text: the same text "
-             "coming back (a file deleted and restored, moved to another folder, a section "
-             "pasted elsewhere) takes its vector from there instead of from the model. 0: "
-             "none kept. At most 50,000 are kept, the newest.")] = 3600
     # Constants: the environment does not set them.
-    keep_removed_most: int = 50_000  # vectors of removed chunks kept at most (about 80 MB)
+    # Vectors of removed chunks are kept this long, by their text, for text that comes back
+    # (a file restored or moved, a section pasted elsewhere), this many at most (about 80 MB
+    # at 384 dimensions), the newest: store/writes.py.
+    keep_removed_s: int = 3600
+    keep_removed_most: int = 50_000
     max_chunks_per_doc: int = 1000  # a longer document is cut there (time and memory bounded)
     write_batch_files: int = 32  # files committed in one transaction at most
 

@@ -52,7 +52,7 @@ class CommonWrites:
     Vectors of removed chunks are kept for a while by text digest (`kept_vectors`): when the
     same text comes back (a file deleted and restored, moved, a section pasted elsewhere) its
     vector is reused instead of embedded again. How long and how many: `keep_removed` (the
-    pipeline's KEEP_REMOVED_S); none until told."""
+    pipeline's settings: an hour, 50,000 at most); none until told."""
 
     keep_s = 0.0  # kept this long at most (0: none kept)
     keep_most = 0  # and this many at most, the newest
