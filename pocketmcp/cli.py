@@ -8,7 +8,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 
@@ -291,7 +291,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from pocketmcp.commands.progress import held_logs
 
                 with held_logs(args, config.log_level, tty=sys.stderr.isatty()):
-                    return anyio.run(indexing.index, config, args, backend="asyncio")
+                    code = anyio.run(indexing.index, config, args, backend="asyncio")
+                return code if argv is not None else _exit_now(code)
             return anyio.run(indexing.watch, config, backend="asyncio")
         if args.command == "search":
             from pocketmcp.commands import searching
@@ -340,6 +341,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     parser.error(f"unknown command {args.command}")
     return 2
+
+
+def _exit_now(code: int) -> NoReturn:
+    """End the process with `code` now that `index` has closed and flushed everything (the
+    index checkpointed, its lock released, the summary printed): the interpreter's teardown,
+    which frees the model and every module one object at a time (most of a second on two
+    busy cores), is skipped. Only from the command line: a caller of `main` gets the code."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _failed(exc: BaseException, where: str | None) -> int:
