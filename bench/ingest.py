@@ -28,6 +28,7 @@ Figures on: docs/benchmarks.md (the indexing table).
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -123,7 +124,9 @@ def noop(base: Path, files: int, runs: int, other: Path | None) -> dict:
         print(f"no-op index of {files} notes ({name}): wall p50 {out[name]['p50_s']} s, min "
               f"{out[name]['min_s']} s; CPU p50 {out[name]['cpu_p50_s']} s")
     if other is not None:
-        out["other"]["checkout"] = str(other)
+        out["other"]["commit"] = subprocess.run(
+            ["git", "-C", str(other), "rev-parse", "--short", "HEAD"], capture_output=True,
+            text=True).stdout.strip() or None
         out["ratio_p50"] = round(out["this"]["p50_s"] / out["other"]["p50_s"], 3)
     return out
 
