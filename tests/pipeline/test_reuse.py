@@ -104,3 +104,22 @@ async def test_a_section_pasted_into_another_note_under_the_same_heading_embeds_
     s = pasted.stats
     assert (s.added, s.chunks_reused) == (1, 1)
     assert all("Deserts" in text for text in fake_index.embedded)
+
+
+async def test_the_model_is_loaded_before_the_first_batch_and_never_by_a_run_with_nothing_to_embed(
+        fake_index: Index, write) -> None:
+    loads: list[int] = []
+
+    async def load() -> None:
+        loads.append(len(fake_index.embedded))  # what was embedded before it loaded
+
+    write("a.md", A)
+    write("b.md", B)
+    await fake_index.index_once(load=load)
+    assert loads == [0]
+    loads.clear()
+    unchanged = await fake_index.index_once(load=load)
+    assert (unchanged.stats.unchanged, loads) == (2, [])
+    (fake_index.kb / "b.md").rename(fake_index.kb / "c.md")  # all its vectors reused
+    moved = await fake_index.index_once(load=load)
+    assert (moved.stats.added, moved.stats.chunks_embedded, loads) == (1, 0, [])
