@@ -284,8 +284,9 @@ class PgWriter(CommonWrites):
     def _delete_chunks(self, doc_id: int, after: Sequence[str] = ()) -> int:
         """Delete a document's chunks; how many had no successor among the text digests
         `after` (its new version's), whose vectors are kept (`keep_removed`)."""
-        rows = self._sql("DELETE FROM chunks WHERE doc_id = %s RETURNING idx, text_sha256, "
-                         "embedding", (doc_id,)).fetchall()
+        vectors = "embedding" if self.keep_s > 0 else "NULL"  # only those to keep
+        rows = self._sql(f"DELETE FROM chunks WHERE doc_id = %s RETURNING idx, text_sha256, "
+                         f"{vectors}", (doc_id,)).fetchall()
         rows.sort(key=lambda r: r[0])
         gone = without_successor([r[1] for r in rows], after)
         self.keep_vectors([(rows[i][1], np.asarray(rows[i][2].to_numpy(), np.float32))
