@@ -8,9 +8,10 @@ Part 2 (memory): `pocketmcp index` on folders of short notes of growing size; th
 peak RSS shows whether memory grows with the folder.
 
 Part 3 (no-op): `pocketmcp index` again on a folder of short notes already indexed, nothing
-changed: wall time from spawn to exit (process start included) and CPU, p50 over the runs.
-With `--other`, that checkout indexes the same notes into its own index, and the runs of
-the two alternate.
+changed: wall time from spawn to exit (process start included) and CPU, p50 over the runs;
+then ten notes deleted, indexed, restored unchanged and indexed again: the chunks embedded
+again. With `--other`, that checkout indexes the same notes into its own index, and the
+runs of the two alternate.
 
     .venv/bin/python bench/ingest.py                   # defaults: 600 abstracts; 1k and 10k notes
     .venv/bin/python bench/ingest.py --files 1000 --memory-sizes 1000,10000,20000
@@ -117,6 +118,20 @@ def noop(base: Path, files: int, runs: int, other: Path | None) -> dict:
             walls[name].append(ran.wall_s)
             cpus[name].append(ran.cpu_s)
     out: dict = {"files": files, "runs": runs}
+    # Ten notes deleted, indexed, put back unchanged, indexed: what the model embeds again.
+    moved = sorted(notes.rglob("*.md"))[:10]
+    for name, python in pythons.items():
+        for path in moved:
+            path.rename(base / path.name)
+        gone = run_index(notes, base / f"noop-{name}.db", python).answer
+        for path in moved:
+            (base / path.name).rename(path)
+        back = run_index(notes, base / f"noop-{name}.db", python).answer
+        out.setdefault("restored", {})[name] = {
+            "files": len(moved), "removed": gone["removed"], "added": back["added"],
+            "chunks_embedded": back["chunks_embedded"], "chunks_reused": back["chunks_reused"]}
+        print(f"{len(moved)} notes deleted and restored ({name}): {back['chunks_embedded']} "
+              f"chunks embedded again, {back['chunks_reused']} reused")
     for name in pythons:
         out[name] = {**spread(walls[name], "s"), "min_s": round(min(walls[name]), 2),
                      **{f"cpu_{k}": v for k, v in spread(cpus[name], "s").items()},
