@@ -203,6 +203,9 @@ class StoreWriter(Protocol):
     def item(self) -> AbstractContextManager[None]:
         """A savepoint: an error inside undoes this item only."""
 
+    def keep_removed(self, seconds: float, most: int) -> None:
+        """Keep the vectors of removed chunks (by text digest) `seconds` at most, the newest
+        `most` at most, for text that comes back; 0: none (the default)."""
     def record_scan(self, state: str) -> None:
         """Record how far the first scan has come ("running" or "done") for readers."""
     def record_folder(self, folder: FolderRecord) -> None:

@@ -5,6 +5,7 @@ before they were kept."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -50,10 +51,15 @@ def test_each_stretch_gets_the_lines_a_count_from_the_start_gives(
     assert places(text, spans, pages=True) == [_counted(text, s, e) for s, e in spans]
 
 
+def _before_lines(module: Any) -> int:
+    """The schema version before the one that added the chunks' lines."""
+    return next(i for i, steps in enumerate(module.MIGRATIONS) if module._chunk_lines in steps)
+
+
 def _old_index(db: Path, docs: dict[str, tuple[str, list[tuple[int, int]]]]) -> None:
     """An index as the schema before lines left it: documents and waiting chunks."""
     conn = open_sync_writer(db)
-    for migration in schema.MIGRATIONS[:-1]:
+    for migration in schema.MIGRATIONS[:_before_lines(schema)]:
         for step in migration:
             conn.execute(step.replace("{dim}", str(DIM))) if isinstance(step, str) else step(conn)
     for ext, (content, spans) in docs.items():
@@ -67,7 +73,7 @@ def _old_index(db: Path, docs: dict[str, tuple[str, list[tuple[int, int]]]]) -> 
             [(doc_id, i, s, e, sha256(content[s:e])) for i, (s, e) in enumerate(spans)])
     conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)",
                      list(IDENTITY.meta().items()))
-    conn.execute(f"PRAGMA user_version = {len(schema.MIGRATIONS) - 1}")
+    conn.execute(f"PRAGMA user_version = {_before_lines(schema)}")
     conn.close()
 
 
@@ -100,7 +106,7 @@ def test_a_postgres_index_written_before_lines_gets_them(
 
     assert isinstance(where, PgPlace)
     with monkeypatch.context() as patch:  # the index as the schema before lines made it
-        before = len(pg_schema.MIGRATIONS) - 1
+        before = _before_lines(pg_schema)
         patch.setattr(pg_schema, "MIGRATIONS", pg_schema.MIGRATIONS[:before])
         patch.setattr(pg_schema, "SCHEMA_VERSION", before)
         where.writer(IDENTITY).close()

@@ -174,6 +174,14 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
         *(f"ALTER TABLE chunks ADD COLUMN {column} integer" for column in lines.COLUMNS),
         _chunk_lines,
     ),
+    (
+        # Vectors of removed chunks, kept a while by text digest, as the SQLite store's.
+        """CREATE TABLE kept_vectors(
+               text_sha256 text PRIMARY KEY,
+               embedding public.vector({dim}) NOT NULL,
+               kept_at double precision NOT NULL)""",
+        "CREATE INDEX kept_vectors_at ON kept_vectors(kept_at)",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -208,6 +208,15 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
         *(f"ALTER TABLE chunks ADD COLUMN {column} INTEGER" for column in lines.COLUMNS),
         _chunk_lines,
     ),
+    (
+        # Vectors of removed chunks, kept a while by text digest (store/writes.py): the same
+        # text coming back takes its vector from here instead of from the model.
+        """CREATE TABLE kept_vectors(
+               text_sha256 TEXT PRIMARY KEY,
+               embedding BLOB NOT NULL,
+               kept_at REAL NOT NULL)""",
+        "CREATE INDEX kept_vectors_at ON kept_vectors(kept_at)",
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -10,6 +10,7 @@ after each commit it brings the index's vector file up to date (vecwriter.py).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,12 +28,12 @@ from pocketmcp.store import facts, lines
 from pocketmcp.store.sqlite import schema
 from pocketmcp.store.sqlite.connect import open_sync_writer, sqlite_errors
 from pocketmcp.store.sqlite.files import lock_path
-from pocketmcp.store.sqlite.log import TOKEN_KEY, ChunkLog
+from pocketmcp.store.sqlite.log import TOKEN_KEY, VECTOR_BY_ID, ChunkLog
 from pocketmcp.store.sqlite.reads import ReaderPool
 from pocketmcp.store.sqlite.staged import NO_DEBT, StagedWrites
 from pocketmcp.store.sqlite.vectors.file import new_token
 from pocketmcp.store.sqlite.vectors.writer import VectorFileWriter
-from pocketmcp.store.writes import CommonWrites, check_vectors, now
+from pocketmcp.store.writes import CommonWrites, check_vectors, now, without_successor
 
 T = TypeVar("T")
 VIEW_READERS = 4  # connections of the pipeline's own view of its index
@@ -115,6 +116,7 @@ class SqliteWriter(StagedWrites, CommonWrites):
             if self.owes_keywords:
                 self.settle_keywords()
             done = work()
+            self.bound_kept()
         if self.owes_keywords:  # FTS5 saved its totals at the commit: correct them now
             with self.transaction():
                 self.settle_keywords()
@@ -160,6 +162,7 @@ class SqliteWriter(StagedWrites, CommonWrites):
 
     def rollback(self) -> None:
         self._fresh = {}
+        self._kept = 0
         self._owed = NO_DEBT
         self.owes_keywords = True  # a settling undone with the rest: check at the next
         if self._conn.in_transaction:
@@ -250,7 +253,7 @@ class SqliteWriter(StagedWrites, CommonWrites):
             ).fetchone()[0]
         else:
             doc_id = row[0]
-            removed = self._delete_chunks(doc_id)
+            removed = self._delete_chunks(doc_id, [c.sha256 for c in chunks])
             self._sql(
                 "UPDATE documents SET source = ?, uri = ?, title = ?, library = ?, metadata = ?, "
                 "content = ?, content_sha256 = ?, size_bytes = ?, mtime_ns = ?, chunk_count = ?, "
@@ -294,18 +297,33 @@ class SqliteWriter(StagedWrites, CommonWrites):
                     for c in chunks])
         self._write_vectors(doc_id, [ids[c.idx] for c in chunks], chunks, vectors)
 
-    def _delete_chunks(self, doc_id: int) -> int:
-        rows = self._sql("SELECT chunk_id, waiting FROM chunks WHERE doc_id = ?",
-                         (doc_id,)).fetchall()
+    def _delete_chunks(self, doc_id: int, after: Sequence[str] = ()) -> int:
+        """Delete a document's chunks; how many had no successor among the text digests
+        `after` (its new version's), whose vectors are kept (`keep_removed`)."""
+        rows = self._sql("SELECT chunk_id, waiting, text_sha256 FROM chunks WHERE doc_id = ? "
+                         "ORDER BY idx", (doc_id,)).fetchall()
+        gone = without_successor([r[2] for r in rows], after)
         if rows:
+            if self.keep_s > 0:
+                self.keep_vectors([(rows[i][2], found[2]) for i in gone if not rows[i][1] and (
+                    found := self._sql(VECTOR_BY_ID, (rows[i][0],)).fetchone())])
             self._many("DELETE FROM vec_chunks WHERE chunk_id = ?",
-                       [(i,) for i, waiting in rows if not waiting])
+                       [(i,) for i, waiting, _ in rows if not waiting])
             self._many("DELETE FROM chunks_fts WHERE rowid = ?",
-                       [(i,) for i, waiting in rows if not waiting])
-            self._forget_keywords([i for i, waiting in rows if waiting])
+                       [(i,) for i, waiting, _ in rows if not waiting])
+            self._forget_keywords([i for i, waiting, _ in rows if waiting])
             self._sql("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
         self._sql("DELETE FROM embed_queue WHERE doc_id = ?", (doc_id,))
-        return len(rows)
+        return len(gone)
+
+    def keep_vectors(self, rows: Sequence[tuple[str, Any]]) -> None:
+        if not rows or self.keep_s <= 0:
+            return
+        at = time.time()
+        self._many("INSERT INTO kept_vectors(text_sha256, embedding, kept_at) VALUES (?, ?, ?) "
+                   "ON CONFLICT(text_sha256) DO UPDATE SET embedding = excluded.embedding, "
+                   "kept_at = excluded.kept_at", [(sha, bytes(v), at) for sha, v in rows])
+        self._kept += len(rows)
 
     def delete_doc(self, doc_id: int) -> tuple[int, int] | None:
         """Remove a document by doc_id; (doc_id, chunks removed), or None if absent."""
