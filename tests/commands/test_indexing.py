@@ -150,8 +150,8 @@ def test_watch_stops_with_the_changes_since_its_first_scan() -> None:
     scanned = Stats(seen=155, unchanged=155)
     now = Stats(seen=155, unchanged=155, updated=1, chunks_embedded=1, chunks_reused=10)
     assert since(now, scanned) == {"added": 0, "updated": 1, "unchanged": 0, "removed": 0,
-                                   "skipped": 0, "chunks_embedded": 1, "chunks_reused": 10,
-                                   "chunks_removed": 0}
+                                   "skipped": 0, "no_text_found": 0, "chunks_embedded": 1,
+                                   "chunks_reused": 10, "chunks_removed": 0}
 
 
 @pytest.mark.usefixtures("processes")
@@ -187,7 +187,7 @@ def test_index_returns_right_after_its_last_commit_and_logs_the_counts_of_its_su
         [logged] = [line for line in lines if line["event"] == "initial_indexing_done"]
         same = {key: logged[key] for key in summary if key in logged}
         assert same == {key: summary[key] for key in same}
-        assert len(same) == 8 and logged["files"] == summary["files_seen"]
+        assert len(same) == 9 and logged["files"] == summary["files_seen"]
     # The last run changed no file, and embedded what keywords first left waiting.
     assert (summary["unchanged"], summary["chunks_embedded"]) == (2, 1)
 
