@@ -13,6 +13,11 @@ that finds no server is answered with an error saying why; nothing hangs. Withou
 off), the bridge ends, and the client sees the server exit. One request that fails while the
 server still runs (its connection reset, an HTTP error answer) is answered with an error on
 its own; a session the server has forgotten (404) is opened anew, the `initialize` repeated.
+
+Every line the client sends is answered as a process serving alone would answer it: a line
+that is not one valid JSON-RPC message (not JSON, an id no reply can bear, a batch) goes to
+the server like any other, and the error its screen gives comes back (mcp/relay.py); a line
+over the size limit is answered here. No line ends the bridge.
 """
 
 from __future__ import annotations
@@ -26,23 +31,23 @@ from typing import Any
 import anyio
 import anyio.abc
 import httpx2
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from pocketmcp import logs
 from pocketmcp.core.secret import Secret
 from pocketmcp.errors import PocketError
 from pocketmcp.mcp.discovery import Published, alive, answers
-from pocketmcp.mcp.lines import stdin_lines, stdout_lines
-from pocketmcp.mcp.streamable import (
-    METHOD,
-    NAME,
-    NAME_BEARING,
-    SESSION,
-    VERSION,
-    VERSION_META,
-    events,
-    header_value,
+from pocketmcp.mcp.lines import OVERSIZE, stdin_lines, stdout_lines
+from pocketmcp.mcp.relay import (
+    Relay,
+    error_reply,
+    is_request,
+    is_screened,
+    parsed,
+    too_large,
+    well_formed,
 )
+from pocketmcp.mcp.streamable import SESSION, events
 
 log = logs.get("pocketmcp.bridge")
 
@@ -52,86 +57,10 @@ WATCH_S = 0.5  # how often the bridge checks that the server's process still run
 REPLAY_S = 30.0  # how long the repeated `initialize` may take on a server reached again
 CLOSE_S = 2.0  # how long closing the HTTP session may take
 LISTEN_RETRIES = 3  # the server's own stream, opened again after it broke
-SERVER_GONE = -32000  # the JSON-RPC error of a request the server's end left unanswered
 
 Upstream = tuple[Published, Secret]
 Reconnect = Callable[[], Awaitable[Upstream]]
 Lines = MemoryObjectReceiveStream[str]
-Out = MemoryObjectSendStream[str]
-
-
-def error_reply(request_id: Any, why: str) -> str:
-    return json.dumps({"jsonrpc": "2.0", "id": request_id,
-                       "error": {"code": SERVER_GONE, "message": f"pocketmcp: {why}"}})
-
-
-def _parsed(line: str) -> dict[str, Any] | None:
-    try:
-        message = json.loads(line)
-    except (ValueError, RecursionError):
-        return None
-    return message if isinstance(message, dict) else None
-
-
-def _is_request(message: dict[str, Any] | None) -> bool:
-    return message is not None and "method" in message and "id" in message
-
-
-class Relay:
-    """What a bridge keeps across servers: the client's `initialize` (repeated to a new
-    server), whether it was confirmed, the negotiated version, and the requests in flight."""
-
-    def __init__(self, out: Out) -> None:
-        self.out = out
-        self.init: dict[str, Any] | None = None
-        self.initialized = False
-        self.version: str | None = None
-        self.pending: set[Any] = set()
-        self.replays = 0
-
-    def headers(self, message: dict[str, Any] | None) -> dict[str, str]:
-        """The per-message headers the SDK's client would send (its `Stamper`)."""
-        if message is not None and message.get("method") == "initialize":
-            return {}
-        params = message.get("params") if message is not None else None
-        meta = params.get("_meta") if isinstance(params, dict) else None
-        version = meta.get(VERSION_META) if isinstance(meta, dict) else None
-        if message is not None and _is_request(message) and isinstance(version, str):
-            headers = {VERSION: version, METHOD: str(message["method"])}
-            key = NAME_BEARING.get(message["method"])
-            if key is not None and isinstance(params, dict) and isinstance(params.get(key), str):
-                headers[NAME] = header_value(params[key])
-            return headers
-        return {VERSION: self.version} if self.version else {}
-
-    async def deliver(self, data: str, *, swallow: Any = None) -> bool:
-        """One message from the server to the client (unless it answers `swallow`: then
-        True, and it is kept from the client)."""
-        if not data.strip():
-            return False  # an empty body (a notification's answer): nothing to relay
-        message = _parsed(data)
-        if message is not None and ("result" in message or "error" in message):
-            if swallow is not None and message.get("id") == swallow:
-                self._note_version(message)
-                return True
-            self.pending.discard(message.get("id"))
-            if self.init is not None and message.get("id") == self.init.get("id"):
-                self._note_version(message)
-        # One line each: a newline in JSON is only whitespace, and a message that is not
-        # JSON still reaches the client whole.
-        await self.out.send(data.replace("\n", " "))
-        return False
-
-    def _note_version(self, message: dict[str, Any]) -> None:
-        result = message.get("result")
-        version = result.get("protocolVersion") if isinstance(result, dict) else None
-        self.version = version if isinstance(version, str) else None
-
-    async def fail_pending(self, why: str) -> None:
-        """Answer every request still in flight: its server has gone."""
-        for request_id in sorted(self.pending, key=str):
-            await self.out.send(error_reply(request_id, why))
-        self.pending.clear()
 
 
 class SessionGone(Exception):
@@ -161,17 +90,17 @@ class Connection:
         """POST one client message and deliver what comes back; True when the answer to
         `swallow` came (and was kept from the client)."""
         relay = self.relay
-        request = _is_request(message)
+        request = is_request(message)
         if request and swallow is None:
             assert message is not None
-            relay.pending.add(message["id"])
+            relay.pending[message["id"]] = line
         swallowed = False
         async with self.client.stream("POST", self.url, content=line.encode(),
                                       headers=self._headers(relay.headers(message))) as response:
             if message is not None and message.get("method") == "initialize":
                 self.session = response.headers.get(SESSION) or self.session
             if response.status_code >= 400:
-                await self._refused(response, message if request and swallow is None else None)
+                await self._refused(response, message, line, tracked=request and swallow is None)
                 return False
             kind = response.headers.get("content-type", "")
             if "text/event-stream" in kind:
@@ -182,19 +111,29 @@ class Connection:
                     "utf-8", "replace").strip(), swallow=swallow)
         return swallowed
 
-    async def _refused(self, response: httpx2.Response, request: dict[str, Any] | None
-                       ) -> None:
-        """An HTTP error answer. Its JSON-RPC error (if any) bears no id, so the client's
-        `request` is answered here, with the server's message; a 404 while a session is set
-        means the server has forgotten it (SessionGone)."""
-        body = _parsed((await response.aread()).decode("utf-8", "replace"))
+    async def _refused(self, response: httpx2.Response, message: dict[str, Any] | None,
+                       line: str, *, tracked: bool) -> None:
+        """An HTTP error answer. The error the server's screen gives a line that is not one
+        valid JSON-RPC message, or one that bears the request's id, is passed on as it is
+        (the client sees what a process serving alone answers). Any other bears no id, so a
+        `tracked` request is answered here, with the server's message; a 404 while a
+        session is set means the server has forgotten it (SessionGone)."""
+        text = (await response.aread()).decode("utf-8", "replace").strip()
+        body = parsed(text)
+        if (response.status_code in (400, 413) and (tracked or not is_request(message))
+                and is_screened(body, message)):
+            if message is not None and is_request(message):
+                self.relay.pending.pop(message["id"], None)
+            await self.relay.out.send(text.replace("\n", " "))
+            return
         error = body.get("error") if body is not None else None
         said = error.get("message") if isinstance(error, dict) else None
         why = f"the server answered HTTP {response.status_code}" + (
             f": {said}" if isinstance(said, str) and said else "")
-        if request is not None:
-            self.relay.pending.discard(request["id"])
-            await self.relay.out.send(error_reply(request["id"], why))
+        if tracked:
+            assert message is not None
+            self.relay.pending.pop(message["id"], None)
+            await self.relay.out.send(error_reply(message["id"], why, "SERVER_REFUSED"))
         else:
             log.warning("http_refused", url=self.url, status=response.status_code)
         if response.status_code == 404 and self.session is not None:
@@ -213,11 +152,10 @@ class Connection:
             if not alive(self.server.pid) or await answers(self.server.url) is None:
                 raise
             log.warning("request_failed", url=self.url, error=str(exc)[:200])
-            if message["id"] in self.relay.pending:
-                self.relay.pending.discard(message["id"])
+            if self.relay.pending.pop(message["id"], None) is not None:
                 await self.relay.out.send(error_reply(message["id"], (
                     f"the request to the server failed ({type(exc).__name__}: {exc}); it may "
-                    "not have been carried out: send it again")))
+                    "not have been carried out: send it again"), "REQUEST_FAILED"))
 
     async def listen(self) -> None:
         """The server's own stream (its notifications outside any request)."""
@@ -299,18 +237,25 @@ async def _next_server(relay: Relay, lines: Lines, reconnect: Reconnect,
     once stdin has closed."""
     log.warning(why.replace(" ", "_"), action="a server is looked for at the next request")
     async for line in lines:
-        message = _parsed(line)
-        if not _is_request(message):
+        if not line.strip():
+            continue
+        if line.rstrip("\n") == OVERSIZE:
+            await relay.out.send(too_large())
+            continue
+        message = parsed(line)
+        if not is_request(message) and well_formed(message):
             if message is not None and message.get("method") == "notifications/initialized":
                 relay.initialized = True
             continue  # notifications for a server that is gone: dropped
-        assert message is not None
+        # A request, or a line a server's screen is to answer.
         try:
             found = await reconnect()
         except (PocketError, OSError) as exc:
             log.warning("no_server", error=str(exc))
-            await relay.out.send(error_reply(message["id"], (
-                f"the shared server of this index has gone and none could be started: {exc}")))
+            if message is not None and is_request(message):
+                await relay.out.send(error_reply(message["id"], (
+                    "the shared server of this index has gone and none could be started: "
+                    f"{exc}")))
             continue
         log.info("server_found", url=found[0].url, pid=found[0].pid)
         return line, found
@@ -332,10 +277,16 @@ async def _relay(relay: Relay, upstream: Published, token: Secret, lines: Lines,
                 async with anyio.create_task_group() as tg:
 
                     async def send(line: str) -> None:
-                        message = _parsed(line)
-                        if message is not None and message.get("method") == "initialize":
+                        if not line.strip():
+                            return  # a blank line is no message
+                        if line.rstrip("\n") == OVERSIZE:  # never sent: answered here
+                            await relay.out.send(too_large())
+                            return
+                        message = parsed(line)
+                        if is_request(message) and message is not None and (
+                                message.get("method") == "initialize"):
                             relay.init = message
-                        if _is_request(message) and message is not None and (
+                        if is_request(message) and message is not None and (
                                 message.get("method") != "initialize"):
                             tg.start_soon(connection.relayed, line, message)
                             return
@@ -383,7 +334,7 @@ async def _replay(relay: Relay, connection: Connection, tg: anyio.abc.TaskGroup,
     """On a server reached again: the client's `initialize` once more (its answer kept from
     the client, who had one), then `initialized`, unless `first` is an `initialize`."""
     init = relay.init
-    message = _parsed(first)
+    message = parsed(first)
     if init is None or (message is not None and message.get("method") == "initialize"):
         return
     relay.replays += 1
