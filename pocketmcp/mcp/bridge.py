@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from typing import Any
@@ -54,6 +55,12 @@ log = logs.get("pocketmcp.bridge")
 # 30 s to connect and write, 5 minutes between events of a stream (the SDK client's).
 TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 WATCH_S = 0.5  # how often the bridge checks that the server's process still runs
+# While a request waits (a tool call may rightly take minutes), the server's health is asked
+# every PROBE_S, each answer awaited at most PROBE_S; a server that has answered none of
+# them for HUNG_S is taken as not answering (stopped, or its loop stuck): the requests in
+# flight get an error, and the next request finds (or starts) another server.
+PROBE_S = 1.0
+HUNG_S = 5.0
 REPLAY_S = 30.0  # how long the repeated `initialize` may take on a server reached again
 CLOSE_S = 2.0  # how long closing the HTTP session may take
 LISTEN_RETRIES = 3  # the server's own stream, opened again after it broke
@@ -204,6 +211,12 @@ async def bridge(upstream: Published, token: Secret, *, reconnect: Reconnect | N
                 how = await _relay(relay, *current, lines, first)
                 if how == "stdin closed":
                     break
+                if how == "server hung":
+                    await relay.fail_pending(
+                        f"the server (pid {current[0].pid}) has not answered for {HUNG_S:.0f} s "
+                        "(stopped, or stuck); this request may not have been carried out: send "
+                        "it again (another server is found or started for it)",
+                        "SERVER_NOT_ANSWERING")
                 await relay.fail_pending(
                     f"the server (pid {current[0].pid}) "
                     f"{'ended this session' if how == 'session gone' else 'went away'} while "
@@ -215,7 +228,7 @@ async def bridge(upstream: Published, token: Secret, *, reconnect: Reconnect | N
                 if reconnect is None:
                     ended = "server gone"
                     break
-                first, current = await _next_server(relay, lines, reconnect)
+                first, current = await _next_server(relay, lines, reconnect, how)
             life.cancel_scope.cancel()
 
         life.start_soon(on_signal, name="pocketmcp.signals")
@@ -308,17 +321,33 @@ async def _relay(relay: Relay, upstream: Published, token: Secret, lines: Lines,
 
                     async def watch_server() -> None:
                         # A server that is gone ends no stream while the client is idle, so
-                        # its process is checked.
+                        # its process is checked; one that is there but answers nothing
+                        # (stopped, stuck) ends none either: while a request waits, its
+                        # health is asked.
+                        nonlocal how
+                        answered = probed = time.monotonic()
                         while True:
                             await anyio.sleep(WATCH_S)
                             if not alive(upstream.pid):
                                 break
+                            now = time.monotonic()
+                            if not relay.pending:
+                                answered = now
+                            elif now - probed >= PROBE_S:
+                                if await _answers(client, upstream.url):
+                                    answered = time.monotonic()
+                                probed = time.monotonic()
+                                if probed - answered >= HUNG_S:
+                                    how = "server hung"
+                                    log.warning("server_not_answering", url=upstream.url,
+                                                pid=upstream.pid, seconds=HUNG_S)
+                                    break
                         tg.cancel_scope.cancel()
 
                     tg.start_soon(watch_server, name="pocketmcp.bridge.watch")
                     tg.start_soon(client_to_server, name="pocketmcp.bridge.up")
             finally:
-                if how == "stdin closed" or alive(upstream.pid):
+                if how == "stdin closed" or (how != "server hung" and alive(upstream.pid)):
                     await connection.close()
     except* SessionGone as group:
         log.warning("session_forgotten", url=url, error=str(group.exceptions[0])[:200])
@@ -327,6 +356,17 @@ async def _relay(relay: Relay, upstream: Published, token: Secret, lines: Lines,
         # the server went meanwhile
         log.warning("server_unreachable", url=url, error=str(group.exceptions[0])[:200])
     return how
+
+
+async def _answers(client: httpx2.AsyncClient, url: str) -> bool:
+    """Whether the server at `url` answers its health within PROBE_S (any HTTP answer: its
+    loop runs)."""
+    try:
+        with anyio.fail_after(PROBE_S):
+            await client.get(url + "/health", timeout=PROBE_S)
+    except (httpx2.HTTPError, TimeoutError):
+        return False
+    return True
 
 
 async def _replay(relay: Relay, connection: Connection, tg: anyio.abc.TaskGroup,

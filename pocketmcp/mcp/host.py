@@ -160,12 +160,15 @@ async def host_http(config: Config, title: str, instructions: str | None) -> int
             runtime.readiness.serving = "shared"
             runtime.readiness.clients = lambda: attached.streams
             listener = http.listener(attached, grace_s=GRACE_S)  # type: ignore[arg-type]
-            discovery.publish(place, discovery.Published(
+            itself = discovery.Published(
                 url=url, pid=os.getpid(), index=place.describe(),
                 token_file=str(token_path.resolve()) if token_path else None,
-                version=__version__, started_by=config.serve.started_by))
+                version=__version__, started_by=config.serve.started_by)
+            discovery.publish(place, itself)
             published = True
             async with anyio.create_task_group() as signals:
+                signals.start_soon(discovery.keep_published, place, itself,
+                                   name="pocketmcp.published")
 
                 def stop(name: str) -> None:
                     nonlocal reason

@@ -148,7 +148,17 @@ async def ensure(place: Place, find: Callable[[], Awaitable[T | None]],
             return found
         began = time.perf_counter()
         process = start()
-        published = await wait_published(place, process)
+        try:
+            published = await wait_published(place, process)
+        except SharingFailed:
+            # It may have exited because another already serves (one started by a process
+            # that died holding this lock, say, and published meanwhile): that one is used.
+            found = await find()
+            if found is None:
+                raise
+            log.info("shared_server_found", after="the one started here exited",
+                     code=process.poll())
+            return found
         log.info("shared_server_started", pid=published.pid, url=published.url,
                  log=str(log_file(place)), seconds=round(time.perf_counter() - began, 3))
         found = await find()
