@@ -5,10 +5,14 @@ no model, opens no index and imports neither the MCP SDK nor pydantic: it starts
 tenths of a second and stays small (bench/shared.py), so that every editor window can have one.
 
 It ends when the client closes stdin, or on SIGTERM or SIGINT (the HTTP session is closed).
-When the HTTP server goes away, the requests still in flight are answered with an error at
-once. With a way to reconnect (a shared server, mcp/sharing.py), the bridge then waits for the
-client's next request, has a server again (started anew when none runs), repeats the client's
-`initialize` to it and relays the request: the client sees one session throughout. A request
+When the HTTP server goes away, the writes still in flight are answered at once with an error
+saying that whether they were applied is not known (WRITE_UNCONFIRMED). With a way to
+reconnect (a shared server, mcp/sharing.py), the reads in flight (requests that change
+nothing) are sent once again, to the next server (started anew when none runs); otherwise
+the bridge waits for the client's next request and has a server again for it. Either way it
+repeats the client's `initialize` to the new server: the client sees one session throughout.
+A server still there that answers nothing while a request waits (stopped, stuck) is taken as
+gone after HUNG_S: its requests get SERVER_NOT_ANSWERING. A request
 that finds no server is answered with an error saying why; nothing hangs. Without one (SHARE
 off), the bridge ends, and the client sees the server exit. One request that fails while the
 server still runs (its connection reset, an HTTP error answer) is answered with an error on
@@ -26,8 +30,6 @@ import json
 import signal
 import time
 from collections.abc import Awaitable, Callable
-from contextlib import suppress
-from typing import Any
 
 import anyio
 import anyio.abc
@@ -37,18 +39,18 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from pocketmcp import logs
 from pocketmcp.core.secret import Secret
 from pocketmcp.errors import PocketError
-from pocketmcp.mcp.discovery import Published, alive, answers
+from pocketmcp.mcp.discovery import Published, alive
 from pocketmcp.mcp.lines import OVERSIZE, stdin_lines, stdout_lines
 from pocketmcp.mcp.relay import (
+    Connection,
     Relay,
+    SessionGone,
     error_reply,
     is_request,
-    is_screened,
     parsed,
     too_large,
     well_formed,
 )
-from pocketmcp.mcp.streamable import SESSION, events
 
 log = logs.get("pocketmcp.bridge")
 
@@ -62,128 +64,10 @@ WATCH_S = 0.5  # how often the bridge checks that the server's process still run
 PROBE_S = 1.0
 HUNG_S = 5.0
 REPLAY_S = 30.0  # how long the repeated `initialize` may take on a server reached again
-CLOSE_S = 2.0  # how long closing the HTTP session may take
-LISTEN_RETRIES = 3  # the server's own stream, opened again after it broke
 
 Upstream = tuple[Published, Secret]
 Reconnect = Callable[[], Awaitable[Upstream]]
 Lines = MemoryObjectReceiveStream[str]
-
-
-class SessionGone(Exception):
-    """The server no longer knows this bridge's HTTP session (it answered 404): the relay
-    ends, and the client's `initialize` is repeated on a new one."""
-
-
-class Connection:
-    """One HTTP session with one server."""
-
-    def __init__(self, relay: Relay, client: httpx2.AsyncClient, server: Published) -> None:
-        self.relay = relay
-        self.client = client
-        self.server = server
-        self.url = server.mcp_url
-        self.session: str | None = None
-
-    def _headers(self, extra: dict[str, str]) -> dict[str, str]:
-        headers = {"Content-Type": "application/json",
-                   "Accept": "application/json, text/event-stream", **extra}
-        if self.session is not None:
-            headers[SESSION] = self.session
-        return headers
-
-    async def post(self, line: str, message: dict[str, Any] | None, *,
-                   swallow: Any = None) -> bool:
-        """POST one client message and deliver what comes back; True when the answer to
-        `swallow` came (and was kept from the client)."""
-        relay = self.relay
-        request = is_request(message)
-        if request and swallow is None:
-            assert message is not None
-            relay.pending[message["id"]] = line
-        swallowed = False
-        async with self.client.stream("POST", self.url, content=line.encode(),
-                                      headers=self._headers(relay.headers(message))) as response:
-            if message is not None and message.get("method") == "initialize":
-                self.session = response.headers.get(SESSION) or self.session
-            if response.status_code >= 400:
-                await self._refused(response, message, line, tracked=request and swallow is None)
-                return False
-            kind = response.headers.get("content-type", "")
-            if "text/event-stream" in kind:
-                async for data in events(response):
-                    swallowed = await relay.deliver(data, swallow=swallow) or swallowed
-            elif "application/json" in kind:
-                swallowed = await relay.deliver((await response.aread()).decode(
-                    "utf-8", "replace").strip(), swallow=swallow)
-        return swallowed
-
-    async def _refused(self, response: httpx2.Response, message: dict[str, Any] | None,
-                       line: str, *, tracked: bool) -> None:
-        """An HTTP error answer. The error the server's screen gives a line that is not one
-        valid JSON-RPC message, or one that bears the request's id, is passed on as it is
-        (the client sees what a process serving alone answers). Any other bears no id, so a
-        `tracked` request is answered here, with the server's message; a 404 while a
-        session is set means the server has forgotten it (SessionGone)."""
-        text = (await response.aread()).decode("utf-8", "replace").strip()
-        body = parsed(text)
-        if (response.status_code in (400, 413) and (tracked or not is_request(message))
-                and is_screened(body, message)):
-            if message is not None and is_request(message):
-                self.relay.pending.pop(message["id"], None)
-            await self.relay.out.send(text.replace("\n", " "))
-            return
-        error = body.get("error") if body is not None else None
-        said = error.get("message") if isinstance(error, dict) else None
-        why = f"the server answered HTTP {response.status_code}" + (
-            f": {said}" if isinstance(said, str) and said else "")
-        if tracked:
-            assert message is not None
-            self.relay.pending.pop(message["id"], None)
-            await self.relay.out.send(error_reply(message["id"], why, "SERVER_REFUSED"))
-        else:
-            log.warning("http_refused", url=self.url, status=response.status_code)
-        if response.status_code == 404 and self.session is not None:
-            self.session = None  # nothing left to close
-            raise SessionGone(why)
-
-    async def relayed(self, line: str, message: dict[str, Any]) -> None:
-        """POST one client request on its own: when that POST alone fails (its connection
-        reset, the pool full) while the server still runs, the request is answered with an
-        error and the others in flight go on; when the server has gone, the relay ends."""
-        try:
-            await self.post(line, message)
-        except (httpx2.HTTPError, httpx2.StreamError) as exc:
-            # A server killed resets its connections before its process is gone: it must
-            # still answer on a new one.
-            if not alive(self.server.pid) or await answers(self.server.url) is None:
-                raise
-            log.warning("request_failed", url=self.url, error=str(exc)[:200])
-            if self.relay.pending.pop(message["id"], None) is not None:
-                await self.relay.out.send(error_reply(message["id"], (
-                    f"the request to the server failed ({type(exc).__name__}: {exc}); it may "
-                    "not have been carried out: send it again"), "REQUEST_FAILED"))
-
-    async def listen(self) -> None:
-        """The server's own stream (its notifications outside any request)."""
-        for _attempt in range(LISTEN_RETRIES):
-            try:
-                async with self.client.stream("GET", self.url, headers=self._headers(
-                        self.relay.headers(None))) as response:
-                    if response.status_code != 200:
-                        return
-                    async for data in events(response):
-                        await self.relay.deliver(data)
-            except httpx2.HTTPError:
-                pass
-            await anyio.sleep(1.0)
-
-    async def close(self) -> None:
-        if self.session is None:
-            return
-        with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_S), suppress(
-                httpx2.HTTPError):
-            await self.client.delete(self.url, headers=self._headers(self.relay.headers(None)))
 
 
 async def bridge(upstream: Published, token: Secret, *, reconnect: Reconnect | None = None
@@ -206,21 +90,28 @@ async def bridge(upstream: Published, token: Secret, *, reconnect: Reconnect | N
         async def run() -> None:
             nonlocal ended
             current: Upstream | None = (upstream, token)
-            first: str | None = None
+            first: list[str] = []
             while current is not None:
                 how = await _relay(relay, *current, lines, first)
                 if how == "stdin closed":
                     break
+                pid = current[0].pid
                 if how == "server hung":
                     await relay.fail_pending(
-                        f"the server (pid {current[0].pid}) has not answered for {HUNG_S:.0f} s "
-                        "(stopped, or stuck); this request may not have been carried out: send "
-                        "it again (another server is found or started for it)",
-                        "SERVER_NOT_ANSWERING")
+                        f"the server (pid {pid}) has not answered for {HUNG_S:.0f} s (stopped, "
+                        "or stuck); this request may not have been carried out: send it again "
+                        "(another server is found or started for it)", "SERVER_NOT_ANSWERING")
+                # A server that went away costs no read: each in flight goes to the next.
+                again = relay.take_reads() if how == "server gone" and reconnect else []
+                if how == "server gone":
+                    await relay.fail_pending(
+                        f"the server (pid {pid}) went away while this request was in flight, "
+                        "after it reached the server and before any answer: whether it was "
+                        "applied is not known; look (get_document, list_documents) before "
+                        "sending it again", "WRITE_UNCONFIRMED")
                 await relay.fail_pending(
-                    f"the server (pid {current[0].pid}) "
-                    f"{'ended this session' if how == 'session gone' else 'went away'} while "
-                    "this request was in flight; it may not have been carried out: send it again")
+                    f"the server (pid {pid}) ended this session while this request was in "
+                    "flight; it may not have been carried out: send it again")
                 if how == "session gone":  # the same server, on a new session
                     first, current = await _next_server(relay, lines, reconnect or _same(current),
                                                         how)
@@ -228,6 +119,10 @@ async def bridge(upstream: Published, token: Secret, *, reconnect: Reconnect | N
                 if reconnect is None:
                     ended = "server gone"
                     break
+                if again:
+                    first, current = again, await _again(relay, reconnect, again)
+                    if current is not None:
+                        continue
                 first, current = await _next_server(relay, lines, reconnect, how)
             life.cancel_scope.cancel()
 
@@ -237,6 +132,23 @@ async def bridge(upstream: Published, token: Secret, *, reconnect: Reconnect | N
     return 1 if ended == "server gone" else 0
 
 
+async def _again(relay: Relay, reconnect: Reconnect, lines: list[str]) -> Upstream | None:
+    """The next server for the reads in flight (`lines`) when their server went away, or
+    None when none can be had (each is then answered with why)."""
+    log.warning("server_gone", action=f"{len(lines)} read(s) in flight go to the next server")
+    try:
+        found = await reconnect()
+    except (PocketError, OSError) as exc:
+        log.warning("no_server", error=str(exc))
+        for line in lines:
+            ident = parsed(line)
+            await relay.out.send(error_reply(ident.get("id") if ident else None, (
+                f"the shared server of this index has gone and none could be started: {exc}")))
+        return None
+    log.info("server_found", url=found[0].url, pid=found[0].pid, resent=len(lines))
+    return found
+
+
 def _same(current: Upstream) -> Reconnect:
     async def same() -> Upstream:
         return current
@@ -244,7 +156,7 @@ def _same(current: Upstream) -> Reconnect:
 
 
 async def _next_server(relay: Relay, lines: Lines, reconnect: Reconnect,
-                       why: str = "server gone") -> tuple[str | None, Upstream | None]:
+                       why: str = "server gone") -> tuple[list[str], Upstream | None]:
     """Wait for the client's next request, then a server for it (started anew when none
     runs); a request that finds none is answered with an error saying why. (None, None)
     once stdin has closed."""
@@ -271,14 +183,15 @@ async def _next_server(relay: Relay, lines: Lines, reconnect: Reconnect,
                     f"{exc}")))
             continue
         log.info("server_found", url=found[0].url, pid=found[0].pid)
-        return line, found
-    return None, None
+        return [line], found
+    return [], None
 
 
 async def _relay(relay: Relay, upstream: Published, token: Secret, lines: Lines,
-                 first: str | None) -> str:
-    """Relay to one server until stdin closes ("stdin closed") or the server goes ("server
-    gone"). `first`: a client line to send once the client's `initialize` is repeated."""
+                 first: list[str]) -> str:
+    """Relay to one server until stdin closes ("stdin closed"), the server goes ("server
+    gone", "session gone") or stops answering ("server hung"). `first`: client lines to
+    send once the client's `initialize` is repeated."""
     url = upstream.mcp_url
     log.info("bridging", url=url, pid=upstream.pid)
     how = "server gone"
@@ -311,9 +224,10 @@ async def _relay(relay: Relay, upstream: Published, token: Secret, lines: Lines,
 
                     async def client_to_server() -> None:
                         nonlocal how
-                        if first is not None:
-                            await _replay(relay, connection, tg, first)
-                            await send(first)
+                        if first:
+                            await _replay(relay, connection, tg, first[0])
+                        for line in first:
+                            await send(line)
                         async for line in lines:
                             await send(line)
                         how = "stdin closed"
