@@ -12,11 +12,14 @@ nothing) are sent once again, to the next server (started anew when none runs); 
 the bridge waits for the client's next request and has a server again for it. Either way it
 repeats the client's `initialize` to the new server: the client sees one session throughout.
 A server still there that answers nothing while a request waits (stopped, stuck) is taken as
-gone after HUNG_S: its requests get SERVER_NOT_ANSWERING. A request
-that finds no server is answered with an error saying why; nothing hangs. Without one (SHARE
-off), the bridge ends, and the client sees the server exit. One request that fails while the
-server still runs (its connection reset, an HTTP error answer) is answered with an error on
-its own; a session the server has forgotten (404) is opened anew, the `initialize` repeated.
+gone after HUNG_S: its requests get SERVER_NOT_ANSWERING. A request that finds no server is
+answered with an error saying why; nothing hangs. Without a way to reconnect, the bridge
+ends, and the client sees the server exit. One request that fails while the server still
+runs (its connection reset, an HTTP error answer) is answered with an error on its own; a
+session the server has forgotten (404) is opened anew, the `initialize` repeated.
+
+The client's own tool profile, title and instructions hold (mcp/presented.py): the server's
+answers are shown to it as a process serving it alone would give them.
 
 Every line the client sends is answered as a process serving alone would answer it: a line
 that is not one valid JSON-RPC message (not JSON, an id no reply can bear, a batch) goes to
@@ -41,6 +44,7 @@ from pocketmcp.core.secret import Secret
 from pocketmcp.errors import PocketError
 from pocketmcp.mcp.discovery import Published, alive
 from pocketmcp.mcp.lines import OVERSIZE, stdin_lines, stdout_lines
+from pocketmcp.mcp.presented import Presentation, refused_call
 from pocketmcp.mcp.relay import (
     Connection,
     Relay,
@@ -70,15 +74,16 @@ Reconnect = Callable[[], Awaitable[Upstream]]
 Lines = MemoryObjectReceiveStream[str]
 
 
-async def bridge(upstream: Published, token: Secret, *, reconnect: Reconnect | None = None
-                 ) -> int:
+async def bridge(upstream: Published, token: Secret, *, reconnect: Reconnect | None = None,
+                 presentation: Presentation | None = None) -> int:
     """Relay stdin/stdout to `upstream` (and, with `reconnect`, to the servers after it)
-    until stdin closes or a signal comes; 1 when the server went away first and there was
-    no way to reconnect."""
+    until stdin closes or a signal comes, its answers shown as `presentation` (the client's
+    own settings) says; 1 when the server went away first and there was no way to
+    reconnect."""
     ended = "stdin closed"
     lines = stdin_lines()
     async with lines, stdout_lines() as out, anyio.create_task_group() as life:
-        relay = Relay(out)
+        relay = Relay(out, presentation)
 
         async def on_signal() -> None:
             nonlocal ended
@@ -214,6 +219,11 @@ async def _relay(relay: Relay, upstream: Published, token: Secret, lines: Lines,
                             relay.init = message
                         if is_request(message) and message is not None and (
                                 message.get("method") != "initialize"):
+                            refused = relay.presentation and refused_call(
+                                message["id"], message, relay.presentation)
+                            if refused:  # a tool outside this client's profile
+                                await relay.out.send(refused)
+                                return
                             tg.start_soon(connection.relayed, line, message)
                             return
                         await connection.post(line, message)

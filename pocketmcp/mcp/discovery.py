@@ -41,6 +41,10 @@ class Published(msgspec.Struct, frozen=True, kw_only=True):
     token_file: str | None  # None: the server's token came from POCKETMCP_TOKEN
     version: str
     started_by: str = "user"  # or "editor": a shared server that exits once idle
+    # The settings of the index it serves with (mcp/serve.py index_settings): its embedding
+    # model (provider:model) and watched folder. None: not said (or no folder watched).
+    model: str | None = None
+    folder: str | None = None
 
     @property
     def mcp_url(self) -> str:

@@ -23,6 +23,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from pocketmcp import logs
 from pocketmcp.mcp.discovery import Published, alive, answers
 from pocketmcp.mcp.lines import MAX_LINE_BYTES
+from pocketmcp.mcp.presented import Presentation, present
 from pocketmcp.mcp.streamable import (
     METHOD,
     NAME,
@@ -123,8 +124,9 @@ class Relay:
     server), whether it was confirmed, the negotiated version, and the requests in flight
     (each with its line)."""
 
-    def __init__(self, out: Out) -> None:
+    def __init__(self, out: Out, presentation: Presentation | None = None) -> None:
         self.out = out
+        self.presentation = presentation  # the client's own settings, shown on answers
         self.init: dict[str, Any] | None = None
         self.initialized = False
         self.version: str | None = None
@@ -167,10 +169,15 @@ class Relay:
             if swallow is not None and ident == swallow:
                 self._note_version(message)
                 return True
-            if isinstance(ident, str | int):
-                self.pending.pop(ident, None)
+            line = self.pending.pop(ident, None) if isinstance(ident, str | int) else None
             if self.init is not None and ident == self.init.get("id"):
                 self._note_version(message)
+            result = message.get("result")
+            if self.presentation is not None and isinstance(result, dict):
+                asked = parsed(line) if line is not None and (
+                    "tools" in result or "instructions" in result) else None
+                if present(result, asked.get("method") if asked else None, self.presentation):
+                    data = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
         # One line each: a newline in JSON is only whitespace, and a message that is not
         # JSON still reaches the client whole.
         await self.out.send(data.replace("\n", " "))
