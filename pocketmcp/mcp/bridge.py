@@ -33,6 +33,7 @@ import json
 import signal
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -42,6 +43,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from pocketmcp import logs
 from pocketmcp.core.secret import Secret
 from pocketmcp.errors import PocketError
+from pocketmcp.mcp import early
 from pocketmcp.mcp.discovery import Published, alive
 from pocketmcp.mcp.lines import OVERSIZE, stdin_lines, stdout_lines
 from pocketmcp.mcp.presented import Presentation, refused_call
@@ -74,12 +76,13 @@ Reconnect = Callable[[], Awaitable[Upstream]]
 Lines = MemoryObjectReceiveStream[str]
 
 
-async def bridge(upstream: Published, token: Secret, *, reconnect: Reconnect | None = None,
+async def bridge(upstream: Upstream | None, *, reconnect: Reconnect | None = None,
                  presentation: Presentation | None = None) -> int:
     """Relay stdin/stdout to `upstream` (and, with `reconnect`, to the servers after it)
     until stdin closes or a signal comes, its answers shown as `presentation` (the client's
     own settings) says; 1 when the server went away first and there was no way to
-    reconnect."""
+    reconnect. Without `upstream`, one is had from `reconnect` in the background at once,
+    while the client's handshake is answered here (mcp/early.py)."""
     ended = "stdin closed"
     lines = stdin_lines()
     async with lines, stdout_lines() as out, anyio.create_task_group() as life:
@@ -94,8 +97,12 @@ async def bridge(upstream: Published, token: Secret, *, reconnect: Reconnect | N
 
         async def run() -> None:
             nonlocal ended
-            current: Upstream | None = (upstream, token)
+            current: Upstream | None = upstream
             first: list[str] = []
+            if current is None and reconnect is not None:
+                starting = Starting()
+                life.start_soon(starting.run, reconnect, name="pocketmcp.bridge.start")
+                first, current = await _next_server(relay, lines, starting.wait, "starting")
             while current is not None:
                 how = await _relay(relay, *current, lines, first)
                 if how == "stdin closed":
@@ -137,6 +144,31 @@ async def bridge(upstream: Published, token: Secret, *, reconnect: Reconnect | N
     return 1 if ended == "server gone" else 0
 
 
+class Starting:
+    """A server had in the background (started when none runs), awaited by the first
+    request that needs it."""
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.found: Upstream | None = None
+        self.error: PocketError | OSError | None = None
+
+    async def run(self, reconnect: Reconnect) -> None:
+        try:
+            self.found = await reconnect()
+        except (PocketError, OSError) as exc:
+            self.error = exc
+        finally:
+            self.done.set()
+
+    async def wait(self) -> Upstream:
+        await self.done.wait()
+        if self.error is not None:
+            raise self.error
+        assert self.found is not None
+        return self.found
+
+
 async def _again(relay: Relay, reconnect: Reconnect, lines: list[str]) -> Upstream | None:
     """The next server for the reads in flight (`lines`) when their server went away, or
     None when none can be had (each is then answered with why)."""
@@ -165,7 +197,10 @@ async def _next_server(relay: Relay, lines: Lines, reconnect: Reconnect,
     """Wait for the client's next request, then a server for it (started anew when none
     runs); a request that finds none is answered with an error saying why. (None, None)
     once stdin has closed."""
-    log.warning(why.replace(" ", "_"), action="a server is looked for at the next request")
+    if why == "starting":
+        log.info("server_starting", action="the handshake is answered here meanwhile")
+    else:
+        log.warning(why.replace(" ", "_"), action="a server is looked for at the next request")
     async for line in lines:
         if not line.strip():
             continue
@@ -173,6 +208,8 @@ async def _next_server(relay: Relay, lines: Lines, reconnect: Reconnect,
             await relay.out.send(too_large())
             continue
         message = parsed(line)
+        if message is not None and is_request(message) and await _answered_here(relay, message):
+            continue
         if not is_request(message) and well_formed(message):
             if message is not None and message.get("method") == "notifications/initialized":
                 relay.initialized = True
@@ -184,12 +221,34 @@ async def _next_server(relay: Relay, lines: Lines, reconnect: Reconnect,
             log.warning("no_server", error=str(exc))
             if message is not None and is_request(message):
                 await relay.out.send(error_reply(message["id"], (
-                    "the shared server of this index has gone and none could be started: "
-                    f"{exc}")))
+                    "no shared server of this index could be started: " if why == "starting"
+                    else "the shared server of this index has gone and none could be started: "
+                ) + f"{exc}; SHARE=off serves in the editor's own process"))
             continue
         log.info("server_found", url=found[0].url, pid=found[0].pid)
         return [line], found
     return [], None
+
+
+async def _answered_here(relay: Relay, message: dict[str, Any]) -> bool:
+    """Answer the client's `initialize` or `tools/list` while no server is at hand, as the
+    server would (mcp/early.py); whether it was."""
+    if relay.presentation is None:
+        return False
+    method = message.get("method")
+    if method == "initialize" and relay.init is None:
+        answer = early.initialize(message, relay.presentation)
+        if answer is None:
+            return False
+        relay.init, relay.version = message, answer[1]
+        await relay.out.send(answer[0])
+        return True
+    if method == "tools/list" and relay.init is not None:
+        listed = early.tools_list(message, relay.presentation)
+        if listed is not None:
+            await relay.out.send(listed)
+            return True
+    return False
 
 
 async def _relay(relay: Relay, upstream: Published, token: Secret, lines: Lines,

@@ -41,22 +41,27 @@ async def serve(config: Config, title: str = "pocketmcp", instructions: str | No
 
         collect_again()
         return await host_http(config, title, instructions)
-    upstream = None
     if config.serve.share == "on":  # off: served by this process alone, whatever runs
         def reconnect() -> Awaitable[tuple[discovery.Published, Secret]]:
             return shared_upstream(config, title, instructions)
 
         try:
-            upstream = await reconnect()
+            # A server that runs is used at once; none: one is started in the background
+            # while the bridge answers the handshake itself.
+            upstream = await running_upstream(config)
+            if upstream is None:
+                from pocketmcp.mcp import sharing
+
+                sharing.check_start_lock(config.main_place())
         except (SharingFailed, OSError) as exc:  # the editor is still served, on its own
             log.warning("not_sharing", reason=str(exc))
-    if upstream is not None:
-        from pocketmcp.mcp.bridge import bridge
+        else:
+            from pocketmcp.mcp.bridge import bridge
 
-        collect_again()
-        tools = config.serve.tools
-        return await bridge(*upstream, reconnect=reconnect, presentation=Presentation(
-            tools=tools, title=title, instructions=instructions or instructions_for(tools)))
+            collect_again()
+            tools = config.serve.tools
+            return await bridge(upstream, reconnect=reconnect, presentation=Presentation(
+                tools=tools, title=title, instructions=instructions or instructions_for(tools)))
     from pocketmcp.mcp.host import host_stdio
 
     return await host_stdio(config, title, instructions)
@@ -68,7 +73,6 @@ async def shared_upstream(config: Config, title: str, instructions: str | None
     idle) when none runs; SharingFailed when none can be started, or when one runs but
     cannot be used (it refuses the token: another would fail to start beside it)."""
     from pocketmcp.mcp import sharing
-    from pocketmcp.mcp.upstream import locate
 
     place = config.main_place()
 
@@ -80,16 +84,23 @@ async def shared_upstream(config: Config, title: str, instructions: str | None
         return sharing.spawn(place, sharing.server_command(title, instructions), env,
                              Path.cwd())
 
-    async def find() -> tuple[discovery.Published, Secret] | None:
-        found = await locate(place, config.serve.token)
-        if found is None:
-            return None
-        if found.token is None:
-            raise SharingFailed(found.said())
-        check_index_settings(config, found.server)
-        return found.server, found.token
+    return await sharing.ensure(place, lambda: running_upstream(config), start)
 
-    return await sharing.ensure(place, find, start)
+
+async def running_upstream(config: Config) -> tuple[discovery.Published, Secret] | None:
+    """The HTTP server of this index that runs and answers, with the token it takes; None
+    when none does. SharingFailed when one runs but cannot be used (it refuses the token:
+    another would fail to start beside it), SettingsMismatch when it serves the index with
+    another model or folder."""
+    from pocketmcp.mcp.upstream import locate
+
+    found = await locate(config.main_place(), config.serve.token)
+    if found is None:
+        return None
+    if found.token is None:
+        raise SharingFailed(found.said())
+    check_index_settings(config, found.server)
+    return found.server, found.token
 
 
 def index_settings(config: Config) -> tuple[str, str | None]:

@@ -80,6 +80,15 @@ async def start_lock(place: Place, timeout_s: float = START_S) -> AsyncIterator[
         lock.release()
 
 
+def check_start_lock(place: Place) -> None:
+    """OSError when the start lock of the index at `place` cannot be opened at all (so that
+    no shared server could be started): checked before a bridge answers a handshake while
+    one starts."""
+    path = lock_file(place)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+
+
 def spawn(place: Place, command: list[str], env: dict[str, str], cwd: Path
           ) -> subprocess.Popen[bytes]:
     """Start the shared server of the index at `place`: detached from this process's

@@ -126,3 +126,28 @@ async def test_an_editor_with_another_folder_than_the_servers_gets_a_coded_error
     assert done.returncode == 1, said[-2000:]
     assert "SETTINGS_MISMATCH: WATCH_DIR is " + str(elsewhere.resolve()) in said
     assert f"was started with {(root / 'kb').resolve()}" in said
+
+
+@pytest.mark.parametrize("profile", ["core", "all"])
+async def test_a_first_editor_is_answered_before_its_server_runs_as_alone(
+        root: Path, profile: str) -> None:
+    """No server runs: the editor's `initialize` and `tools/list` are answered by its bridge
+    while the shared server starts (from the manifest), the same as by a process serving
+    alone; its first search is answered by the server started meanwhile."""
+    args, env = (CORE, {"TOOLS": "core"}) if profile == "core" else ((), {})
+    with anyio.fail_after(180):
+        async with editor(root, "first", args, **SHARED, **env) as (session, init):
+            listed = await session.list_tools()
+            early = {"init": init.model_dump(mode="json", by_alias=True),
+                     "tools": [t.model_dump(mode="json", by_alias=True) for t in listed.tools]}
+            found = await call(session, "search", {"query": "green tea"})
+            assert found["matches"][0]["path"] == "tea.md"
+            server = discovery.find(at_file(root / "data" / "index.db"))
+            assert server is not None
+        async with editor(root, "alone", args, SHARE="off", **env) as (session, init):
+            listed = await session.list_tools()
+            alone = {"init": init.model_dump(mode="json", by_alias=True),
+                     "tools": [t.model_dump(mode="json", by_alias=True) for t in listed.tools]}
+    text = (root / "first.err").read_text()
+    assert text.index('"server_starting"') < text.index('"bridging"'), text[-3000:]
+    assert early == alone
