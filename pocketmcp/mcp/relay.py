@@ -101,7 +101,8 @@ def well_formed(message: dict[str, Any] | None) -> bool:
     if "method" in message:
         return isinstance(message["method"], str) and ("id" not in message or valid_id(
             message["id"]))
-    return valid_id(message.get("id")) and ("result" in message or "error" in message)
+    return valid_id(message.get("id")) and (isinstance(message.get("result"), dict)
+                                            or isinstance(message.get("error"), dict))
 
 
 def is_screened(answer: dict[str, Any] | None, message: dict[str, Any] | None) -> bool:
@@ -114,9 +115,12 @@ def is_screened(answer: dict[str, Any] | None, message: dict[str, Any] | None) -
     if is_request(message):  # an answer bearing its id is its answer
         assert message is not None
         return bool(answer.get("id") == message["id"])
+    if error.get("code") not in (PARSE_ERROR, INVALID_REQUEST):
+        return False
     ident = message.get("id") if message is not None else None
-    return (answer.get("id") == (ident if valid_id(ident) else None)
-            and error.get("code") in (PARSE_ERROR, INVALID_REQUEST) and not well_formed(message))
+    if valid_id(ident):  # a response the screen refused bears its id
+        return bool(answer.get("id") == ident)
+    return answer.get("id") is None and not well_formed(message)
 
 
 class Relay:

@@ -142,13 +142,14 @@ def test_a_bridge_answers_every_hostile_line_as_a_process_serving_alone(
     b"",
     b"   ",
     b'{"jsonrpc": "2.0", "id": 1, "method": "ping"',
+    b'{"jsonrpc": "2.0", "id": 7, "result": 3}',
 ])
 def test_lines_that_ended_a_bridge_are_answered_and_it_goes_on(pair: Pair, line: bytes
                                                                  ) -> None:
     through_bridge, alone = pair.answers(line)
     assert through_bridge == alone
     assert all(m["error"]["code"] in (-32700, -32600) for m in through_bridge)
-    assert len(through_bridge) == (0 if not line.strip() else 1)
+    assert len(through_bridge) == (0 if not line.strip() else 1), through_bridge
     listed = pair.bridge.exchange(b'{"jsonrpc": "2.0", "id": "after", "method": "tools/list"}')
     assert listed["id"] == "after" and listed["result"]["tools"]
 
