@@ -100,8 +100,8 @@ async def bridge(upstream: Upstream | None, *, reconnect: Reconnect | None = Non
             current: Upstream | None = upstream
             first: list[str] = []
             if current is None and reconnect is not None:
-                starting = Starting()
-                life.start_soon(starting.run, reconnect, name="pocketmcp.bridge.start")
+                starting = Starting(reconnect)
+                life.start_soon(starting.run, name="pocketmcp.bridge.start")
                 first, current = await _next_server(relay, lines, starting.wait, "starting")
             while current is not None:
                 how = await _relay(relay, *current, lines, first)
@@ -146,16 +146,18 @@ async def bridge(upstream: Upstream | None, *, reconnect: Reconnect | None = Non
 
 class Starting:
     """A server had in the background (started when none runs), awaited by the first
-    request that needs it."""
+    request that needs it; once that start has failed, each later request tries anew."""
 
-    def __init__(self) -> None:
+    def __init__(self, reconnect: Reconnect) -> None:
+        self.reconnect = reconnect
         self.done = anyio.Event()
         self.found: Upstream | None = None
         self.error: PocketError | OSError | None = None
+        self.told = False  # whether a request was answered with `error`
 
-    async def run(self, reconnect: Reconnect) -> None:
+    async def run(self) -> None:
         try:
-            self.found = await reconnect()
+            self.found = await self.reconnect()
         except (PocketError, OSError) as exc:
             self.error = exc
         finally:
@@ -163,10 +165,13 @@ class Starting:
 
     async def wait(self) -> Upstream:
         await self.done.wait()
-        if self.error is not None:
-            raise self.error
-        assert self.found is not None
-        return self.found
+        if self.error is None:
+            assert self.found is not None
+            return self.found
+        if self.told:
+            return await self.reconnect()
+        self.told = True
+        raise self.error
 
 
 async def _again(relay: Relay, reconnect: Reconnect, lines: list[str]) -> Upstream | None:

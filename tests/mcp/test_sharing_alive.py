@@ -123,3 +123,26 @@ async def test_a_server_publishes_itself_again_when_the_file_is_gone_or_names_a_
     finally:
         assert stop_http(served) == 0, served.stderr()[-3000:]
     assert discovery.published(place) is None  # withdrawn at its stop
+
+
+async def test_a_first_editor_whose_server_cannot_start_says_why_and_tries_again(
+        root: Path) -> None:
+    """The handshake is answered while the server starts; when that start fails, the request
+    that waited for it says why, and the next one starts a server."""
+    log = sharing.log_file(index(root))
+    log.mkdir(parents=True)  # the server's log cannot be opened: it cannot start
+    with anyio.fail_after(120):
+        async with mcp_session(root, stderr_name="editor.err", SHARE="on",
+                               SERVER_IDLE_EXIT_S="1") as session:
+            assert {t.name for t in (await session.list_tools()).tools} >= {"search"}
+            with pytest.raises(MCPError, match="no shared server of this index could be "
+                                               "started") as refused:
+                await session.call_tool("search", {"query": "green tea"})
+            assert refused.value.error.message.startswith("SERVER_UNAVAILABLE: ")
+            log.rmdir()
+            found = await call(session, "search", {"query": "green tea"})
+            assert found["matches"][0]["path"] == "tea.md"
+            assert await named(root) is not None
+    text = (root / "editor.err").read_text()
+    assert text.index('"server_starting"') < text.index('"no_server"') < text.index(
+        '"bridging"'), text[-3000:]
