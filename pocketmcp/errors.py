@@ -222,6 +222,16 @@ class SharingFailed(PocketError):
     code = "SERVER_UNAVAILABLE"
 
 
+class SettingsMismatch(PocketError):
+    """The shared server of an index runs with another setting of the index (its model, its
+    folder) than the process that would use it."""
+
+    code = "SETTINGS_MISMATCH"
+
+    def __str__(self) -> str:
+        return f"{self.code}: {super().__str__()}"
+
+
 class InputRejected(EmbeddingError):
     """The provider refused some texts while it took others. `rejected`: position -> reason;
     `vectors`: every row, the rejected ones zero."""

@@ -25,6 +25,7 @@ from pocketmcp.mcp import discovery
 from pocketmcp.mcp.attached import Attached, exit_when_idle
 from pocketmcp.mcp.collector import collect_again
 from pocketmcp.mcp.lines import stdin_lines, stdout_lines
+from pocketmcp.mcp.serve import index_settings
 from pocketmcp.plans import serving
 from pocketmcp.runtime import Runtime, on_signals, open_runtime
 
@@ -160,12 +161,17 @@ async def host_http(config: Config, title: str, instructions: str | None) -> int
             runtime.readiness.serving = "shared"
             runtime.readiness.clients = lambda: attached.streams
             listener = http.listener(attached, grace_s=GRACE_S)  # type: ignore[arg-type]
-            discovery.publish(place, discovery.Published(
+            model, folder = index_settings(config)
+            itself = discovery.Published(
                 url=url, pid=os.getpid(), index=place.describe(),
                 token_file=str(token_path.resolve()) if token_path else None,
-                version=__version__, started_by=config.serve.started_by))
+                version=__version__, started_by=config.serve.started_by, model=model,
+                folder=folder)
+            discovery.publish(place, itself)
             published = True
             async with anyio.create_task_group() as signals:
+                signals.start_soon(discovery.keep_published, place, itself,
+                                   name="pocketmcp.published")
 
                 def stop(name: str) -> None:
                     nonlocal reason

@@ -80,6 +80,15 @@ async def start_lock(place: Place, timeout_s: float = START_S) -> AsyncIterator[
         lock.release()
 
 
+def check_start_lock(place: Place) -> None:
+    """OSError when the start lock of the index at `place` cannot be opened at all (so that
+    no shared server could be started): checked before a bridge answers a handshake while
+    one starts."""
+    path = lock_file(place)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+
+
 def spawn(place: Place, command: list[str], env: dict[str, str], cwd: Path
           ) -> subprocess.Popen[bytes]:
     """Start the shared server of the index at `place`: detached from this process's
@@ -148,7 +157,17 @@ async def ensure(place: Place, find: Callable[[], Awaitable[T | None]],
             return found
         began = time.perf_counter()
         process = start()
-        published = await wait_published(place, process)
+        try:
+            published = await wait_published(place, process)
+        except SharingFailed:
+            # It may have exited because another already serves (one started by a process
+            # that died holding this lock, say, and published meanwhile): that one is used.
+            found = await find()
+            if found is None:
+                raise
+            log.info("shared_server_found", after="the one started here exited",
+                     code=process.poll())
+            return found
         log.info("shared_server_started", pid=published.pid, url=published.url,
                  log=str(log_file(place)), seconds=round(time.perf_counter() - began, 3))
         found = await find()
