@@ -23,7 +23,10 @@ server in this process (the tool's own work and the SDK's, nothing else), a proc
 alone over stdio (SHARE=off), and the default path an editor takes (its process a bridge
 over stdio, relaying each message to the index's shared HTTP server, which the first
 session started). It reports p50/p95 per path and what the default path adds to the
-in-memory client's p50 (`default_minus_memory_ms`).
+in-memory client's p50 (`default_minus_memory_ms`), and the CPU time a call took in all
+the processes of its path (`cpu_empty_ms_a_call`, `cpu_search_ms_a_call`); then, while the
+shared server still runs, the wall time of `pocketmcp search QUERY --json` from a shell
+(`cli_search_wall`), which asks that server.
 
     .venv/bin/python bench/client_cost.py --paths --index ../benchdata/search-200000.db
 
@@ -37,8 +40,6 @@ Figures on: docs/development.md (how to run it); docs/changelog.md (its figures)
 from __future__ import annotations
 
 import json
-import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -52,10 +53,13 @@ import anyio
 import data
 from common import (
     Stopwatch,
+    children,
+    cpu_s,
     load_1min,
     parser_for,
     server_env,
     stdio_session,
+    stop_shared,
     summary,
     write_results,
 )
@@ -203,21 +207,33 @@ def measure(index: Path, texts: list[str], rounds: int, per_round: int) -> dict[
 EMPTY = "list_libraries"  # a tool that reads one small table: the call's way, nearly alone
 
 
-async def path_calls(session: Any, queries: list[str], empties: int) -> dict[str, list[float]]:
-    """`empties` empty calls and a search per query, after a warm-up of each; their times."""
+async def path_calls(session: Any, queries: list[str], empties: int, others: list[int]
+                     ) -> dict[str, list[float]]:
+    """`empties` empty calls and a search per query, after a warm-up of each: their times,
+    and the CPU time each kind took a call, this process's and the `others`' together (on a
+    shared machine it varies less than the time waited)."""
     for query in queries[:WARM]:
         await session.call_tool(EMPTY, {})
         await session.call_tool("search", arguments(query))
+
+    def cpu() -> float:
+        return time.process_time() + sum(cpu_s(pid) for pid in others)
+
     empty, searched = Stopwatch(), Stopwatch()
+    started = cpu()
     for _ in range(empties):
         with empty:
             result = await session.call_tool(EMPTY, {})
         assert not result.is_error, result.content
+    between = cpu()
     for query in queries[WARM:]:
         with searched:
             result = await session.call_tool("search", arguments(query))
         assert not result.is_error, result.content
-    return {"empty": empty.times, "search": searched.times}
+    ended = cpu()
+    return {"empty": empty.times, "search": searched.times,
+            "cpu_empty": [(between - started) * 1000 / empties],
+            "cpu_search": [(ended - between) * 1000 / len(queries[WARM:])]}
 
 
 async def in_memory(db: Path, queries: list[str], empties: int) -> dict[str, list[float]]:
@@ -225,41 +241,37 @@ async def in_memory(db: Path, queries: list[str], empties: int) -> dict[str, lis
     client."""
     from mcp import Client
 
+    from pocketmcp import logs
     from pocketmcp.config import load
     from pocketmcp.mcp.server import build_server
     from pocketmcp.plans import serving
     from pocketmcp.runtime import open_runtime
 
+    logs.configure("warning")  # as the spawned servers log (server_env)
     config = load({}, environ={"SQLITE_PATH": str(db), "LOG_LEVEL": "warning"})
     async with open_runtime(config, serving(False)) as runtime:
         await runtime.started()
         async with Client(build_server(runtime), mode="legacy") as client:
-            return await path_calls(client, queries, empties)
+            return await path_calls(client, queries, empties, [])
 
 
 async def over_stdio(db: Path, queries: list[str], empties: int, **settings: str
                      ) -> dict[str, list[float]]:
     """A spawned `python -m pocketmcp` (with `settings`) through the python-sdk client."""
+    from pocketmcp.mcp import discovery
+    from pocketmcp.store.places import at_file
+
+    before = set(children())
     with tempfile.TemporaryDirectory(prefix="pocketmcp-client-") as cwd, open(
             Path(cwd) / "server.log", "w") as errlog:
         async with stdio_session(server_env(db, **settings), errlog=errlog,
                                  cwd=Path(cwd)) as session:
             await session.call_tool("search", arguments(queries[0]))  # the model is in
-            return await path_calls(session, queries, empties)
-
-
-def stop_shared(db: Path) -> None:
-    """Stop the shared server the default path started on `db`, and wait for it to go."""
-    from pocketmcp.mcp import discovery
-    from pocketmcp.store.places import at_file
-
-    found = discovery.find(at_file(db))
-    if found is None:
-        return
-    os.kill(found.pid, signal.SIGTERM)
-    deadline = time.monotonic() + 30
-    while discovery.alive(found.pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
+            others = sorted(set(children()) - before)  # the spawned process
+            shared = discovery.find(at_file(db))  # the server it relays to, if it does
+            if shared is not None:
+                others.append(shared.pid)
+            return await path_calls(session, queries, empties, others)
 
 
 PATHS = {
@@ -269,10 +281,32 @@ PATHS = {
 }
 
 
+CLI_RUNS = 5  # `pocketmcp search` runs while the shared server runs
+
+
+def cli_searches(index: Path, queries: list[str]) -> list[float]:
+    """Wall seconds of `pocketmcp search QUERY` from a shell while the index's server runs
+    (each must have been answered by that server, not searched in its own process)."""
+    walls = []
+    for query in queries:
+        started = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "pocketmcp", "search", query, "--json"],
+                              env=server_env(index), capture_output=True, text=True,
+                              check=True)
+        walls.append(time.perf_counter() - started)
+        via = json.loads(done.stdout)["via"]
+        if via == "local":
+            raise RuntimeError("`pocketmcp search` searched in its own process, not the "
+                               "server's")
+    return walls
+
+
 def measure_paths(index: Path, texts: list[str], rounds: int, per_round: int
                   ) -> dict[str, Any]:
     """The empty call and the search by each path over `rounds` rounds, alternating."""
-    times: dict[str, dict[str, list[float]]] = {p: {"empty": [], "search": []} for p in PATHS}
+    times: dict[str, dict[str, list[float]]] = {
+        p: {"empty": [], "search": [], "cpu_empty": [], "cpu_search": []} for p in PATHS}
+    cli: list[float] = []
     load = [load_1min()]
     stop_shared(index)  # the default path's first session starts its own
     try:
@@ -283,13 +317,20 @@ def measure_paths(index: Path, texts: list[str], rounds: int, per_round: int
                 got = PATHS[path](index, queries, per_round)
                 for kind, values in got.items():
                     times[path][kind].extend(values)
+                if path == "default":
+                    if r == rounds - 1:  # while the shared server still runs
+                        cli = cli_searches(index, texts[-CLI_RUNS:])
+                    stop_shared(index)  # else SHARE=off would relay to it
             load.append(load_1min())
     finally:
         stop_shared(index)
     out: dict[str, Any] = {"index": str(index), "rounds": rounds, "calls_per_round": per_round,
                            "load_1min": load}
     for path, kinds in times.items():
-        out[path] = {kind: summary(values) for kind, values in kinds.items()}
+        out[path] = {kind: summary(kinds[kind]) for kind in ("empty", "search")} | {
+            f"{kind}_ms_a_call": round(statistics.mean(kinds[kind]), 2)
+            for kind in ("cpu_empty", "cpu_search")}
+    out["cli_search_wall"] = summary(cli, unit="s", digits=3)
     out["default_minus_memory_ms"] = {
         kind: round(out["default"][kind]["p50_ms"] - out["memory"][kind]["p50_ms"], 2)
         for kind in ("empty", "search")}
