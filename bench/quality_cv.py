@@ -29,6 +29,7 @@ import json
 import random
 import statistics
 import sys
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,8 @@ import msgspec
 import numpy as np
 from common import DATASET, parser_for, write_results
 
+from pocketmcp.search.fuse import Params
+
 DEPTH = 200
 
 
@@ -48,7 +51,55 @@ class Cache(msgspec.Struct):
     chunk_ids: list[int]
     chunk_docs: list[int]
     background: float
-    queries: dict[str, Any]  # qid -> {"text", "keyword", "doc_keyword", "first_chunk", "ref"}
+    queries: dict[str, Any]  # qid -> {"text", "keyword", "doc_keyword", "first_chunk", "ref",
+    #                                   "variants": {name: the same lists, another way}}
+    texts: dict[int, str] = {}  # chunk id -> its section path and text
+    words_seconds: dict[str, float] = {}  # variant -> its keyword stage's time, summed
+
+
+# Keyword lists gathered besides the default's, each another way of searching words:
+# a title (section path) weight, a longer or shorter cap on the words searched, and the query
+# expanded with words of its first documents (RM3-like, `expansion`).
+TITLE_WEIGHTS = (0.5, 2.0, 4.0)
+MOST_WORDS = (6, 8, 20)
+EXPANSIONS = (5, 10)  # words added from the first FEEDBACK documents
+FEEDBACK = 3
+
+
+def _texts(index: Path) -> dict[int, str]:
+    """Each chunk's section path and text, as keyword search indexes them."""
+    from pocketmcp.store.sqlite.connect import open_sync_reader
+
+    conn = open_sync_reader(index)
+    try:
+        return {int(c): f"{sec or title}\n{text}" for c, sec, title, text in conn.execute(
+            "SELECT c.chunk_id, c.section, d.title, substr(d.content, c.start_off + 1, "
+            "c.end_off - c.start_off) FROM chunks c JOIN documents d USING (doc_id)")}
+    finally:
+        conn.close()
+
+
+def expansion(text: str, docs: list[str], df: Mapping[str, int], total: int, n: int
+              ) -> list[str]:
+    """The `n` words that best stand for the feedback documents `docs` (best first): each
+    word's share of a document's words, summed over the documents, times its idf; the
+    query's own words, stop words, numbers and words of one or two letters are left out."""
+    import math
+    import re
+    from collections import Counter
+
+    from pocketmcp.core.keywords import STOPWORDS
+
+    asked = set(re.findall(r"\w+", text.lower()))
+    weight: Counter[str] = Counter()
+    for doc in docs:
+        words = [w for w in re.findall(r"[^\W\d_]{3,}", doc.lower()) if w not in STOPWORDS]
+        for w, c in Counter(words).items():
+            if w not in asked:
+                weight[w] += c / max(1, len(words))
+    scored = {w: v * math.log(total / (1 + df.get(w, 0))) for w, v in weight.items()
+              if df.get(w, 0) < 0.1 * total}
+    return sorted(scored, key=lambda w: (-scored[w], w))[:n]
 
 
 def _chunk_ids(index: Path) -> list[int]:
@@ -77,19 +128,139 @@ async def _gather(index: Path, dataset: Any, name_of: Callable[[str], str]
         chunk_ids, chunk_docs, vectors = await index_.run(
             lambda r: r.vectors_by_ids(every, index_.dim))
         background = await model_background(reading.embedder)
+        texts = await anyio.to_thread.run_sync(_texts, index)
+        df, doc_text = _word_counts(texts, chunk_docs.tolist(), chunk_ids.tolist())
+        matrix = np.asarray(vectors, dtype=np.float32)
         queries: dict[str, Any] = {}
         qvecs = []
-        for n, (qid, text) in enumerate(dataset.queries.items()):
+        seconds: dict[str, float] = {}
+
+        async def words(name: str, text: str, **params: Any) -> dict[str, Any]:
+            started = time.perf_counter()
             stage = (await retrieve(reading, text, mode="keyword", depth=DEPTH,
-                                    unique_docs=True)).stage
-            queries[qid] = {"text": text, "keyword": stage.keyword, "doc_of": stage.doc_of,
-                            "doc_keyword": stage.doc_keyword,
-                            "first_chunk": stage.first_chunk, "ref": stage.keyword_ref}
-            qvecs.append(await reading.embedder.embed_query(text))
+                                    unique_docs=True, params=Params(**params))).stage
+            seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - started
+            return {"keyword": stage.keyword, "doc_of": stage.doc_of,
+                    "doc_keyword": stage.doc_keyword, "first_chunk": stage.first_chunk,
+                    "ref": stage.keyword_ref}
+
+        for n, (qid, text) in enumerate(dataset.queries.items()):
+            base = await words("default", text)
+            qvec = await reading.embedder.embed_query(text)
+            qvecs.append(qvec)
+            variants = {f"tw{w}": await words(f"tw{w}", text, title_weight=w)
+                        for w in TITLE_WEIGHTS}
+            for most in MOST_WORDS:
+                with _most_words(most):
+                    variants[f"most{most}"] = await words(f"most{most}", text)
+            started = time.perf_counter()
+            first = _first_docs(base, matrix, qvec, chunk_ids, chunk_docs, background)
+            feedback = [doc_text[d] for d in first[:FEEDBACK]]
+            added = expansion(text, feedback, df, len(texts), max(EXPANSIONS))
+            seconds["expansion_terms"] = seconds.get("expansion_terms", 0.0) + (
+                time.perf_counter() - started)
+            for k in EXPANSIONS:
+                with _most_words(12 + k):
+                    variants[f"rm{k}"] = await words(f"rm{k}", " ".join(added[:k]))
+            queries[qid] = {"text": text, **base, "variants": variants, "added": added}
             if n % 200 == 0:
                 print(f"gathered {n}/{len(dataset.queries)}", file=sys.stderr, flush=True)
-    cache = Cache(names, chunk_ids.tolist(), chunk_docs.tolist(), background, queries)
+    cache = Cache(names, chunk_ids.tolist(), chunk_docs.tolist(), background, queries,
+                  texts, seconds)
     return cache, np.asarray(vectors, dtype=np.float32), np.stack(qvecs).astype(np.float32)
+
+
+def _word_counts(texts: Mapping[int, str], docs: list[int], ids: list[int]
+                 ) -> tuple[dict[str, int], dict[int, str]]:
+    """Chunks holding each word (as `expansion` splits words), and each document's text."""
+    import re
+    from collections import Counter
+
+    df: Counter[str] = Counter()
+    for text in texts.values():
+        df.update(set(re.findall(r"[^\W\d_]{3,}", text.lower())))
+    by_doc: dict[int, list[str]] = {}
+    for chunk, doc in zip(ids, docs, strict=True):
+        by_doc.setdefault(doc, []).append(texts.get(chunk, ""))
+    return dict(df), {d: "\n".join(t) for d, t in by_doc.items()}
+
+
+def _first_docs(base: dict[str, Any], matrix: np.ndarray, qvec: np.ndarray,
+                chunk_ids: np.ndarray, chunk_docs: np.ndarray, background: float) -> list[int]:
+    """The default hybrid search's documents, best first (one match per document)."""
+    from pocketmcp.core import fusion
+    from pocketmcp.search.fuse import Stage, fuse
+
+    scores = matrix @ qvec
+    top = np.argpartition(-scores, min(DEPTH, len(scores) - 1))[:DEPTH]
+    vector = {int(chunk_ids[i]): float(scores[i]) for i in top}
+    doc_of = {**{int(chunk_ids[i]): int(chunk_docs[i]) for i in top}, **base["doc_of"]}
+    stage = Stage(vector, dict(base["keyword"]), doc_of, dict(base["doc_keyword"]),
+                  dict(base["first_chunk"]), base["ref"], background)
+    fused = fuse(stage, "hybrid", Params(), True)
+    return [stage.doc_of[c] for c in fusion.ranked(fused)]
+
+
+class _most_words:
+    """The keyword stage searches at most `most` of a query's words, meanwhile."""
+
+    def __init__(self, most: int) -> None:
+        from pocketmcp.core import keywords
+
+        self.defaults = keywords.query_words.__kwdefaults__
+        assert self.defaults is not None
+        self.most, self.was = most, self.defaults["most"]
+
+    def __enter__(self) -> None:
+        self.defaults["most"] = self.most
+
+    def __exit__(self, *exc: object) -> None:
+        self.defaults["most"] = self.was
+
+
+HEADING_WEIGHTS = (2.0, 4.0, 8.0)
+
+
+def heading_lists(index: Path, texts: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """Per query, whole-document BM25 with the document's headings as a field of their own
+    (FTS5's bm25() weights per column: title 1, headings w, text 1), for each w of
+    HEADING_WEIGHTS: {qid: {w: {doc_id: score}}}. The query's words are the keyword stage's
+    own (its rarest words, FTS5's counts of chunks); the table is a temporary copy."""
+    from pocketmcp.core.chunking import sections
+    from pocketmcp.core.keywords import match_of, query_words, terms, vocab_terms
+    from pocketmcp.store.sqlite.connect import sqlite_module
+
+    conn = sqlite_module().connect("file::memory:", uri=True)
+    try:
+        conn.execute("ATTACH ? AS src", (f"file:{index}?mode=ro",))
+        conn.execute("CREATE VIRTUAL TABLE docs3 USING fts5(title, headings, content, "
+                     "tokenize='porter unicode61 remove_diacritics 2')")
+        for doc_id, title, content in conn.execute(
+                "SELECT doc_id, title, content FROM src.documents").fetchall():
+            heads = " \n".join(dict.fromkeys(
+                p.rsplit(" > ", 1)[-1] for p in sections(content)[1]))
+            conn.execute("INSERT INTO docs3(rowid, title, headings, content) "
+                         "VALUES (?, ?, ?, ?)", (doc_id, title, heads, content))
+        total = conn.execute("SELECT count(*) FROM src.chunks").fetchone()[0]
+        out: dict[str, dict[str, Any]] = {}
+        for qid, text in texts.items():
+            words = terms(text)
+            df = {}
+            for term in vocab_terms(words):
+                row = conn.execute("SELECT doc FROM src.chunks_vocab WHERE term = ?",
+                                   (term,)).fetchone()
+                if row and row[0] is not None:
+                    df[term] = int(row[0])
+            kept = query_words(text, df, total) if words else []
+            out[qid] = {}
+            for w in HEADING_WEIGHTS:
+                out[qid][str(w)] = dict(conn.execute(
+                    "SELECT rowid, -bm25(docs3, 1.0, ?, 1.0) AS s FROM docs3 WHERE docs3 "
+                    "MATCH ? ORDER BY s DESC LIMIT ?", (w, match_of(kept), DEPTH)).fetchall()
+                ) if kept else {}
+        return out
+    finally:
+        conn.close()
 
 
 def load_set(index: Path, dataset_dir: Path, cache_dir: Path, folder_names: bool
@@ -99,7 +270,7 @@ def load_set(index: Path, dataset_dir: Path, cache_dir: Path, folder_names: bool
 
     dataset = load_dataset(dataset_dir, corpus=not folder_names)
     base = cache_dir / index.name
-    meta, arrays = base.with_suffix(".qcache"), base.with_suffix(".qcache.npz")
+    meta, arrays = base.with_suffix(".qcache2"), base.with_suffix(".qcache2.npz")
     if meta.exists() and arrays.exists():
         cache = msgspec.msgpack.decode(meta.read_bytes(), type=Cache)
         found = np.load(arrays)
@@ -109,7 +280,15 @@ def load_set(index: Path, dataset_dir: Path, cache_dir: Path, folder_names: bool
                                           str if folder_names else doc_of)
         meta.write_bytes(msgspec.msgpack.encode(cache))
         np.savez(arrays, vectors=vectors, queries=qvecs)
-    return candidates.Corpus.make(cache, vectors, qvecs, dataset.qrels)
+    heads = base.with_suffix(".hcache")
+    if heads.exists():
+        found_heads = msgspec.msgpack.decode(heads.read_bytes())
+    else:
+        found_heads = heading_lists(index, dict(dataset.queries))
+        heads.write_bytes(msgspec.msgpack.encode(found_heads))
+    corpus = candidates.Corpus.make(cache, vectors, qvecs, dataset.qrels)
+    corpus.heading_lists = found_heads
+    return corpus
 
 
 def folds_of(qids: list[str], k: int, seed: int) -> list[list[str]]:
@@ -120,37 +299,63 @@ def folds_of(qids: list[str], k: int, seed: int) -> list[list[str]]:
 
 def evaluate(name: str, grid: list[dict[str, Any]], first: candidates.Corpus,
              second: candidates.Corpus | None, k: int, seed: int) -> dict[str, Any]:
-    """Cross-validated figures of one candidate against the baseline."""
+    """Cross-validated figures of one candidate against the baseline, on `first`; its grid
+    point best on the whole of `first` scored on `second`."""
     per_point = {json.dumps(p, sort_keys=True): candidates.run(name, p, first) for p in grid}
     base = candidates.run("baseline", {}, first)
+    out = _folds(per_point, base, k, seed)
+    if second is not None:
+        out["second_set"] = _summary(candidates.run(name, out["chosen"], second),
+                                     candidates.run("baseline", {}, second))
+    return out
+
+
+def _folds(per_point: Mapping[str, Mapping[str, tuple[float, float, float]]],
+           base: Mapping[str, tuple[float, float, float]], k: int, seed: int
+           ) -> dict[str, Any]:
+    """Per fold, the grid point best on the other folds scored on it, against the baseline
+    (nDCG@10; hit@1 and MRR@10 beside it)."""
     parts = folds_of(list(base), k, seed)
 
     def mean(scores: Mapping[str, tuple[float, float, float]], ids: list[str],
              i: int = 0) -> float:
         return statistics.fmean(scores[q][i] for q in ids)
 
-    held, held_base, chosen = [], [], []
+    held, held_base, chosen, hits, mrrs = [], [], [], [], []
     for i, part in enumerate(parts):
         train = [q for j, p in enumerate(parts) if j != i for q in p]
         best = max(per_point, key=lambda key: (mean(per_point[key], train), key))
         chosen.append(json.loads(best))
         held.append(mean(per_point[best], part))
         held_base.append(mean(base, part))
+        hits.append(mean(per_point[best], part, 2) - mean(base, part, 2))
+        mrrs.append(mean(per_point[best], part, 1) - mean(base, part, 1))
     overall = max(per_point, key=lambda key: (mean(per_point[key], list(base)), key))
-    out: dict[str, Any] = {
+    gains = [a - b for a, b in zip(held, held_base, strict=True)]
+    return {
         "held_out_ndcg": [round(x, 4) for x in held],
         "baseline_ndcg": [round(x, 4) for x in held_base],
-        "mean_gain": round(statistics.fmean(a - b for a, b in zip(held, held_base,
-                                                                   strict=True)), 4),
-        "gain_sd": round(statistics.stdev(a - b for a, b in zip(held, held_base,
-                                                                 strict=True)), 4),
-        "folds_won": sum(a > b for a, b in zip(held, held_base, strict=True)),
+        "fold_gains": [round(x, 4) for x in gains],
+        "mean_gain": round(statistics.fmean(gains), 4),
+        "gain_sd": round(statistics.stdev(gains), 4),
+        "folds_won": sum(g > 1e-9 for g in gains),
+        "folds_lost": sum(g < -1e-9 for g in gains),
+        "hit1_gain": round(statistics.fmean(hits), 4),
+        "mrr_gain": round(statistics.fmean(mrrs), 4),
         "chosen_per_fold": chosen, "chosen": json.loads(overall),
-        "first_set": _summary(per_point[overall], base),
+        "whole_set": _summary(per_point[overall], base),
     }
-    if second is not None:
-        out["second_set"] = _summary(candidates.run(name, json.loads(overall), second),
-                                     candidates.run("baseline", {}, second))
+
+
+def evaluate_sets(name: str, grid: list[dict[str, Any]],
+                  sets: Mapping[str, candidates.Corpus], k: int, seed: int
+                  ) -> dict[str, Any]:
+    """Cross-validated figures of one candidate on each set, folds of its own questions."""
+    out = {}
+    for set_name, corpus in sets.items():
+        per_point = {json.dumps(p, sort_keys=True): candidates.run(name, p, corpus)
+                     for p in grid}
+        out[set_name] = _folds(per_point, candidates.run("baseline", {}, corpus), k, seed)
     return out
 
 
@@ -167,10 +372,13 @@ def _summary(scores: Mapping[str, tuple[float, float, float]],
 
 def main() -> None:
     parser = parser_for(__doc__, "quality_cv")
-    parser.add_argument("--index", type=Path, required=True)
+    parser.add_argument("--index", type=Path)
     parser.add_argument("--dataset", type=Path, default=DATASET)
     parser.add_argument("--check", nargs=2, metavar=("INDEX", "DATASET"),
                         help="the second set: an index of a folder and its questions")
+    parser.add_argument("--set", nargs=3, action="append", metavar=("NAME", "INDEX", "DATASET"),
+                        help="a set cross-validated on its own (repeat it); a dataset "
+                             "without corpus.jsonl is a folder's (corpus ids are paths)")
     parser.add_argument("--cache-dir", type=Path, required=True)
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=13)
@@ -180,17 +388,24 @@ def main() -> None:
     parser.add_argument("--common-share", type=float,
                         help="keyword search: drop words in more than this share of the "
                              "chunks (instead of the default); give each its own --cache-dir")
+    parser.add_argument("--rule-chunks", type=float,
+                        help="the baseline ranks documents by their best chunk for words in "
+                             "an index of at least this many chunks a document")
     args = parser.parse_args()
+    candidates.RULE_CHUNKS = args.rule_chunks
     if args.common_share is not None:
         from pocketmcp.core import keywords
 
         assert keywords.query_words.__kwdefaults__ is not None
         keywords.query_words.__kwdefaults__["common"] = args.common_share
     args.cache_dir.mkdir(parents=True, exist_ok=True)
+    wanted = args.only.split(",") if args.only else list(candidates.GRIDS)
+    if args.set:
+        _main_sets(args, wanted)
+        return
     first = load_set(args.index, args.dataset, args.cache_dir, args.folder)
     second = (load_set(Path(args.check[0]), Path(args.check[1]), args.cache_dir, True)
               if args.check else None)
-    wanted = args.only.split(",") if args.only else list(candidates.GRIDS)
     result: dict[str, Any] = {"queries": len(first.qrels), "documents": len(first.names),
                               "common_share": args.common_share, "candidates": {},
                               "baseline_per_query": {
@@ -203,10 +418,37 @@ def main() -> None:
         check = row.get("second_set", {})
         print(f"{name:>14}: gain {row['mean_gain']:+.4f} ±{row['gain_sd']:.4f}, "
               f"won {row['folds_won']}/{args.folds} folds; first set "
-              f"{row['first_set']['ndcg@10']:.4f} (base {row['first_set']['baseline_ndcg@10']:.4f})"
+              f"{row['whole_set']['ndcg@10']:.4f} (base {row['whole_set']['baseline_ndcg@10']:.4f})"
               + (f"; check {check['ndcg@10']:.4f} (base {check['baseline_ndcg@10']:.4f}), "
                  f"MRR {check['mrr@10']:.4f} (base {check['baseline_mrr@10']:.4f})"
                  if check else "") + f"  {json.dumps(row['chosen'])}", flush=True)
+    write_results(args, result)
+
+
+def _main_sets(args: Any, wanted: list[str]) -> None:
+    """Every candidate cross-validated on every set given with --set."""
+    sets = {name: load_set(Path(index), Path(dataset), args.cache_dir,
+                           not (Path(dataset) / "corpus.jsonl").exists())
+            for name, index, dataset in args.set}
+    result: dict[str, Any] = {
+        "sets": {name: {"queries": len(c.qrels), "documents": len(c.names),
+                        "chunks": len(c.ids), "chunks_per_document": round(c.chunks_per_doc, 2),
+                        "baseline": _summary(candidates.run("baseline", {}, c),
+                                             candidates.run("baseline", {}, c))}
+                 for name, c in sets.items()},
+        "candidates": {}}
+    for name in wanted:
+        rows = evaluate_sets(name, candidates.GRIDS[name], sets, args.folds, args.seed)
+        result["candidates"][name] = rows
+        print(f"{name}:", flush=True)
+        for set_name, row in rows.items():
+            print(f"  {set_name:>10}: gain {row['mean_gain']:+.4f} ±{row['gain_sd']:.4f} "
+                  f"(folds {' '.join(f'{g:+.3f}' for g in row['fold_gains'])}), won "
+                  f"{row['folds_won']} lost {row['folds_lost']}; hit@1 {row['hit1_gain']:+.3f} "
+                  f"MRR {row['mrr_gain']:+.3f}; whole set "
+                  f"{row['whole_set']['ndcg@10']:.4f} (base "
+                  f"{row['whole_set']['baseline_ndcg@10']:.4f})  {json.dumps(row['chosen'])}",
+                  flush=True)
     write_results(args, result)
 
 
