@@ -86,6 +86,17 @@ class Corpus:
         return self._row
 
 
+def _top_names(corpus: Corpus, stage: Stage, scores: dict[int, float]) -> list[str]:
+    out: list[str] = []
+    for chunk_id in fusion.ranked(scores):
+        name = corpus.names[stage.doc_of[chunk_id]]
+        if name not in out:
+            out.append(name)
+        if len(out) == 10:
+            break
+    return out
+
+
 def ranked_docs(corpus: Corpus, stage: Stage, params: Params) -> list[str]:
     scores = fuse(stage, "hybrid", params, True)
     out: list[str] = []
@@ -185,6 +196,21 @@ def _rank(name: str, p: Mapping[str, Any], corpus: Corpus, qid: str) -> list[str
                       first_chunk=first if stage.doc_keyword else {}, keyword_ref=1.0,
                       vector_background=stage.vector_background)
         return ranked_docs(corpus, stage, params)
+    if name in ("headmatch", "headmatch_byindex"):
+        # A question's words in a document's title or headings: a document among the first
+        # `top` gains `beta` times the share of the query's words found in its section paths.
+        stage = _documents_rule(p, corpus, corpus.stage(qid, vector))
+        scores = fuse(stage, "hybrid", params, True)
+        words = set(_stems(corpus.queries[qid]["text"]))
+        if words:
+            for chunk_id in fusion.ranked(scores)[:p["top"]]:
+                doc = stage.doc_of[chunk_id]
+                heads: set[str] = set()
+                for row in corpus.doc_rows.get(doc, ()):
+                    text = corpus.texts.get(int(corpus.ids[row]), "")
+                    heads.update(_stems(text.split("\n", 1)[0]))
+                scores[chunk_id] += p["beta"] * len(words & heads) / len(words)
+        return _top_names(corpus, stage, scores)
     if name == "phrase":
         # Proximity: a document among the first `top` whose chunks hold pairs of the query's
         # consecutive words within `window` words gains `beta` times the share of pairs held.
@@ -256,6 +282,22 @@ def _rank(name: str, p: Mapping[str, Any], corpus: Corpus, qid: str) -> list[str
         moved = q + p["beta"] * centroid
         moved /= np.linalg.norm(moved)
         return ranked_docs(corpus, corpus.stage(qid, corpus.nearest(moved)), params)
+    if name == "longpages":
+        name = "docvec_byindex"
+    if name in ("longmean", "longmean_03", "longmean_all"):
+        # longpages with a document's mean cosine (of all its chunks) for its mean vector's.
+        stage = _documents_rule(p, corpus, corpus.stage(qid, vector))
+        if corpus.chunks_per_doc < p["chunks"]:
+            return ranked_docs(corpus, stage, params)
+        top: dict[int, tuple[int, float]] = {}
+        for chunk, score in vector.items():
+            doc = stage.doc_of[chunk]
+            if score > top.get(doc, (0, -2.0))[1]:
+                top[doc] = (chunk, score)
+        mixed = {chunk: (1 - p["g"]) * score
+                 + p["g"] * float((corpus.vectors[corpus.doc_rows[doc]] @ q).mean())
+                 for doc, (chunk, score) in top.items()}
+        return ranked_docs(corpus, msgspec.structs.replace(stage, vector=mixed), params)
     if name in ("rollup", "docvec", "docvec_byindex", "docvec_only"):
         # A document's vector score: its best chunk's, blended with its second best chunk
         # (rollup) or with its mean vector (docvec); handed to the fusion as its best chunk.
@@ -318,6 +360,8 @@ GRIDS: dict[str, list[dict[str, Any]]] = {
     "headings": [{"hw": w} for w in (1.0, 2.0, 4.0, 8.0)],
     "most": [{"most": m} for m in (6, 8, 12, 20)],
     "rm3": [{"k": k, "lam": lam} for k, lam in itertools.product((5, 10), (0.1, 0.2, 0.3))],
+    "headmatch": [{"top": 30, "beta": b} for b in (0.02, 0.05, 0.1, 0.2)],
+    "headmatch_byindex": [{"top": 30, "beta": b, "chunks": 6} for b in (0.02, 0.05, 0.1, 0.2)],
     "phrase": [{"top": 30, "window": w, "beta": b}
                for w, b in itertools.product((1, 4, 8), (0.02, 0.05, 0.1))],
     "weight": [{"vector_weight": w} for w in (0.3, 0.4, 0.5, 0.6, 0.7)],
@@ -330,6 +374,10 @@ GRIDS: dict[str, list[dict[str, Any]]] = {
     "docvec": [{"g": g} for g in (0.1, 0.2, 0.35, 0.5)],
     "docvec_byindex": [{"g": g, "chunks": c} for g, c in itertools.product(
         (0.2, 0.35, 0.5, 0.65), (6, 10_000))],
+    "longmean": [{"g": g, "chunks": 6} for g in (0.2, 0.3, 0.35, 0.5)],
+    "longmean_03": [{"g": 0.3, "chunks": 6}],  # the weight kept, fixed
+    "longmean_all": [{"g": g, "chunks": 0} for g in (0.1, 0.2, 0.3, 0.5)],  # on any index
+    "longpages": [{"g": g, "chunks": 6} for g in (0.2, 0.35, 0.5)],
     "docvec_only": [{"g": g, "chunks": 6} for g in (0.0, 0.2, 0.35, 0.5, 0.65)],
     "length": [{"n": n, "short": s, "long": lw}
                for n, s, lw in itertools.product((3, 5), (0.3, 0.4, 0.5, 0.6),

@@ -171,6 +171,11 @@ class ReadIndex(Protocol):
         """The k chunks nearest `query` by cosine, among `allowed` documents when given
         (blocking; on `reader`'s thread)."""
 
+    def mean_cosines(self, reader: Reader, query: F32, doc_ids: Sequence[int]
+                     ) -> dict[int, float]:
+        """Each document's mean cosine to `query` over all its chunks with vectors (blocking;
+        on `reader`'s thread); documents with none are left out."""
+
     def close(self) -> None: ...
 
 

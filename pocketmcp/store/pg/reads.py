@@ -142,6 +142,20 @@ class PgReader(CommonReads):
                                                                    np.float32),
                 np.array([r[2] for r in rows], np.int64))
 
+    def mean_cosines(self, query: F32, doc_ids: Sequence[int]) -> dict[int, float]:
+        """Each document's mean cosine to `query` over its chunks with vectors (exact: the
+        documents' chunks are read by their index, not the HNSW graph)."""
+        if not len(doc_ids):
+            return {}
+        try:
+            rows = self._conn.execute(
+                b"SELECT doc_id, avg(1 - (embedding <=> %s)) FROM chunks "
+                b"WHERE doc_id = ANY(%s) AND embedding IS NOT NULL GROUP BY doc_id",
+                (query, list(doc_ids))).fetchall()
+        except psycopg.Error as exc:
+            raise connect.store_error(exc, self.place) from exc
+        return {int(d): float(c) for d, c in rows}
+
     def stored_vector(self, chunk_id: int, column: Any) -> bytes | None:
         """`column`: the chunk's embedding, None while it waits for it."""
         return None if column is None else np.asarray(column.to_numpy(), "<f4").tobytes()
@@ -233,6 +247,11 @@ class PgIndex:
                 allowed: Sequence[int] | None) -> Found:
         assert isinstance(reader, PgReader)
         return reader.nearest(query, k, allowed)
+
+    def mean_cosines(self, reader: Reader, query: F32, doc_ids: Sequence[int]
+                     ) -> dict[int, float]:
+        assert isinstance(reader, PgReader)
+        return reader.mean_cosines(query, doc_ids)
 
     def close(self) -> None:
         self._pool.close()
