@@ -2,7 +2,10 @@
 
 Every candidate ends in the search op's own fusion (`search.fuse`, one match per
 document); what it changes is the vector list it hands over (a second query vector, a
-document's score rolled up from several chunks) or the fusion weight of the query.
+document's score rolled up from several chunks), the keyword lists (gathered another way:
+a title weight, a headings field, a cap on the words, words added from the first
+documents), the fusion weight of the query, or a boost among the first documents
+(proximity of the query's words, its words in headings).
 
 Figures on: docs/search.md (ranking: what was tried), through quality_cv.py.
 """
@@ -158,7 +161,7 @@ def _rank(name: str, p: Mapping[str, Any], corpus: Corpus, qid: str) -> list[str
     vector = corpus.nearest(q)
     if name in ("baseline", "weight"):
         return ranked_docs(corpus, corpus.stage(qid, vector), params)
-    if name in ("title", "title_byindex"):
+    if name == "title":
         variant = None if p["tw"] == 1.0 else f"tw{p['tw']}"
         return ranked_docs(corpus, _documents_rule(p, corpus, corpus.stage(qid, vector,
                                                                              variant)), params)
@@ -174,9 +177,6 @@ def _rank(name: str, p: Mapping[str, Any], corpus: Corpus, qid: str) -> list[str
     if name == "most":
         variant = None if p["most"] == 12 else f"most{p['most']}"
         return ranked_docs(corpus, corpus.stage(qid, vector, variant), params)
-    if name == "byindex":
-        return ranked_docs(corpus, _documents_rule(p, corpus, corpus.stage(qid, vector)),
-                           params)
     if name == "rm3":
         # Keyword expansion: the words that best stand for the default's first 3 documents,
         # searched on their own; their lists mixed into the query's with weight `lam`.
@@ -196,7 +196,7 @@ def _rank(name: str, p: Mapping[str, Any], corpus: Corpus, qid: str) -> list[str
                       first_chunk=first if stage.doc_keyword else {}, keyword_ref=1.0,
                       vector_background=stage.vector_background)
         return ranked_docs(corpus, stage, params)
-    if name in ("headmatch", "headmatch_byindex"):
+    if name == "headmatch":
         # A question's words in a document's title or headings: a document among the first
         # `top` gains `beta` times the share of the query's words found in its section paths.
         stage = _documents_rule(p, corpus, corpus.stage(qid, vector))
@@ -282,10 +282,10 @@ def _rank(name: str, p: Mapping[str, Any], corpus: Corpus, qid: str) -> list[str
         moved = q + p["beta"] * centroid
         moved /= np.linalg.norm(moved)
         return ranked_docs(corpus, corpus.stage(qid, corpus.nearest(moved)), params)
-    if name == "longpages":
-        name = "docvec_byindex"
     if name in ("longmean", "longmean_03", "longmean_all"):
-        # longpages with a document's mean cosine (of all its chunks) for its mean vector's.
+        # The rule kept (search/shape.py): from `chunks` chunks a document, documents rank
+        # by their best chunk for words, and by their best chunk's cosine blended with the
+        # mean cosine of all their chunks (weight `g`).
         stage = _documents_rule(p, corpus, corpus.stage(qid, vector))
         if corpus.chunks_per_doc < p["chunks"]:
             return ranked_docs(corpus, stage, params)
@@ -298,15 +298,13 @@ def _rank(name: str, p: Mapping[str, Any], corpus: Corpus, qid: str) -> list[str
                  + p["g"] * float((corpus.vectors[corpus.doc_rows[doc]] @ q).mean())
                  for doc, (chunk, score) in top.items()}
         return ranked_docs(corpus, msgspec.structs.replace(stage, vector=mixed), params)
-    if name in ("rollup", "docvec", "docvec_byindex", "docvec_only"):
+    if name in ("rollup", "docvec", "docvec_byindex"):
         # A document's vector score: its best chunk's, blended with its second best chunk
         # (rollup) or with its mean vector (docvec); handed to the fusion as its best chunk.
         # docvec_byindex: with the documents rule (best chunk for words from `chunks` chunks
-        # a document); docvec_only: docvec from `chunks` chunks a document, else the default.
+        # a document).
         stage = _documents_rule(p, corpus, corpus.stage(qid, vector)) if (
             name == "docvec_byindex") else corpus.stage(qid, vector)
-        if name == "docvec_only" and corpus.chunks_per_doc < p["chunks"]:
-            return ranked_docs(corpus, stage, params)
         best: dict[int, tuple[int, float]] = {}
         for chunk, score in vector.items():
             doc = stage.doc_of[chunk]
@@ -355,13 +353,10 @@ def run(name: str, p: Mapping[str, Any], corpus: Corpus) -> dict[str, tuple[floa
 
 GRIDS: dict[str, list[dict[str, Any]]] = {
     "title": [{"tw": t} for t in (0.5, 1.0, 2.0, 4.0)],
-    "title_byindex": [{"tw": t, "chunks": 5} for t in (0.5, 1.0, 2.0, 4.0)],
-    "byindex": [{"chunks": c} for c in (2, 5, 8, 10_000)],
     "headings": [{"hw": w} for w in (1.0, 2.0, 4.0, 8.0)],
     "most": [{"most": m} for m in (6, 8, 12, 20)],
     "rm3": [{"k": k, "lam": lam} for k, lam in itertools.product((5, 10), (0.1, 0.2, 0.3))],
     "headmatch": [{"top": 30, "beta": b} for b in (0.02, 0.05, 0.1, 0.2)],
-    "headmatch_byindex": [{"top": 30, "beta": b, "chunks": 6} for b in (0.02, 0.05, 0.1, 0.2)],
     "phrase": [{"top": 30, "window": w, "beta": b}
                for w, b in itertools.product((1, 4, 8), (0.02, 0.05, 0.1))],
     "weight": [{"vector_weight": w} for w in (0.3, 0.4, 0.5, 0.6, 0.7)],
@@ -377,8 +372,6 @@ GRIDS: dict[str, list[dict[str, Any]]] = {
     "longmean": [{"g": g, "chunks": 6} for g in (0.2, 0.3, 0.35, 0.5)],
     "longmean_03": [{"g": 0.3, "chunks": 6}],  # the weight kept, fixed
     "longmean_all": [{"g": g, "chunks": 0} for g in (0.1, 0.2, 0.3, 0.5)],  # on any index
-    "longpages": [{"g": g, "chunks": 6} for g in (0.2, 0.35, 0.5)],
-    "docvec_only": [{"g": g, "chunks": 6} for g in (0.0, 0.2, 0.35, 0.5, 0.65)],
     "length": [{"n": n, "short": s, "long": lw}
                for n, s, lw in itertools.product((3, 5), (0.3, 0.4, 0.5, 0.6),
                                                  (0.4, 0.5, 0.6))],
