@@ -92,7 +92,7 @@ async def retrieve(reading: Reading, query: str, *, mode: Mode, depth: int,
         def read(reader: Reader) -> tuple[Keywords, Waiting | None]:
             found = reader.keyword_stage(query, depth, allowed, title_weight=params.title_weight,
                                          total=index.live, documents=documents,
-                                         alone=mode == "keyword")
+                                         alone=mode == "keyword", best_chunks=long_pages)
             return found, waiting_of([*found.keyword, *found.first_chunk.values()], reader) \
                 if waiting and mode != "keyword" else None
 
@@ -107,9 +107,10 @@ async def retrieve(reading: Reading, query: str, *, mode: Mode, depth: int,
         await by_words()  # keywords alone, by their own scale
     found, counted = words
     count, hits = counted or nearest[2] or (0, set())
+    by_documents = documents or long_pages
     stage = Stage(nearest[0], dict(found.keyword), {**nearest[1], **found.doc_of},
-                  doc_keyword=found.doc_keyword if documents else {},
-                  first_chunk=found.first_chunk if documents else {},
+                  doc_keyword=found.doc_keyword if by_documents else {},
+                  first_chunk=found.first_chunk if by_documents else {},
                   keyword_ref=found.reference, vector_background=base, doc_vector=doc_vector)
     return Retrieved(stage, vector, notice, count, frozenset(hits))
 

@@ -88,7 +88,10 @@ class Passages(Protocol):
 class KeywordSearch(Protocol):
     def keyword_stage(self, query: str, depth: int, allowed: Sequence[int] | None, *,
                       title_weight: float, total: int, documents: bool,
-                      alone: bool = False) -> Keywords: ...
+                      alone: bool = False, best_chunks: bool = False) -> Keywords:
+        """Best chunks for the query's words; with `documents`, best documents by BM25 over
+        the whole document; with `best_chunks`, documents by their best chunk's BM25 (a
+        store whose chunk scores are that BM25 may leave it to the fusion)."""
 
 
 class StoredVectors(Protocol):
