@@ -138,3 +138,4 @@ async def test_both_stores_rank_long_pages_by_their_best_chunk_for_words(
     assert [d for d, _ in postgres] == [d for d, _ in sqlite]
     # FTS5 counts a chunk's title in every chunk's length, the corpus only in the first's.
     assert [s for _, s in postgres] == pytest.approx([s for _, s in sqlite], rel=0.2)
+
