@@ -16,9 +16,23 @@ in the same order.
     .venv/bin/python bench/client_cost.py --index ../benchdata/search-50000.db \\
         --index ../benchdata/search-1000000.db --rounds 4
 
-Results: bench/results/client_cost.json, one entry per index; the previous commit's run with
-its own interpreter (`../prev/.venv/bin/python bench/client_cost.py ... --as-baseline`) is
-client_cost.baseline.json.
+With `--paths`, it measures instead what the way to the server costs, all through the
+python-sdk client: a call that does almost nothing (`list_libraries`) and a hybrid search,
+by three paths in alternating order each round: the SDK's in-memory client beside the
+server in this process (the tool's own work and the SDK's, nothing else), a process serving
+alone over stdio (SHARE=off), and the default path an editor takes (its process a bridge
+over stdio, relaying each message to the index's shared HTTP server, which the first
+session started). It reports p50/p95 per path and what the default path adds to the
+in-memory client's p50 (`default_minus_memory_ms`), and the CPU time a call took in all
+the processes of its path (`cpu_empty_ms_a_call`, `cpu_search_ms_a_call`); then, while the
+shared server still runs, the wall time of `pocketmcp search QUERY --json` from a shell
+(`cli_search_wall`), which asks that server.
+
+    .venv/bin/python bench/client_cost.py --paths --index ../benchdata/search-200000.db
+
+Results: bench/results/client_cost.json, one entry per index (client_cost_paths.json with
+`--paths`); the previous commit's run with its own interpreter
+(`../prev/.venv/bin/python bench/client_cost.py ... --as-baseline`) is the .baseline.json.
 
 Figures on: docs/development.md (how to run it); docs/changelog.md (its figures).
 """
@@ -31,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +53,13 @@ import anyio
 import data
 from common import (
     Stopwatch,
+    children,
+    cpu_s,
     load_1min,
     parser_for,
     server_env,
     stdio_session,
+    stop_shared,
     summary,
     write_results,
 )
@@ -186,14 +204,155 @@ def measure(index: Path, texts: list[str], rounds: int, per_round: int) -> dict[
     return out
 
 
+EMPTY = "list_libraries"  # a tool that reads one small table: the call's way, nearly alone
+
+
+async def path_calls(session: Any, queries: list[str], empties: int, others: list[int]
+                     ) -> dict[str, list[float]]:
+    """`empties` empty calls and a search per query, after a warm-up of each: their times,
+    and the CPU time each kind took a call, this process's and the `others`' together (on a
+    shared machine it varies less than the time waited)."""
+    for query in queries[:WARM]:
+        await session.call_tool(EMPTY, {})
+        await session.call_tool("search", arguments(query))
+
+    def cpu() -> float:
+        return time.process_time() + sum(cpu_s(pid) for pid in others)
+
+    empty, searched = Stopwatch(), Stopwatch()
+    started = cpu()
+    for _ in range(empties):
+        with empty:
+            result = await session.call_tool(EMPTY, {})
+        assert not result.is_error, result.content
+    between = cpu()
+    for query in queries[WARM:]:
+        with searched:
+            result = await session.call_tool("search", arguments(query))
+        assert not result.is_error, result.content
+    ended = cpu()
+    return {"empty": empty.times, "search": searched.times,
+            "cpu_empty": [(between - started) * 1000 / empties],
+            "cpu_search": [(ended - between) * 1000 / len(queries[WARM:])]}
+
+
+async def in_memory(db: Path, queries: list[str], empties: int) -> dict[str, list[float]]:
+    """The server in this process, as `serve` builds it, through the SDK's in-memory
+    client."""
+    from mcp import Client
+
+    from pocketmcp import logs
+    from pocketmcp.config import load
+    from pocketmcp.mcp.server import build_server
+    from pocketmcp.plans import serving
+    from pocketmcp.runtime import open_runtime
+
+    logs.configure("warning")  # as the spawned servers log (server_env)
+    config = load({}, environ={"SQLITE_PATH": str(db), "LOG_LEVEL": "warning"})
+    async with open_runtime(config, serving(False)) as runtime:
+        await runtime.started()
+        async with Client(build_server(runtime), mode="legacy") as client:
+            return await path_calls(client, queries, empties, [])
+
+
+async def over_stdio(db: Path, queries: list[str], empties: int, **settings: str
+                     ) -> dict[str, list[float]]:
+    """A spawned `python -m pocketmcp` (with `settings`) through the python-sdk client."""
+    from pocketmcp.mcp import discovery
+    from pocketmcp.store.places import at_file
+
+    before = set(children())
+    with tempfile.TemporaryDirectory(prefix="pocketmcp-client-") as cwd, open(
+            Path(cwd) / "server.log", "w") as errlog:
+        async with stdio_session(server_env(db, **settings), errlog=errlog,
+                                 cwd=Path(cwd)) as session:
+            await session.call_tool("search", arguments(queries[0]))  # the model is in
+            others = sorted(set(children()) - before)  # the spawned process
+            shared = discovery.find(at_file(db))  # the server it relays to, if it does
+            if shared is not None:
+                others.append(shared.pid)
+            return await path_calls(session, queries, empties, others)
+
+
+PATHS = {
+    "memory": lambda db, q, n: anyio.run(in_memory, db, q, n),
+    "alone": lambda db, q, n: anyio.run(partial(over_stdio, db, q, n, SHARE="off")),
+    "default": lambda db, q, n: anyio.run(over_stdio, db, q, n),
+}
+
+
+CLI_RUNS = 5  # `pocketmcp search` runs while the shared server runs
+
+
+def cli_searches(index: Path, queries: list[str]) -> list[float]:
+    """Wall seconds of `pocketmcp search QUERY` from a shell while the index's server runs
+    (each must have been answered by that server, not searched in its own process)."""
+    walls = []
+    for query in queries:
+        started = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "pocketmcp", "search", query, "--json"],
+                              env=server_env(index), capture_output=True, text=True,
+                              check=True)
+        walls.append(time.perf_counter() - started)
+        via = json.loads(done.stdout)["via"]
+        if via == "local":
+            raise RuntimeError("`pocketmcp search` searched in its own process, not the "
+                               "server's")
+    return walls
+
+
+def measure_paths(index: Path, texts: list[str], rounds: int, per_round: int
+                  ) -> dict[str, Any]:
+    """The empty call and the search by each path over `rounds` rounds, alternating."""
+    times: dict[str, dict[str, list[float]]] = {
+        p: {"empty": [], "search": [], "cpu_empty": [], "cpu_search": []} for p in PATHS}
+    cli: list[float] = []
+    load = [load_1min()]
+    stop_shared(index)  # the default path's first session starts its own
+    try:
+        for r in range(rounds):
+            queries = texts[:WARM] + texts[WARM + r * per_round:WARM + (r + 1) * per_round]
+            order = list(PATHS)[r % 3:] + list(PATHS)[:r % 3]
+            for path in order:
+                got = PATHS[path](index, queries, per_round)
+                for kind, values in got.items():
+                    times[path][kind].extend(values)
+                if path == "default":
+                    if r == rounds - 1:  # while the shared server still runs
+                        cli = cli_searches(index, texts[-CLI_RUNS:])
+                    stop_shared(index)  # else SHARE=off would relay to it
+            load.append(load_1min())
+    finally:
+        stop_shared(index)
+    out: dict[str, Any] = {"index": str(index), "rounds": rounds, "calls_per_round": per_round,
+                           "load_1min": load}
+    for path, kinds in times.items():
+        out[path] = {kind: summary(kinds[kind]) for kind in ("empty", "search")} | {
+            f"{kind}_ms_a_call": round(statistics.mean(kinds[kind]), 2)
+            for kind in ("cpu_empty", "cpu_search")}
+    out["cli_search_wall"] = summary(cli, unit="s", digits=3)
+    out["default_minus_memory_ms"] = {
+        kind: round(out["default"][kind]["p50_ms"] - out["memory"][kind]["p50_ms"], 2)
+        for kind in ("empty", "search")}
+    print(json.dumps(out, indent=2))
+    return out
+
+
 def main() -> None:
     parser = parser_for(__doc__, "client_cost")
     parser.add_argument("--index", type=Path, required=True, action="append",
                         help="an index kept by bench/search.py --keep (again for more)")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--queries", type=int, default=100, help="measured calls a round")
+    parser.add_argument("--paths", action="store_true",
+                        help="what each way to the server costs (in memory, alone, default)")
     args = parser.parse_args()
     texts = data.queries()
+    if args.paths:
+        args.measure = "client_cost_paths"
+        write_results(args, {"results": [measure_paths(index, texts, args.rounds, args.queries)
+                                         for index in args.index]})
+        return
     if WARM + args.rounds * args.queries > len(texts):
         parser.error(f"{args.rounds} rounds of {args.queries} new queries need more than the "
                      f"{len(texts)} queries there are")

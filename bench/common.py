@@ -360,6 +360,24 @@ def stop(process: subprocess.Popen[Any], wait_s: float) -> None:
         process.wait()
 
 
+def stop_shared(db: Path, wait_s: float = 30) -> None:
+    """Stop the shared server an editor's process started on the index at `db` (SHARE on,
+    the default), if one runs, and wait for it to go."""
+    # Imported here: a script run by an earlier checkout's interpreter (--as-baseline)
+    # imports that checkout's package, which the other scripts need not load.
+    from pocketmcp.mcp import discovery
+    from pocketmcp.store.places import at_file
+
+    found = discovery.find(at_file(db))
+    if found is None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(found.pid, signal.SIGTERM)
+    deadline = time.monotonic() + wait_s
+    while discovery.alive(found.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 @contextlib.contextmanager
 def postgres(base: Path, **settings: str) -> Iterator[str]:
     """A throwaway PostgreSQL with pgvector under `base` (the tests' server from the

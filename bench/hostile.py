@@ -4,10 +4,15 @@ a kept value or a coded error (should be 0), and the worst time one takes.
 Kinds: front matter (impossible dates, zones, 64-bit overflow, deep and aliased structures),
 note texts built to make regular expressions backtrack, globs (random ones and piles of
 stars against long paths), export lines with one field made hostile (ids, paths, libraries,
-vectors, offsets, integers), and search filters (spans, integers, globs, sizes).
+vectors, offsets, integers, hashes, coverage, sizes), and search filters (spans, integers,
+globs, sizes); and (bench/hostile_files.py) whole import files (/dev/zero, lines that never
+end, hashes, coverage, sizes), search arguments outside the tool's schema, POST bodies over
+the limit of every content type (declared and chunked), tokens beyond loopback, and with
+--ocr a scan of blank pages read within the file's OCR time budget.
 
     .venv/bin/python bench/hostile.py
     .venv/bin/python bench/hostile.py --each 2000 --seed 7
+    .venv/bin/python bench/hostile.py --ocr 500 --ocr-budget 30
 
 Results: bench/results/hostile.json.
 
@@ -22,13 +27,26 @@ import json
 import random
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import msgspec
 import numpy as np
 from common import parser_for, write_results
+from hostile_files import (
+    ToolCalls,
+    blank_scans,
+    bodies,
+    import_files,
+    post,
+    read_import,
+    take_token,
+    tokens,
+    tool_arguments,
+)
 
 
 def _measure(inputs: list[Any], run: Callable[[Any], str]) -> dict[str, Any]:
@@ -151,12 +169,15 @@ GOOD: dict[str, Any] = {
     "title": "A", "library": "default", "metadata": {}, "properties": {}, "tags": ["x"],
     "created": "2024-03-01", "modified": "2024-03-01T09:30:00.000Z", "links": [],
     "content": "Some text here.", "sha256": "0" * 64, "size_bytes": 15, "mtime_ns": 1,
-    "chunks": [{"idx": 0, "start": 0, "end": 15, "tokens": 4, "sha256": "0" * 64,
+    "chunks": [{"idx": 0, "start": 0, "end": 15, "tokens": 4,
+                "sha256": "9c140239bed378d3e80ae21add23791b545bb80264dc63f943a1fdba8b80ebcb",
                 "section": "", "vector": _vector([0.1, 0.2, 0.3, 0.4])}],
 }
 
 
 def export_lines(rng: random.Random, each: int) -> list[dict[str, Any]]:
+    from pocketmcp.ops.archive_check import chunk_digest
+
     hostile = ["", "\x00", "../../etc", "/etc/shadow", "file:../../../etc/passwd",
                "path:default:/etc/shadow", "path:default:/data/kb/../../etc/x", "a\x1bb",
                "file:/abs", "file:a/./b", "x" * 5000, "file:a\\b", "path:other:/data/kb/a"]
@@ -164,8 +185,18 @@ def export_lines(rng: random.Random, each: int) -> list[dict[str, Any]]:
     for _ in range(each):
         item = json.loads(json.dumps(GOOD))
         field = rng.choice(["external_id", "library", "uri", "content", "created", "vector",
-                            "offsets", "metadata", "tags", "size_bytes"])
-        if field == "vector":
+                            "offsets", "metadata", "tags", "size_bytes", "sha256",
+                            "chunk_sha256", "uncovered", "oversize"])
+        if field == "sha256":
+            item["sha256"] = rng.choice(["zz", "", "0" * 63, "G" * 64, "0" * 64 + "\x00"])
+        elif field == "chunk_sha256":
+            item["chunks"][0]["sha256"] = rng.choice(["0" * 64, "zz", chunk_digest("other", "")])
+        elif field == "uncovered":
+            item["content"] += " more words" * rng.randrange(1, 10_000)
+        elif field == "oversize":
+            item["content"] = "x" * rng.choice([2**20 + 1, 4 * 2**20])
+            item["chunks"] = []
+        elif field == "vector":
             item["chunks"][0]["vector"] = _vector([rng.choice([0.1, float("nan"), float("inf")])
                                                    for _ in range(rng.choice([3, 4, 5]))])
         elif field == "offsets":
@@ -183,6 +214,9 @@ def export_lines(rng: random.Random, each: int) -> list[dict[str, Any]]:
             item[field] = rng.choice(hostile)
             if field == "external_id" and item[field].startswith(("file:", "path:")):
                 item["source"] = "file"
+        chunk = item["chunks"][0] if item["chunks"] else None
+        if chunk is not None and field != "chunk_sha256" and 0 <= chunk["end"] <= 15:
+            chunk["sha256"] = chunk_digest(item["content"][chunk["start"]:chunk["end"]], "")
         out.append(item)
     return out
 
@@ -198,7 +232,7 @@ def check_line(item: dict[str, Any]) -> str:
     except msgspec.ValidationError:
         return "refused (coded)"
     try:
-        document(doc, 4, (Path("/data/kb"),))
+        document(doc, 4, (Path("/data/kb"),), max_bytes=2**20, most_chunks=1000)
     except Bad:
         return "refused (coded)"
     return "accepted"
@@ -247,20 +281,35 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--text-size", type=int, default=200_000,
                         help="characters of each pathological note text")
+    parser.add_argument("--files", type=int, default=100,
+                        help="import files, and POST bodies over the limit, of each run")
+    parser.add_argument("--ocr", type=int, default=0, metavar="PAGES",
+                        help="also OCR a PDF of PAGES blank scanned pages (the OCR extra)")
+    parser.add_argument("--ocr-budget", type=float, default=120.0,
+                        help="OCR time budget of that scan (twice CONVERT_TIMEOUT_S: 120 s)")
     args = parser.parse_args()
     rng = random.Random(args.seed)
-    kinds = {
-        "front_matter": _measure(front_matters(rng, args.each), read_front_matter),
-        "note_texts": _measure(texts(args.text_size), read_text),
-        "globs": _measure(globs(rng, args.each), match_glob),
-        "export_lines": _measure(export_lines(rng, args.each), check_line),
-        "filters": _measure(filters(rng, args.each), check_filter),
-    }
+    with tempfile.TemporaryDirectory() as tmp:
+        kinds = {
+            "front_matter": _measure(front_matters(rng, args.each), read_front_matter),
+            "note_texts": _measure(texts(args.text_size), read_text),
+            "globs": _measure(globs(rng, args.each), match_glob),
+            "export_lines": _measure(export_lines(rng, args.each), check_line),
+            "filters": _measure(filters(rng, args.each), check_filter),
+            "import_files": _measure(import_files(rng, args.files, Path(tmp)), read_import),
+            "tool_arguments": _measure(tool_arguments(rng, args.each), ToolCalls()),
+            "request_bodies": _measure(bodies(rng, args.files), post),
+            "tokens": _measure(tokens(rng, args.each), take_token),
+        }
+    ocr = blank_scans(args.ocr, args.ocr_budget) if args.ocr else None
+    if ocr is not None:
+        print(f"ocr            {ocr}", file=sys.stderr)
     for name, found in kinds.items():
         print(f"{name:14} tried {found['tried']:5}  uncoded {found['uncoded']}  "
               f"p50 {found['p50_ms']} ms  worst {found['worst_ms']} ms  {found['outcomes']}",
               file=sys.stderr)
-    write_results(args, {"kinds": kinds, "seed": args.seed, "text_size": args.text_size})
+    write_results(args, {"kinds": kinds, "seed": args.seed, "text_size": args.text_size,
+                         "files": args.files, "blank_scan": ocr})
     return 1 if any(k["uncoded"] for k in kinds.values()) else 0
 
 

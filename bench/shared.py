@@ -5,6 +5,10 @@ and searches while a folder is indexed. Real processes, the real MCP client (pyt
   `--editors` editors with SHARE=on, spawned one after the other (the first starts the shared
   server). For each: spawn to the first answered search. Then the resident memory of every
   PocketMCP process (the bridges and the shared server) against the editor alone.
+- first: an indexed folder and no server running: a first editor (SHARE=on) from spawn to
+  `initialize` answered and to its first search answered (it starts the shared server),
+  then a later editor's spawn to its first search; `--runs` times, alternating with the
+  code of `--base` when given.
 - unload: an HTTP server watching the notes, warmed by searches, with MODEL_IDLE_UNLOAD_S;
   its memory before and after the unload, the first search after it (keyword results) and
   the time until searches are hybrid again, against the reload time the server reports.
@@ -17,6 +21,7 @@ and searches while a folder is indexed. Real processes, the real MCP client (pyt
 
     .venv/bin/python bench/shared.py --parts editors,unload,indexing --notes 5000
     .venv/bin/python bench/shared.py --parts indexing --notes 5000 --rounds 0 --window 240
+    .venv/bin/python bench/shared.py --parts first --runs 5 --base ../prev
 
 Results: bench/results/shared.json.
 
@@ -49,6 +54,7 @@ from common import (
     server_env,
     stdio_session,
     summary,
+    venv_python,
     write_results,
 )
 from mcp import ClientSession
@@ -119,6 +125,46 @@ async def editors(root: Path, count: int, queries: list[str]) -> dict[str, Any]:
             "later_editors_spawn_to_first_search_ms": summary(spawn_ms[1:]) if count > 1 else {},
             "bridges_cpu_s_after_their_searches": bridge_cpu,
             "clients_seen_by_server": status["sharing"]["clients"]}
+
+
+# -- first ----------------------------------------------------------------------------------------
+
+async def first_editors(root: Path, queries: list[str], runs: int, base: Path | None
+                        ) -> dict[str, Any]:
+    """An indexed folder and no server running: the first editor's spawn to `initialize`
+    answered and to its first search answered, then a later editor's spawn to its first
+    search (the server the first started still runs). With `base`, that checkout's code
+    alternates with this one's, run by run (each on an index of its own)."""
+    codes = {"this": sys.executable}
+    if base is not None:
+        codes["base"] = str(venv_python(base))
+    for name, python in codes.items():
+        run_pocketmcp("index", "--json", "--progress", "off", python=python,
+                      env=environment(root / name))
+    out: dict[str, dict[str, list[float]]] = {
+        name: {"initialize_ms": [], "first_search_ms": [], "later_first_search_ms": []}
+        for name in codes}
+    log = open(root / "first.err", "w")  # noqa: SIM115
+    for run in range(runs):
+        for name, python in codes.items():
+            env = {**environment(root / name, SHARE="on"), "SERVER_IDLE_EXIT_S": "1"}
+            started = time.perf_counter()
+            async with stdio_session(env, errlog=log, cwd=root, python=python) as first:
+                out[name]["initialize_ms"].append(round(ms_since(started), 1))
+                await call(first, "search", {"query": queries[run], **SEARCH})
+                out[name]["first_search_ms"].append(round(ms_since(started), 1))
+                later = time.perf_counter()
+                async with stdio_session(env, errlog=log, cwd=root, python=python) as second:
+                    await call(second, "search", {"query": queries[run + 1], **SEARCH})
+                    out[name]["later_first_search_ms"].append(round(ms_since(later), 1))
+            index = at_file(root / name / "data" / "index.db")
+
+            async def serving(index: Any = index) -> bool:
+                return discovery.find(index) is not None
+
+            await until(serving, lambda up: not up, 60)  # the shared server exits once idle
+    return {name: {key: {**summary(values), "runs": values}
+                   for key, values in measured.items()} for name, measured in out.items()}
 
 
 # -- unload ---------------------------------------------------------------------------------------
@@ -269,6 +315,7 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=2,
                         help="throughput rounds (0: keep the last run's throughput)")
     parser.add_argument("--idle-unload-s", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=5, help="runs of `first`")
     parser.add_argument("--base", type=Path, default=None,
                         help="a checkout of earlier code whose searches while indexing are "
                              "measured first, in the same run (same interpreter and packages)")
@@ -286,6 +333,16 @@ async def main() -> None:
                               **await editors(small, args.editors, queries)}
             print(json.dumps(out["editors"]), file=sys.stderr)
             await anyio.sleep(8)  # the shared server exits once idle
+        if "first" in parts:
+            (Path(tmp) / "first").mkdir()
+            for name in ("this", "base") if args.base is not None else ("this",):
+                notes(Path(tmp) / "first" / name, args.small)
+            out["first"] = {"when": stamp(), "load_1min": load_1min(),
+                            "base": str(args.base) if args.base else None,
+                            **await first_editors(Path(tmp) / "first", queries, args.runs,
+                                                  args.base)}
+            out["first"]["load_1min_after"] = load_1min()
+            print(json.dumps(out["first"]), file=sys.stderr)
         if "unload" in parts:
             out["unload"] = {"when": stamp(), "load_1min": load_1min(),
                              **await unload(small, queries, args.idle_unload_s)}
@@ -313,7 +370,7 @@ async def main() -> None:
     path = args.out or result_path(args.measure)
     if path.exists():
         previous = json.loads(path.read_text(encoding="utf-8"))
-        for part in ("editors", "unload", "indexing"):
+        for part in ("editors", "first", "unload", "indexing"):
             if part not in out and part in previous:
                 out[part] = previous[part]
         # --rounds 0: the throughput of the last run that measured it, with its own date.

@@ -2,12 +2,12 @@
 
 For each index kept by `bench/search.py --keep FOLDER`, spawns `python -m pocketmcp` over
 stdio with the python-sdk client, as an editor does (no watched folder), and measures: the
-time from spawn to `initialize`, to the first `search` answered (the model load included)
-and the server's CPU time (every thread) by then, p50/p95 of whole hybrid `search` calls
-through the client for new queries (the query embedding included; each call's time in order,
-and how much of it the client's own check of the result against the tool's output schema
-took), and the server's resident
-memory after them: anonymous (the process heap) and file-backed (mapped files, the page
+time from spawn to `initialize`, to the first `search` answered (by keywords, with a notice,
+while the model loads: `first_search_notice`) and the server's CPU time (every thread) by
+then, p50/p95 of whole hybrid `search` calls through the client for new queries (the query
+embedding included; each call's time in order, and how much of it the client's own check of
+the result against the tool's output schema took), and the server's resident memory after
+them: anonymous (the process heap) and file-backed (mapped files, the page
 cache's) from /proc/PID/status. The start-up is broken down from the server's own log lines
 (LOG_LEVEL=debug), in seconds after spawn: `serving` (Python's start and the imports of the
 runtime), `ready` (the model loaded, the index open, the query session warm) and
@@ -19,6 +19,10 @@ instead.
 With `--baseline SRC`, the same runs are made with the package from SRC (a checkout of an
 earlier commit, e.g. `git archive COMMIT pocketmcp | tar -x -C SRC`) first on PYTHONPATH,
 alternating with the current code so both see the same machine load.
+
+With `--share`, the server is spawned as an editor's is by default (SHARE on) on an index
+no server serves yet: the first editor's path, which starts the index's shared server and
+relays to it; the shared server is stopped after each run.
 
     .venv/bin/python bench/startup_scale.py --folder ../benchdata --sizes 50000,1000000 \\
         --baseline ../base --runs 3
@@ -49,6 +53,7 @@ from common import (
     parser_for,
     server_env,
     stdio_session,
+    stop_shared,
     write_results,
 )
 
@@ -73,8 +78,11 @@ def stages(log: Path, spawned: float) -> dict[str, float]:
     return found
 
 
-async def one_run(db: Path, source: Path | None, queries: list[str]) -> dict[str, object]:
-    env = server_env(db, code=source, log_level="debug", SHARE="off")  # a server of its own
+async def one_run(db: Path, source: Path | None, queries: list[str], share: bool = False
+                  ) -> dict[str, object]:
+    # A server of its own, or (share) the first editor's bridge and the server it starts.
+    env = server_env(db, code=source, log_level="debug", **({} if share else {"SHARE": "off"}))
+    stop_shared(db)
     out: dict[str, object] = {}
     with tempfile.TemporaryDirectory(prefix="pocketmcp-start-") as cwd:
         before = set(children())
@@ -94,6 +102,8 @@ async def one_run(db: Path, source: Path | None, queries: list[str]) -> dict[str
                     out["not_ready_answers"] = int(str(out.get("not_ready_answers", 0))) + 1
                 assert not result.is_error, result.content
                 out["first_search_s"] = round(time.perf_counter() - started, 3)
+                # Answered by keywords while the model loads: said in the notice.
+                out["first_search_notice"] = (result.structured_content or {}).get("notice")
                 server = sorted(set(children()) - before)
                 if server:
                     out["cpu_to_first_search_s"] = cpu_s(server[-1])
@@ -134,6 +144,7 @@ async def one_run(db: Path, source: Path | None, queries: list[str]) -> dict[str
                 if server:
                     out["memory_mib"] = memory_mib(server[-1])
         out.update(stages(log, spawned))
+    stop_shared(db)
     return out
 
 
@@ -159,6 +170,8 @@ def main() -> None:
     parser.add_argument("--sizes", default="50000,1000000")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--queries", type=int, default=40, help="search calls per run")
+    parser.add_argument("--share", action="store_true",
+                        help="the first editor's default path (SHARE on, no server running)")
     parser.add_argument("--baseline", type=Path,
                         help="source tree of the earlier commit, run alternating with this one")
     args = parser.parse_args()
@@ -182,10 +195,11 @@ def main() -> None:
             # New queries every run: none is answered from a cache.
             queries = texts[(i + 1) * args.queries:(i + 2) * args.queries]
             for name, source in variants.items():
-                run = anyio.run(one_run, db, source, queries)
+                run = anyio.run(one_run, db, source, queries, args.share)
                 print(json.dumps({"chunks": n, "code": name, **run}), file=sys.stderr)
                 runs[name].append(run)
-        row: dict[str, object] = {"chunks": n, "vector_file_prepare_s": prepared,
+        row: dict[str, object] = {"chunks": n, "share": args.share,
+                                  "vector_file_prepare_s": prepared,
                                   **{name: summary(r) for name, r in runs.items()}}
         if args.baseline:  # current / baseline of the medians, from the same run
             now, before = row["current"], row["baseline"]

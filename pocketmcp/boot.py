@@ -176,8 +176,8 @@ class Boot:
                 return Pipeline(self.pipeline_settings, writer=writer, feed="none")
             return Pipeline(
                 self.pipeline_settings, writer=writer, feed=feed, embed=embedder.embed_documents,
-                dim=identity.dim, chunker=chunker, converter=self.converter,
-                force=self.plan.force, accept_requests=self.plan.requests,
+                load=embedder.load_documents, dim=identity.dim, chunker=chunker,
+                converter=self.converter, force=self.plan.force, accept_requests=self.plan.requests,
                 batching=embedder.batching,
                 # Watching, a failing provider is waited for; one scan ends with its error.
                 wait_for_provider=feed == "follow", keywords_first=self.plan.keywords_first,

@@ -8,7 +8,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 
@@ -86,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_settings(p, "index")
 
     p = sub.add_parser("watch", help="index the folder, then keep the index live")
-    p.add_argument("dir", nargs="?", help="folder to watch (default: WATCH_DIR)")
+    _add_folder(p, "folder to watch (default: WATCH_DIR)")
     _add_settings(p, "watch")
 
     p = sub.add_parser("eval", help="measure retrieval quality on a BEIR-format data set")
@@ -111,20 +111,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--apply", action="store_true",
                    help="keep the fusion weight that did best for this index")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    _add_folder(p)
     _add_settings(p, "check-search")
 
     p = sub.add_parser(
         "serve", help="run the MCP server: on stdio (the default when no command is given), or "
                       "over HTTP for many clients (--transport http)")
+    _add_folder(p, "folder to serve (and watch) (default: WATCH_DIR, or the current "
+                   "directory's index)")
     _add_serve_flags(p)
     _add_settings(p, "serve")
 
     p = sub.add_parser("open", help="print a one-time login link to the web page of the "
                                     "HTTP server serving this index")
+    _add_folder(p)
     _add_settings(p, "open")
 
     p = sub.add_parser("search", help="search the index")
     p.add_argument("query")
+    _add_folder(p)
     p.add_argument("-k", "--top-k", type=int, default=8, help="number of hits (1-100)")
     p.add_argument("--mode", choices=("hybrid", "vector", "keyword"), default="hybrid",
                    help="hybrid (default): meaning and keywords fused")
@@ -163,9 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "own folder and index). Exit code 0 when all is well, 1 "
                                    "when something FAILs (each FAIL says the command that "
                                    "fixes it).")
-    p.add_argument("dir", nargs="?", metavar="FOLDER",
-                   help="the folder whose index to check (default: the current directory's "
-                        "index, or the only one)")
+    _add_folder(p, "the folder whose index to check (default: the current directory's "
+                   "index, or the only one)")
     _add_client_flags(p)
     _add_settings(p, "doctor")
 
@@ -177,9 +181,19 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("file", metavar="FILE")
+        _add_folder(p)
         p.add_argument("--json", action="store_true", help="print the summary as JSON")
         _add_settings(p, name)
     return parser
+
+
+FOLDER_HELP = ("the folder whose index this acts on, as `pocketmcp index FOLDER` made it "
+               "(default: WATCH_DIR, else the current directory's index, or the only one)")
+
+
+def _add_folder(parser: argparse.ArgumentParser, help_text: str = FOLDER_HELP) -> None:
+    """The folder, named the same way by every command that acts on a folder's index."""
+    parser.add_argument("dir", nargs="?", metavar="FOLDER", help=help_text)
 
 
 def _add_log_flags(parser: argparse.ArgumentParser) -> None:
@@ -239,12 +253,25 @@ def _config(args: argparse.Namespace) -> Config:
     return config
 
 
+def _commands(parser: argparse.ArgumentParser) -> set[str]:
+    """The command names `parser` knows (argparse keeps them on its subparsers action)."""
+    return {name for action in parser._actions
+            if isinstance(action, argparse._SubParsersAction) for name in action.choices}
+
+
+def with_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[str]:
+    """`argv` with `serve` put first when it names no command: what editors launch is
+    `pocketmcp` with flags only, or with a folder (`pocketmcp FOLDER`)."""
+    argv = list(argv)
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")) or (
+            argv[0] not in _commands(parser) and os.path.isdir(argv[0])):
+        argv.insert(0, "serve")
+    return argv
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
-        argv.insert(0, "serve")  # what editors launch: `pocketmcp` with flags only
-    args = parser.parse_args(argv)
+    args = parser.parse_args(with_command(parser, sys.argv[1:] if argv is None else argv))
     where: str | None = None  # the index, named by a DISK_FULL message
     try:
         config = _config(args)
@@ -264,7 +291,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from pocketmcp.commands.progress import held_logs
 
                 with held_logs(args, config.log_level, tty=sys.stderr.isatty()):
-                    return anyio.run(indexing.index, config, args, backend="asyncio")
+                    code = anyio.run(indexing.index, config, args, backend="asyncio")
+                return code if argv is not None else _exit_now(code)
             return anyio.run(indexing.watch, config, backend="asyncio")
         if args.command == "search":
             from pocketmcp.commands import searching
@@ -315,6 +343,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 2
 
 
+def _exit_now(code: int) -> NoReturn:
+    """End the process with `code` now that `index` has closed and flushed everything (the
+    index checkpointed, its lock released, the summary printed): the interpreter's teardown,
+    which frees the model and every module one object at a time (most of a second on two
+    busy cores), is skipped. Only from the command line: a caller of `main` gets the code."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def _failed(exc: BaseException, where: str | None) -> int:
     if isinstance(exc, KeyboardInterrupt):
         return 130
@@ -325,8 +363,9 @@ def _failed(exc: BaseException, where: str | None) -> int:
     if full is not None:
         print(f"pocketmcp: {full.code}: {full}", file=sys.stderr)  # noqa: T201
         return 1
-    if isinstance(exc, PocketError):
-        print(f"pocketmcp: {exc}", file=sys.stderr)  # noqa: T201
+    if isinstance(exc, PocketError):  # its code first, unless it has none of its own
+        code = "" if exc.code == PocketError.code else f"{exc.code}: "
+        print(f"pocketmcp: {code}{exc}", file=sys.stderr)  # noqa: T201
         return 1
     if isinstance(exc, Exception):
         logs.get("pocketmcp").error("crashed", error=repr(exc), exc_info=exc)

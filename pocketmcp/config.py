@@ -110,7 +110,8 @@ def load(overrides: Mapping[str, object] | None = None,
         raise ConfigError("OCR", "on", f"auto or off: {why}")
     max_bytes = config.pipeline.max_file_bytes
     config = replace(config, store=store, embed=embed, serve=serve,
-                     convert=replace(config.convert, max_chars=max_bytes, ocr=ocr),
+                     convert=replace(config.convert, max_chars=max_bytes, ocr=ocr,
+                                     ocr_budget_s=2 * config.convert.timeout_s),
                      ingest=replace(config.ingest, max_file_bytes=max_bytes))
     return config.fed_from(config.watched.root) if given else config
 

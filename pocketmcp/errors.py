@@ -43,6 +43,23 @@ class InvalidPattern(InvalidRequest):
     code = "INVALID_PATTERN"
 
 
+class ImportRefused(InvalidRequest):
+    """A line of an export file cannot be imported; `line` is its number (0: the file as a
+    whole). Nothing was imported."""
+
+    code = "IMPORT_REFUSED"
+
+    def __init__(self, message: str, line: int = 0) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+class TooFewQuestions(PocketError):
+    """The index's documents give too few questions to measure its search by."""
+
+    code = "TOO_FEW_QUESTIONS"
+
+
 class LimitExceeded(InvalidRequest):
     """A request larger than a documented cap (filter keys, values, body size)."""
 
@@ -70,7 +87,7 @@ class FetchFailed(PocketError):
 # -- the state of this process -----------------------------------------------------------------
 
 class NotReady(PocketError):
-    """The model or the index is still loading."""
+    """The model or the index is still loading (or its chunks still wait for vectors)."""
 
     code = "NOT_READY"
 
@@ -111,6 +128,12 @@ class ConfigError(PocketError):
         self.value = value
         self.accepts = accepts
         super().__init__(f"{variable}={value!r} is not valid: {variable} accepts {accepts}")
+
+
+class WeakToken(ConfigError):
+    """A token too short or too simple for a server reachable beyond loopback."""
+
+    code = "WEAK_TOKEN"
 
 
 # -- infrastructure ----------------------------------------------------------------------------
@@ -197,6 +220,16 @@ class SharingFailed(PocketError):
     """The shared HTTP server of an index could not be started or reached again."""
 
     code = "SERVER_UNAVAILABLE"
+
+
+class SettingsMismatch(PocketError):
+    """The shared server of an index runs with another setting of the index (its model, its
+    folder) than the process that would use it."""
+
+    code = "SETTINGS_MISMATCH"
+
+    def __str__(self) -> str:
+        return f"{self.code}: {super().__str__()}"
 
 
 class InputRejected(EmbeddingError):

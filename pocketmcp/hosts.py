@@ -23,7 +23,7 @@ from collections.abc import Callable
 import anyio
 import anyio.abc
 
-from pocketmcp import logs
+from pocketmcp import logs, private
 from pocketmcp.core.identity import Identity
 from pocketmcp.errors import (
     ModelMismatchError,
@@ -49,9 +49,15 @@ def open_writer(place: Place, identity: Identity, *, rebuild: bool = False, queu
                 batch_files: int, on_event: EventHook | None) -> WriterActor:
     """The writer actor of the index at `place`, made if missing (blocking: it migrates its
     schema and takes the writer lock). WriterBusyError while another process holds the lock;
-    ModelMismatchError when the index was built with other embeddings."""
-    return WriterActor(place.writer(identity, rebuild=rebuild), queue_size=queue_size,
-                       batch_files=batch_files, on_event=on_event)
+    ModelMismatchError when the index was built with other embeddings. Files of the index
+    that others may read are logged, once, with the command that narrows them."""
+    writer = place.writer(identity, rebuild=rebuild)
+    exposed = private.exposed(place.own_files())
+    if exposed:
+        log.warning("index_readable_by_others", index=place.describe(),
+                    paths=[str(p) for p in exposed], fix=private.narrowing(exposed))
+    return WriterActor(writer, queue_size=queue_size, batch_files=batch_files,
+                       on_event=on_event)
 
 
 class IndexHost:

@@ -128,17 +128,21 @@ class Readiness:
         return pipeline.scan_done.is_set()
 
     async def mark_indexed(self, pipeline: Pipeline, started: float) -> None:
-        """Once `pipeline`'s first scan is done: ready, with its counts logged."""
+        """Once `pipeline`'s first scan is done: ready, with its counts logged (a followed
+        folder's; one scan's are logged when it ends, `log_indexed`)."""
         await pipeline.scan_done.wait()
         self.status.initial_indexing_done = True
         if self.status.phase == "indexing":
             self.status.phase = "ready"
-        if pipeline.feed != "none":
-            s = self.scanned = msgspec.structs.replace(pipeline.stats)
-            log.info("initial_indexing_done", files=s.seen, added=s.added, updated=s.updated,
-                     unchanged=s.unchanged, removed=s.removed, skipped=s.skipped,
-                     chunks_embedded=s.chunks_embedded,
-                     seconds=round(time.perf_counter() - started, 3))
+        if pipeline.feed == "follow":
+            self.log_indexed(pipeline, started)
+
+    def log_indexed(self, pipeline: Pipeline, started: float) -> None:
+        """Log the first scan's counts (Stats.counts: as `index`'s summary gives them). One
+        scan's once its run has ended, so they are its final counts, vectors included."""
+        s = self.scanned = msgspec.structs.replace(pipeline.stats)
+        log.info("initial_indexing_done", files=s.seen, **s.counts(),
+                 seconds=round(time.perf_counter() - started, 3))
 
     async def follow_writer_scan(self, index: ReadIndex) -> None:
         """In a read-only process: the first scan is done when the index's writer records

@@ -29,7 +29,7 @@ from pocketmcp.boot import Boot, Services
 from pocketmcp.config import Config
 from pocketmcp.convert.pool import Converter
 from pocketmcp.embed import factory
-from pocketmcp.embed.base import Embedder, EmbedderSource
+from pocketmcp.embed.base import EmbedderSource
 from pocketmcp.errors import (
     InvalidRequest,
     NotReady,
@@ -193,7 +193,7 @@ class Runtime:
         main, stopping = services.main, self.readiness.stopping
         while not stopping.is_set():
             if main.pipeline is not None:
-                await self._run_main(main, services.embedder)
+                await self._run_main(main)
                 return
             if self.plan.writer != "try":
                 await stopping.wait()
@@ -211,15 +211,11 @@ class Runtime:
             log.info("writer_lock_acquired", index=self.place.describe())
         main.discard()  # stopped before its writer ran (nothing when it has none)
 
-    async def _run_main(self, main: IndexHost, embedder: Embedder) -> None:
+    async def _run_main(self, main: IndexHost) -> None:
         pipeline = main.pipeline
         assert pipeline is not None
-        if pipeline.feed == "scan" and not pipeline.keywords_first and (
-                not self.readiness.stopping.is_set()):
-            # Searches were answered without it; one scan embeds from its start. A followed
-            # folder is scanned for keywords first, and the model loads with the first
-            # vectors: its scan does not wait for it, nor share the cores with its loading.
-            await embedder.load_documents()
+        # The model loads before the first batch that needs it (pipeline/embedder.py): a
+        # scan that finds nothing to embed never loads it.
         if self.readiness.stopping.is_set():  # stopped meanwhile: the feed is not started
             main.discard()
             return
@@ -230,6 +226,8 @@ class Runtime:
                               name="pocketmcp.indexed")
                 await main.run(raise_failure=True)
                 tg.cancel_scope.cancel()
+            if pipeline.feed == "scan" and pipeline.scan_done.is_set():
+                self.readiness.log_indexed(pipeline, started)
         finally:
             self.fed_seconds = time.perf_counter() - started
             self.fed.set()

@@ -19,7 +19,7 @@ for query in "how do I keep a sourdough starter alive" "why are my pods unreacha
   echo
   echo "search: $query"
   started=$SECONDS
-  .venv/bin/pocketmcp search "$query" -k 3 --data-folder "$folder"
+  .venv/bin/pocketmcp search "$query" "$folder" -k 3
   echo "demo: searched in $((SECONDS - started)) s (loads the model each time; an HTTP" \
        "server of the index answers at once, see README)" >&2
 done

@@ -1,9 +1,11 @@
 """Regenerates .env.example and the settings table of docs/settings.md from the settings'
-declarations (pocketmcp.config.declarations), and docs/tools.md from the tools' definitions
-as a client lists them (tests/docs and tests/mcp check that all three are current)."""
+declarations (pocketmcp.config.declarations), and docs/tools.md and the bridge's manifest
+(pocketmcp/mcp/manifest.json) from the tools' definitions as a client lists them (tests/docs
+and tests/mcp check that all four are current)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -15,6 +17,7 @@ from pocketmcp.settings import env_example, settings_table
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS_PAGE = ROOT / "docs" / "settings.md"
+MANIFEST = ROOT / "pocketmcp" / "mcp" / "manifest.json"
 START, END = "<!-- settings:start -->", "<!-- settings:end -->"
 
 
@@ -46,11 +49,12 @@ async def tools_reference() -> str:
         listings[tools] = await reference.listing(server)
         if tools == "all":
             sdk = reference.wire(await server.sdk_tools())
+            MANIFEST.write_text(json.dumps(await reference.manifest(server), indent=1) + "\n")
     return reference.tools_page(listings, sdk)
 
 
 def main() -> None:
-    (ROOT / "docs" / "tools.md").write_text(anyio.run(tools_reference))
+    (ROOT / "docs" / "tools.md").write_text(anyio.run(tools_reference))  # and the manifest
     (ROOT / ".env.example").write_text(env_text())
     SETTINGS_PAGE.write_text(page_with_settings(SETTINGS_PAGE.read_text()))
 

@@ -86,6 +86,42 @@ def startup_table() -> str:
     return "\n".join(rows)
 
 
+def calls_table() -> str:
+    now, before = _load("client_cost_paths"), _load("client_cost_paths.baseline")
+    rows = ["| p50 / p95 | this code | previous code |", "| --- | --- | --- |"]
+    paths = (("memory", "the SDK's in-memory client"), ("alone", "serving alone (`SHARE=off`)"),
+             ("default", "the default path (bridge, shared server)"))
+    for new, old in zip(now["results"], before["results"], strict=True):
+        chunks = re.search(r"(\d+)\.db$", new["index"])
+        size = f"{int(chunks.group(1)):,} chunks" if chunks else new["index"]
+        for kind, what in (("empty", "`list_libraries`"), ("search", "hybrid `search`")):
+            for path, label in paths:
+                rows.append(f"| {what}, {label}, {size} | {_ms(new[path][kind])} "
+                            f"| {_ms(old[path][kind])} |")
+            rows.append(f"| {what}: default path minus in-memory (p50), {size} "
+                        f"| {new['default_minus_memory_ms'][kind]:.1f} ms "
+                        f"| {old['default_minus_memory_ms'][kind]:.1f} ms |")
+            cpu = f"cpu_{kind}_ms_a_call"
+            rows.append(f"| {what}: CPU a call, every process of the path: in memory / alone / "
+                        f"default, {size} | {_cpu(new, cpu)} | {_cpu(old, cpu)} |")
+        cli, cli_before = new["cli_search_wall"], old["cli_search_wall"]
+        rows.append(f"| `pocketmcp search` while the server runs (wall), {size} "
+                    f"| {cli['p50_s']:.2f} / {cli['p95_s']:.2f} s "
+                    f"| {cli_before['p50_s']:.2f} / {cli_before['p95_s']:.2f} s |")
+        rows.append(f"| load (1 minute) during the runs, {size} | {_span(new['load_1min'])} "
+                    f"| {_span(old['load_1min'])} |")
+    return "\n".join(rows)
+
+
+def _cpu(result: dict[str, Any], key: str) -> str:
+    return " / ".join(f"{result[path][key]:.1f}" for path in ("memory", "alone", "default")
+                      ) + " ms"
+
+
+def _span(values: list[float]) -> str:
+    return f"{min(values):.1f} to {max(values):.1f}"
+
+
 def stores_table() -> str:
     by = {r["store"]: r for r in _load("stores")["results"]}
     sq, pg = by["sqlite"], by["postgres"]
@@ -168,9 +204,9 @@ def cjk_table() -> str:
 
 TABLES: dict[str, Callable[[], str]] = {
     "search": search_table, "ingest": ingest_table, "eval": eval_table,
-    "startup": startup_table, "stores": stores_table, "filters": filters_table,
-    "clients": clients_table, "providers": providers_table, "convert": convert_table,
-    "cjk": cjk_table,
+    "startup": startup_table, "calls": calls_table, "stores": stores_table,
+    "filters": filters_table, "clients": clients_table, "providers": providers_table,
+    "convert": convert_table, "cjk": cjk_table,
 }
 
 

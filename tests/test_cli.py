@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from support.cli import run_cli
 
-from pocketmcp.cli import build_parser
+from pocketmcp.cli import build_parser, with_command
 from pocketmcp.config import declarations
+from pocketmcp.settings import ON_AN_INDEX
 
 
 @pytest.mark.usefixtures("processes")
@@ -24,7 +25,7 @@ def test_a_bad_setting_stops_start_up_with_a_clear_message(tmp_path: Path) -> No
 
 @pytest.mark.parametrize("command", ["index", "watch", "eval", "serve", "search", "export",
                                      "import", "backup", "init", "doctor",
-                                     "check-search"])
+                                     "check-search", "open"])
 def test_every_command_prints_its_help(command: str,
                                        capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as done:
@@ -61,3 +62,31 @@ def test_a_commands_help_leaves_out_the_settings_it_does_not_read(
         out = capsys.readouterr().out
         assert not [flag for flag in absent if flag in out], command
         assert all(flag in out for flag in present), command
+
+
+@pytest.mark.parametrize("command", ON_AN_INDEX)
+def test_every_command_on_a_folders_index_takes_the_folder_as_its_argument(
+        command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pocketmcp.cli import _config
+
+    for name in ("WATCH_DIR", "SQLITE_PATH", "STORE"):
+        monkeypatch.delenv(name, raising=False)
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    before = {"search": ["a query"], "export": ["out.jsonl"], "import": ["in.jsonl"],
+              "backup": ["copy.db"]}.get(command, [])
+    args = build_parser().parse_args([command, *before, str(folder)])
+    config = _config(args)
+    assert (config.watched.root, config.watched.given) == (folder, True)
+    # The same index as `pocketmcp index FOLDER` makes (the folder's own, by the rule).
+    indexed = _config(build_parser().parse_args(["index", str(folder)]))
+    assert config.main_place().describe() == indexed.main_place().describe()
+
+
+def test_a_folder_alone_on_the_command_line_is_served(tmp_path: Path) -> None:
+    parser = build_parser()
+    assert with_command(parser, [str(tmp_path)]) == ["serve", str(tmp_path)]
+    assert with_command(parser, ["--title", "t"]) == ["serve", "--title", "t"]
+    assert with_command(parser, []) == ["serve"]
+    assert with_command(parser, ["index", str(tmp_path)]) == ["index", str(tmp_path)]
+    assert with_command(parser, [str(tmp_path / "missing")]) == [str(tmp_path / "missing")]

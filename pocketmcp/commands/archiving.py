@@ -43,7 +43,9 @@ async def restore(config: Config, args: argparse.Namespace) -> int:
         await runtime.started()
         result = await archive.import_file(runtime.writing, Path(args.file),
                                            identity=runtime.services.identity,
-                                           roots=config.ingest.roots())
+                                           roots=config.ingest.roots(),
+                                           max_bytes=config.pipeline.max_file_bytes,
+                                           most_chunks=config.pipeline.max_chunks_per_doc)
     how = "vectors reused" if result.same_model else (
         f"another model: {result.chunks_embedded} chunks embedded again")
     if result.chunks_waiting:

@@ -55,5 +55,6 @@ def no_index(config: Config, seen: indexes.Seen | None) -> PocketError:
     listed = "; ".join(f"{folder or '(no folder recorded)'} -> {index}"
                        for index, folder in every)
     return PocketError(f"no index found for {Path.cwd()}, and there are {len(every)}: "
-                       f"{listed}. Name the folder (--data-folder FOLDER, or run it inside "
-                       "the folder), or the file (--db FILE)")
+                       f"{listed}. Name the folder (the command's argument FOLDER, or "
+                       "--data-folder FOLDER, or run it inside the folder), or the file "
+                       "(--db FILE)")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from pocketmcp import indexes
+from pocketmcp import indexes, private
 from pocketmcp.commands.choosing import no_index
 from pocketmcp.commands.clients import Client, chosen_clients, read_config
 from pocketmcp.config import Config
@@ -190,6 +190,10 @@ async def _check_index(config: Config, report: Report, folder: Path | None,
     else:
         of = f", of {recorded.root}" if recorded is not None else ""
         report.ok(f"index {index}" + (f" ({stored.describe()}{of})" if stored else ""))
+    exposed = private.exposed(await anyio.to_thread.run_sync(place.own_files))
+    if exposed:
+        report.warn(f"index {index}: other users of this machine may read "
+                    f"{', '.join(str(p) for p in exposed)}", f"`{private.narrowing(exposed)}`")
     return True
 
 

@@ -18,7 +18,7 @@ import msgspec
 from pocketmcp.commands.choosing import no_index
 from pocketmcp.commands.progress import until_fed
 from pocketmcp.config import Config
-from pocketmcp.errors import PocketError
+from pocketmcp.errors import NotReady, PocketError, TooFewQuestions
 from pocketmcp.ops import evaluate, selfcheck
 from pocketmcp.plans import READING, Plan
 from pocketmcp.runtime import open_runtime
@@ -100,8 +100,19 @@ async def check_search(config: Config, args: argparse.Namespace) -> int:
     async with open_runtime(config, READING) as runtime:
         await runtime.started()
         reading = await runtime.reading()
+        waiting = await reading.index.run(lambda r: r.waiting_count())
+        if args.apply and waiting:
+            raise NotReady(f"{waiting} chunks still wait for their vectors, so vector search "
+                           "cannot be measured and no fusion weight is kept: run `pocketmcp "
+                           "index` (or let the running server finish), then check again")
         report = await selfcheck.check(reading, most=args.questions,
                                        params=tuning.params_of(reading.index))
+        least = min(selfcheck.MIN_QUESTIONS, args.questions)
+        if report.questions < least:
+            raise TooFewQuestions(
+                f"the index's {report.documents} documents give {report.questions} questions "
+                f"(titles, headings, first sentences named by one document alone); at least "
+                f"{least} are needed to measure search and suggest a fusion weight")
         kept = None
         if args.apply and report.weight_suggested != report.weight_in_use:
             kept = tuning.save_weight(reading.index, report.weight_suggested)
@@ -124,7 +135,12 @@ def check_table(report: selfcheck.SelfCheck, kept: Path | None) -> str:
         lines.append(report.rule)
     before = report.modes["hybrid"]
     after = report.hybrid_by_weight[f"{report.weight_suggested:.1f}"]
-    if report.weight_suggested == report.weight_in_use:
+    if report.chunks_waiting:
+        lines.append(f"{report.chunks_waiting} chunks wait for their vectors: vector search "
+                     "does not find them yet, so the vector and hybrid figures are low and no "
+                     "fusion weight is suggested; run `pocketmcp index` (or let the running "
+                     "server finish), then check again")
+    elif report.weight_suggested == report.weight_in_use:
         lines.append(f"fusion weight {report.weight_in_use:g} (vector share) is the best here")
     else:
         lines.append(

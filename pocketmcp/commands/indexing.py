@@ -61,6 +61,18 @@ async def fed(config: Config, plan: Plan, *, progress: Style | None = None,
     return runtime
 
 
+def _commits() -> Callable[[dict[str, Any]], None]:
+    """Each write of `index` as a debug line (LOG_LEVEL=debug): with its commit's number and
+    time, what a run's end is measured against."""
+    log = logs.get("pocketmcp.index")
+
+    def on_event(event: dict[str, Any]) -> None:
+        fields = dict(event)
+        log.debug(fields.pop("event"), **fields)
+
+    return on_event
+
+
 # `pocketmcp index` exit codes (README "Scheduled indexing"); 1 is any failure.
 EXIT_OK = 0  # every file indexed (or unchanged)
 EXIT_PARTIAL = 3  # indexed, but some files were skipped: the summary names them
@@ -103,7 +115,7 @@ async def index(config: Config, args: argparse.Namespace) -> int:
             try:
                 runtime = await fed(config, plan,
                                     progress=style_of(args.progress, tty=sys.stderr.isatty()),
-                                    signals=signals)
+                                    signals=signals, on_event=_commits())
                 break
             except WriterBusyError:  # taken between the check and the start: wait again
                 pass
@@ -115,16 +127,15 @@ async def index(config: Config, args: argparse.Namespace) -> int:
             return EXIT_BUSY
     assert runtime.feed is not None
     s = runtime.feed.stats
+    counts = s.counts()
     embedder = runtime.services.embedder
     identity, usage = embedder.identity, embedder.usage
     summary = {
         "folder": str(config.watched.root),
         "index": runtime.services.main.index.where,
-        "files_seen": s.seen, "added": s.added,
-        # Re-read by force with the same text: written again, but unchanged to the reader.
-        "updated": s.updated - s.rechecked, "unchanged": s.unchanged + s.rechecked,
-        "removed": s.removed, "skipped": s.skipped,
-        "chunks_embedded": s.chunks_embedded, "chunks_reused": s.chunks_reused,
+        # One definition of each count (Stats.counts), as the log and the status tool give
+        # them: a file re-read by force with the same text is unchanged to the reader.
+        "files_seen": s.seen, **counts,
         "chunks_keywords": s.chunks_written, "chunks_vectors": s.chunks_vectors,
         "chunks_waiting": s.chunks_waiting,
         "elapsed_s": round(time.perf_counter() - started, 2),
@@ -152,9 +163,11 @@ async def index(config: Config, args: argparse.Namespace) -> int:
         print(  # noqa: T201
             f"indexed {summary['folder']} -> {summary['index']}\n"
             f"  files: {s.added} added, {summary['updated']} updated, "
-            f"{summary['unchanged']} unchanged, {s.removed} removed, {s.skipped} skipped\n"
-            f"  chunks: {s.chunks_embedded} embedded, {s.chunks_reused} reused "
-            f"({s.chunks_written} keyword-indexed, {s.chunks_waiting} waiting for vectors)\n"
+            f"{summary['unchanged']} unchanged, {s.removed} removed, {s.skipped} skipped"
+            + (f", {s.no_text} with no text found" if s.no_text else "") + "\n"
+            f"  chunks: {s.chunks_embedded} embedded, {s.chunks_reused} reused, "
+            f"{s.chunks_removed} removed ({s.chunks_written} keyword-indexed, "
+            f"{s.chunks_waiting} waiting for vectors)\n"
             + (Rechecked.line(summary) if args.force else "")
             + f"{spent}"
             f"  elapsed: {summary['elapsed_s']} s"
@@ -192,8 +205,6 @@ async def watch(config: Config) -> int:
 
 
 def since(now: Stats, then: Stats | None) -> dict[str, int]:
-    """The file counts of `now` minus those of `then` (all of `now` when the scan never
-    ended)."""
-    return {field: getattr(now, field) - (getattr(then, field) if then else 0)
-            for field in ("added", "updated", "unchanged", "removed", "skipped",
-                          "chunks_embedded", "chunks_reused")}
+    """The counts of `now` minus those of `then` (all of `now` when the scan never ended)."""
+    before = then.counts() if then else {}
+    return {key: value - before.get(key, 0) for key, value in now.counts().items()}

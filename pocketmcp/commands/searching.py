@@ -64,7 +64,8 @@ async def run(config: Config, args: argparse.Namespace) -> int:
     finally:
         await search.aclose()
     matches, notice = result.matches, result.notice
-    if matches and all(m.score < threshold for m in matches):
+    # Matches of a time the query named are kept whatever their score (search/dated.py).
+    if matches and all(m.score < threshold and m.matched_date is None for m in matches):
         matches, notice = [], floor.others(notice)  # the floor's part: said below instead
     best = result.matches[0] if result.matches else None
     why = None if matches else nothing_passed(threshold, best,
@@ -80,11 +81,25 @@ async def run(config: Config, args: argparse.Namespace) -> int:
         return 0
     for i, m in enumerate(matches, 1):
         mark = "  (file changed since indexed)" if m.stale else ""
-        print(f"{i:>2}. score {m.score:.3f}  {m.path or m.title}{mark}\n"  # noqa: T201
+        dated = f"  (created {m.matched_date[:10]})" if m.matched_date else ""
+        print(f"{i:>2}. score {m.score:.3f}  {where(m)}{dated}{mark}\n"  # noqa: T201
               f"    {m.preview}")
     if why is not None:
         print(why)  # noqa: T201
     return 0
+
+
+def where(match: SearchMatch) -> str:
+    """A match's place as one cites it: path:first-last line, and its PDF pages."""
+    name = match.path or match.title
+    if match.start_line is None:
+        return name
+    lines = (f"{match.start_line}" if match.end_line in (None, match.start_line)
+             else f"{match.start_line}-{match.end_line}")
+    pages = "" if match.page is None else (
+        f" (p. {match.page})" if match.end_page in (None, match.page)
+        else f" (pp. {match.page}-{match.end_page})")
+    return f"{name}:{lines}{pages}"
 
 
 def nothing_passed(threshold: float, top: SearchMatch | None, *, explicit: bool) -> str:

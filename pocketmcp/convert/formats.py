@@ -63,12 +63,13 @@ def check_zip(data: bytes, max_unpacked: int, max_members: int = 20_000) -> None
 # -- converters --------------------------------------------------------------------------------
 
 def pdf(data: bytes, ocr: OcrSpec | None = None) -> Converted:
-    """Text of each page; lines set clearly larger than the body text become headings.
+    """Text of each page, each ending with a form feed on a line of its own; lines set
+    clearly larger than the body text become headings.
 
     With `ocr`, pages with no text layer that show an image (scanned) are listed in
     `scanned` (at most OcrLimits.max_pages of them), and when `ocr.run` the pages it names
-    are read by OCR, each under a heading "Page N (OCR)" (every page then gets a "Page N"
-    heading)."""
+    are read by OCR, each with text under a heading "Page N (OCR)" (every page with text then
+    gets a "Page N" heading; a page where nothing was read gives nothing)."""
     import pypdfium2 as pdfium  # heavy: loaded on first use
 
     try:
@@ -77,7 +78,10 @@ def pdf(data: bytes, ocr: OcrSpec | None = None) -> Converted:
         raise Refused(f"not a readable PDF ({exc})") from None
     try:
         started = time.monotonic()
-        read = dict(ocr_module.read_pages(document, ocr)) if ocr and ocr.run else {}
+        ocred = dict(ocr_module.read_pages(document, ocr)) if ocr and ocr.run else {}
+        read = {n: found for n, found in ocred.items() if any(x.strip() for x in found)}
+        unread = sum(1 for n in ocr.pages if 1 <= n <= len(document)) - len(ocred) if (
+            ocr and ocr.run) else 0
         lines: list[tuple[float, str]] = []
         scanned: list[int] = []
         for index in range(len(document)):
@@ -93,16 +97,19 @@ def pdf(data: bytes, ocr: OcrSpec | None = None) -> Converted:
             elif read and any(line.strip() for _, line in page_lines):
                 page_lines = [(_KEEP, f"## Page {index + 1}"), (_KEEP, ""), *page_lines]
             lines += page_lines
-            lines.append((0.0, ""))
+            lines += [(0.0, ""), (_KEEP, _PAGE_END), (0.0, "")]
             textpage.close()
             page.close()
         props = _pdf_properties(document.get_metadata_dict())
-        if read:
-            props["ocr"] = ocr_module.note_pages(sorted(read), len(scanned),
-                                                 time.monotonic() - started)
+        if ocred and ocr:
+            props["ocr"] = ocr_module.note_pages(sorted(ocred), len(scanned),
+                                                 time.monotonic() - started, ocr.max_pages
+                                                 ) + ocr_module.stopped(unread, ocr)
         cap = ocr.max_pages if ocr else 0
-        return Converted(_tidy(_with_headings(lines)), props.get("title"), len(document), props,
-                         scanned=tuple(scanned[:cap]), scanned_total=len(scanned))
+        text = _tidy(_with_headings(lines)).replace(_PAGE_END, "")
+        return Converted(text, props.get("title"), len(document), props,
+                         scanned=tuple(scanned[:cap]), scanned_total=len(scanned),
+                         unread=unread)
     finally:
         document.close()
 
@@ -130,6 +137,9 @@ def _sized_lines(textpage: object) -> list[tuple[float, str]]:
 
 
 _KEEP = -1.0  # the size of lines kept as they are (OCR text, page headings)
+# A page's end, a form feed on a line of its own once the text is tidied (a hit's page is
+# counted by them): noncharacters until then, which no PDF text holds.
+_PAGE_END = "\ufdd0\ufdd1"
 
 
 def _with_headings(lines: list[tuple[float, str]]) -> str:

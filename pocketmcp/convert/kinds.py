@@ -91,3 +91,4 @@ class Converted(msgspec.Struct, frozen=True):
     # image frames), at most the page cap (OcrLimits.max_pages); and how many there are in all.
     scanned: tuple[int, ...] = ()
     scanned_total: int = 0
+    unread: int = 0  # pages OCR left unread: the file's OCR time budget was spent

@@ -39,11 +39,13 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
         help="Documents converted at once, each in its own worker process.")] = 2
     timeout_s: Annotated[float, Setting("CONVERT_TIMEOUT_S", minimum=1, maximum=3600,
         help="A conversion taking longer is stopped and the file skipped (an OCR read: each "
-             "page).")] = 60.0
+             "page). A file's OCR stops reading pages once twice this is spent, keeping the "
+             "text read so far (logged as ocr_time_budget).")] = 60.0
     # Constants, or derived (config.load): the environment does not set them.
     memory_mb: int = 1024  # address-space cap of a conversion worker (Linux)
     max_chars: int = 20 * 2**20  # MAX_FILE_MB's
     max_unpacked: int = 512 * 2**20  # zip containers unpacking to more are refused
+    ocr_budget_s: float = 120.0  # OCR time of one file: twice CONVERT_TIMEOUT_S's (config.load)
     idle_s: float = 60.0
     ocr: OcrLimits = OcrLimits()
 

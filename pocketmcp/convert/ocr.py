@@ -44,6 +44,7 @@ class OcrSpec(msgspec.Struct, frozen=True, kw_only=True):
     max_pages: int = 100
     threads: int = 1
     model_dir: str | None = None
+    budget_s: float = 0.0  # OCR time of the whole file (0: none); pages after it are not read
 
 
 def missing() -> str | None:
@@ -233,8 +234,14 @@ def image_pages(data: bytes, spec: OcrSpec) -> tuple[int, ...]:
     return tuple(range(1, min(_frames(image), spec.max_pages) + 1))
 
 
+def spent(started: float, spec: OcrSpec) -> bool:
+    """Whether the file's OCR time budget (`spec.budget_s`) is spent since `started`."""
+    return bool(spec.budget_s) and time.monotonic() - started >= spec.budget_s
+
+
 def read_image(data: bytes, spec: OcrSpec) -> Converted:
-    """The text of an image (each TIFF page under its own heading)."""
+    """The text of an image (each TIFF page with text under its own heading; a frame where
+    nothing was read gives nothing, not even its heading)."""
     from PIL import Image, ImageOps
 
     image = _open(data, spec.max_pixels)
@@ -242,7 +249,10 @@ def read_image(data: bytes, spec: OcrSpec) -> Converted:
     ocr = engine(spec.threads, spec.model_dir)
     started = time.monotonic()
     parts: list[str] = []
+    done = 0
     for number in spec.pages:
+        if spent(started, spec):
+            break
         try:
             image.seek(number - 1)
             frame = ImageOps.exif_transpose(image) if number == 1 else image.copy()
@@ -251,11 +261,20 @@ def read_image(data: bytes, spec: OcrSpec) -> Converted:
             raise OcrRefused(f"frame {number} is not a readable image ({exc})") from None
         frame = _fit(_on_white(frame))
         lines = read_lines(ocr, frame)
-        heading = f"## Page {number} (OCR)" if frames > 1 else "## Image text (OCR)"
-        parts.append("\n".join([heading, "", *lines]))
-    note = _note(len(spec.pages), frames, time.monotonic() - started)
+        done += 1
+        if any(line.strip() for line in lines):
+            heading = f"## Page {number} (OCR)" if frames > 1 else "## Image text (OCR)"
+            parts.append("\n".join([heading, "", *lines]))
+    unread = len(spec.pages) - done
+    note = _note(done, frames, time.monotonic() - started) + stopped(unread, spec)
     return Converted("\n\n".join(parts), None, frames if frames > 1 else None,
-                     {"ocr": note})
+                     {"ocr": note}, unread=unread)
+
+
+def stopped(unread: int, spec: OcrSpec) -> str:
+    """What the `ocr` property adds when the time budget left pages unread."""
+    return (f"; stopped at the OCR time budget of {spec.budget_s:g} s (twice "
+            f"CONVERT_TIMEOUT_S), {unread} pages not read" if unread else "")
 
 
 def _on_white(image: Any) -> Any:
@@ -287,11 +306,10 @@ def _note(done: int, total: int, seconds: float) -> str:
     return f"{engine_version()} (PP-OCRv4): {pages}, {seconds:.1f} s"
 
 
-def note_pages(pages: list[int], scanned: int, seconds: float) -> str:
-    """The `ocr` property of a PDF some of whose pages were read by OCR."""
+def note_pages(pages: list[int], scanned: int, seconds: float, most: int) -> str:
+    """The `ocr` property of a PDF some of whose pages were read by OCR (at most `most`)."""
     listed = ", ".join(map(str, pages[:20])) + (", ..." if len(pages) > 20 else "")
-    cut = f" (of {scanned} scanned; at most {len(pages)} are read)" if scanned > len(
-        pages) else ""
+    cut = f" (of {scanned} scanned; at most {most} are read)" if scanned > most else ""
     return f"{engine_version()} (PP-OCRv4): pages {listed}{cut}, {seconds:.1f} s"
 
 
@@ -318,11 +336,14 @@ def render(page: Any, max_pixels: int) -> Any:
 
 
 def read_pages(document: Any, spec: OcrSpec) -> Iterator[tuple[int, list[str]]]:
-    """(page number, lines) of the pages `spec` names."""
+    """(page number, lines) of the pages `spec` names, until the time budget is spent."""
     ocr = engine(spec.threads, spec.model_dir)
+    started = time.monotonic()
     for number in spec.pages:
         if not 1 <= number <= len(document):
             continue
+        if spent(started, spec):
+            return
         page = document[number - 1]
         try:
             image = render(page, spec.max_pixels)

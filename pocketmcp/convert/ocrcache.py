@@ -17,12 +17,12 @@ from pathlib import Path
 import anyio
 import msgspec
 
-from pocketmcp import logs
+from pocketmcp import logs, private
 from pocketmcp.convert.kinds import Converted
 from pocketmcp.convert.limits import OcrLimits
 
 log = logs.get("pocketmcp.convert")
-_VERSION = b"ocr-cache 2"  # 2: keyed by the SHA-256 the index keeps
+_VERSION = b"ocr-cache 3"  # 2: keyed by the SHA-256 the index keeps; 3: no blank pages
 
 
 class OcrCache:
@@ -65,7 +65,7 @@ class OcrCache:
 
 
 def _write(path: Path, payload: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private.folder(path.parent)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     try:
         with os.fdopen(handle, "wb") as stream:

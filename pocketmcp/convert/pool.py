@@ -187,8 +187,8 @@ class Converter:
             raise DocumentError(name, f"image not read: {self.ocr_off}")
         o = self.limits.ocr
         spec = ocr.OcrSpec(max_pixels=o.max_pixels, max_pages=o.max_pages, threads=o.threads,
-                           model_dir=str(o.model_dir) if o.model_dir else None
-                           ) if kind in OCR_KINDS else None
+                           model_dir=str(o.model_dir) if o.model_dir else None,
+                           budget_s=self.limits.ocr_budget_s) if kind in OCR_KINDS else None
         key = self.cache.key(kind, digest) if spec is not None and self.cache.folder else ""
         if key and (cached := await self.cache.get(key)) is not None:
             return cached
@@ -203,17 +203,24 @@ class Converter:
             log.info("scanned_pages_not_read", path=name, pages=first.scanned_total,
                      reason=self.ocr_off)
             return _converted(first)
-        # Each page read by OCR gets the conversion time limit (the page cap bounds them).
+        # Each page read by OCR gets the conversion time limit (the page cap bounds them), and
+        # the file its OCR time budget (checked between pages: one page may run over it).
         pages = first.scanned
+        timeout = self.limits.timeout_s
         second = await self._ocr_pool.ask(
             self._request(kind, data, msgspec.structs.replace(spec, run=True, pages=pages)),
-            kind, name, self.limits.timeout_s * (1 + len(pages)))
+            kind, name, min(timeout * (1 + len(pages)), self.limits.ocr_budget_s + 2 * timeout))
         self.ocr_runs += 1
         if first.scanned_total > len(pages):
             log.warning("ocr_page_cap", path=name, read=len(pages), scanned=first.scanned_total,
                         reason=f"at most {o.max_pages} scanned pages of a file are read")
+        if second.unread:
+            log.warning("ocr_time_budget", path=name, code="OCR_BUDGET_SPENT",
+                        read=len(pages) - second.unread, unread=second.unread,
+                        reason=f"the OCR time budget of {self.limits.ocr_budget_s:g} s a file "
+                               "(twice CONVERT_TIMEOUT_S) was spent: the pages read are kept")
         result = _converted(second)
-        if key:
+        if key and not result.unread:  # a scan stopped by the budget is not kept as read
             await self.cache.put(key, result)
         return result
 
@@ -235,7 +242,8 @@ def ocr_off(limits: OcrLimits) -> str | None:
 
 
 def _converted(reply: Reply) -> Converted:
-    return Converted(reply.text, reply.title, reply.pages, reply.properties)
+    return Converted(reply.text, reply.title, reply.pages, reply.properties,
+                     unread=reply.unread)
 
 
 def _exit(code: int | None) -> str:

@@ -11,6 +11,7 @@ process only sees an error reply, a dead pipe or a timeout.
 from __future__ import annotations
 
 import os
+import re
 import select
 import struct
 import sys
@@ -42,6 +43,7 @@ class Reply(msgspec.Struct, frozen=True):
     properties: dict[str, str] = {}
     scanned: tuple[int, ...] = ()
     scanned_total: int = 0
+    unread: int = 0
     error: str = ""
     fatal: bool = False  # the worker exits after this reply
 
@@ -81,7 +83,19 @@ def _limit_resources(memory_mb: int) -> None:
             pass  # e.g. macOS does not enforce RLIMIT_AS; the timeout still holds
 
 
+_ADDRESS = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>")
+
+
 def answer(request: Request) -> Reply:
+    """The conversion's reply; its error names no object of this process (a parser's message
+    such as "cannot identify image file <_io.BytesIO object at 0x...>" says "the file")."""
+    reply = _answer(request)
+    if reply.error:
+        return msgspec.structs.replace(reply, error=_ADDRESS.sub("the file", reply.error))
+    return reply
+
+
+def _answer(request: Request) -> Reply:
     try:
         result = formats.convert(request.kind, request.data,
                                  max_unpacked=request.max_unpacked, ocr=request.ocr)
@@ -107,7 +121,7 @@ def answer(request: Request) -> Reply:
                                      f"limit of {request.max_chars} (MAX_FILE_MB)")
     return Reply(ok=True, text=text, title=result.title, pages=result.pages,
                  properties=result.properties, scanned=result.scanned,
-                 scanned_total=result.scanned_total)
+                 scanned_total=result.scanned_total, unread=result.unread)
 
 
 def main(argv: list[str]) -> int:

@@ -45,24 +45,29 @@ _MONTH_NAMES = "|".join(sorted(map(re.escape, MONTH), key=len, reverse=True))
 _YEAR = r"(?P<year>(?:19|20)\d\d)"
 _ORD = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th|er|\.)?"
 
-# Phrases of a fixed span, by language: (pattern, span name).
+# Phrases of a fixed span, by language: (pattern, span name). Articles are left out, so a
+# phrase after a preposition that holds one ("del año pasado", "della settimana scorsa",
+# "von letzter Woche") reads as the phrase alone; German takes each case's ending.
+_DE_THIS = r"diese[nmrs]?"
+_DE_LAST = r"(?:letzte|vergangene|vorige)[nmrs]?"
 _FIXED: tuple[tuple[str, str], ...] = (
     (r"today|aujourd'hui|heute|hoy|oggi|hoje|vandaag", "today"),
     (r"yesterday|gestern|ayer|ieri|ontem|gisteren", "yesterday"),
-    (r"(?:this|cette|diese|esta|questa|deze)\s+(?:week|semaine|woche|semana|settimana)",
+    (rf"(?:this|cette|{_DE_THIS}|esta|questa|deze)\s+(?:week|semaine|woche|semana|settimana)",
      "this week"),
-    (r"(?:last|past|previous)\s+week|la\s+semaine\s+derni[eè]re|letzte[n]?\s+woche|"
-     r"la\s+semana\s+pasada|la\s+settimana\s+scorsa|a\s+semana\s+passada|vorige\s+week",
-     "last week"),
-    (r"this\s+month|ce\s+mois(?:-ci)?|diese[nm]?\s+monat|este\s+mes|questo\s+mese|"
-     r"deze\s+maand", "this month"),
-    (r"(?:last|past|previous)\s+month|le\s+mois\s+dernier|letzte[nm]?\s+monat|"
-     r"el\s+mes\s+pasado|il\s+mese\s+scorso|o\s+m[eê]s\s+passado|vorige\s+maand",
-     "last month"),
-    (r"this\s+year|cette\s+ann[ée]e|dieses\s+jahr|este\s+a[ñn]o|quest'anno|dit\s+jaar",
-     "this year"),
-    (r"(?:last|past|previous)\s+year|l'ann[ée]e\s+derni[eè]re|letztes\s+jahr|"
-     r"el\s+a[ñn]o\s+pasado|l'anno\s+scorso|o\s+ano\s+passado|vorig\s+jaar", "last year"),
+    (rf"(?:last|past|previous)\s+week|semaine\s+derni[eè]re|{_DE_LAST}\s+woche|"
+     r"semana\s+pasada|settimana\s+scorsa|scorsa\s+settimana|semana\s+passada|"
+     r"vorige\s+week|afgelopen\s+week", "last week"),
+    (rf"this\s+month|ce\s+mois(?:-ci)?|{_DE_THIS}\s+monats?|este\s+mes|questo\s+mese|"
+     r"este\s+m[eê]s|deze\s+maand", "this month"),
+    (rf"(?:last|past|previous)\s+month|mois\s+dernier|{_DE_LAST}\s+monats?|"
+     r"mes\s+pasado|mese\s+scorso|scorso\s+mese|m[eê]s\s+passado|vorige\s+maand|"
+     r"afgelopen\s+maand", "last month"),
+    (rf"this\s+year|cette\s+ann[ée]e|{_DE_THIS}\s+jahr(?:es|s)?|este\s+a[ñn]o|"
+     r"quest'anno|questo\s+anno|dit\s+jaar", "this year"),
+    (rf"(?:last|past|previous)\s+year|ann[ée]e\s+derni[eè]re|an\s+dernier|"
+     rf"{_DE_LAST}\s+jahr(?:es|s)?|a[ñn]o\s+pasado|anno\s+scorso|ano\s+passado|"
+     r"vorig\s+jaar|afgelopen\s+jaar", "last year"),
 )
 _UNITS = {"day": 1, "days": 1, "week": 7, "weeks": 7, "month": 30, "months": 30,
           "year": 365, "years": 365}

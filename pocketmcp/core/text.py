@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 import hashlib
 import re
+from collections.abc import Sequence
 
 _BOMS = (
     (codecs.BOM_UTF8, "utf-8-sig"),
@@ -63,3 +64,42 @@ def title_of(text: str, fallback: str) -> str:
     if match:
         return match.group(1).strip()[:200]
     return fallback
+
+
+def has_pages(external_id: str, source: str, content: str) -> bool:
+    """Whether a document's text marks its pages: a converted PDF's ends each page with a
+    form feed (watched, ingested or fetched; text given directly never has pages)."""
+    return source != "raw" and external_id.lower().endswith(".pdf") and "\f" in content
+
+
+Place = tuple[int, int, int | None, int | None]  # first line, last line, first page, last
+
+
+def places(content: str, spans: Sequence[tuple[int, int]], *, pages: bool) -> list[Place]:
+    """For each stretch (start, end) of `content` (character offsets, end exclusive): the
+    lines (1-based) of its first and its last character that is not white space (of its
+    ends when all of it is) and, with `pages`, their pages (form feeds end them; None
+    without). One pass over the text, however many stretches."""
+    ends = [_inked(content, start, end) for start, end in spans]
+    points = sorted({p for pair in ends for p in pair})
+    line: dict[int, int] = {}
+    page: dict[int, int] = {}
+    at, lines, feeds = 0, 1, 1
+    for point in points:
+        lines += content.count("\n", at, point)
+        if pages:
+            feeds += content.count("\f", at, point)
+        line[point], page[point], at = lines, feeds, point
+    return [(line[first], line[last], page[first] if pages else None,
+             page[last] if pages else None) for first, last in ends]
+
+
+def _inked(content: str, start: int, end: int) -> tuple[int, int]:
+    """The offsets of the first and the last character of content[start:end] that is not
+    white space; its ends when all of it is."""
+    text = content[start:end]
+    stripped = text.strip()
+    if not stripped:
+        return start, max(start, end - 1)
+    first = start + len(text) - len(text.lstrip())
+    return first, first + len(stripped) - 1

@@ -5,43 +5,57 @@ no model, opens no index and imports neither the MCP SDK nor pydantic: it starts
 tenths of a second and stays small (bench/shared.py), so that every editor window can have one.
 
 It ends when the client closes stdin, or on SIGTERM or SIGINT (the HTTP session is closed).
-When the HTTP server goes away, the requests still in flight are answered with an error at
-once. With a way to reconnect (a shared server, mcp/sharing.py), the bridge then waits for the
-client's next request, has a server again (started anew when none runs), repeats the client's
-`initialize` to it and relays the request: the client sees one session throughout. A request
-that finds no server is answered with an error saying why; nothing hangs. Without one (SHARE
-off), the bridge ends, and the client sees the server exit. One request that fails while the
-server still runs (its connection reset, an HTTP error answer) is answered with an error on
-its own; a session the server has forgotten (404) is opened anew, the `initialize` repeated.
+When the HTTP server goes away, the writes still in flight are answered at once with an error
+saying that whether they were applied is not known (WRITE_UNCONFIRMED). With a way to
+reconnect (a shared server, mcp/sharing.py), the reads in flight (requests that change
+nothing) are sent once again, to the next server (started anew when none runs); otherwise
+the bridge waits for the client's next request and has a server again for it. Either way it
+repeats the client's `initialize` to the new server: the client sees one session throughout.
+A server still there that answers nothing while a request waits (stopped, stuck) is taken as
+gone after HUNG_S: its requests get SERVER_NOT_ANSWERING. A request that finds no server is
+answered with an error saying why; nothing hangs. Without a way to reconnect, the bridge
+ends, and the client sees the server exit. One request that fails while the server still
+runs (its connection reset, an HTTP error answer) is answered with an error on its own; a
+session the server has forgotten (404) is opened anew, the `initialize` repeated.
+
+The client's own tool profile, title and instructions hold (mcp/presented.py): the server's
+answers are shown to it as a process serving it alone would give them.
+
+Every line the client sends is answered as a process serving alone would answer it: a line
+that is not one valid JSON-RPC message (not JSON, an id no reply can bear, a batch) goes to
+the server like any other, and the error its screen gives comes back (mcp/relay.py); a line
+over the size limit is answered here. No line ends the bridge.
 """
 
 from __future__ import annotations
 
 import json
 import signal
+import time
 from collections.abc import Awaitable, Callable
-from contextlib import suppress
 from typing import Any
 
 import anyio
 import anyio.abc
 import httpx2
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from pocketmcp import logs
 from pocketmcp.core.secret import Secret
 from pocketmcp.errors import PocketError
-from pocketmcp.mcp.discovery import Published, alive, answers
-from pocketmcp.mcp.lines import stdin_lines, stdout_lines
-from pocketmcp.mcp.streamable import (
-    METHOD,
-    NAME,
-    NAME_BEARING,
-    SESSION,
-    VERSION,
-    VERSION_META,
-    events,
-    header_value,
+from pocketmcp.mcp import early
+from pocketmcp.mcp.discovery import Published, alive
+from pocketmcp.mcp.lines import OVERSIZE, stdin_lines, stdout_lines
+from pocketmcp.mcp.presented import Presentation, refused_call
+from pocketmcp.mcp.relay import (
+    Connection,
+    Relay,
+    SessionGone,
+    error_reply,
+    is_request,
+    parsed,
+    too_large,
+    well_formed,
 )
 
 log = logs.get("pocketmcp.bridge")
@@ -49,207 +63,30 @@ log = logs.get("pocketmcp.bridge")
 # 30 s to connect and write, 5 minutes between events of a stream (the SDK client's).
 TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 WATCH_S = 0.5  # how often the bridge checks that the server's process still runs
+# While a request waits (a tool call may rightly take minutes), the server's health is asked
+# every PROBE_S, each answer awaited at most PROBE_S; a server that has answered none of
+# them for HUNG_S is taken as not answering (stopped, or its loop stuck): the requests in
+# flight get an error, and the next request finds (or starts) another server.
+PROBE_S = 1.0
+HUNG_S = 5.0
 REPLAY_S = 30.0  # how long the repeated `initialize` may take on a server reached again
-CLOSE_S = 2.0  # how long closing the HTTP session may take
-LISTEN_RETRIES = 3  # the server's own stream, opened again after it broke
-SERVER_GONE = -32000  # the JSON-RPC error of a request the server's end left unanswered
 
 Upstream = tuple[Published, Secret]
 Reconnect = Callable[[], Awaitable[Upstream]]
 Lines = MemoryObjectReceiveStream[str]
-Out = MemoryObjectSendStream[str]
 
 
-def error_reply(request_id: Any, why: str) -> str:
-    return json.dumps({"jsonrpc": "2.0", "id": request_id,
-                       "error": {"code": SERVER_GONE, "message": f"pocketmcp: {why}"}})
-
-
-def _parsed(line: str) -> dict[str, Any] | None:
-    try:
-        message = json.loads(line)
-    except (ValueError, RecursionError):
-        return None
-    return message if isinstance(message, dict) else None
-
-
-def _is_request(message: dict[str, Any] | None) -> bool:
-    return message is not None and "method" in message and "id" in message
-
-
-class Relay:
-    """What a bridge keeps across servers: the client's `initialize` (repeated to a new
-    server), whether it was confirmed, the negotiated version, and the requests in flight."""
-
-    def __init__(self, out: Out) -> None:
-        self.out = out
-        self.init: dict[str, Any] | None = None
-        self.initialized = False
-        self.version: str | None = None
-        self.pending: set[Any] = set()
-        self.replays = 0
-
-    def headers(self, message: dict[str, Any] | None) -> dict[str, str]:
-        """The per-message headers the SDK's client would send (its `Stamper`)."""
-        if message is not None and message.get("method") == "initialize":
-            return {}
-        params = message.get("params") if message is not None else None
-        meta = params.get("_meta") if isinstance(params, dict) else None
-        version = meta.get(VERSION_META) if isinstance(meta, dict) else None
-        if message is not None and _is_request(message) and isinstance(version, str):
-            headers = {VERSION: version, METHOD: str(message["method"])}
-            key = NAME_BEARING.get(message["method"])
-            if key is not None and isinstance(params, dict) and isinstance(params.get(key), str):
-                headers[NAME] = header_value(params[key])
-            return headers
-        return {VERSION: self.version} if self.version else {}
-
-    async def deliver(self, data: str, *, swallow: Any = None) -> bool:
-        """One message from the server to the client (unless it answers `swallow`: then
-        True, and it is kept from the client)."""
-        if not data.strip():
-            return False  # an empty body (a notification's answer): nothing to relay
-        message = _parsed(data)
-        if message is not None and ("result" in message or "error" in message):
-            if swallow is not None and message.get("id") == swallow:
-                self._note_version(message)
-                return True
-            self.pending.discard(message.get("id"))
-            if self.init is not None and message.get("id") == self.init.get("id"):
-                self._note_version(message)
-        # One line each: a newline in JSON is only whitespace, and a message that is not
-        # JSON still reaches the client whole.
-        await self.out.send(data.replace("\n", " "))
-        return False
-
-    def _note_version(self, message: dict[str, Any]) -> None:
-        result = message.get("result")
-        version = result.get("protocolVersion") if isinstance(result, dict) else None
-        self.version = version if isinstance(version, str) else None
-
-    async def fail_pending(self, why: str) -> None:
-        """Answer every request still in flight: its server has gone."""
-        for request_id in sorted(self.pending, key=str):
-            await self.out.send(error_reply(request_id, why))
-        self.pending.clear()
-
-
-class SessionGone(Exception):
-    """The server no longer knows this bridge's HTTP session (it answered 404): the relay
-    ends, and the client's `initialize` is repeated on a new one."""
-
-
-class Connection:
-    """One HTTP session with one server."""
-
-    def __init__(self, relay: Relay, client: httpx2.AsyncClient, server: Published) -> None:
-        self.relay = relay
-        self.client = client
-        self.server = server
-        self.url = server.mcp_url
-        self.session: str | None = None
-
-    def _headers(self, extra: dict[str, str]) -> dict[str, str]:
-        headers = {"Content-Type": "application/json",
-                   "Accept": "application/json, text/event-stream", **extra}
-        if self.session is not None:
-            headers[SESSION] = self.session
-        return headers
-
-    async def post(self, line: str, message: dict[str, Any] | None, *,
-                   swallow: Any = None) -> bool:
-        """POST one client message and deliver what comes back; True when the answer to
-        `swallow` came (and was kept from the client)."""
-        relay = self.relay
-        request = _is_request(message)
-        if request and swallow is None:
-            assert message is not None
-            relay.pending.add(message["id"])
-        swallowed = False
-        async with self.client.stream("POST", self.url, content=line.encode(),
-                                      headers=self._headers(relay.headers(message))) as response:
-            if message is not None and message.get("method") == "initialize":
-                self.session = response.headers.get(SESSION) or self.session
-            if response.status_code >= 400:
-                await self._refused(response, message if request and swallow is None else None)
-                return False
-            kind = response.headers.get("content-type", "")
-            if "text/event-stream" in kind:
-                async for data in events(response):
-                    swallowed = await relay.deliver(data, swallow=swallow) or swallowed
-            elif "application/json" in kind:
-                swallowed = await relay.deliver((await response.aread()).decode(
-                    "utf-8", "replace").strip(), swallow=swallow)
-        return swallowed
-
-    async def _refused(self, response: httpx2.Response, request: dict[str, Any] | None
-                       ) -> None:
-        """An HTTP error answer. Its JSON-RPC error (if any) bears no id, so the client's
-        `request` is answered here, with the server's message; a 404 while a session is set
-        means the server has forgotten it (SessionGone)."""
-        body = _parsed((await response.aread()).decode("utf-8", "replace"))
-        error = body.get("error") if body is not None else None
-        said = error.get("message") if isinstance(error, dict) else None
-        why = f"the server answered HTTP {response.status_code}" + (
-            f": {said}" if isinstance(said, str) and said else "")
-        if request is not None:
-            self.relay.pending.discard(request["id"])
-            await self.relay.out.send(error_reply(request["id"], why))
-        else:
-            log.warning("http_refused", url=self.url, status=response.status_code)
-        if response.status_code == 404 and self.session is not None:
-            self.session = None  # nothing left to close
-            raise SessionGone(why)
-
-    async def relayed(self, line: str, message: dict[str, Any]) -> None:
-        """POST one client request on its own: when that POST alone fails (its connection
-        reset, the pool full) while the server still runs, the request is answered with an
-        error and the others in flight go on; when the server has gone, the relay ends."""
-        try:
-            await self.post(line, message)
-        except (httpx2.HTTPError, httpx2.StreamError) as exc:
-            # A server killed resets its connections before its process is gone: it must
-            # still answer on a new one.
-            if not alive(self.server.pid) or await answers(self.server.url) is None:
-                raise
-            log.warning("request_failed", url=self.url, error=str(exc)[:200])
-            if message["id"] in self.relay.pending:
-                self.relay.pending.discard(message["id"])
-                await self.relay.out.send(error_reply(message["id"], (
-                    f"the request to the server failed ({type(exc).__name__}: {exc}); it may "
-                    "not have been carried out: send it again")))
-
-    async def listen(self) -> None:
-        """The server's own stream (its notifications outside any request)."""
-        for _attempt in range(LISTEN_RETRIES):
-            try:
-                async with self.client.stream("GET", self.url, headers=self._headers(
-                        self.relay.headers(None))) as response:
-                    if response.status_code != 200:
-                        return
-                    async for data in events(response):
-                        await self.relay.deliver(data)
-            except httpx2.HTTPError:
-                pass
-            await anyio.sleep(1.0)
-
-    async def close(self) -> None:
-        if self.session is None:
-            return
-        with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_S), suppress(
-                httpx2.HTTPError):
-            await self.client.delete(self.url, headers=self._headers(self.relay.headers(None)))
-
-
-async def bridge(upstream: Published, token: Secret, *, reconnect: Reconnect | None = None
-                 ) -> int:
+async def bridge(upstream: Upstream | None, *, reconnect: Reconnect | None = None,
+                 presentation: Presentation | None = None) -> int:
     """Relay stdin/stdout to `upstream` (and, with `reconnect`, to the servers after it)
-    until stdin closes or a signal comes; 1 when the server went away first and there was
-    no way to reconnect."""
+    until stdin closes or a signal comes, its answers shown as `presentation` (the client's
+    own settings) says; 1 when the server went away first and there was no way to
+    reconnect. Without `upstream`, one is had from `reconnect` in the background at once,
+    while the client's handshake is answered here (mcp/early.py)."""
     ended = "stdin closed"
     lines = stdin_lines()
     async with lines, stdout_lines() as out, anyio.create_task_group() as life:
-        relay = Relay(out)
+        relay = Relay(out, presentation)
 
         async def on_signal() -> None:
             nonlocal ended
@@ -260,16 +97,33 @@ async def bridge(upstream: Published, token: Secret, *, reconnect: Reconnect | N
 
         async def run() -> None:
             nonlocal ended
-            current: Upstream | None = (upstream, token)
-            first: str | None = None
+            current: Upstream | None = upstream
+            first: list[str] = []
+            if current is None and reconnect is not None:
+                starting = Starting(reconnect)
+                life.start_soon(starting.run, name="pocketmcp.bridge.start")
+                first, current = await _next_server(relay, lines, starting.wait, "starting")
             while current is not None:
                 how = await _relay(relay, *current, lines, first)
                 if how == "stdin closed":
                     break
+                pid = current[0].pid
+                if how == "server hung":
+                    await relay.fail_pending(
+                        f"the server (pid {pid}) has not answered for {HUNG_S:.0f} s (stopped, "
+                        "or stuck); this request may not have been carried out: send it again "
+                        "(another server is found or started for it)", "SERVER_NOT_ANSWERING")
+                # A server that went away costs no read: each in flight goes to the next.
+                again = relay.take_reads() if how == "server gone" and reconnect else []
+                if how == "server gone":
+                    await relay.fail_pending(
+                        f"the server (pid {pid}) went away while this request was in flight, "
+                        "after it reached the server and before any answer: whether it was "
+                        "applied is not known; look (get_document, list_documents) before "
+                        "sending it again", "WRITE_UNCONFIRMED")
                 await relay.fail_pending(
-                    f"the server (pid {current[0].pid}) "
-                    f"{'ended this session' if how == 'session gone' else 'went away'} while "
-                    "this request was in flight; it may not have been carried out: send it again")
+                    f"the server (pid {pid}) ended this session while this request was in "
+                    "flight; it may not have been carried out: send it again")
                 if how == "session gone":  # the same server, on a new session
                     first, current = await _next_server(relay, lines, reconnect or _same(current),
                                                         how)
@@ -277,13 +131,64 @@ async def bridge(upstream: Published, token: Secret, *, reconnect: Reconnect | N
                 if reconnect is None:
                     ended = "server gone"
                     break
-                first, current = await _next_server(relay, lines, reconnect)
+                if again:
+                    first, current = again, await _again(relay, reconnect, again)
+                    if current is not None:
+                        continue
+                first, current = await _next_server(relay, lines, reconnect, how)
             life.cancel_scope.cancel()
 
         life.start_soon(on_signal, name="pocketmcp.signals")
         life.start_soon(run, name="pocketmcp.bridge")
     log.info("bridge_stopped", reason=ended)
     return 1 if ended == "server gone" else 0
+
+
+class Starting:
+    """A server had in the background (started when none runs), awaited by the first
+    request that needs it; once that start has failed, each later request tries anew."""
+
+    def __init__(self, reconnect: Reconnect) -> None:
+        self.reconnect = reconnect
+        self.done = anyio.Event()
+        self.found: Upstream | None = None
+        self.error: PocketError | OSError | None = None
+        self.told = False  # whether a request was answered with `error`
+
+    async def run(self) -> None:
+        try:
+            self.found = await self.reconnect()
+        except (PocketError, OSError) as exc:
+            self.error = exc
+        finally:
+            self.done.set()
+
+    async def wait(self) -> Upstream:
+        await self.done.wait()
+        if self.error is None:
+            assert self.found is not None
+            return self.found
+        if self.told:
+            return await self.reconnect()
+        self.told = True
+        raise self.error
+
+
+async def _again(relay: Relay, reconnect: Reconnect, lines: list[str]) -> Upstream | None:
+    """The next server for the reads in flight (`lines`) when their server went away, or
+    None when none can be had (each is then answered with why)."""
+    log.warning("server_gone", action=f"{len(lines)} read(s) in flight go to the next server")
+    try:
+        found = await reconnect()
+    except (PocketError, OSError) as exc:
+        log.warning("no_server", error=str(exc))
+        for line in lines:
+            ident = parsed(line)
+            await relay.out.send(error_reply(ident.get("id") if ident else None, (
+                f"the shared server of this index has gone and none could be started: {exc}")))
+        return None
+    log.info("server_found", url=found[0].url, pid=found[0].pid, resent=len(lines))
+    return found
 
 
 def _same(current: Upstream) -> Reconnect:
@@ -293,34 +198,69 @@ def _same(current: Upstream) -> Reconnect:
 
 
 async def _next_server(relay: Relay, lines: Lines, reconnect: Reconnect,
-                       why: str = "server gone") -> tuple[str | None, Upstream | None]:
+                       why: str = "server gone") -> tuple[list[str], Upstream | None]:
     """Wait for the client's next request, then a server for it (started anew when none
     runs); a request that finds none is answered with an error saying why. (None, None)
     once stdin has closed."""
-    log.warning(why.replace(" ", "_"), action="a server is looked for at the next request")
+    if why == "starting":
+        log.info("server_starting", action="the handshake is answered here meanwhile")
+    else:
+        log.warning(why.replace(" ", "_"), action="a server is looked for at the next request")
     async for line in lines:
-        message = _parsed(line)
-        if not _is_request(message):
+        if not line.strip():
+            continue
+        if line.rstrip("\n") == OVERSIZE:
+            await relay.out.send(too_large())
+            continue
+        message = parsed(line)
+        if message is not None and is_request(message) and await _answered_here(relay, message):
+            continue
+        if not is_request(message) and well_formed(message):
             if message is not None and message.get("method") == "notifications/initialized":
                 relay.initialized = True
             continue  # notifications for a server that is gone: dropped
-        assert message is not None
+        # A request, or a line a server's screen is to answer.
         try:
             found = await reconnect()
         except (PocketError, OSError) as exc:
             log.warning("no_server", error=str(exc))
-            await relay.out.send(error_reply(message["id"], (
-                f"the shared server of this index has gone and none could be started: {exc}")))
+            if message is not None and is_request(message):
+                await relay.out.send(error_reply(message["id"], (
+                    "no shared server of this index could be started: " if why == "starting"
+                    else "the shared server of this index has gone and none could be started: "
+                ) + f"{exc}; SHARE=off serves in the editor's own process"))
             continue
         log.info("server_found", url=found[0].url, pid=found[0].pid)
-        return line, found
-    return None, None
+        return [line], found
+    return [], None
+
+
+async def _answered_here(relay: Relay, message: dict[str, Any]) -> bool:
+    """Answer the client's `initialize` or `tools/list` while no server is at hand, as the
+    server would (mcp/early.py); whether it was."""
+    if relay.presentation is None:
+        return False
+    method = message.get("method")
+    if method == "initialize" and relay.init is None:
+        answer = early.initialize(message, relay.presentation)
+        if answer is None:
+            return False
+        relay.init, relay.version = message, answer[1]
+        await relay.out.send(answer[0])
+        return True
+    if method == "tools/list" and relay.init is not None:
+        listed = early.tools_list(message, relay.presentation)
+        if listed is not None:
+            await relay.out.send(listed)
+            return True
+    return False
 
 
 async def _relay(relay: Relay, upstream: Published, token: Secret, lines: Lines,
-                 first: str | None) -> str:
-    """Relay to one server until stdin closes ("stdin closed") or the server goes ("server
-    gone"). `first`: a client line to send once the client's `initialize` is repeated."""
+                 first: list[str]) -> str:
+    """Relay to one server until stdin closes ("stdin closed"), the server goes ("server
+    gone", "session gone") or stops answering ("server hung"). `first`: client lines to
+    send once the client's `initialize` is repeated."""
     url = upstream.mcp_url
     log.info("bridging", url=url, pid=upstream.pid)
     how = "server gone"
@@ -332,11 +272,22 @@ async def _relay(relay: Relay, upstream: Published, token: Secret, lines: Lines,
                 async with anyio.create_task_group() as tg:
 
                     async def send(line: str) -> None:
-                        message = _parsed(line)
-                        if message is not None and message.get("method") == "initialize":
+                        if not line.strip():
+                            return  # a blank line is no message
+                        if line.rstrip("\n") == OVERSIZE:  # never sent: answered here
+                            await relay.out.send(too_large())
+                            return
+                        message = parsed(line)
+                        if is_request(message) and message is not None and (
+                                message.get("method") == "initialize"):
                             relay.init = message
-                        if _is_request(message) and message is not None and (
+                        if is_request(message) and message is not None and (
                                 message.get("method") != "initialize"):
+                            refused = relay.presentation and refused_call(
+                                message["id"], message, relay.presentation)
+                            if refused:  # a tool outside this client's profile
+                                await relay.out.send(refused)
+                                return
                             tg.start_soon(connection.relayed, line, message)
                             return
                         await connection.post(line, message)
@@ -347,9 +298,10 @@ async def _relay(relay: Relay, upstream: Published, token: Secret, lines: Lines,
 
                     async def client_to_server() -> None:
                         nonlocal how
-                        if first is not None:
-                            await _replay(relay, connection, tg, first)
-                            await send(first)
+                        if first:
+                            await _replay(relay, connection, tg, first[0])
+                        for line in first:
+                            await send(line)
                         async for line in lines:
                             await send(line)
                         how = "stdin closed"
@@ -357,17 +309,33 @@ async def _relay(relay: Relay, upstream: Published, token: Secret, lines: Lines,
 
                     async def watch_server() -> None:
                         # A server that is gone ends no stream while the client is idle, so
-                        # its process is checked.
+                        # its process is checked; one that is there but answers nothing
+                        # (stopped, stuck) ends none either: while a request waits, its
+                        # health is asked.
+                        nonlocal how
+                        answered = probed = time.monotonic()
                         while True:
                             await anyio.sleep(WATCH_S)
                             if not alive(upstream.pid):
                                 break
+                            now = time.monotonic()
+                            if not relay.pending:
+                                answered = now
+                            elif now - probed >= PROBE_S:
+                                if await _answers(client, upstream.url):
+                                    answered = time.monotonic()
+                                probed = time.monotonic()
+                                if probed - answered >= HUNG_S:
+                                    how = "server hung"
+                                    log.warning("server_not_answering", url=upstream.url,
+                                                pid=upstream.pid, seconds=HUNG_S)
+                                    break
                         tg.cancel_scope.cancel()
 
                     tg.start_soon(watch_server, name="pocketmcp.bridge.watch")
                     tg.start_soon(client_to_server, name="pocketmcp.bridge.up")
             finally:
-                if how == "stdin closed" or alive(upstream.pid):
+                if how == "stdin closed" or (how != "server hung" and alive(upstream.pid)):
                     await connection.close()
     except* SessionGone as group:
         log.warning("session_forgotten", url=url, error=str(group.exceptions[0])[:200])
@@ -378,12 +346,23 @@ async def _relay(relay: Relay, upstream: Published, token: Secret, lines: Lines,
     return how
 
 
+async def _answers(client: httpx2.AsyncClient, url: str) -> bool:
+    """Whether the server at `url` answers its health within PROBE_S (any HTTP answer: its
+    loop runs)."""
+    try:
+        with anyio.fail_after(PROBE_S):
+            await client.get(url + "/health", timeout=PROBE_S)
+    except (httpx2.HTTPError, TimeoutError):
+        return False
+    return True
+
+
 async def _replay(relay: Relay, connection: Connection, tg: anyio.abc.TaskGroup,
                   first: str) -> None:
     """On a server reached again: the client's `initialize` once more (its answer kept from
     the client, who had one), then `initialized`, unless `first` is an `initialize`."""
     init = relay.init
-    message = _parsed(first)
+    message = parsed(first)
     if init is None or (message is not None and message.get("method") == "initialize"):
         return
     relay.replays += 1

@@ -11,10 +11,10 @@ import anyio
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
-from pydantic import Field, WithJsonSchema
+from pydantic import Field, ValidationError, WithJsonSchema
 
 from pocketmcp.core.safe import safe_text
-from pocketmcp.errors import PocketError
+from pocketmcp.errors import InvalidRequest, PocketError
 from pocketmcp.mcp.calllog import error_text, logged_call
 from pocketmcp.mcp.calllog import render as render  # the tools' modules take it from here
 from pocketmcp.pipeline.prepare import Progress
@@ -66,3 +66,48 @@ def progress_of(ctx: Context) -> Progress | None:
             await ctx.report_progress(done, total, message)
 
     return report
+
+
+# How a schema's limit reads, by pydantic's error type: the field's own words, with its bound.
+_LIMITS = {
+    "string_too_long": "at most {max_length} characters",
+    "string_too_short": "at least {min_length} characters",
+    "too_long": "at most {max_length} items",
+    "too_short": "at least {min_length} items",
+    "greater_than_equal": "at least {ge}",
+    "greater_than": "more than {gt}",
+    "less_than_equal": "at most {le}",
+    "less_than": "less than {lt}",
+    "finite_number": "a finite number (not NaN or infinite)",
+    "missing": "required",
+}
+
+
+def _bounds(schema: dict[str, Any]) -> str | None:
+    """What a field's JSON schema allows, when it is a bounded number or text."""
+    low, high = schema.get("minimum"), schema.get("maximum")
+    if schema.get("type") in ("number", "integer") and (low is not None or high is not None):
+        kind = "a whole number" if schema["type"] == "integer" else "a finite number"
+        return (f"{kind} from {low} to {high}" if low is not None and high is not None else
+                f"{kind} of at least {low}" if low is not None else f"{kind} of at most {high}")
+    if schema.get("type") == "string" and "maxLength" in schema:
+        return f"a text of at most {schema['maxLength']} characters"
+    return None
+
+
+def schema_refusal(tool: str, exc: ValidationError, schema: dict[str, Any]) -> str:
+    """A tool's arguments refused by its input `schema`, in the project's error shape: the
+    code, then each field with the limit it broke (never the value given, nor a link)."""
+    said = []
+    fields = schema.get("properties", {})
+    for err in exc.errors(include_url=False, include_input=False):
+        field = ".".join(str(part) for part in err["loc"]) or "arguments"
+        limit = _LIMITS.get(err["type"])
+        try:
+            text = limit.format(**err.get("ctx", {})) if limit else None
+        except (KeyError, IndexError):
+            text = None
+        top = fields.get(str(err["loc"][0])) if err["loc"] else None
+        said.append(f"{field}: {text or (_bounds(top) if top else None) or err['msg']}")
+    return error_text(InvalidRequest(f"the arguments of {tool} do not fit its schema: "
+                                     + "; ".join(said)))

@@ -4,7 +4,8 @@ discovery file (URL, pid, token file).
 
 Both are written atomically with mode 0600. The discovery file exists while an HTTP server
 runs and is removed when it stops; one left behind by a process that died is ignored (its pid
-is gone) and replaced by the next server.
+is gone) and replaced by the next server. A server that finds the file gone, or naming a
+server that does not answer, publishes itself again (`keep_published`).
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import anyio
 import msgspec
 
-from pocketmcp import logs
+from pocketmcp import logs, private
 from pocketmcp.core.secret import Secret
 from pocketmcp.errors import StoreError
 
@@ -26,6 +28,8 @@ if TYPE_CHECKING:  # numpy: a bridge names the index's place and loads none of i
     from pocketmcp.store.api import Place
 
 log = logs.get("pocketmcp.discovery")
+
+KEEP_S = 1.0  # how often a server looks that the discovery file still names it
 
 
 class Published(msgspec.Struct, frozen=True, kw_only=True):
@@ -37,6 +41,10 @@ class Published(msgspec.Struct, frozen=True, kw_only=True):
     token_file: str | None  # None: the server's token came from POCKETMCP_TOKEN
     version: str
     started_by: str = "user"  # or "editor": a shared server that exits once idle
+    # The settings of the index it serves with (mcp/serve.py index_settings): its embedding
+    # model (provider:model) and watched folder. None: not said (or no folder watched).
+    model: str | None = None
+    folder: str | None = None
 
     @property
     def mcp_url(self) -> str:
@@ -54,7 +62,7 @@ def token_file(place: Place) -> Path:
 def _write_private(path: Path, data: bytes, *, replace: bool) -> bool:
     """Write `data` to `path` with mode 0600, atomically. With `replace` False an existing
     file is kept and False returned."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private.folder(path.parent)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
@@ -112,6 +120,31 @@ def publish(place: Place, server: Published) -> Path:
     except OSError as exc:
         raise StoreError(f"cannot write the discovery file {path}: {exc.strerror}") from exc
     return path
+
+
+async def keep_published(place: Place, server: Published, every_s: float = KEEP_S) -> None:
+    """While `server` (this process) serves: publish it again whenever the discovery file of
+    the index at `place` is gone or names a server that does not answer (one that replaced
+    it while this one did not answer, then stopped or hung), so that a server never serves
+    where no client can find it. One that answers is left published."""
+    displaced_by = None
+    while True:
+        await anyio.sleep(every_s)
+        found = published(place)
+        if found is not None and found.pid == server.pid:
+            displaced_by = None
+            continue
+        if found is not None and alive(found.pid) and await answers(found.url) is not None:
+            if displaced_by != found.pid:
+                log.warning("discovery_file_names_another", url=found.url, pid=found.pid)
+                displaced_by = found.pid
+            continue
+        try:
+            publish(place, server)
+        except StoreError as exc:
+            log.warning("publish_failed", error=str(exc))
+            continue
+        log.info("published_again", url=server.url, replaced=found.pid if found else None)
 
 
 def withdraw(place: Place, pid: int) -> None:

@@ -22,15 +22,16 @@ from pocketmcp.config import Config
 from pocketmcp.core.secret import Secret
 from pocketmcp.errors import AlreadyServing, ListenFailed, PocketError
 from pocketmcp.mcp import discovery
-from pocketmcp.mcp.attached import Attached, exit_when_idle
 from pocketmcp.mcp.collector import collect_again
 from pocketmcp.mcp.lines import stdin_lines, stdout_lines
+from pocketmcp.mcp.serve import index_settings
 from pocketmcp.plans import serving
 from pocketmcp.runtime import Runtime, on_signals, open_runtime
 
 # The MCP SDK, the tools and the HTTP server's modules take about a second to import (the
 # SDK's protocol types alone most of it). They are imported when used: on stdio in a worker
-# thread while the runtime starts (host_stdio); the HTTP modules only by host_http.
+# thread while the runtime starts (host_stdio); the HTTP modules (mcp/http.py, and
+# mcp/attached.py that names its paths) only by host_http.
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
@@ -120,6 +121,7 @@ def _stdio_server(runtime: Runtime, title: str, instructions: str | None
 async def host_http(config: Config, title: str, instructions: str | None) -> int:
     """Serve every client that comes over HTTP until SIGTERM or SIGINT."""
     from pocketmcp.mcp import http  # heavy: the HTTP server, the MCP SDK, the web page
+    from pocketmcp.mcp.attached import Attached, exit_when_idle  # imports mcp/http.py
     from pocketmcp.mcp.server import build_server
     from pocketmcp.web.auth import Logins
     from pocketmcp.web.routes import routes as web_routes
@@ -160,12 +162,17 @@ async def host_http(config: Config, title: str, instructions: str | None) -> int
             runtime.readiness.serving = "shared"
             runtime.readiness.clients = lambda: attached.streams
             listener = http.listener(attached, grace_s=GRACE_S)  # type: ignore[arg-type]
-            discovery.publish(place, discovery.Published(
+            model, folder = index_settings(config)
+            itself = discovery.Published(
                 url=url, pid=os.getpid(), index=place.describe(),
                 token_file=str(token_path.resolve()) if token_path else None,
-                version=__version__, started_by=config.serve.started_by))
+                version=__version__, started_by=config.serve.started_by, model=model,
+                folder=folder)
+            discovery.publish(place, itself)
             published = True
             async with anyio.create_task_group() as signals:
+                signals.start_soon(discovery.keep_published, place, itself,
+                                   name="pocketmcp.published")
 
                 def stop(name: str) -> None:
                     nonlocal reason

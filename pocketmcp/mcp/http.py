@@ -44,7 +44,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pocketmcp import logs
 from pocketmcp.core.safe import safe_text
-from pocketmcp.errors import ConfigError
+from pocketmcp.errors import WeakToken
 from pocketmcp.mcp import jsonrpc
 from pocketmcp.mcp.slowheaders import SlowHeadersClosed
 from pocketmcp.ops.status_results import HealthResult
@@ -62,6 +62,7 @@ CLIENT_ID = "pocketmcp-token"
 # bound as a line on stdio. Larger ones get a JSON 413, whatever their path or content type.
 MAX_BODY_BYTES = 64 * 1024 * 1024
 MIN_TOKEN_CHARS = 16  # a token for a server listening beyond the loopback interface
+MIN_TOKEN_DISTINCT = 8  # ... of as many different characters at least (a random one has more)
 
 
 class BearerToken:
@@ -90,13 +91,19 @@ def is_loopback(host: str) -> bool:
 
 
 def check_token(token: str, host: str) -> None:
-    """ConfigError when the token is too short for a server reachable beyond loopback."""
-    if not is_loopback(host) and len(token) < MIN_TOKEN_CHARS:
-        raise ConfigError("POCKETMCP_TOKEN", f"<{len(token)} characters>",
-                          f"a token of at least {MIN_TOKEN_CHARS} characters when MCP_HOST "
-                          f"({host or 'all interfaces'}) is reachable from other machines; "
-                          "make a long random one (`openssl rand -hex 32`), or unset it to "
-                          "use the token file beside the index")
+    """WeakToken (WEAK_TOKEN) when the token is too short or too simple for a server
+    reachable beyond loopback: fewer than MIN_TOKEN_CHARS characters, or fewer than
+    MIN_TOKEN_DISTINCT different ones (`aaaa...`, `abab...`)."""
+    if is_loopback(host):
+        return
+    distinct = len(set(token))
+    if len(token) < MIN_TOKEN_CHARS or distinct < MIN_TOKEN_DISTINCT:
+        raise WeakToken("POCKETMCP_TOKEN", f"<{len(token)} characters, {distinct} different>",
+                        f"a token of at least {MIN_TOKEN_CHARS} characters, at least "
+                        f"{MIN_TOKEN_DISTINCT} of them different, when MCP_HOST "
+                        f"({host or 'all interfaces'}) is reachable from other machines; "
+                        "make a long random one (`openssl rand -hex 32`), or unset it to "
+                        "use the token file beside the index")
 
 
 def auth_settings(url: str) -> AuthSettings:
@@ -253,9 +260,10 @@ def _too_large(scope: Scope) -> Response | None:
 class Screened:
     """An MCP endpoint's POSTs read (at most MAX_BODY_BYTES) and screened before the SDK's
     handler sees them: a body that is not one valid JSON-RPC message is answered here with
-    the JSON-RPC error it deserves (mcp/jsonrpc.py), HTTP 400 (413 when too large).
-    `json_only`: screen only bodies said to be JSON (Streamable HTTP refuses the others
-    itself; the SSE transport's message endpoint reads any body as JSON)."""
+    the JSON-RPC error it deserves (mcp/jsonrpc.py), HTTP 400 (413 when too large, whatever
+    its content type, declared or chunked). `json_only`: screen only bodies said to be JSON
+    (Streamable HTTP refuses the others itself; the SSE transport's message endpoint reads
+    any body as JSON)."""
 
     def __init__(self, app: ASGIApp, *, max_bytes: int = MAX_BODY_BYTES,
                  json_only: bool = True) -> None:
@@ -268,11 +276,10 @@ class Screened:
         if declared is not None and declared > self.max_bytes:  # refused before it is read
             await _rejected(scope, receive, send, jsonrpc.too_large(self.max_bytes), 413)
             return
-        if (scope["type"] != "http" or scope["method"] != "POST"
-                or (self.json_only and not _json_body(scope))):
+        if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)  # the SDK answers these itself
             return
-        body = bytearray()
+        body = bytearray()  # any POST's, bounded: a body of another type too (chunked)
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
@@ -284,21 +291,29 @@ class Screened:
             if not message.get("more_body", False):
                 break
         data = bytes(body)
+        if self.json_only and not _json_body(scope):  # the SDK refuses its type itself
+            await self.app(scope, _replayed(data, receive), send)
+            return
         error = (await anyio.to_thread.run_sync(jsonrpc.screen, data) if len(data) > 65536
                  else jsonrpc.screen(data))
         if error is not None:
             await _rejected(scope, receive, send, error, 400)
             return
-        replayed = False
+        await self.app(scope, _replayed(data, receive), send)
 
-        async def replay() -> Message:
-            nonlocal replayed
-            if replayed:
-                return await receive()  # what comes after the body: a disconnect
-            replayed = True
-            return {"type": "http.request", "body": data, "more_body": False}
 
-        await self.app(scope, replay, send)
+def _replayed(data: bytes, receive: Receive) -> Receive:
+    """A `receive` that gives the body read already, then what comes after it."""
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if replayed:
+            return await receive()  # what comes after the body: a disconnect
+        replayed = True
+        return {"type": "http.request", "body": data, "more_body": False}
+
+    return replay
 
 
 def _json_body(scope: Scope) -> bool:

@@ -38,6 +38,21 @@ async def listing(server: MCPServer) -> Listed:
         return wire((await client.list_tools()).tools)
 
 
+async def manifest(server: MCPServer) -> dict[str, Any]:
+    """What a bridge answers before its server runs (mcp/early.py), from `server` (TOOLS=all):
+    the protocol versions of the handshake, the capabilities its `initialize` announces,
+    and its tools as `tools/list` sends them. Written to pocketmcp/mcp/manifest.json by
+    scripts/gen_docs.py."""
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+
+    async with Client(server, mode="legacy") as client:  # as a client of the handshake sees it
+        capabilities = client.server_capabilities.model_dump(by_alias=True, mode="json",
+                                                             exclude_none=True)
+        tools = wire((await client.list_tools()).tools)
+    return {"versions": list(HANDSHAKE_PROTOCOL_VERSIONS), "latest": LATEST_HANDSHAKE_VERSION,
+            "capabilities": capabilities, "tools": tools}
+
+
 def model_part(tool: Mapping[str, Any]) -> dict[str, Any]:
     """What a client's model reads of a tool's definition: all but its output schema."""
     return {k: v for k, v in tool.items() if k != "outputSchema"}

@@ -1,13 +1,15 @@
 """`pocketmcp serve`: choose how to serve.
 
 - MCP_TRANSPORT=http (or sse): one process for many clients over HTTP (mcp/host.py).
-- stdio, while an HTTP server of the same index runs (the index's discovery file names it,
-  its process is alive and it takes the token): a bridge that relays the client's
-  messages to it, with no model loaded (mcp/bridge.py). With SHARE=on (the default) such a
-  server is started in the background when none runs (mcp/sharing.py), and started again
-  when it has gone by the bridge's next request.
-- stdio otherwise (SHARE=off and no server, or the shared one could not start): the server
-  itself, for the client that started it (mcp/host.py).
+- stdio with SHARE=on (the default): a bridge that relays the client's messages to the HTTP
+  server of the same index (the index's discovery file names it, it answers and takes the
+  token), with no model loaded (mcp/bridge.py); such a server is started in the background
+  when none runs (mcp/sharing.py), and started again when it has gone by the bridge's next
+  request. The client's own tool profile, title and instructions hold through the bridge
+  (mcp/presented.py); a server of the index started with another model or folder is a
+  SettingsMismatch naming both.
+- stdio otherwise (SHARE=off, even while a server runs, or the shared one could not start):
+  the server itself, for the client that started it (mcp/host.py).
 
 `pocketmcp serve` starts with Python's cyclic garbage collector off (cli.py); `collect_again`
 (mcp/collector.py) turns it back on once the server has started.
@@ -22,9 +24,11 @@ from pathlib import Path
 from pocketmcp import logs
 from pocketmcp.config import Config, child_environment
 from pocketmcp.core.secret import Secret
-from pocketmcp.errors import SharingFailed
+from pocketmcp.errors import SettingsMismatch, SharingFailed
 from pocketmcp.mcp import discovery
 from pocketmcp.mcp.collector import collect_again
+from pocketmcp.mcp.presented import Presentation
+from pocketmcp.mcp.texts import instructions_for
 
 log = logs.get("pocketmcp.serve")
 
@@ -37,23 +41,27 @@ async def serve(config: Config, title: str = "pocketmcp", instructions: str | No
 
         collect_again()
         return await host_http(config, title, instructions)
-    reconnect = None
-    if config.serve.share == "on":
+    if config.serve.share == "on":  # off: served by this process alone, whatever runs
         def reconnect() -> Awaitable[tuple[discovery.Published, Secret]]:
             return shared_upstream(config, title, instructions)
 
         try:
-            upstream = await reconnect()
+            # A server that runs is used at once; none: one is started in the background
+            # while the bridge answers the handshake itself.
+            upstream = await running_upstream(config)
+            if upstream is None:
+                from pocketmcp.mcp import sharing
+
+                sharing.check_start_lock(config.main_place())
         except (SharingFailed, OSError) as exc:  # the editor is still served, on its own
             log.warning("not_sharing", reason=str(exc))
-            upstream = None
-    else:
-        upstream = await find_upstream(config)
-    if upstream is not None:
-        from pocketmcp.mcp.bridge import bridge
+        else:
+            from pocketmcp.mcp.bridge import bridge
 
-        collect_again()
-        return await bridge(*upstream, reconnect=reconnect)
+            collect_again()
+            tools = config.serve.tools
+            return await bridge(upstream, reconnect=reconnect, presentation=Presentation(
+                tools=tools, title=title, instructions=instructions or instructions_for(tools)))
     from pocketmcp.mcp.host import host_stdio
 
     return await host_stdio(config, title, instructions)
@@ -65,38 +73,57 @@ async def shared_upstream(config: Config, title: str, instructions: str | None
     idle) when none runs; SharingFailed when none can be started, or when one runs but
     cannot be used (it refuses the token: another would fail to start beside it)."""
     from pocketmcp.mcp import sharing
-    from pocketmcp.mcp.upstream import locate
 
     place = config.main_place()
 
     def start() -> subprocess.Popen[bytes]:
+        # Every tool: each bridge offers its own client's profile of them (mcp/presented.py).
         env = child_environment(config, MCP_TRANSPORT="http", MCP_HOST="127.0.0.1",
                                 MCP_PORT="0", POCKETMCP_STARTED_BY="editor",
-                                LOG_LEVEL=config.log_level)
+                                LOG_LEVEL=config.log_level, TOOLS="all")
         return sharing.spawn(place, sharing.server_command(title, instructions), env,
                              Path.cwd())
 
-    async def find() -> tuple[discovery.Published, Secret] | None:
-        found = await locate(place, config.serve.token)
-        if found is None:
-            return None
-        if found.token is None:
-            raise SharingFailed(found.said())
-        return found.server, found.token
-
-    return await sharing.ensure(place, find, start)
+    return await sharing.ensure(place, lambda: running_upstream(config), start)
 
 
-async def find_upstream(config: Config) -> tuple[discovery.Published, Secret] | None:
-    """The HTTP server already serving this index, and the token it takes; None when there
-    is none to relay to (the reason is logged when one was found but cannot be used)."""
+async def running_upstream(config: Config) -> tuple[discovery.Published, Secret] | None:
+    """The HTTP server of this index that runs and answers, with the token it takes; None
+    when none does. SharingFailed when one runs but cannot be used (it refuses the token:
+    another would fail to start beside it), SettingsMismatch when it serves the index with
+    another model or folder."""
     from pocketmcp.mcp.upstream import locate
 
     found = await locate(config.main_place(), config.serve.token)
     if found is None:
         return None
     if found.token is None:
-        reason = "it refused the token (HTTP 401)" if found.status == 401 else found.problem
-        log.warning("not_bridging", url=found.server.url, pid=found.server.pid, reason=reason)
-        return None
+        raise SharingFailed(found.said())
+    check_index_settings(config, found.server)
     return found.server, found.token
+
+
+def index_settings(config: Config) -> tuple[str, str | None]:
+    """What of `config` belongs to the index, as its server publishes it: the embedding
+    model (provider:model) and the watched folder (None: it watches none)."""
+    from pocketmcp.embed.settings import DEFAULT_MODEL_ID
+
+    embed = config.embed
+    model = embed.model or (DEFAULT_MODEL_ID if embed.provider == "local" else "(its default)")
+    watching = config.watched.given or config.watched.root.is_dir()
+    return f"{embed.provider}:{model}", str(config.watched.root.resolve()) if watching else None
+
+
+def check_index_settings(config: Config, server: discovery.Published) -> None:
+    """SettingsMismatch when the server of the index was started with another model or
+    watches another folder than this process's settings name (a server that publishes
+    neither, started by an older version, is not judged)."""
+    model, folder = index_settings(config)
+    for name, mine, its in (("EMBED_PROVIDER/EMBED_MODEL", model, server.model),
+                            ("WATCH_DIR", folder, server.folder)):
+        if mine is not None and its is not None and mine != its:
+            raise SettingsMismatch(
+                f"{name} is {mine} here, but the shared server of this index (pid {server.pid}, "
+                f"{server.url}) was started with {its}: use the same setting in every "
+                "editor of this index, or another index (SQLITE_PATH) for this one; stop that "
+                "server to start it anew with these settings")

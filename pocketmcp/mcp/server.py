@@ -8,10 +8,13 @@ from typing import Any
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import Tool
+from pydantic import ValidationError
 
 from pocketmcp import __version__
 from pocketmcp.mcp import schemas, tools_index, tools_read, tools_write
+from pocketmcp.mcp.calls import schema_refusal
 from pocketmcp.mcp.settings import TOOL_NAMES
 from pocketmcp.mcp.texts import instructions_for
 from pocketmcp.runtime import Runtime
@@ -37,6 +40,20 @@ class PocketServer(MCPServer):
         if self._published is None:
             self._published = schemas.published(await super().list_tools())
         return list(self._published)
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Any = None) -> Any:
+        """The SDK's call; arguments its schema refuses are a coded tool error naming each
+        field and its limit (not pydantic's text and link)."""
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if not isinstance(exc.__cause__, ValidationError) or isinstance(
+                    exc, UnexpectedToolError):
+                raise
+            published = {t.name: t.input_schema for t in await self.list_tools()}
+            raise ToolError(schema_refusal(name, exc.__cause__, published.get(name, {}))
+                            ) from exc.__cause__
 
     async def sdk_tools(self) -> list[Tool]:
         """The tools as the SDK makes them, their schemas whole (for the docs)."""

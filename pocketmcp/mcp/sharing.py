@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, TypeVar
 import anyio
 from filelock import FileLock, Timeout
 
-from pocketmcp import logs
+from pocketmcp import logs, private
 from pocketmcp.core.secret import Secret
 from pocketmcp.errors import SharingFailed
 from pocketmcp.mcp import discovery
@@ -60,9 +60,9 @@ async def start_lock(place: Place, timeout_s: float = START_S) -> AsyncIterator[
     lock is held: released by the system if this process dies); SharingFailed after
     `timeout_s`."""
     path = lock_file(place)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private.folder(path.parent)
     # Not thread-local: taken and released by this task, whichever thread runs it.
-    lock = FileLock(str(path), blocking=False, thread_local=False)
+    lock = FileLock(str(path), blocking=False, thread_local=False, mode=private.FILE_MODE)
     deadline = time.monotonic() + timeout_s
     while True:
         try:
@@ -80,12 +80,21 @@ async def start_lock(place: Place, timeout_s: float = START_S) -> AsyncIterator[
         lock.release()
 
 
+def check_start_lock(place: Place) -> None:
+    """OSError when the start lock of the index at `place` cannot be opened at all (so that
+    no shared server could be started): checked before a bridge answers a handshake while
+    one starts."""
+    path = lock_file(place)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+
+
 def spawn(place: Place, command: list[str], env: dict[str, str], cwd: Path
           ) -> subprocess.Popen[bytes]:
     """Start the shared server of the index at `place`: detached from this process's
     session and terminal, its output appended to the index's server log."""
     path = log_file(place)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private.file(path)
     with open(path, "ab") as out:
         out.write(f"--- started {time.strftime('%Y-%m-%dT%H:%M:%S')} by pid {os.getpid()}\n"
                   .encode())
@@ -148,7 +157,17 @@ async def ensure(place: Place, find: Callable[[], Awaitable[T | None]],
             return found
         began = time.perf_counter()
         process = start()
-        published = await wait_published(place, process)
+        try:
+            published = await wait_published(place, process)
+        except SharingFailed:
+            # It may have exited because another already serves (one started by a process
+            # that died holding this lock, say, and published meanwhile): that one is used.
+            found = await find()
+            if found is None:
+                raise
+            log.info("shared_server_found", after="the one started here exited",
+                     code=process.poll())
+            return found
         log.info("shared_server_started", pid=published.pid, url=published.url,
                  log=str(log_file(place)), seconds=round(time.perf_counter() - began, 3))
         found = await find()

@@ -32,7 +32,7 @@ SCREEN_IN_THREAD = 65536
 
 def screen(line: str) -> mcp_types.JSONRPCError | None:
     """None for a line the SDK takes as a message; otherwise the error reply it deserves."""
-    if line == OVERSIZE:
+    if line.rstrip("\n") == OVERSIZE:  # as the reader hands it on, with its newline
         return jsonrpc.too_large(wire.MAX_LINE_BYTES)
     return jsonrpc.screen(line)
 

@@ -95,10 +95,18 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
             return render(result)
 
     @mcp.tool(name="get_document", title="Get a whole document", annotations=READ_ONLY)
-    async def get_tool(doc_id: DocId) -> Document:
+    async def get_tool(
+        doc_id: DocId,
+        chunk_id: Annotated[int | None, Field(description="A match's chunk_id: read it in place.",
+                                              json_schema_extra=doc(PASSAGE))] = None,
+        max_tokens: Annotated[int, Field(json_schema_extra=doc(
+            "With chunk_id: the passage's model tokens at most (the chunk alone when it "
+            "holds more), 1 to 20000."))] = documents.PASSAGE_TOKENS,
+    ) -> Document:
         """One document's whole text and metadata."""
-        async with tool_call("get_document", doc_id=doc_id) as counts:
-            result = await documents.get_document(await rt.read_index(), doc_id)
+        async with tool_call("get_document", doc_id=doc_id, chunk_id=chunk_id) as counts:
+            result = await documents.get_document(await rt.read_index(), doc_id, chunk_id,
+                                                  max_tokens)
             counts["chars"] = len(result.text)
             return render(result)
 
@@ -131,6 +139,10 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
             except NotFound as exc:
                 raise ResourceNotFoundError(str(exc)) from exc
             return _json(row.model_dump())
+
+
+PASSAGE = ("The text is then that chunk with its neighbours, as many as max_tokens holds, "
+           "and `passage` says where it lies (offsets, lines, pages).")
 
 
 def _int(text: str) -> int:

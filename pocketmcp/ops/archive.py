@@ -14,17 +14,22 @@ The export format (`pocketmcp export FILE`) is JSON Lines, UTF-8, one object a l
 3. a trailer: `{"type": "end", "documents": N, "chunks": M, "waiting": W}` (W of the M
    chunks without a vector; older files leave it out: none), so a cut-off file is noticed.
 
-`pocketmcp import FILE` is all or nothing. Every line is checked before anything changes:
-the header, each document's ids (no control characters; `file:` paths relative without `..`;
-`path:` paths inside WATCH_DIR or ALLOWED_ROOTS), library, values (integers within 64 bits,
-dates), chunk offsets, vector sizes and finite values, and the end line's counts (documents,
-chunks, chunks without a vector); the first problem is refused with its line number. The
+`pocketmcp import FILE` is all or nothing. Every line is read with a cap (twice MAX_FILE_MB
+and the most chunks' vectors: a line that never ends is refused, not read into memory) and
+checked before anything changes: the header, each document's ids (no control characters;
+`file:` paths relative without `..`; `path:` paths inside WATCH_DIR or ALLOWED_ROOTS),
+library, values (integers within 64 bits, dates), size (MAX_FILE_MB and the most chunks a
+document makes, as indexing), its SHA-256 (64 hex digits), each chunk's offsets and digest
+(of its text), the chunks' coverage of the text (white space alone between and around them),
+vector sizes and finite values, and the end line's counts (documents, chunks, chunks without
+a vector); the first problem is refused (IMPORT_REFUSED) with its line number. The
 documents are then written through the index's writer in one transaction, so an import
 interrupted at any point (a signal, a full disk, a killed process) leaves the index as it
-was. The file's documents are held in memory until that transaction (about the size of the
-file). When the file's model is the index's, the stored vectors are used and nothing is
-embedded; otherwise each document is chunked and embedded again, IMPORT_BATCH documents at a
-time, before the transaction. A document with a chunk that has no vector is written as
+was. The file's documents are held in memory until that transaction: a document's text and
+its chunks' (about twice its line; the line itself is let go once decoded). When the
+file's model is the index's, the stored vectors are used and nothing is embedded;
+otherwise each document is chunked and embedded again, IMPORT_BATCH documents at a time,
+before the transaction. A document with a chunk that has no vector is written as
 keyword indexing writes one: searchable by its keywords at once, its chunks waiting (those
 whose text the index holds with a vector take that one), embedded by a running server or the
 next `pocketmcp index`.
@@ -43,7 +48,7 @@ import msgspec
 from pocketmcp.core import dates
 from pocketmcp.core.identity import Identity
 from pocketmcp.core.safe import safe_text
-from pocketmcp.errors import InvalidRequest, StoreError
+from pocketmcp.errors import ImportRefused, InvalidRequest, StoreError
 from pocketmcp.messages import Chunk, DocFacts, DocRecord, PreparedDoc
 from pocketmcp.ops import archive_check as checks
 from pocketmcp.ops.archive_format import (
@@ -153,61 +158,78 @@ def _prepared(doc: DocLine, vectors: list[bytes | None]) -> PreparedDoc:
     return PreparedDoc(_record(doc), chunks, b"".join(known), reused=len(chunks))
 
 
-def _read(path: Path, identity: Identity, roots: tuple[Path, ...]
+def _read(path: Path, identity: Identity, roots: tuple[Path, ...], limits: tuple[int, int]
           ) -> tuple[bool, list[PreparedDoc | DocRecord]]:
     """Every line of the export checked (blocking): (same model, its documents).
-    InvalidRequest names the first line that cannot be imported."""
-    numbered = checks.lines(path)
-    first = next(numbered, None)
+    ImportRefused names the first line that cannot be imported."""
+    numbered = checks.Lines(path)
+    try:
+        return _check_all(numbered, identity, roots, *limits)
+    finally:
+        numbered.close()
+
+
+def _check_all(numbered: checks.Lines, identity: Identity, roots: tuple[Path, ...],
+               max_bytes: int, most_chunks: int) -> tuple[bool, list[PreparedDoc | DocRecord]]:
+    path = numbered.path
+    first = numbered.next(checks.HEADER_CAP)
     if first is None:
-        raise InvalidRequest(f"{path} is empty")
-    header = checks.header(first[1], path)
+        raise ImportRefused(f"{path} is empty; nothing was imported")
+    header = checks.header(first, path, numbered.number)
     same_model = header.identity() == identity
+    cap = checks.line_cap(max_bytes, header.dim, most_chunks)
     decoder = msgspec.json.Decoder(DocLine | EndLine)
     docs: list[PreparedDoc | DocRecord] = []
     ids: set[str] = set()
     chunks = waiting = 0
     ended: EndLine | None = None
-    for number, line in numbered:
+    while (line := numbered.next(cap)) is not None:
+        number = numbered.number
         try:
             if ended is not None:
                 raise checks.Bad("a line after the end line")
             item = checks.decode(decoder, line)
+            del line  # the document alone is kept: memory about twice the longest line
             if isinstance(item, EndLine):
                 ended = item
                 continue
-            vectors = checks.document(item, header.dim, roots)
+            vectors = checks.document(item, header.dim, roots, max_bytes=max_bytes,
+                                      most_chunks=most_chunks)
             if item.external_id in ids:
                 raise checks.Bad(f"document {safe_text(item.external_id[:80])!r} comes twice")
         except checks.Bad as exc:
-            raise InvalidRequest(f"{path}, line {number}: {exc}; nothing was imported") from None
+            raise ImportRefused(f"{path}, line {number}: {exc}; nothing was imported",
+                                number) from None
         ids.add(item.external_id)
         docs.append(_prepared(item, vectors) if same_model else _record(item))
         chunks += len(item.chunks)
         waiting += vectors.count(None)
     if ended is None or (ended.documents, ended.chunks, ended.waiting) != (
             len(docs), chunks, waiting):
-        raise InvalidRequest(
+        raise ImportRefused(
             f"{path} is cut short or altered: its end line is missing or does not match "
             f"({len(docs)} documents and {chunks} chunks read, {waiting} of them without a "
-            "vector); nothing was imported")
+            "vector); nothing was imported", numbered.number)
     if same_model and header.dim != identity.dim:
-        raise InvalidRequest(f"{path}: its vectors have {header.dim} dimensions, the index's "
-                             f"{identity.dim}; nothing was imported")
+        raise ImportRefused(f"{path}: its vectors have {header.dim} dimensions, the index's "
+                            f"{identity.dim}; nothing was imported", 1)
     return same_model, docs
 
 
 async def import_file(open_writing: Open[Writing], path: Path, *, identity: Identity,
-                      roots: tuple[Path, ...] = ()) -> ImportResult:
+                      roots: tuple[Path, ...] = (), max_bytes: int = 20 * 2**20,
+                      most_chunks: int = 1000) -> ImportResult:
     """Write the documents of an export into the index, all or nothing: every line is
     checked first (ids, paths, values, offsets, vectors, the end line's counts), then the
     documents are written in one transaction. Stored vectors are used when the export was
     made with the index's model, provider and prefixes (`identity`), else documents are
     embedded again (before the transaction). Chunks exported without a vector are written
     waiting for theirs, keyword-searchable at once. Ingested files (`path:` ids) are accepted only
-    inside `roots`."""
+    inside `roots`; a document over `max_bytes` (MAX_FILE_MB) or with more than
+    `most_chunks` chunks is refused, as indexing refuses it (the defaults: the settings')."""
     started = time.perf_counter()
-    same_model, items = await anyio.to_thread.run_sync(_read, path, identity, roots)
+    same_model, items = await anyio.to_thread.run_sync(_read, path, identity, roots,
+                                                       (max_bytes, most_chunks))
     writing = await open_writing()
     ready = [i for i in items if isinstance(i, PreparedDoc)]
     records = [i for i in items if isinstance(i, DocRecord)]

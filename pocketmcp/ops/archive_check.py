@@ -1,24 +1,28 @@
 """Every line of an export file checked before an import changes anything (blocking, pure
-but for reading the file): the header, each document's ids, paths, library, values, chunk
-offsets and vectors, and the end line's counts. The first problem is an InvalidRequest that
-names its line."""
+but for reading the file): the header, each document's ids, paths, library, values, size,
+hashes, chunk offsets, coverage and vectors, and the end line's counts. Each line is read
+with a cap (`Lines`), so a file whose line never ends is refused, not read into memory. The
+first problem is an ImportRefused that names its line."""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import posixpath
+import re
 import unicodedata
-from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import msgspec
 import numpy as np
 
-from pocketmcp.core import dates
+from pocketmcp.core import dates, markdown
+from pocketmcp.core.chunking import stored_chunk
+from pocketmcp.core.notes import split_front_matter
 from pocketmcp.core.safe import safe_text
-from pocketmcp.errors import InvalidRequest
+from pocketmcp.core.text import sha256
+from pocketmcp.errors import ImportRefused, InvalidRequest
 from pocketmcp.ops.archive_format import FORMAT, VERSION, DocLine, EndLine, Header
 from pocketmcp.ops.checks import check_library
 
@@ -26,37 +30,70 @@ MAX_ID = 4_096  # characters of an external id or a uri
 MAX_DEPTH = 32  # nesting of metadata and properties
 MAX_DIM = 65_536
 INT64 = (-(2**63), 2**63 - 1)
+HEADER_CAP = 2**20  # bytes of the header line
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+_BLANK = re.compile(r"\s*")
 
 
 class Bad(Exception):
     """What is wrong with one line; the caller adds the file and line number."""
 
 
-def lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    """(line number, line) of each line that is not blank."""
-    try:
-        with open(path, "rb") as handle:
-            for number, line in enumerate(handle, 1):
-                if line.strip():
-                    yield number, line
-    except OSError as exc:
-        raise InvalidRequest(f"cannot read {path}: {exc}") from None
+def line_cap(max_bytes: int, dim: int, most_chunks: int) -> int:
+    """The longest document line an import reads: a text of MAX_FILE_MB (`max_bytes`),
+    twice over for JSON's escapes, and `most_chunks` chunks with their base64 vectors."""
+    return 2 * max_bytes + most_chunks * (dim * 16 // 3 + 1024) + 2**20
 
 
-def header(line: bytes, path: Path) -> Header:
+class Lines:
+    """The lines of an export file that are not blank, each read with a cap: a longer line
+    (or one that never ends, as /dev/zero's) is refused once the cap is passed. Nothing
+    keeps a line once it is handed out."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.number = 0
+        try:
+            self._handle = open(path, "rb")  # noqa: SIM115  # closed by close()
+        except OSError as exc:
+            raise ImportRefused(f"cannot read {path}: {exc}") from None
+
+    def next(self, cap: int) -> bytes | None:
+        """The next line that is not blank, at most `cap` bytes; None at the end."""
+        while True:
+            try:
+                line = self._handle.readline(cap + 1)
+            except OSError as exc:
+                raise ImportRefused(f"cannot read {self.path}: {exc}") from None
+            if not line:
+                return None
+            self.number += 1
+            if len(line) > cap:
+                raise ImportRefused(
+                    f"{self.path}, line {self.number}: longer than {cap} bytes, the most a "
+                    "line of an export holds at this MAX_FILE_MB; nothing was imported",
+                    self.number)
+            if not line.isspace():
+                return line
+
+    def close(self) -> None:
+        self._handle.close()
+
+
+def header(line: bytes, path: Path, number: int) -> Header:
     try:
         found = msgspec.json.decode(line, type=Header)
     except msgspec.DecodeError:
         found = None
     if found is None or found.format != FORMAT:
-        raise InvalidRequest(f"{path} is not a PocketMCP export: its first line is not the "
-                             f"{FORMAT} header")
+        raise ImportRefused(f"{path} is not a PocketMCP export: its first line is not the "
+                            f"{FORMAT} header", number)
     if found.version > VERSION or found.vector != "float32-le-base64":
-        raise InvalidRequest(f"{path} is export format version {found.version} "
-                             f"({found.vector}); this PocketMCP reads version {VERSION}")
+        raise ImportRefused(f"{path} is export format version {found.version} "
+                            f"({found.vector}); this PocketMCP reads version {VERSION}", number)
     if not 1 <= found.dim <= MAX_DIM:
-        raise InvalidRequest(f"{path}, line 1: dim {found.dim} is not a vector size "
-                             f"(1 to {MAX_DIM})")
+        raise ImportRefused(f"{path}, line {number}: dim {found.dim} is not a vector size "
+                            f"(1 to {MAX_DIM})", number)
     return found
 
 
@@ -146,9 +183,57 @@ def _count(value: int | None, what: str) -> None:
         raise Bad(f"{what} {value} is outside 0 to 2^63-1")
 
 
-def document(doc: DocLine, dim: int, roots: tuple[Path, ...]) -> list[bytes | None]:
+def chunk_digest(text: str, section: str) -> str:
+    """The digest a chunk of `text` in `section` has: of the text it is embedded as."""
+    made = stored_chunk(0, 0, len(text), text, 0, "", section)
+    return sha256(made.prefix + markdown.clean(made.text))
+
+
+def _size(doc: DocLine, max_bytes: int, most_chunks: int) -> None:
+    """The limits indexing holds a document to: MAX_FILE_MB, and the chunks one document
+    makes."""
+    if doc.size_bytes is not None and doc.size_bytes > max_bytes:
+        raise Bad(f"size_bytes {doc.size_bytes} is over MAX_FILE_MB ({max_bytes} bytes), the "
+                  "most indexing takes")
+    if len(doc.content) > max_bytes:
+        raise Bad(f"its content is over MAX_FILE_MB ({max_bytes} bytes), the most indexing "
+                  "takes")
+    if len(doc.chunks) > most_chunks:
+        raise Bad(f"it has {len(doc.chunks)} chunks, more than the {most_chunks} one document "
+                  "makes")
+    if not _DIGEST.fullmatch(doc.sha256):
+        raise Bad(f"sha256 {safe_text(doc.sha256[:80])!r} is not a SHA-256 digest (64 "
+                  "lower-case hexadecimal digits)")
+
+
+def _blank(text: str, start: int, end: int) -> bool:
+    """Whether text[start:end] is white space (without copying it)."""
+    return start >= end or _BLANK.match(text, start, end).end() == end  # type: ignore[union-attr]
+
+
+def _covered(doc: DocLine, most_chunks: int) -> None:
+    """The chunks cover the document: nothing but white space before the first (after a
+    front matter block), between them or after the last (unless the document was cut at the
+    most chunks one document makes)."""
+    text = doc.content
+    spans = sorted((c.start, c.end) for c in doc.chunks)
+    first = spans[0][0] if spans else len(text)
+    if not _blank(text, 0, first) and not _blank(text, split_front_matter(text)[1], first):
+        raise Bad(f"characters 0-{first} of its content are in no chunk")
+    reached = first
+    for start, end in spans:
+        if not _blank(text, reached, start):
+            raise Bad(f"characters {reached}-{start} of its content are in no chunk")
+        reached = max(reached, end)
+    if len(spans) < most_chunks and not _blank(text, reached, len(text)):
+        raise Bad(f"characters {reached}-{len(text)} of its content are in no chunk")
+
+
+def document(doc: DocLine, dim: int, roots: tuple[Path, ...], *, max_bytes: int,
+             most_chunks: int) -> list[bytes | None]:
     """Check one document; its chunks' vectors, decoded (float32, little-endian), None for
     a chunk that waits for its vector."""
+    _size(doc, max_bytes, most_chunks)
     _identity(doc, roots)
     for what, text in (("title", doc.title), ("content", doc.content), ("sha256", doc.sha256)):
         _no_nul(text, what)
@@ -175,7 +260,9 @@ def document(doc: DocLine, dim: int, roots: tuple[Path, ...]) -> list[bytes | No
                       f"of {len(doc.content)} characters")
         if not 0 <= chunk.tokens < 2**31:
             raise Bad(f"{name} has {chunk.tokens} tokens")
-        _no_nul(chunk.section + chunk.sha256, name)
+        _no_nul(chunk.section, name)
+        if chunk_digest(doc.content[chunk.start:chunk.end], chunk.section) != chunk.sha256:
+            raise Bad(f"{name}'s sha256 is not the digest of its text")
         if chunk.vector is None:  # written for keywords: embedded once imported
             vectors.append(None)
             continue
@@ -189,6 +276,7 @@ def document(doc: DocLine, dim: int, roots: tuple[Path, ...]) -> list[bytes | No
         if not np.isfinite(np.frombuffer(vector, "<f4")).all():
             raise Bad(f"{name}'s vector holds NaN or infinite values")
         vectors.append(vector)
+    _covered(doc, most_chunks)
     return vectors
 
 

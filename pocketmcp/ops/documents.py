@@ -33,6 +33,7 @@ from pocketmcp.ops.results import (
     Library,
     LibraryList,
     NewDocument,
+    Passage,
     UpsertResult,
     UpsertResultItem,
 )
@@ -41,11 +42,14 @@ from pocketmcp.plans import Open, Writing
 from pocketmcp.search.filters import Scope, check_ids, is_stale
 from pocketmcp.search.results import SearchFilter
 from pocketmcp.store.api import Listing, Reader, ReadIndex
-from pocketmcp.store.rows import DocumentRow, Sort
+from pocketmcp.store.rows import DocumentRow, Sort, Spot
 
 # External ids of watched files, ingested files and ingested pages.
 MAX_DOCS_PER_CALL = 64  # documents in one upsert_documents call
 RESERVED_PREFIXES = ("file:", "path:", "url:")
+PASSAGE_TOKENS = 1000  # get_document's passage around a chunk, by default
+MAX_PASSAGE_TOKENS = 20_000
+MIN_CHUNK_TOKENS = 4  # the fewest tokens a chunk is taken to hold, to bound the reading
 
 
 def _record(doc: NewDocument, max_bytes: int) -> DocRecord:
@@ -165,15 +169,63 @@ async def list_documents(open_index: Open[ReadIndex], limit: int, cursor: str | 
         more and last) else None)
 
 
-async def get_document(index: ReadIndex, doc_id: int) -> Document:
-    def read(reader: Listing) -> tuple[DocumentInfo | None, DocumentRow | None, str | None]:
-        row = reader.document(doc_id)
-        return (_info(row, index.root) if row else None), row, reader.content(doc_id)
+async def get_document(index: ReadIndex, doc_id: int, chunk_id: int | None = None,
+                       max_tokens: int = PASSAGE_TOKENS) -> Document:
+    """A document's metadata and whole text; with `chunk_id`, the passage of that chunk and
+    its neighbours instead, as many as `max_tokens` holds (`around`)."""
+    if not 1 <= max_tokens <= MAX_PASSAGE_TOKENS:
+        raise InvalidRequest(f"max_tokens must be from 1 to {MAX_PASSAGE_TOKENS}")
+    if chunk_id is not None:
+        check_ids([chunk_id], "chunk_id")
 
-    info, row, text = await index.run(read)
+    def read(reader: Reader) -> tuple[DocumentInfo | None, DocumentRow | None, str | None,
+                                      Passage | None]:
+        row = reader.document(doc_id)
+        if row is None:
+            return None, None, None, None
+        if chunk_id is None:
+            return _info(row, index.root), row, reader.content(doc_id), None
+        text, passage = around(reader, row, chunk_id, max_tokens)
+        return _info(row, index.root), row, text, passage
+
+    info, row, text, passage = await index.run(read)
     if info is None or row is None or text is None:
         raise NotFound(f"no document with doc_id {doc_id}; search or list_documents gives ids")
-    return Document(**info.model_dump(), created_at=row.created_at, text=text)
+    return Document(**info.model_dump(), created_at=row.created_at, text=text,
+                    passage=passage)
+
+
+def around(reader: Reader, row: DocumentRow, chunk_id: int, max_tokens: int
+           ) -> tuple[str, Passage]:
+    """The chunk and its nearest neighbours, one more at a time after it, then before it,
+    while their tokens (summed: shared overlaps count twice) stay within `max_tokens`; the
+    chunk alone when it holds more. The document's text from the first one's start to the
+    last one's end (blocking)."""
+    chunk = reader.chunk(chunk_id)
+    if chunk is None or chunk.doc_id != row.doc_id:
+        raise NotFound(f"no chunk {chunk_id} in document {row.doc_id}; a search match's "
+                       "chunk_id and doc_id name one")
+    reach = max_tokens // MIN_CHUNK_TOKENS + 1  # no more chunks than the budget can hold
+    sizes = {idx: (a, b, t) for idx, a, b, t in reader.chunk_sizes(
+        row.doc_id, chunk.idx - reach, chunk.idx + reach)}
+    first = last = chunk.idx
+    used = sizes[chunk.idx][2] if chunk.idx in sizes else 0
+    grown = True
+    while grown:
+        grown = False
+        for side in (last + 1, first - 1):
+            if side in sizes and used + sizes[side][2] <= max_tokens:
+                used += sizes[side][2]
+                first, last, grown = min(first, side), max(last, side), True
+    start = min(sizes[i][0] for i in range(first, last + 1)) if sizes else chunk.start_off
+    end = max(sizes[i][1] for i in range(first, last + 1)) if sizes else chunk.end_off
+    text = reader.excerpt(row.doc_id, start, end)
+    assert text is not None  # the document was read in this same call
+    spot = reader.spot(row.doc_id, first, last) or Spot(None, None)  # None: not stored
+    return text, Passage(chunk_id=chunk_id, first_idx=first, last_idx=last, start_off=start,
+                         end_off=end, start_line=spot.start_line, end_line=spot.end_line,
+                         page=spot.page, end_page=spot.end_page, tokens=used,
+                         more_before=first > 0, more_after=last + 1 < row.chunk_count)
 
 
 async def get_chunk(index: ReadIndex, doc_id: int, chunk_id: int) -> ChunkText:

@@ -81,9 +81,10 @@ async def reindex(pipeline: Rescanner, index: ReadIndex, *, force: bool, path_gl
     s = result["stats"]
     assert isinstance(s, Stats)
     counts = await index.run(lambda r: r.counts())
+    n = s.counts()  # as `index` and the log give them
     return ReindexResult(
-        files_added=s.added, files_updated=s.updated, files_removed=s.removed,
-        files_unchanged=s.unchanged, files_skipped=s.skipped,
+        files_added=n["added"], files_updated=n["updated"], files_removed=n["removed"],
+        files_unchanged=n["unchanged"], files_skipped=n["skipped"],
         chunks_embedded=s.chunks_embedded, chunks_total=counts["chunks"],
         chunks_waiting=counts["waiting"],
         elapsed_ms=round((time.perf_counter() - started) * 1000),
@@ -147,10 +148,11 @@ def vectors_eta(waiting: int, pipeline: Rescanner | None) -> float | None:
 def progress(pipeline: Rescanner | None, size: int) -> IndexProgress:
     """How far the watched folder's pipeline has come, and the index's size in bytes."""
     s = pipeline.stats if pipeline is not None else Stats()
+    n = s.counts()  # as `index` and the log give them
     return IndexProgress(
-        files_seen=s.seen, files_added=s.added, files_updated=s.updated,
-        files_removed=s.removed, files_unchanged=s.unchanged + s.touched,
-        files_skipped=s.skipped,
+        files_seen=s.seen, files_added=n["added"], files_updated=n["updated"],
+        files_removed=n["removed"], files_unchanged=n["unchanged"],
+        files_skipped=n["skipped"],
         recent_skips=[SkippedFile(path=safe_text(p), reason=safe_text(r))
                       for p, r in s.recent_skips],
         files_in_flight=len(pipeline.inflight) if pipeline else 0,

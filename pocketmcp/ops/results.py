@@ -84,9 +84,30 @@ class DocumentList(BaseModel):
     next_cursor: str | None = None
 
 
+class Passage(BaseModel):
+    """Where the passage `get_document` returned for a chunk lies in the document: its
+    chunks' positions (`idx`), offsets, lines (1-based, inclusive) and PDF pages, its model
+    tokens, and whether the document goes on before and after it."""
+
+    chunk_id: int
+    first_idx: int
+    last_idx: int
+    start_off: int
+    end_off: int
+    start_line: int | None
+    end_line: int | None
+    page: int | None = None
+    end_page: int | None = None
+    tokens: int
+    more_before: bool
+    more_after: bool
+
+
 class Document(DocumentInfo):
     created_at: str
-    text: str
+    text: str = Field(json_schema_extra=doc("The whole text; with `chunk_id`, the passage "
+                                            "around that chunk (`passage` says where)."))
+    passage: Passage | None = None
 
 
 class LinkedDocument(BaseModel):

@@ -13,6 +13,10 @@ round-robin over documents (a fixed seed), so a few long pages do not make up th
 Each question is retrieved once (both lists, `search.retrieve`) and fused for every
 mode and every fusion weight of `WEIGHTS` (`search.fuse`): the weight with the best
 MRR@10 is the one suggested for the index, shown beside the one in use.
+
+What the figures measure is said with them: how many chunks still wait for their vectors
+(found by keywords alone until embedded: the vector and hybrid figures leave them out), and
+whether there are enough questions (`MIN_QUESTIONS`) for a weight to be suggested at all.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from pocketmcp.search.shape import shape_of
 from pocketmcp.store.api import Listing
 
 MAX_QUESTIONS = 1000
+MIN_QUESTIONS = 10  # fewer say too little to choose a fusion weight by
 WEIGHTS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 _MIN_WORDS, _MAX_WORDS = 2, 24
 _SENTENCE = re.compile(r"(?s)^(.+?[.!?])(?:\s|$)")
@@ -68,6 +73,7 @@ class SelfCheck(msgspec.Struct, frozen=True, kw_only=True):
     hybrid_by_weight: dict[str, ModeFigures]
     seconds: float
     examples: list[str]
+    chunks_waiting: int = 0  # chunks without their vectors yet: vector search misses them
     rule: str = ""  # how documents are ranked by their words in this index (search/shape.py)
 
 
@@ -162,6 +168,7 @@ async def check(reading: Reading, *, most: int = 200, params: Params = DEFAULT_P
     them, and the hybrid mode at every weight of `WEIGHTS`."""
     started = time.perf_counter()
     made, documents = await reading.index.run(lambda r: make_questions(r, most))
+    waiting = await reading.index.run(lambda r: r.waiting_count())
     answers = [q.doc_id for q in made]
     ranks: dict[str, list[list[int]]] = {"vector": [], "keyword": []}
     by_weight: dict[float, list[list[int]]] = {w: [] for w in WEIGHTS}
@@ -195,5 +202,5 @@ async def check(reading: Reading, *, most: int = 200, params: Params = DEFAULT_P
         weight_in_use=params.vector_weight, weight_suggested=best,
         hybrid_by_weight={f"{w:.1f}": f for w, f in figures.items()},
         seconds=round(time.perf_counter() - started, 2),
-        examples=[q.text for q in made[:5]],
+        examples=[q.text for q in made[:5]], chunks_waiting=waiting,
         rule=(await shape_of(reading.index)).rule(params))

@@ -44,8 +44,12 @@ from pocketmcp.store.rows import WaitingDoc
 log = logs.get("pocketmcp.embedder")
 
 EmbedFn = Callable[[list[str]], Awaitable[npt.NDArray[np.float32]]]
+LoadFn = Callable[[], Awaitable[None]]
 FETCH_DOCS = 16  # waiting documents taken from the index at a time
-IDLE_S = 5.0  # nothing waiting: look again after this long, or when the writer wakes it
+# Nothing waiting: look again when woken (by the writer's commits, the scan's end, a stop),
+# or after this long at most, watching. One scan never waits on it: the last commit or the
+# scan's end wakes it, and it returns then.
+IDLE_S = 5.0
 
 
 def reuse(chunks: Sequence[Chunk], known: Mapping[str, bytes], out: npt.NDArray[np.float32]
@@ -101,8 +105,11 @@ class Batcher:
                  finish: bool = False, stop: anyio.Event | None = None,
                  halt: anyio.Event | None = None, give_way_s: float = 0.0,
                  budget: CpuBudget | None = None,
-                 precedence: Precedence | None = None) -> None:
+                 precedence: Precedence | None = None, load: LoadFn | None = None) -> None:
         self.embed = embed
+        # The model, loaded before the first batch that needs it (not counted in embed_ms):
+        # a run with nothing to embed never loads it.
+        self.load = load
         self.precedence = precedence or Precedence()  # none: no search to give way to
         self.budget = budget  # INDEX_CPU_BUDGET: a pause after each batch that needs one
         self.dim = dim
@@ -153,6 +160,9 @@ class Batcher:
                 await self.backlog.wait(seconds=IDLE_S)
                 continue
             await self.precedence.give_way()  # a search in flight goes first
+            if self.load is not None:
+                load, self.load = self.load, None
+                await load()
             await self.run_batch()
             await self._send_done(outbox)
             if self.budget is not None:  # after the vectors are sent on, not holding them

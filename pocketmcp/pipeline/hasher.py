@@ -176,6 +176,9 @@ class Hasher:
             return FileGone(rel, self.inflight.begin(rel, GONE), skipped=True) if job.edit \
                 else None
         text = clean(converted.text)
+        if not text.strip():  # indexed without chunks: found by nothing, read again by nothing
+            self.stats.no_text += 1
+            log.info("no_text_found", path=rel, kind=job.kind)
         facts = converted_facts(converted.properties, dates.from_ns(job.mtime_ns))
         return FileHashed(
             rel=rel, seq=self.inflight.begin(rel, job.sha256), uri=(self.root / rel).as_uri(),

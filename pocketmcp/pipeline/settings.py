@@ -76,6 +76,11 @@ class PipelineSettings(msgspec.Struct, frozen=True, kw_only=True):
              "model a thread per core but one (at least two), OCR one fewer than the "
              "cores.")] = 0
     # Constants: the environment does not set them.
+    # Vectors of removed chunks are kept this long, by their text, for text that comes back
+    # (a file restored or moved, a section pasted elsewhere), this many at most (about 80 MB
+    # at 384 dimensions), the newest: store/writes.py.
+    keep_removed_s: int = 3600
+    keep_removed_most: int = 50_000
     max_chunks_per_doc: int = 1000  # a longer document is cut there (time and memory bounded)
     write_batch_files: int = 32  # files committed in one transaction at most
 

@@ -54,8 +54,10 @@ class Stats(msgspec.Struct, kw_only=True):
     touched: int = 0
     removed: int = 0
     skipped: int = 0
-    chunks_embedded: int = 0
-    chunks_reused: int = 0
+    no_text: int = 0  # of the converted files (images, scans, documents): nothing read in them
+    chunks_embedded: int = 0  # given vectors the model computed in this run
+    chunks_reused: int = 0  # given a vector the index held: same text (store/writes.py)
+    chunks_removed: int = 0  # gone without a successor of the same text
     chunks_written: int = 0  # written for keyword search (stage one)
     chunks_vectors: int = 0  # given their vectors (stage two), embedded or reused
     chunks_waiting: int = 0  # in the index, still waiting for vectors, as of the run's end
@@ -69,6 +71,18 @@ class Stats(msgspec.Struct, kw_only=True):
         self.skipped += 1
         self.recent_skips.append((rel, reason))
         del self.recent_skips[:-RECENT_SKIPS]
+
+    def counts(self) -> dict[str, int]:
+        """The run's counts, as every report gives them (`index`'s summary, the log lines,
+        the status tool; docs/indexing.md defines them). Each file once: a file re-read by
+        force and found with the same text is unchanged. Each chunk written once: embedded
+        or reused (the rest wait for vectors, keywords first); chunks_removed are old
+        chunks that left with no successor of the same text."""
+        return {"added": self.added, "updated": self.updated - self.rechecked,
+                "unchanged": self.unchanged + self.touched + self.rechecked,
+                "removed": self.removed, "skipped": self.skipped, "no_text_found": self.no_text,
+                "chunks_embedded": self.chunks_embedded, "chunks_reused": self.chunks_reused,
+                "chunks_removed": self.chunks_removed}
 
     @property
     def processed(self) -> int:

@@ -31,7 +31,7 @@ from pocketmcp.errors import Busy, Stopping
 from pocketmcp.messages import Chunked, Event, Hashed, ScanDone
 from pocketmcp.pipeline.budget import CpuBudget
 from pocketmcp.pipeline.chunker import GROUP_FILES, chunk_files
-from pocketmcp.pipeline.embedder import Batcher, EmbedFn
+from pocketmcp.pipeline.embedder import Batcher, EmbedFn, LoadFn
 from pocketmcp.pipeline.hasher import LOOK_FILES, Hasher, hash_files
 from pocketmcp.pipeline.precedence import Precedence
 from pocketmcp.pipeline.settings import PipelineSettings, folder_record
@@ -60,14 +60,16 @@ class Pipeline:
         source: Source | None = None, accept_requests: bool = True,
         batching: Batching | None = None, wait_for_provider: bool = True,
         keywords_first: bool = False, give_way_s: float = GIVE_WAY_S,
-        precedence: Precedence | None = None,
+        precedence: Precedence | None = None, load: LoadFn | None = None,
     ) -> None:
         if feed != "none" and (embed is None or chunker is None or converter is None):
             raise ValueError("a fed pipeline needs an embedder, a chunker and a converter")
         self.settings = settings
         self.writer = writer
+        writer.keep_removed(settings.keep_removed_s, settings.keep_removed_most)
         self.feed = feed
         self.embed = embed
+        self.load = load  # the model, before the first batch that needs it
         self.dim = dim
         self.chunker = chunker
         self.converter = converter
@@ -196,7 +198,7 @@ class Pipeline:
                               give_way_s=self.give_way_s if self.feed == "follow" else 0.0,
                               budget=CpuBudget(self.settings.cpu_budget) if (
                                   self.settings.cpu_budget) else None,
-                              precedence=self.precedence)
+                              precedence=self.precedence, load=self.load)
             tg.start_soon(batcher.run, self.writer.feed(), name="pocketmcp.embedder")
         tg.start_soon(self._chunk, hashed_rx, self.writer.feed(), name="pocketmcp.chunker")
         tg.start_soon(self._hash, events_rx, hashed_tx, hasher, name="pocketmcp.hasher")

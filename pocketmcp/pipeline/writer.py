@@ -196,6 +196,7 @@ def _count(outcome: Outcome, stats: Stats, write_ms: float, batch: int,
                 stats.chunks_vectors += event["chunks"]
             elif kind != "skipped":
                 stats.chunks_written += event.get("chunks", 0)
+                stats.chunks_removed += event.get("chunks_removed", 0)
             if "chunks_waiting" in event:  # written for keywords: some vectors reused
                 stats.chunks_reused += event["chunks_reused"]
                 stats.chunks_vectors += event["chunks_reused"]
@@ -220,6 +221,10 @@ class WriterActor:
         self._send, self._inbox = anyio.create_memory_object_stream[ToWriter](queue_size)
         self.requests = WriterInbox(self._send, self.where)
         self._repairing = False
+
+    def keep_removed(self, seconds: float, most: int) -> None:
+        """How long, and how many, vectors of removed chunks are kept for reuse."""
+        self._writer.keep_removed(seconds, most)
 
     async def record_scan(self, state: str) -> None:
         """Record in the index how far its first scan has come ("running", "done"), before

@@ -8,22 +8,29 @@ reaches the threshold, a query that asks about something ("Lisbon trip last week
 answered from every date, with the query as it was said, and the notice says so; a query
 that asks for little more than the time ("what did I write yesterday": at most one word
 besides the date and stop words) gets the span's best documents, under the threshold as the
-notice says. A caller that gave date filters of its own keeps them, and the query is then
-left as it is.
+notice says. When the span's answer stands, every document of the span is kept whatever its
+score (up to top_k): those reaching the threshold first, then the others, then those no
+retriever brought (`rest_of_span`), each with the created date that placed it there. A
+caller that gave date filters of its own keeps them, and the query is then left as it is.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
+from pathlib import Path
 
 import msgspec
 
 from pocketmcp.core.keywords import terms
 from pocketmcp.core.query_dates import Span, understand
-from pocketmcp.search.filters import Scope
+from pocketmcp.search.filters import Scope, is_stale
+from pocketmcp.search.render import Hit, with_spots
+from pocketmcp.store.api import Reader
 from pocketmcp.store.filters import DocFilter
 
 VAGUE_WORDS = 1  # content words besides the date, at most, of a query asking for a time
+REST_LOOKED = 4  # documents looked at for each place left to fill (`rest_of_span`)
 
 
 def today() -> dt.date:
@@ -50,15 +57,46 @@ def span_of(query: str, scope: Scope | None, day: dt.date | None = None) -> Span
     return understand(query, day or today())
 
 
+def rest_of_span(reader: Reader, scope: Scope, hits: Sequence[Hit], most: int,
+                 root: Path | None) -> list[Hit]:
+    """Documents of the span that no retriever brought (no word of the query, no vector
+    yet), up to `most`, newest first, each by its first chunk with score 0, after the hits
+    (blocking). Only the span's latest written documents are looked at (REST_LOOKED per
+    place), so a wide span over a large index costs no more than a small one."""
+    if most <= 0:
+        return []
+    have = {h.row.doc_id for h in hits}
+    missing = [d for d in scope.doc_ids(reader) or () if d not in have][-most * REST_LOOKED:]
+    rows = reader.hits(reader.opening_chunks(missing)) if missing else {}
+    found = sorted(rows.values(), key=lambda r: (r.created or "", r.doc_id), reverse=True)
+    return with_spots(reader, [Hit(row, 0.0, None, None, stale=is_stale(
+        root, row.external_id, row.source, row.size_bytes, row.mtime_ns))
+        for row in found[:most]])
+
+
+def under(hits: Sequence[Hit], threshold: float | None) -> list[Hit]:
+    """The hits scoring under `threshold` (none without one)."""
+    return [] if threshold is None else [h for h in hits if h.score < threshold]
+
+
 def stands(span: Span, found: bool, under: bool) -> bool:
     """Whether the span's own answer stands: it `found` matches that reach the threshold,
-    or (`under` it, kept anyway) the query asks for little more than the time."""
+    or (all `under` it) the query asks for little more than the time."""
     return found and (not under or len(terms(span.query)) <= VAGUE_WORDS)
 
 
-def said(span: Span, stood: bool) -> str:
-    """What the notice says of the span: how it was taken, and when its answer did not
-    stand, that the matches are from any date."""
+def said(span: Span, stood: bool, under: int = 0, threshold: float | None = None, *,
+         best: float = 0.0) -> str:
+    """What the notice says of the span: how it was taken; when its answer stood with
+    documents `under` the threshold, that they are kept as documents of that time; when it
+    did not stand, that the matches are from any date."""
     taken = f"dates: {span.describe()} (the documents' created date)"
-    return taken if stood else (f"{taken}; no document of that time matched, so these are "
-                                "from any date")
+    if not stood:
+        return (f"{taken}; no document of that time matched, so these are from any date")
+    if not under or threshold is None:
+        return taken
+    if best < threshold:
+        return (f"{taken}; no match reached score_threshold {threshold:g} (best score "
+                f"{best:.3f}): the documents of that time are shown anyway, best first")
+    return (f"{taken}; {under} of the documents of that time score under score_threshold "
+            f"{threshold:g}, kept after the others as the query named their time")

@@ -23,7 +23,7 @@ from pocketmcp.search.results import (
 )
 from pocketmcp.search.select import Selection
 from pocketmcp.store.api import Reader
-from pocketmcp.store.rows import HitRow
+from pocketmcp.store.rows import HitRow, Spot
 
 
 class Hit(msgspec.Struct, frozen=True):
@@ -35,6 +35,8 @@ class Hit(msgspec.Struct, frozen=True):
     first: int = -1  # with merged neighbours: the span of chunk positions it covers
     last: int = -1
     stale: bool | None = None
+    spot: Spot | None = None  # its lines (and pages) in the document's text
+    matched_date: str | None = None  # the date that placed it in a query's span
 
 
 def hits_of(selection: Selection, rows: dict[int, HitRow], stage: Stage,
@@ -85,14 +87,17 @@ def pending_notice(count: int, mode: Mode) -> str | None:
 
 
 def match_of(hit: Hit) -> SearchMatch:
-    row = hit.row
+    row, spot = hit.row, hit.spot
     return SearchMatch(
         chunk_id=row.chunk_id, doc_id=row.doc_id, idx=row.idx, score=round(hit.score, 6),
         vector_score=None if hit.vector_score is None else round(hit.vector_score, 6),
         keyword_score=None if hit.keyword_score is None else round(hit.keyword_score, 6),
         preview=preview(row.text), resource=f"mcp+doc://{row.doc_id}#{row.chunk_id}",
         path=path_of(row.external_id, row.source), title=row.title, start_off=row.start_off,
-        end_off=row.end_off, section=row.section, library=row.library, context=hit.context,
+        end_off=row.end_off, start_line=spot.start_line if spot else None,
+        end_line=spot.end_line if spot else None, page=spot.page if spot else None,
+        end_page=spot.end_page if spot else None, matched_date=hit.matched_date,
+        section=row.section, library=row.library, context=hit.context,
         merged_idx=[] if hit.first < 0 else list(range(hit.first, hit.last + 1)),
         modified_at=row.modified, created=row.created, indexed_at=row.indexed_at,
         tags=json.loads(row.tags), stale=hit.stale,
@@ -109,6 +114,14 @@ def with_context(reader: Reader, hits: Sequence[Hit], around: int) -> list[Hit]:
                                                last + around))
         out.append(msgspec.structs.replace(h, context=text))
     return out
+
+
+def with_spots(reader: Reader, hits: Sequence[Hit]) -> list[Hit]:
+    """Each hit with its first and last line in its document's text (its pages in a PDF),
+    those of its merged neighbours' span included (blocking)."""
+    single = reader.spots([h.row.chunk_id for h in hits if h.first < 0])
+    return [msgspec.structs.replace(h, spot=single.get(h.row.chunk_id) if h.first < 0 else
+                                    reader.spot(h.row.doc_id, h.first, h.last)) for h in hits]
 
 
 def with_passages(reader: Reader, hits: Sequence[Hit]) -> list[Hit]:

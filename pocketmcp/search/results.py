@@ -57,6 +57,9 @@ class SearchFilter(BaseModel):
 MODIFIED = "Last change: front matter or file properties, else the file's mtime (UTC)."
 CREATED = "Front matter or file properties, else modified_at."
 INDEXED = "When the index last took in the content."
+LINES = ("Line of the match's first character (1-based) in the document's text: the file's "
+         "own lines for text files, the converted text's for other formats (get_document).")
+PAGE = "PDF page (1-based) of its first character; null for other formats."
 STALE = "true: the file changed since it was indexed (re-read it); null: not a file."
 
 class SearchMatch(BaseModel):
@@ -81,6 +84,11 @@ class SearchMatch(BaseModel):
     library: str
     start_off: int
     end_off: int
+    start_line: int | None = Field(None, json_schema_extra=doc(LINES))
+    end_line: int | None = Field(None, json_schema_extra=doc("Line of its last character."))
+    page: int | None = Field(None, json_schema_extra=doc(PAGE))
+    end_page: int | None = Field(None, json_schema_extra=doc("PDF page of its last "
+                                                             "character."))
     context: str | None = Field(
         None, description="The chunk with its neighbours, when `context` was asked for, or "
                           "the passage of neighbouring matches merged into this one.")
@@ -93,6 +101,9 @@ class SearchMatch(BaseModel):
     indexed_at: str | None = Field(None, description=INDEXED)
     tags: list[str] = Field(default_factory=list)
     stale: bool | None = Field(None, description=STALE)
+    matched_date: str | None = Field(None, json_schema_extra=doc(
+        "When the query named a time ('this week'): the created date that placed the "
+        "document there. Such a match is kept whatever its score."))
 
 
 class SearchResult(BaseModel):

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+import msgspec
+
 from pocketmcp.core.safe import safe_text
 from pocketmcp.errors import InvalidRequest
 from pocketmcp.plans import Open, Reading
@@ -31,7 +33,7 @@ from pocketmcp.search.fuse import (
     ranked,
     shown,
 )
-from pocketmcp.search.render import Hit, with_context, with_passages
+from pocketmcp.search.render import Hit, with_context, with_passages, with_spots
 from pocketmcp.search.results import FindSimilarResult, SearchResult
 from pocketmcp.search.retrieve import Retrieved, exact_scores, retrieve
 from pocketmcp.search.select import Selection, select
@@ -63,6 +65,7 @@ class Ask:
     exact: bool = False  # vector scores from the stored float32 vectors
     fallback: bool = True  # keyword matches when the query cannot be embedded
     params: Params = DEFAULT_PARAMS
+    spots: bool = True  # each hit's lines (and pages) in its document
 
 
 @dataclass(frozen=True)
@@ -104,10 +107,25 @@ async def search(reading: Reading, query: str, *, top_k: int = 8, scope: Scope |
             span = dated.span_of(query, scope) if dates else None
             found, said = None, None
             if span is not None:
-                found = await answer(reading, replace(ask, query=span.query,
-                                                      scope=dated.scoped(span, scope)))
-                stood = dated.stands(span, bool(found.hits), found.floored)
-                found, said = found if stood else None, dated.said(span, stood)
+                # The span's documents are kept whatever their score (unless the threshold
+                # is strict), those no retriever brought after the others.
+                within = dated.scoped(span, scope)
+                found = await answer(reading, replace(
+                    ask, query=span.query, scope=within,
+                    threshold=score_threshold if strict_threshold else None))
+                got = found.hits
+                found = replace(found, hits=got + (await reading.index.run(
+                    lambda r: dated.rest_of_span(r, within, got, top_k - len(got),
+                                                 reading.index.root))
+                    if not strict_threshold else []))
+                under = dated.under(found.hits, score_threshold)
+                stood = dated.stands(span, bool(found.hits), bool(found.hits) and (
+                    len(under) == len(found.hits)))
+                said = dated.said(span, stood, len(under), score_threshold,
+                                  best=max((h.score for h in found.hits), default=0.0))
+                # Each hit says the date that placed it in the span.
+                found = replace(found, hits=[msgspec.structs.replace(
+                    h, matched_date=h.row.created) for h in found.hits]) if stood else None
             if found is None:  # no date said, or the span's answer does not stand
                 found = await answer(reading, ask)
             return render.search_result(found.hits, said, found.notice, found.pending)
@@ -127,7 +145,7 @@ async def find_similar(open_reading: Open[Reading], text: str, top_k: int = 10, 
     with reading.precedence.searching():  # indexing gives way, as to a search
         async with deadline.within(reading.deadline_s):  # SEARCH_TIMEOUT_S, as a search
             found = await answer(reading, Ask(query=query, top_k=top_k, mode="vector",
-                                              exact=True))
+                                              exact=True, spots=False))
     return render.similar_result(found.hits, found.notice, found.pending)
 
 
@@ -196,6 +214,8 @@ async def _ranked(reading: Reading, ask: Ask, found: Retrieved
                               root=index.root, params=params,
                               rescored=bool(rescored) and mode == "vector")
         hits = with_passages(reader, hits)
+        if ask.spots:
+            hits = with_spots(reader, hits)
         if ask.context and hits:
             hits = with_context(reader, hits, ask.context)
         return hits, selection, any(c not in rows for c in order)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import msgspec
 
+from pocketmcp import private
 from pocketmcp.errors import InvalidRequest
 from pocketmcp.search.fuse import DEFAULT_PARAMS, Params
 from pocketmcp.store.api import ReadIndex
@@ -68,6 +69,8 @@ def save_weight(index: ReadIndex, weight: float) -> Path:
         raise InvalidRequest("the fusion weight must be from 0 to 1")
     path = tuning_file(index)
     tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    private.file(tmp)
     tmp.write_text(json.dumps({"vector_weight": weight}) + "\n", encoding="utf-8")
     tmp.replace(path)
     return path

@@ -34,6 +34,7 @@ from pocketmcp.store.rows import (
     HitRow,
     Keywords,
     Sort,
+    Spot,
     WaitingDoc,
 )
 
@@ -83,6 +84,12 @@ class Passages(Protocol):
     def neighbours(self, doc_id: int, first: int,
                    last: int) -> list[tuple[int, int, int, str]]: ...
     def chunk(self, chunk_id: int) -> ChunkRow | None: ...
+    def opening_chunks(self, doc_ids: Sequence[int]) -> list[int]: ...
+    def chunk_sizes(self, doc_id: int, first: int,
+                    last: int) -> list[tuple[int, int, int, int]]: ...
+    def excerpt(self, doc_id: int, start: int, end: int) -> str | None: ...
+    def spots(self, chunk_ids: Sequence[int]) -> dict[int, Spot]: ...
+    def spot(self, doc_id: int, first: int, last: int) -> Spot | None: ...
 
 
 class KeywordSearch(Protocol):
@@ -204,6 +211,9 @@ class StoreWriter(Protocol):
     def item(self) -> AbstractContextManager[None]:
         """A savepoint: an error inside undoes this item only."""
 
+    def keep_removed(self, seconds: float, most: int) -> None:
+        """Keep the vectors of removed chunks (by text digest) `seconds` at most, the newest
+        `most` at most, for text that comes back; 0: none (the default)."""
     def record_scan(self, state: str) -> None:
         """Record how far the first scan has come ("running" or "done") for readers."""
     def record_folder(self, folder: FolderRecord) -> None:
@@ -240,6 +250,11 @@ class Place(Protocol):
         token (`token`), discovery file (`server.json`), server lock and log, OCR cache
         (`ocr`) and search tuning (`search.json`): beside a SQLite index's file, or a folder
         of the user data folder for a Postgres schema (made, private, when first named)."""
+
+    def own_files(self) -> list[Path]:
+        """The files and folders of this index's own on this machine that exist (the
+        database and those beside it), for checking that no one else may read them
+        (blocking)."""
 
     def exists(self) -> bool:
         """Whether a writer has made the index here (blocking)."""

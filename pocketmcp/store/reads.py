@@ -76,6 +76,7 @@ _STORED = ("SELECT doc_id, external_id, source, uri, title, library, metadata{j}
            "mtime_ns, created_at, updated_at FROM documents WHERE doc_id > ? ORDER BY doc_id "
            "LIMIT ?")
 PAGE = 100  # documents an export reads at a time
+_LINES = "start_line, end_line, start_page, end_page"  # a chunk's place (store/lines.py)
 
 
 class CommonReads:
@@ -130,6 +131,48 @@ class CommonReads:
             "JOIN documents d ON d.doc_id = c.doc_id "
             "WHERE c.doc_id = ? AND c.idx BETWEEN ? AND ? ORDER BY c.idx",
             (doc_id, first, min(last, _LAST_IDX)))]
+
+    def opening_chunks(self, doc_ids: Sequence[int]) -> list[int]:
+        """The first chunk of each of these documents (those that have one), by chunk id."""
+        if not doc_ids:
+            return []
+        among, arg = self.dialect.ids("c.doc_id", doc_ids)
+        return sorted(int(row[0]) for row in self.query(
+            f"SELECT c.chunk_id FROM chunks c WHERE c.idx = 0 AND {among}", (arg,)))
+
+    def chunk_sizes(self, doc_id: int, first: int, last: int
+                    ) -> list[tuple[int, int, int, int]]:
+        """(idx, start_off, end_off, tokens) of a document's chunks first..last, in order."""
+        return [(int(a), int(b), int(c), int(d)) for a, b, c, d in self.query(
+            "SELECT idx, start_off, end_off, tokens FROM chunks WHERE doc_id = ? AND idx "
+            "BETWEEN ? AND ? ORDER BY idx", (doc_id, max(first, 0), min(last, _LAST_IDX)))]
+
+    def excerpt(self, doc_id: int, start: int, end: int) -> str | None:
+        """A document's text from offset `start` to `end` (None when it is gone)."""
+        found = self.query("SELECT substr(content, CAST(? AS integer), CAST(? AS integer)) "
+                           "FROM documents WHERE doc_id = ?",
+                           (start + 1, max(end - start, 0), doc_id))
+        return str(found[0][0]) if found else None
+
+    def spots(self, chunk_ids: Sequence[int]) -> dict[int, r.Spot]:
+        """Where chunks lie in their documents' texts: lines and PDF pages, by chunk id."""
+        if not chunk_ids:
+            return {}
+        among, arg = self.dialect.ids("chunk_id", chunk_ids)
+        return {int(row[0]): r.Spot(*row[1:]) for row in self.query(
+            f"SELECT chunk_id, {_LINES} FROM chunks WHERE {among} AND start_line IS NOT NULL",
+            (arg,))}
+
+    def spot(self, doc_id: int, first: int, last: int) -> r.Spot | None:
+        """Where a document's chunks first..last lie together: from the first one's first
+        line (and page) to the last one's last."""
+        found = {int(row[0]): row[1:] for row in self.query(
+            f"SELECT idx, {_LINES} FROM chunks WHERE doc_id = ? AND idx IN (?, ?) "
+            "AND start_line IS NOT NULL", (doc_id, first, min(last, _LAST_IDX)))}
+        if first not in found or last not in found:
+            return None
+        (start, _, page, _), (_, end, _, end_page) = found[first], found[last]
+        return r.Spot(start, end, page, end_page)
 
     def chunk(self, chunk_id: int) -> r.ChunkRow | None:
         rows = self.query(f"SELECT {_CHUNK}, d.title, d.external_id FROM chunks c JOIN "

@@ -21,6 +21,16 @@ class ChunkTextRow(msgspec.Struct, frozen=True):
     text: str
 
 
+class Spot(msgspec.Struct, frozen=True):
+    """Where a stretch of a document's text lies: its first and last line (1-based,
+    inclusive), and in a PDF, its first and last page (None elsewhere)."""
+
+    start_line: int | None
+    end_line: int | None
+    page: int | None = None
+    end_page: int | None = None
+
+
 class HitRow(ChunkTextRow, frozen=True):
     external_id: str
     uri: str | None

@@ -6,6 +6,8 @@ engine's own."""
 from __future__ import annotations
 
 import datetime as dt
+import time
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,9 +28,36 @@ def check_vectors(what: str, chunks: int, vectors: bytes, dim: int) -> None:
                          f"(dim {dim})")
 
 
+PRUNE_EVERY_S = 60.0  # kept vectors past their time go at most this late
+
+
+def without_successor(old: Sequence[str], new: Sequence[str]) -> list[int]:
+    """The positions of a document's old chunks (by text digest) that no chunk of its new
+    version carries on: `chunks_removed` counts these, and only their vectors are kept (the
+    others are reused at once). Each new chunk carries on one old chunk of its text."""
+    left = Counter(new)
+    gone: list[int] = []
+    for position, sha in enumerate(old):
+        if left[sha]:
+            left[sha] -= 1
+        else:
+            gone.append(position)
+    return gone
+
+
 class CommonWrites:
     """The writes both stores make alike (mixed into each engine's writer; inside its
-    batches)."""
+    batches).
+
+    Vectors of removed chunks are kept for a while by text digest (`kept_vectors`): when the
+    same text comes back (a file deleted and restored, moved, a section pasted elsewhere) its
+    vector is reused instead of embedded again. How long and how many: `keep_removed` (the
+    pipeline's settings: an hour, 50,000 at most); none until told."""
+
+    keep_s = 0.0  # kept this long at most (0: none kept)
+    keep_most = 0  # and this many at most, the newest
+    _kept = 0  # rows kept in the current transaction: the bounds are applied before commit
+    _prune_due = 0.0  # time.monotonic() when the bounds are applied again all the same
 
     def execute(self, sql: str, args: Sequence[Any] = ()) -> Any:
         """Run a statement written in `?` style; its cursor."""
@@ -41,6 +70,32 @@ class CommonWrites:
     def record(self, key: str, value: str) -> None:
         """Set the meta row `key`."""
         raise NotImplementedError
+
+    def keep_removed(self, seconds: float, most: int) -> None:
+        """Keep the vectors of removed chunks `seconds` at most, the newest `most` at most
+        (0: none); the next transaction that keeps some applies the bounds."""
+        self.keep_s, self.keep_most = float(seconds), int(most)
+
+    def keep_vectors(self, rows: Sequence[tuple[str, Any]]) -> None:
+        """Keep (text digest, vector) of chunks going without successor; the engine writes
+        the vector in its own type."""
+        raise NotImplementedError
+
+    def bound_kept(self) -> None:
+        """At the end of each transaction: drop kept vectors older than `keep_s` and the
+        oldest beyond `keep_most`, when this one kept some or PRUNE_EVERY_S have passed."""
+        if self._kept or time.monotonic() >= self._prune_due:
+            self.prune_kept()
+
+    def prune_kept(self) -> None:
+        self._kept = 0
+        self._prune_due = time.monotonic() + PRUNE_EVERY_S
+        self.execute("DELETE FROM kept_vectors WHERE kept_at < ?", (time.time() - self.keep_s,))
+        row = self.execute("SELECT count(*) FROM kept_vectors").fetchone()
+        over = int(row[0]) - self.keep_most
+        if over > 0:
+            self.execute("DELETE FROM kept_vectors WHERE text_sha256 IN (SELECT text_sha256 "
+                         "FROM kept_vectors ORDER BY kept_at, text_sha256 LIMIT ?)", (over,))
 
     def record_scan(self, state: str) -> None:
         """Record how far the first scan of the watched folder has come ("running" or

@@ -150,4 +150,49 @@ def test_watch_stops_with_the_changes_since_its_first_scan() -> None:
     scanned = Stats(seen=155, unchanged=155)
     now = Stats(seen=155, unchanged=155, updated=1, chunks_embedded=1, chunks_reused=10)
     assert since(now, scanned) == {"added": 0, "updated": 1, "unchanged": 0, "removed": 0,
-                                   "skipped": 0, "chunks_embedded": 1, "chunks_reused": 10}
+                                   "skipped": 0, "no_text_found": 0, "chunks_embedded": 1,
+                                   "chunks_reused": 10, "chunks_removed": 0}
+
+
+@pytest.mark.usefixtures("processes")
+def test_index_returns_right_after_its_last_commit_and_logs_the_counts_of_its_summary(
+        tmp_path: Path, store_env: dict[str, str]) -> None:
+    """No idle tail: the process ends within a second of its last commit (the commit's time
+    as its debug line gives it, so a slow start does not count), whatever the run wrote:
+    vectors, files moved, keywords only, vectors only. Its log line gives the summary's counts."""
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "a.md").write_text(A)
+    (kb / "b.md").write_text(B)
+    assert run_cli(tmp_path, "index", env=store_env).returncode == 0
+    changes = [
+        lambda: (kb / "a.md").write_text(A + "\nRye flour makes it livelier.\n"),  # vectors
+        lambda: (kb / "b.md").rename(kb / "c.md"),  # moved: removed, added, all reused
+        lambda: (kb / "a.md").write_text(A + "\nSpelt too.\n"),  # keywords first
+        lambda: None,  # no file: the vectors keywords first left
+    ]
+    for n, change in enumerate(changes):
+        change()
+        before = time.time()
+        done = run_cli(tmp_path, "index", "--json", *(["--keywords-first"] if n == 2 else []),
+                       env={**store_env, "LOG_LEVEL": "debug"})
+        ended = time.time()
+        assert done.returncode == 0, done.stderr
+        lines = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+        commits = [line for line in lines if "commit" in line]
+        summary = json.loads(done.stdout)
+        assert commits, done.stderr
+        last = max(_at(line) for line in commits)
+        assert before < last and ended - last < 1.0, (n, ended - last)
+        [logged] = [line for line in lines if line["event"] == "initial_indexing_done"]
+        same = {key: logged[key] for key in summary if key in logged}
+        assert same == {key: summary[key] for key in same}
+        assert len(same) == 9 and logged["files"] == summary["files_seen"]
+    # The last run changed no file, and embedded what keywords first left waiting.
+    assert (summary["unchanged"], summary["chunks_embedded"]) == (2, 1)
+
+
+def _at(line: dict[str, object]) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(str(line["timestamp"]).replace("Z", "+00:00")).timestamp()

@@ -21,6 +21,8 @@ import anyio
 import msgspec
 import pytest
 from ocr_pictures import picture, png_bomb, save, scanned_pdf, transparent
+from PIL import Image
+from structlog.testing import capture_logs
 from support.mcp_harness import until
 from support.runtime import fake, make_config, running, shared, with_fields
 from support.tools import Tools
@@ -340,3 +342,60 @@ def test_the_server_imports_no_ocr_engine() -> None:
             "assert not heavy, heavy")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120,
                    env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
+
+
+@pytest.mark.usefixtures("engine")
+async def test_blank_pages_and_images_make_no_chunk_and_are_counted(tmp_path: Path) -> None:
+    """A white image, a scan of white pages and the blank pages of a scan with text give no
+    "Page N (OCR)" chunk (once, heading-only chunks ranked above the threshold for "page");
+    the files with no text at all are counted; an unreadable image is skipped with a reason
+    that names no object of the worker."""
+    config = ocr_config(tmp_path)
+    kb = config.watched.root
+    white = Image.new("L", (900, 600), 255)
+    save(white, kb / "blank.png")
+    scanned_pdf(kb / "blank.pdf", [white, white, white])
+    scanned_pdf(kb / "lease.pdf", [white, picture(LEASE[:90], size=22, width=1240), white])
+    (kb / "broken.png").write_bytes(b"\x89PNG not an image at all" * 10)
+    async with indexed(config, embedding=fake(config)) as rt:
+        tools = Tools(rt)
+        progress = rt.progress()
+        assert rt.pipeline is not None and rt.pipeline.stats.no_text == 2
+        [skip] = progress.recent_skips
+        assert skip.path == "broken.png" and "not a readable image" in skip.reason, skip
+        assert " object at 0x" not in skip.reason, skip.reason
+        listed = {d["path"]: d for d in (await tools("list_documents"))["documents"]}
+        assert {"blank.png", "blank.pdf", "lease.pdf"} <= set(listed)
+        for name in ("blank.png", "blank.pdf"):
+            assert listed[name]["chunk_count"] == 0, listed[name]
+        lease = await tools("get_document", doc_id=listed["lease.pdf"]["doc_id"])
+        assert "Page 2 (OCR)" in lease["text"] and "Lease agreement" in lease["text"]
+        assert "Page 1" not in lease["text"] and "Page 3" not in lease["text"]
+        found = await tools.search("page", top_k=10, score_threshold=0)
+        assert {m["path"] for m in found} <= {"lease.pdf"}, found
+
+
+@pytest.mark.usefixtures("engine")
+async def test_a_scan_stops_at_the_files_ocr_time_budget(tmp_path: Path) -> None:
+    config = ocr_config(tmp_path)
+    assert config.convert.ocr_budget_s == 600  # twice CONVERT_TIMEOUT_S (300 here)
+    config = with_fields(config, convert={"ocr_budget_s": 1.0})
+    kb = config.watched.root
+    pages = [picture(f"Archive box {n}: minutes of the rowing club meeting", size=22,
+                     width=700, margin=10) for n in range(1, 41)]
+    scanned_pdf(kb / "archive.pdf", pages, dpi=100)
+    with capture_logs() as logged:
+        async with indexed(config, embedding=fake(config)) as rt:
+            tools = Tools(rt)
+            [doc] = (await tools("list_documents"))["documents"]
+            document = await tools("get_document", doc_id=doc["doc_id"])
+            assert "Archive box 1" in document["text"]
+            assert "Archive box 40" not in document["text"]
+            said = document["metadata"]["ocr"]
+            assert "stopped at the OCR time budget of 1 s (twice CONVERT_TIMEOUT_S)" in said, said
+            assert "scanned; at most" not in said, said  # 40 pages: under the page cap
+            assert rt.converter.cache.folder is not None
+            assert not list(rt.converter.cache.folder.rglob("*.msgpack"))  # not kept as read
+    [spent] = [e for e in logged if e["event"] == "ocr_time_budget"]
+    assert spent["path"] == "archive.pdf" and spent["code"] == "OCR_BUDGET_SPENT"
+    assert spent["unread"] >= 1 and spent["read"] + spent["unread"] == 40

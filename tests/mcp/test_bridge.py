@@ -61,8 +61,8 @@ async def test_two_stdio_bridges_and_an_http_client_see_each_others_writes(
         server: HttpServer) -> None:
     root = server.root
     with anyio.fail_after(90):
-        async with mcp_session(root, stderr_name="one.err") as one, \
-                mcp_session(root, stderr_name="two.err") as two, \
+        async with mcp_session(root, stderr_name="one.err", SHARE="on") as one, \
+                mcp_session(root, stderr_name="two.err", SHARE="on") as two, \
                 server.session("http") as http:
             await call(one, "upsert_documents", {"docs": [
                 {"text": "Bridge one writes about lighthouses.", "external_id": "one"}]})
@@ -94,7 +94,8 @@ async def test_two_stdio_bridges_and_an_http_client_see_each_others_writes(
 async def test_a_bridge_negotiates_the_same_protocol_era_as_a_direct_client(
         server: HttpServer) -> None:
     params = StdioServerParameters(command=sys.executable, args=["-m", "pocketmcp"],
-                                   env=server_env(server.root), cwd=str(server.root))
+                                   env=server_env(server.root, SHARE="on"),
+                                   cwd=str(server.root))
     with anyio.fail_after(60), open(server.root / "auto.err", "w") as errlog:
         async with httpx2.AsyncClient(headers=server.auth, trust_env=False) as http, \
                 Client(streamable_http_client(server.url + "/mcp", http_client=http),
@@ -109,14 +110,15 @@ async def test_a_bridge_negotiates_the_same_protocol_era_as_a_direct_client(
 
 async def test_a_bridge_without_the_right_token_serves_on_its_own(server: HttpServer) -> None:
     with anyio.fail_after(90):
-        async with mcp_session(server.root, stderr_name="wrong.err",
+        async with mcp_session(server.root, stderr_name="wrong.err", SHARE="on",
                                POCKETMCP_TOKEN="wrong") as session:
             status = await until(lambda: call(session, "status"),
                                  lambda s: s["role"] != "pending")
     assert status["role"] == "reader"  # the HTTP server holds the writer lock
     lines = events(server.root / "wrong.err")
-    assert any('"not_bridging"' in line and "refused the token" in line for line in lines)
-    assert "wrong" not in "".join(line for line in lines if "not_bridging" in line)
+    assert any('"not_sharing"' in line and "refused the POCKETMCP_TOKEN set here (HTTP 401)"
+               in line for line in lines)
+    assert "wrong" not in "".join(line for line in lines if "not_sharing" in line)
 
 
 async def test_a_bridge_stops_at_once_on_sigterm(server: HttpServer) -> None:
@@ -125,7 +127,7 @@ async def test_a_bridge_stops_at_once_on_sigterm(server: HttpServer) -> None:
         "clientInfo": {"name": "probe", "version": "0"}}}
     with anyio.fail_after(30), open(server.root / "term.err", "wb") as errlog:
         async with await anyio.open_process(
-                [sys.executable, "-m", "pocketmcp"], env=server_env(server.root),
+                [sys.executable, "-m", "pocketmcp"], env=server_env(server.root, SHARE="on"),
                 cwd=server.root, stderr=errlog) as bridge:
             assert bridge.stdin is not None and bridge.stdout is not None
             await bridge.stdin.send(json.dumps(init).encode() + b"\n")
@@ -149,15 +151,24 @@ def dead_pid() -> int:
 
 async def test_a_stale_discovery_file_is_ignored(tmp_path: Path) -> None:
     index = tmp_path / "data" / "index.db"
+    stale = dead_pid()
     discovery.publish(at_file(index), discovery.Published(
-        url="http://127.0.0.1:9", pid=dead_pid(), index=str(index), token_file=None,
+        url="http://127.0.0.1:9", pid=stale, index=str(index), token_file=None,
         version="0"))
     with anyio.fail_after(90):
-        async with mcp_session(tmp_path) as session:
+        async with mcp_session(tmp_path, SHARE="on", SERVER_IDLE_EXIT_S="1") as session:
             status = await until(lambda: call(session, "status"),
                                  lambda s: s["role"] != "pending")
-    assert status["role"] == "writer"
-    assert not any("bridging" in line for line in events(tmp_path / "server.err"))
+        assert status["role"] == "writer"  # a shared server started in its place
+        started = discovery.published(at_file(index))
+        assert started is not None and started.pid != stale
+        assert not any('"http://127.0.0.1:9/mcp"' in line
+                       for line in events(tmp_path / "server.err"))
+
+        async def running() -> bool:
+            return discovery.alive(started.pid)
+
+        await until(running, lambda up: not up, 30)  # it exits once idle
 
 
 def test_the_bridge_path_imports_neither_the_runtime_nor_the_model() -> None:

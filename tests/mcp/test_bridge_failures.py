@@ -99,8 +99,8 @@ class Bridge:
 async def bridge(root: Path) -> AsyncIterator[Bridge]:
     with open(root / "bridge.err", "wb") as errlog:
         async with await anyio.open_process(
-                [sys.executable, "-m", "pocketmcp"], env=server_env(root), cwd=root,
-                stderr=errlog) as process:
+                [sys.executable, "-m", "pocketmcp"], env=server_env(root, SHARE="on"),
+                cwd=root, stderr=errlog) as process:
             relay = Bridge(process)
             await relay.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
                 "protocolVersion": "2025-06-18", "capabilities": {},

@@ -300,7 +300,8 @@ def test_a_second_http_server_on_the_same_index_refuses_to_start(server: HttpSer
 async def test_sigterm_stops_the_server_promptly_with_work_committed(
         tmp_path: Path) -> None:
     """Sessions over both transports and a bridge are open when the signal comes; the
-    bridge then exits too (1: its server went away)."""
+    bridge notices its server went away (a server is looked for at its next request) and
+    ends when its client closes stdin."""
     (tmp_path / "kb").mkdir()
     (tmp_path / "kb" / "bread.md").write_text(A)
     served = start_http(tmp_path)
@@ -308,7 +309,7 @@ async def test_sigterm_stops_the_server_promptly_with_work_committed(
     try:
         with anyio.fail_after(60), open(tmp_path / "bridge.err", "wb") as bridge_err:
             async with await anyio.open_process(
-                    [sys.executable, "-m", "pocketmcp"], env=server_env(tmp_path),
+                    [sys.executable, "-m", "pocketmcp"], env=server_env(tmp_path, SHARE="on"),
                     cwd=tmp_path, stderr=bridge_err) as bridge:
                 assert bridge.stdin is not None and bridge.stdout is not None
                 await bridge.stdin.send(json.dumps(INIT).encode() + b"\n")
@@ -328,7 +329,11 @@ async def test_sigterm_stops_the_server_promptly_with_work_committed(
                         elapsed = time.monotonic() - started
                         assert elapsed < STOP_BOUND_S, "still running after SIGTERM"
                         await anyio.sleep(0.05)
-                assert await bridge.wait() == 1
+                while '"server_gone"' not in (tmp_path / "bridge.err").read_text():
+                    assert bridge.returncode is None
+                    await anyio.sleep(0.05)
+                await bridge.stdin.aclose()
+                assert await bridge.wait() == 0
     finally:
         code = stop_http(served)
     assert code == 0, served.stderr()[-3000:]

@@ -19,6 +19,7 @@ from support.processes import provider_settings
 from support.provider_server import Fault, ProviderServer
 
 from pocketmcp.mcp import discovery, sharing
+from pocketmcp.mcp.relay import READ_TOOLS
 from pocketmcp.store.api import Place
 from pocketmcp.store.places import at_file
 
@@ -232,6 +233,8 @@ async def test_a_request_in_flight_when_the_server_dies_is_answered_at_once(
             provider.always = None
             assert failed, finished
             assert "went away while this request was in flight" in str(failed[0])
+            said = failed[0].error.message  # type: ignore[attr-defined]
+            assert said.startswith("WRITE_UNCONFIRMED: ") and "whether it was applied" in said
             again = await search(session, "brews best at 80 degrees")  # on a new server
             assert again["matches"][0]["path"] == "tea.md"
             second = published(root)
@@ -249,3 +252,40 @@ async def test_an_editor_serves_on_its_own_when_no_shared_server_can_start(root:
     assert status["sharing"]["serving"] == "alone" and status["role"] == "writer"
     assert discovery.find(index(root)) is None and starts(root) == 0
     assert '"not_sharing"' in (root / "one.err").read_text()
+
+
+@pytest.mark.usefixtures("processes")
+async def test_a_read_in_flight_when_the_server_dies_is_answered_by_the_next_server(
+        root: Path, fake_provider: ProviderServer) -> None:
+    # The server embeds with a test provider of its own; once it hangs, a search waits on it
+    # for its query's vector, and the server is killed while it waits.
+    provider = fake_provider
+    remote = provider_settings(provider.url)
+    with anyio.fail_after(180):
+        async with mcp_session(root, stderr_name="one.err", **SHARED, **remote) as session:
+            await search(session)
+            server = published(root)
+            listed = await session.list_tools()
+            reads = {tool.name for tool in listed.tools
+                     if tool.annotations is not None and tool.annotations.read_only_hint}
+            assert reads == READ_TOOLS  # the calls the bridge sends again
+            answered: list[dict[str, Any]] = []
+
+            async def in_flight() -> int:
+                return provider.in_flight
+
+            provider.always = Fault(hang=True)
+            async with anyio.create_task_group() as tg:
+                async def read() -> None:
+                    answered.append(await search(session, "how hot for green tea"))
+
+                tg.start_soon(read)
+                await until(in_flight, lambda n: n > 0, 60)  # the search waits on the provider
+                os.kill(server.pid, signal.SIGKILL)
+                provider.always = None
+            assert answered[0]["matches"][0]["path"] == "tea.md"  # by the next server
+            second = published(root)
+            assert second.pid != server.pid
+    text = (root / "one.err").read_text()
+    assert "read(s) in flight go to the next server" in text, text[-3000:]
+    assert await gone(second.pid, 30)

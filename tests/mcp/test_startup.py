@@ -112,3 +112,16 @@ async def _read_replies(stdout: anyio.abc.ByteReceiveStream, count: int
             replies += [json.loads(line) for line in whole]
     assert buffer == b""
     return replies
+
+
+def test_the_stdio_host_imports_neither_the_sdk_nor_the_http_server_before_the_runtime_starts(
+        ) -> None:
+    # host_stdio imports the SDK in a worker thread while the model loads and the index
+    # opens; a module-level import of the HTTP side would make every start wait for it.
+    code = ("import sys, pocketmcp.cli, pocketmcp.mcp.serve, pocketmcp.mcp.host\n"
+            "heavy = [m for m in ('mcp', 'mcp_types', 'uvicorn', 'starlette', "
+            "'pocketmcp.mcp.http', 'pocketmcp.mcp.server') if m in sys.modules]\n"
+            "assert not heavy, heavy")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr

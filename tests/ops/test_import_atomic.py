@@ -28,6 +28,7 @@ from support.tools import Tools
 
 from pocketmcp.errors import InvalidRequest
 from pocketmcp.ops import archive
+from pocketmcp.ops.archive_check import chunk_digest
 from pocketmcp.store.sqlite.connect import open_sync_reader
 
 COUNT = 40  # more than the 32 documents the old import committed at a time
@@ -162,7 +163,8 @@ def _grown(export: Path, out: Path, extra: int) -> None:
             **first, "external_id": f"synthetic-{i}", "source": "raw", "uri": None,
             "content": body, "title": f"Synthetic {i}", "size_bytes": None, "mtime_ns": None,
             "links": [], "chunks": [{"idx": k, "start": k * step, "end": (k + 1) * step,
-                                     "tokens": 100, "sha256": "0" * 64, "section": "",
+                                     "tokens": 100, "section": "",
+                                     "sha256": chunk_digest(body[k * step:(k + 1) * step], ""),
                                      "vector": vector} for k in range(3)]}))
     end = json.loads(lines[-1])
     end["documents"] += extra
@@ -244,8 +246,9 @@ GOOD = {
     "title": "A", "library": "default", "metadata": {}, "properties": {}, "tags": ["x"],
     "created": "2024-03-01", "modified": "2024-03-01T09:30:00.000Z", "links": [],
     "content": "Some text here.", "sha256": "0" * 64, "size_bytes": 15, "mtime_ns": 1,
-    "chunks": [{"idx": 0, "start": 0, "end": 15, "tokens": 4, "sha256": "0" * 64,
-                "section": "", "vector": _vector([0.1, 0.2, 0.3, 0.4])}],
+    "chunks": [{"idx": 0, "start": 0, "end": 15, "tokens": 4,
+                "sha256": chunk_digest("Some text here.", ""), "section": "",
+                "vector": _vector([0.1, 0.2, 0.3, 0.4])}],
 }
 
 _HOSTILE_TEXT = st.lists(st.sampled_from(["a", "/", ".", "..", "\x00", "\n", ":", "\x1b", "é",
@@ -270,10 +273,11 @@ def test_any_value_is_refused_or_safe_to_store(field: str, value: str, numbers: 
     item["metadata"] = {"n": big}
     if field == "content":
         item["chunks"][0]["end"] = min(15, len(value))
+        item["chunks"][0]["sha256"] = chunk_digest(value[:15], "")
     doc = msgspec.json.decode(json.dumps(item).encode(), type=DocLine)
     roots = (Path("/data/kb"),)
     try:
-        vectors = document(doc, 4, roots)
+        vectors = document(doc, 4, roots, max_bytes=2**20, most_chunks=1000)
     except Bad:
         return
     ext = doc.external_id

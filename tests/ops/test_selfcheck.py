@@ -122,3 +122,32 @@ async def test_the_status_tool_can_check_search(tools: Tools) -> None:
     # Which rule ranks this index's documents by their words, from its shape: short notes.
     assert checked["rule"].startswith("documents ranked by their whole document for words (")
     assert checked["rule"].endswith(" chunks per document < 6)")
+
+
+@pytest.mark.usefixtures("processes")
+def test_check_search_says_what_it_cannot_measure_and_keeps_nothing(tmp_path: Path) -> None:
+    """An empty index gives no questions: said, with a code, exit 1. Chunks written for
+    keywords alone are counted, no weight is suggested, and --apply is refused until their
+    vectors are in."""
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    assert run_cli(tmp_path, "index").returncode == 0
+    empty = run_cli(tmp_path, "check-search")
+    assert empty.returncode == 1, empty.stdout
+    assert "TOO_FEW_QUESTIONS" in empty.stderr and "0 questions" in empty.stderr
+    assert "| hybrid |" not in empty.stdout
+    for name, text in TOPICS.items():
+        (kb / name).write_text(text, encoding="utf-8")
+    assert run_cli(tmp_path, "index", "--keywords-first").returncode == 0
+    report = json.loads(run_cli(tmp_path, "check-search", "--json").stdout)
+    assert report["chunks_waiting"] > 0
+    said = run_cli(tmp_path, "check-search")
+    assert f"{report['chunks_waiting']} chunks wait for their vectors" in said.stdout
+    assert "--apply" not in said.stdout and "does best" not in said.stdout
+    tuning = tmp_path / "idx" / "index.db.search.json"
+    refused = run_cli(tmp_path, "check-search", "--apply")
+    assert refused.returncode == 1 and "NOT_READY" in refused.stderr, refused.stderr
+    assert not tuning.exists()
+    assert run_cli(tmp_path, "index").returncode == 0
+    done = json.loads(run_cli(tmp_path, "check-search", "--json").stdout)
+    assert done["chunks_waiting"] == 0 and done["questions"] >= 10

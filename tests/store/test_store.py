@@ -228,6 +228,17 @@ def test_a_failed_batch_leaves_nothing_behind(db: Path) -> None:
     assert _rows(db, "SELECT count(*) FROM vec_chunks") == [(0,)]
 
 
+def _undo_migration_9(conn) -> None:
+    """Take out what schema 9 added (vectors of removed chunks, kept a while)."""
+    conn.execute("DROP TABLE kept_vectors")
+
+
+def _undo_migration_8(conn) -> None:
+    """Take out what schema 8 added (each chunk's lines and pages)."""
+    for column in ("start_line", "end_line", "start_page", "end_page"):
+        conn.execute(f"ALTER TABLE chunks DROP COLUMN {column}")
+
+
 def _undo_migration_7(conn) -> None:
     """Take out what schema 7 added (a waiting chunk given its vector in place, logged)."""
     conn.execute("DROP TRIGGER chunk_embedded")
@@ -284,6 +295,8 @@ def test_migration_4_reindexes_cjk_rows_as_bigrams_and_leaves_others_alone(db: P
         conn.execute("DELETE FROM chunks_fts WHERE rowid = ?", (chunk_id,))
         conn.execute("INSERT INTO chunks_fts(rowid, title, text) VALUES (?, ?, ?)",
                      (chunk_id, head, text))
+    _undo_migration_9(conn)
+    _undo_migration_8(conn)
     _undo_migration_7(conn)
     _undo_migration_6(conn)
     _undo_migration_5(conn)

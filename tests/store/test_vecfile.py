@@ -329,7 +329,10 @@ def test_an_index_of_schema_6_with_waiting_chunks_gives_them_their_vectors_in_pl
     finally:
         writer.close()
     conn = open_sync_writer(db)
+    conn.execute("DROP TABLE kept_vectors")  # schema 9's
     conn.execute("DROP TRIGGER chunk_embedded")  # as schema 6 left it
+    for column in ("start_line", "end_line", "start_page", "end_page"):  # schema 8's
+        conn.execute(f"ALTER TABLE chunks DROP COLUMN {column}")
     conn.execute("PRAGMA user_version = 6")
     conn.close()
     kept = _chunk_ids(db, waiting=1)

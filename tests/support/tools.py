@@ -20,14 +20,16 @@ from pocketmcp.mcp.server import build_server
 from pocketmcp.runtime import Runtime
 from support.mcp_harness import code_of
 
-# The SDK's message when a tool's arguments do not fit its input schema.
-SCHEMA_REFUSAL = re.compile(r"validation error for \w+Arguments")
+# The message when a tool's arguments do not fit its input schema (mcp/calls.py): coded, each
+# field named with its limit, no pydantic text or link.
+SCHEMA_REFUSAL = re.compile(r"^(?:Error executing tool \S+: )?INVALID_REQUEST: the arguments "
+                            r"of \w+ do not fit its schema: ")
 
 
 class ToolFailed(Exception):
     """A tool call answered with an error result. `code` is the PocketError code its text
-    starts with ("NOT_FOUND: ..."), None when the SDK refused the call before any tool ran
-    (arguments outside the schema, an unknown tool)."""
+    starts with ("NOT_FOUND: ..."; INVALID_REQUEST for arguments outside the schema), None
+    when the SDK refused the call before any tool ran (an unknown tool)."""
 
     def __init__(self, tool: str, text: str) -> None:
         self.tool = tool
@@ -47,11 +49,13 @@ def refused(error: type[PocketError], match: str | None = None
 
 @contextmanager
 def refused_by_schema(match: str) -> Iterator[pytest.ExceptionInfo[ToolFailed]]:
-    """The block's tool call is refused by the tool's input schema, naming `match`."""
+    """The block's tool call is refused by the tool's input schema, naming `match`, with the
+    code INVALID_REQUEST and no pydantic text or link."""
     with pytest.raises(ToolFailed, match=match) as caught:
         yield caught
-    assert caught.value.code is None and SCHEMA_REFUSAL.search(caught.value.text), (
-        caught.value.text)
+    text = caught.value.text
+    assert caught.value.code == "INVALID_REQUEST" and SCHEMA_REFUSAL.search(text), text
+    assert "pydantic" not in text and "validation error" not in text, text
 
 
 class Tools:

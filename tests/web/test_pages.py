@@ -87,6 +87,7 @@ async def test_search_finds_a_known_file_and_opens_its_document(
     await search_for(page, "sourdough starter")
     first = page.locator(".result").first
     await expect(first.locator(".path")).to_have_text("bread.md")
+    await expect(first.locator(".lines")).to_have_text("lines 1-3")  # where it is cited
     await expect(first.locator("mark").first).to_have_text("sourdough", ignore_case=True)
     await page.screenshot(path=shots / "web-search.png", full_page=True)
 

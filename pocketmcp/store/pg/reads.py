@@ -31,15 +31,21 @@ T = TypeVar("T")
 def stored_vectors(rows: Callable[[str, Sequence[Any]], Iterable[Sequence[Any]]],
                    text_shas: Iterable[str]) -> dict[str, F32]:
     """The stored vector of each chunk text among these digests that the index holds with
-    one (its first chunk's): what the reader's vectors_for and the writer's reuse of known
-    vectors both look up."""
+    one (its first chunk's, else one kept from a removed chunk): what the reader's
+    vectors_for and the writer's reuse of known vectors both look up."""
     wanted = sorted(set(text_shas))
     if not wanted:
         return {}
-    return {str(sha): np.asarray(vec.to_numpy(), np.float32) for sha, vec in rows(
+    found = {str(sha): np.asarray(vec.to_numpy(), np.float32) for sha, vec in rows(
         "SELECT DISTINCT ON (text_sha256) text_sha256, embedding FROM chunks "
         "WHERE text_sha256 = ANY(%s) AND embedding IS NOT NULL "
         "ORDER BY text_sha256, chunk_id", (wanted,))}
+    rest = [sha for sha in wanted if sha not in found]
+    if rest:  # those of removed chunks, kept a while (store/writes.py)
+        found.update((str(sha), np.asarray(vec.to_numpy(), np.float32)) for sha, vec in rows(
+            "SELECT text_sha256, embedding FROM kept_vectors WHERE text_sha256 = ANY(%s)",
+            (rest,)))
+    return found
 
 
 class PgReader(CommonReads):

@@ -19,6 +19,7 @@ from pocketmcp.core.notes import doc_keys, is_note_path, read_note
 from pocketmcp.core.paths import path_of
 from pocketmcp.errors import ModelMismatchError, SchemaTooNewError
 from pocketmcp.messages import Link
+from pocketmcp.store import lines
 from pocketmcp.store.pg import connect
 from pocketmcp.store.pg.target import PgTarget
 
@@ -63,6 +64,22 @@ def write_links(conn: psycopg.Connection[Any], doc_id: int, links: Sequence[Link
 
 def _text(value: str) -> str:
     return value.replace("\x00", "\ufffd")  # Postgres text cannot hold NUL
+
+
+def _chunk_lines(conn: psycopg.Connection[Any]) -> None:
+    """Lines of the chunks written before they were stored, a page of documents at a time
+    (texts can be large)."""
+    def documents() -> Any:
+        after = 0
+        while found := conn.execute(
+                "SELECT doc_id, external_id, source, content FROM documents WHERE doc_id > %s "
+                "ORDER BY doc_id LIMIT 200", (after,)).fetchall():
+            yield from found
+            after = found[-1][0]
+
+    lines.fill(documents(), lambda doc_id: conn.execute(
+        "SELECT idx, start_off, end_off FROM chunks WHERE doc_id = %s", (doc_id,)).fetchall(),
+        lambda rows: conn.cursor().executemany(lines.UPDATE.replace("?", "%s"), rows))
 
 
 # Each migration is a list of steps: SQL statements (`{dim}`: the embedding dimension,
@@ -150,6 +167,20 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
                doc_id bigint PRIMARY KEY REFERENCES documents(doc_id) ON DELETE CASCADE,
                rank bigint NOT NULL)""",
         "CREATE INDEX embed_queue_rank ON embed_queue(rank DESC, doc_id DESC)",
+    ),
+    (
+        # Each chunk's lines (and a PDF's pages) in its document's text (store/lines.py),
+        # counted once here for the chunks written before.
+        *(f"ALTER TABLE chunks ADD COLUMN {column} integer" for column in lines.COLUMNS),
+        _chunk_lines,
+    ),
+    (
+        # Vectors of removed chunks, kept a while by text digest, as the SQLite store's.
+        """CREATE TABLE kept_vectors(
+               text_sha256 text PRIMARY KEY,
+               embedding public.vector({dim}) NOT NULL,
+               kept_at double precision NOT NULL)""",
+        "CREATE INDEX kept_vectors_at ON kept_vectors(kept_at)",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

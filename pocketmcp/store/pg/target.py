@@ -49,6 +49,12 @@ class PgTarget(msgspec.Struct, frozen=True):
         digest = hashlib.sha256(server.encode()).hexdigest()[:12]
         return data_dir() / "postgres" / f"{self.schema}-{digest}"
 
+    def own_files(self) -> list[Path]:
+        home = self._home()
+        with contextlib.suppress(OSError):
+            return [home, *sorted(home.iterdir())]
+        return []
+
     def beside(self, name: str) -> Path:
         home = self._home()
         # Made private when first named; a folder that cannot be made fails the file's own

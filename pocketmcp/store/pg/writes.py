@@ -27,11 +27,11 @@ from pocketmcp.core.identity import Identity
 from pocketmcp.core.notes import doc_keys
 from pocketmcp.errors import StoreError
 from pocketmcp.messages import Chunk, DocFacts, DocRecord, Written
-from pocketmcp.store import facts
+from pocketmcp.store import facts, lines
 from pocketmcp.store.pg import connect, schema
 from pocketmcp.store.pg.reads import PgIndex, stored_vectors
 from pocketmcp.store.pg.target import PgTarget
-from pocketmcp.store.writes import CommonWrites, check_vectors, now
+from pocketmcp.store.writes import CommonWrites, check_vectors, now, without_successor
 
 T = TypeVar("T")
 log = logs.get("pocketmcp.store.pg")
@@ -104,7 +104,9 @@ class PgWriter(CommonWrites):
                     for key in sorted(set(keys)):
                         self._sql("SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
                                   (LOCK_DOCUMENT, key))
+                    self._kept = 0
                     result = work()
+                    self.bound_kept()
                 self._commits += 1
                 return result
             except (_Retry, psycopg.Error) as exc:
@@ -201,7 +203,7 @@ class PgWriter(CommonWrites):
                  len(chunks), at, at)).fetchone()[0]
         else:
             doc_id = row[0]
-            removed = self._sql("DELETE FROM chunks WHERE doc_id = %s", (doc_id,)).rowcount
+            removed = self._delete_chunks(doc_id, [c.sha256 for c in chunks])
             self._sql(
                 "UPDATE documents SET source = %s, uri = %s, title = %s, library = %s, "
                 "metadata = %s::jsonb, content = %s, content_sha256 = %s, size_bytes = %s, "
@@ -210,6 +212,10 @@ class PgWriter(CommonWrites):
                  doc.sha256, doc.size_bytes, doc.mtime_ns, len(chunks), at, doc_id))
         self._write_facts(doc_id, doc, facts.dated(doc, at, row[5] if row else None))
         self._insert_chunks(doc_id, doc.title, chunks, rows)
+        self._conn.cursor().executemany(
+            lines.UPDATE.replace("?", "%s").encode(),
+            lines.rows(doc_id, doc.external_id, doc.source, doc.content,
+                       [(c.idx, c.start, c.end) for c in chunks]))
         self._sql("DELETE FROM embed_queue WHERE doc_id = %s", (doc_id,))
         waiting = sum(1 for r in rows if r is None)
         if waiting:
@@ -275,6 +281,28 @@ class PgWriter(CommonWrites):
                         (doc_id,)).fetchone()
         if row is None:
             return None
-        removed = self._sql("DELETE FROM chunks WHERE doc_id = %s", (doc_id,)).rowcount
+        removed = self._delete_chunks(doc_id)
         self._sql("DELETE FROM documents WHERE doc_id = %s", (doc_id,))
         return doc_id, removed
+
+    def _delete_chunks(self, doc_id: int, after: Sequence[str] = ()) -> int:
+        """Delete a document's chunks; how many had no successor among the text digests
+        `after` (its new version's), whose vectors are kept (`keep_removed`)."""
+        vectors = "embedding" if self.keep_s > 0 else "NULL"  # only those to keep
+        rows = self._sql(f"DELETE FROM chunks WHERE doc_id = %s RETURNING idx, text_sha256, "
+                         f"{vectors}", (doc_id,)).fetchall()
+        rows.sort(key=lambda r: r[0])
+        gone = without_successor([r[1] for r in rows], after)
+        self.keep_vectors([(rows[i][1], np.asarray(rows[i][2].to_numpy(), np.float32))
+                           for i in gone if rows[i][2] is not None])
+        return len(gone)
+
+    def keep_vectors(self, rows: Sequence[tuple[str, Any]]) -> None:
+        if not rows or self.keep_s <= 0:
+            return
+        at = time.time()
+        self._conn.cursor().executemany(
+            b"INSERT INTO kept_vectors(text_sha256, embedding, kept_at) VALUES (%s, %b, %s) "
+            b"ON CONFLICT (text_sha256) DO UPDATE SET embedding = excluded.embedding, "
+            b"kept_at = excluded.kept_at", [(sha, vector, at) for sha, vector in rows])
+        self._kept += len(rows)

@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 import sqlite_vec
 
+from pocketmcp import private
 from pocketmcp.errors import StoreError
 from pocketmcp.store.sqlite.engine import CANDIDATES, chose
 
@@ -107,7 +108,7 @@ def _reader_connector(path: Path) -> Callable[[], Any]:
 
 def open_sync_writer(path: Path) -> Any:
     """A blocking writer connection (used by the writer's worker thread and by tools)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private.file(path)  # 0600 before SQLite makes it (and its -wal and -shm alike)
     try:
         return _writer_connector(path)()
     except sqlite_errors() as exc:

@@ -36,8 +36,9 @@ Rows = Callable[[str, Sequence[Any]], Iterable[Sequence[Any]]]  # a connection's
 def stored_vectors(rows: Rows, text_shas: Iterable[str],
                    dim: int | None = None) -> dict[str, bytes]:
     """The stored vector of each chunk text among these digests that the index holds with
-    one (the vector of any chunk of that text), of `dim` floats if given: what the reader's
-    vectors_for and the writer's reuse of known vectors both look up."""
+    one (the vector of any chunk of that text, else one kept from a removed chunk), of `dim`
+    floats if given: what the reader's vectors_for and the writer's reuse of known vectors
+    both look up."""
     wanted = sorted(set(text_shas))
     if not wanted:
         return {}
@@ -52,6 +53,13 @@ def stored_vectors(rows: Rows, text_shas: Iterable[str],
         for row in rows(VECTOR_BY_ID, (chunk_id,)):
             if dim is None or len(row[2]) == dim * 4:
                 found[sha] = bytes(row[2])
+    rest = [sha for sha in wanted if sha not in found]
+    if rest:  # those of removed chunks, kept a while (store/writes.py)
+        for sha, vector in rows(
+                "SELECT text_sha256, embedding FROM kept_vectors WHERE text_sha256 IN "
+                "(SELECT value FROM json_each(?))", (msgspec.json.encode(rest).decode(),)):
+            if dim is None or len(vector) == dim * 4:
+                found[sha] = bytes(vector)
     return found
 
 

@@ -32,6 +32,12 @@ class SqlitePlace(msgspec.Struct, frozen=True):
     def beside(self, name: str) -> Path:
         return beside(self.path, "." + name)  # index.db.token, index.db.server.json, ...
 
+    def own_files(self) -> list[Path]:
+        name = self.path.name
+        with contextlib.suppress(OSError):
+            return sorted(p for p in self.path.parent.iterdir() if p.name.startswith(name))
+        return []
+
     def exists(self) -> bool:
         return self.path.is_file()
 
@@ -78,7 +84,8 @@ class SqlitePlace(msgspec.Struct, frozen=True):
     def writer_held(self) -> bool:
         if not self.path.parent.is_dir():
             return False
-        probe = FileLock(str(lock_path(self.path)), blocking=False, thread_local=False)
+        probe = FileLock(str(lock_path(self.path)), blocking=False, thread_local=False,
+                         mode=0o600)
         try:
             probe.acquire()
         except Timeout:

@@ -15,7 +15,7 @@ from pocketmcp.core.notes import is_note_path, read_note
 from pocketmcp.core.paths import path_of
 from pocketmcp.errors import ModelMismatchError, SchemaTooNewError
 from pocketmcp.messages import DocFacts
-from pocketmcp.store import facts
+from pocketmcp.store import facts, lines
 from pocketmcp.store.folder import SCAN_KEY
 
 
@@ -70,6 +70,12 @@ def _note_facts(conn: Any) -> None:
             found = DocFacts(created=modified, modified=modified)
         facts.write(execute, conn.executemany, doc_id, external_id=external_id, source=source,
                     facts=found, metadata=json.loads(metadata))
+
+
+def _chunk_lines(conn: Any) -> None:
+    lines.fill(_documents(conn, "external_id, source, content"), lambda doc_id: conn.execute(
+        "SELECT idx, start_off, end_off FROM chunks WHERE doc_id = ?", (doc_id,)).fetchall(),
+        lambda rows: conn.executemany(lines.UPDATE, rows))
 
 
 # Each migration is a list of steps: SQL statements, where `{dim}` is the embedding
@@ -195,6 +201,21 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
         """CREATE TRIGGER chunk_embedded AFTER UPDATE OF waiting ON chunks
                WHEN old.waiting = 1 AND new.waiting = 0 BEGIN
                INSERT INTO chunk_log(chunk_id, added) VALUES (new.chunk_id, 1); END""",
+    ),
+    (
+        # Each chunk's lines (and a PDF's pages) in its document's text (store/lines.py),
+        # counted once here for the chunks written before.
+        *(f"ALTER TABLE chunks ADD COLUMN {column} INTEGER" for column in lines.COLUMNS),
+        _chunk_lines,
+    ),
+    (
+        # Vectors of removed chunks, kept a while by text digest (store/writes.py): the same
+        # text coming back takes its vector from here instead of from the model.
+        """CREATE TABLE kept_vectors(
+               text_sha256 TEXT PRIMARY KEY,
+               embedding BLOB NOT NULL,
+               kept_at REAL NOT NULL)""",
+        "CREATE INDEX kept_vectors_at ON kept_vectors(kept_at)",
     ),
 )
 

@@ -10,6 +10,7 @@ after each commit it brings the index's vector file up to date (vecwriter.py).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,21 +18,22 @@ from typing import Any, TypeVar
 
 from filelock import FileLock, Timeout
 
+from pocketmcp import private
 from pocketmcp.core import markdown
 from pocketmcp.core.cjk import index_text
 from pocketmcp.core.identity import Identity
 from pocketmcp.errors import StoreError, WriterBusyError
 from pocketmcp.messages import Chunk, DocFacts, DocRecord, Written
-from pocketmcp.store import facts
+from pocketmcp.store import facts, lines
 from pocketmcp.store.sqlite import schema
 from pocketmcp.store.sqlite.connect import open_sync_writer, sqlite_errors
 from pocketmcp.store.sqlite.files import lock_path
-from pocketmcp.store.sqlite.log import TOKEN_KEY, ChunkLog
+from pocketmcp.store.sqlite.log import TOKEN_KEY, VECTOR_BY_ID, ChunkLog
 from pocketmcp.store.sqlite.reads import ReaderPool
 from pocketmcp.store.sqlite.staged import NO_DEBT, StagedWrites
 from pocketmcp.store.sqlite.vectors.file import new_token
 from pocketmcp.store.sqlite.vectors.writer import VectorFileWriter
-from pocketmcp.store.writes import CommonWrites, check_vectors, now
+from pocketmcp.store.writes import CommonWrites, check_vectors, now, without_successor
 
 T = TypeVar("T")
 VIEW_READERS = 4  # connections of the pipeline's own view of its index
@@ -47,7 +49,7 @@ class SqliteWriter(StagedWrites, CommonWrites):
         self.identity = identity
         self.dim = identity.dim
         try:
-            db_path.parent.mkdir(parents=True, exist_ok=True)
+            private.folder(db_path.parent)
         except OSError as exc:  # a file in the way, no permission, a full disk
             raise StoreError(f"cannot create the folder of {db_path}: {exc}") from exc
         self._closed = False
@@ -56,7 +58,8 @@ class SqliteWriter(StagedWrites, CommonWrites):
         self._views: list[ReaderPool] = []  # closed with the writer (if not before)
         # Not thread-local: the lock is taken in a worker thread and released where the
         # writer closes, often another thread.
-        self._lock = FileLock(str(lock_path(db_path)), blocking=False, thread_local=False)
+        self._lock = FileLock(str(lock_path(db_path)), blocking=False, thread_local=False,
+                              mode=private.FILE_MODE)
         try:
             self._lock.acquire()
         except Timeout:
@@ -113,6 +116,7 @@ class SqliteWriter(StagedWrites, CommonWrites):
             if self.owes_keywords:
                 self.settle_keywords()
             done = work()
+            self.bound_kept()
         if self.owes_keywords:  # FTS5 saved its totals at the commit: correct them now
             with self.transaction():
                 self.settle_keywords()
@@ -158,6 +162,7 @@ class SqliteWriter(StagedWrites, CommonWrites):
 
     def rollback(self) -> None:
         self._fresh = {}
+        self._kept = 0
         self._owed = NO_DEBT
         self.owes_keywords = True  # a settling undone with the rest: check at the next
         if self._conn.in_transaction:
@@ -248,7 +253,7 @@ class SqliteWriter(StagedWrites, CommonWrites):
             ).fetchone()[0]
         else:
             doc_id = row[0]
-            removed = self._delete_chunks(doc_id)
+            removed = self._delete_chunks(doc_id, [c.sha256 for c in chunks])
             self._sql(
                 "UPDATE documents SET source = ?, uri = ?, title = ?, library = ?, metadata = ?, "
                 "content = ?, content_sha256 = ?, size_bytes = ?, mtime_ns = ?, chunk_count = ?, "
@@ -262,6 +267,8 @@ class SqliteWriter(StagedWrites, CommonWrites):
         self._sql("INSERT INTO documents_fts(rowid, title, content) VALUES (?, ?, ?)",
                   (doc_id, index_text(doc.title), index_text(markdown.clean(doc.content))))
         self._insert_chunks(doc_id, doc.title, chunks, rows)
+        self._many(lines.UPDATE, lines.rows(doc_id, doc.external_id, doc.source, doc.content,
+                                            [(c.idx, c.start, c.end) for c in chunks]))
         waiting = rows.count(None)
         if waiting:
             self._sql("INSERT INTO embed_queue(doc_id, rank) VALUES (?, ?)", (doc_id, rank))
@@ -290,18 +297,33 @@ class SqliteWriter(StagedWrites, CommonWrites):
                     for c in chunks])
         self._write_vectors(doc_id, [ids[c.idx] for c in chunks], chunks, vectors)
 
-    def _delete_chunks(self, doc_id: int) -> int:
-        rows = self._sql("SELECT chunk_id, waiting FROM chunks WHERE doc_id = ?",
-                         (doc_id,)).fetchall()
+    def _delete_chunks(self, doc_id: int, after: Sequence[str] = ()) -> int:
+        """Delete a document's chunks; how many had no successor among the text digests
+        `after` (its new version's), whose vectors are kept (`keep_removed`)."""
+        rows = self._sql("SELECT chunk_id, waiting, text_sha256 FROM chunks WHERE doc_id = ? "
+                         "ORDER BY idx", (doc_id,)).fetchall()
+        gone = without_successor([r[2] for r in rows], after)
         if rows:
+            if self.keep_s > 0:
+                self.keep_vectors([(rows[i][2], found[2]) for i in gone if not rows[i][1] and (
+                    found := self._sql(VECTOR_BY_ID, (rows[i][0],)).fetchone())])
             self._many("DELETE FROM vec_chunks WHERE chunk_id = ?",
-                       [(i,) for i, waiting in rows if not waiting])
+                       [(i,) for i, waiting, _ in rows if not waiting])
             self._many("DELETE FROM chunks_fts WHERE rowid = ?",
-                       [(i,) for i, waiting in rows if not waiting])
-            self._forget_keywords([i for i, waiting in rows if waiting])
+                       [(i,) for i, waiting, _ in rows if not waiting])
+            self._forget_keywords([i for i, waiting, _ in rows if waiting])
             self._sql("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
         self._sql("DELETE FROM embed_queue WHERE doc_id = ?", (doc_id,))
-        return len(rows)
+        return len(gone)
+
+    def keep_vectors(self, rows: Sequence[tuple[str, Any]]) -> None:
+        if not rows or self.keep_s <= 0:
+            return
+        at = time.time()
+        self._many("INSERT INTO kept_vectors(text_sha256, embedding, kept_at) VALUES (?, ?, ?) "
+                   "ON CONFLICT(text_sha256) DO UPDATE SET embedding = excluded.embedding, "
+                   "kept_at = excluded.kept_at", [(sha, bytes(v), at) for sha, v in rows])
+        self._kept += len(rows)
 
     def delete_doc(self, doc_id: int) -> tuple[int, int] | None:
         """Remove a document by doc_id; (doc_id, chunks removed), or None if absent."""

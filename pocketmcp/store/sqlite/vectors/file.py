@@ -292,7 +292,7 @@ def create_columns(path: Path, dim: int, capacity: int, token: bytes,
     header = Header(dim, capacity, int.from_bytes(secrets.token_bytes(8), "little"), token,
                     mean_n)
     try:
-        fd = os.open(staging, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(staging, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
     except OSError as exc:
         raise VectorFileError(f"cannot write {staging}: {exc}") from exc
     try:

@@ -1,0 +1,115 @@
+"""Every refusal comes with its code, in the project's error shape: a tool's arguments outside
+its schema (the field and its limit, no pydantic text or link), a body over the size limit
+whatever its content type (chunked or declared), and a weak token beyond loopback."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.mcp_harness import start_http, stop_http
+from support.protocol_fuzz import HttpPeer
+from support.tools import ToolFailed, Tools
+
+from pocketmcp.errors import WeakToken
+from pocketmcp.mcp.http import MAX_BODY_BYTES, Screened, check_token
+
+SCHEMA = "INVALID_REQUEST: the arguments of search do not fit its schema: "
+
+
+@pytest.mark.parametrize(("arguments", "said"), [
+    ({"query": "x" * 4001}, "query: at most 4000 characters"),
+    ({"query": "otters", "top_k": 0}, "top_k: at least 1"),
+    ({"query": "otters", "top_k": 10**9}, "top_k: at most 50"),
+    ({"query": "otters", "score_threshold": float("nan")},
+     "score_threshold: a finite number from 0 to 1"),
+    ({}, "query: required"),
+])
+async def test_schema_violations_name_the_field_and_its_limit(
+        fake_tools: Tools, arguments: dict[str, Any], said: str) -> None:
+    with pytest.raises(ToolFailed) as caught:
+        await fake_tools("search", **arguments)
+    text = caught.value.text.removeprefix("Error executing tool search: ")
+    assert caught.value.code == "INVALID_REQUEST", text
+    assert text.startswith(SCHEMA + said), text
+    assert "pydantic" not in text and "http" not in text and "x" * 100 not in text, text
+
+
+async def test_a_chunked_body_of_any_type_over_the_limit_gets_a_json_413() -> None:
+    seen: list[Any] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        seen.append(scope)
+
+    screened = Screened(app, max_bytes=1000)
+    chunks = [{"type": "http.request", "body": b"x" * 600, "more_body": True}] * 100
+    received: list[int] = []
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        received.append(1)
+        return chunks[len(received) - 1]
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/mcp",
+             "headers": [(b"content-type", b"text/plain")]}
+    await screened(scope, receive, send)
+    assert not seen and len(received) == 2
+    assert sent[0]["status"] == 413
+    assert (b"content-type", b"application/json") in sent[0]["headers"]
+    reply = json.loads(sent[1]["body"])
+    assert reply["id"] is None and reply["error"]["code"] == -32700
+    assert "1000 bytes" in reply["error"]["message"]
+
+
+@pytest.mark.parametrize("token", ["a" * 16, "ab" * 12, "0123" * 8])
+def test_a_weak_token_is_refused_beyond_loopback_with_its_code(token: str) -> None:
+    with pytest.raises(WeakToken) as caught:
+        check_token(token, "0.0.0.0")
+    assert caught.value.code == "WEAK_TOKEN"
+    assert token not in str(caught.value) and "8 of them different" in str(caught.value)
+    check_token(token, "127.0.0.1")  # loopback: the machine's own users alone
+
+
+def test_a_random_token_is_taken_beyond_loopback() -> None:
+    check_token("3f9a1c07be52d8e4", "0.0.0.0")
+    check_token("9b8a6e2c1f0d4a7b3e5c9d1f2a8b7c6e", "::")
+
+
+@pytest.fixture(scope="module")
+def http_peer(tmp_path_factory: pytest.TempPathFactory, module_processes: dict[str, str]
+              ) -> Iterator[HttpPeer]:
+    root: Path = tmp_path_factory.mktemp("refusals")
+    server = start_http(root)
+    peer = HttpPeer(server.url, server.token)
+    try:
+        peer.handshake()
+        yield peer
+    finally:
+        peer.close()
+        assert stop_http(server) == 0, server.stderr()[-3000:]
+
+
+def test_a_real_server_answers_a_chunked_plain_text_body_over_64_mib_with_json(
+        http_peer: HttpPeer) -> None:
+    piece = b"x" * 2**20
+
+    def body() -> Iterator[bytes]:  # no Content-Length: sent chunked
+        for _ in range(MAX_BODY_BYTES // len(piece) + 1):
+            yield piece
+
+    headers = {**http_peer.headers, "Content-Type": "text/plain"}
+    refused = http_peer.client.post("/mcp", content=body(), headers=headers)
+    assert refused.status_code == 413, refused.text[:300]
+    assert refused.headers["content-type"].startswith("application/json")
+    assert refused.json()["error"]["code"] == -32700, refused.text[:300]
+    found = http_peer.request(7, "tools/call", {"name": "search", "arguments": {
+        "query": "tyre", "top_k": 0}})
+    [said] = found["result"]["content"]
+    assert found["result"]["isError"] is True
+    assert said["text"].endswith(SCHEMA + "top_k: at least 1"), said

@@ -1,0 +1,110 @@
+"""An import reads each line with a cap and checks every hash, size and the chunks' coverage
+of their document: a refusal names its line with the code IMPORT_REFUSED, and the index's
+files are byte for byte as they were. On a real index and real files."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.runtime import fake, make_config, running
+from support.tools import Tools
+
+from pocketmcp.errors import ImportRefused
+from pocketmcp.ops import archive
+from pocketmcp.ops.archive_check import HEADER_CAP, chunk_digest
+
+
+def _files(db: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(db.parent.iterdir())
+            if p.name in (db.name, db.name + "-wal", db.name + ".vectors")}
+
+
+def _changed(lines: list[str], change: Callable[[dict[str, Any]], None]) -> list[str]:
+    item = json.loads(lines[1])
+    change(item)
+    return [lines[0], json.dumps(item), *lines[2:]]
+
+
+def _uncovered(item: dict[str, Any]) -> None:
+    item["content"] += " and then a long tail that no chunk holds" * 50
+
+
+def _zz(item: dict[str, Any]) -> None:
+    item["sha256"] = "zz"
+
+
+def _chunk_hash(item: dict[str, Any]) -> None:
+    item["chunks"][0]["sha256"] = chunk_digest("some other text", "")
+
+
+def _big(item: dict[str, Any]) -> None:
+    item["content"] = "words " * 400_000  # 2.4 MB, over MAX_FILE_MB=2
+    item["chunks"] = []
+
+
+def _big_file(item: dict[str, Any]) -> None:
+    item["size_bytes"] = 3 * 2**20
+
+
+# Each: what is changed on line 2 (the one document), and what the refusal says.
+REFUSALS: list[tuple[Callable[[dict[str, Any]], None], str]] = [
+    (_zz, "sha256 'zz' is not a SHA-256 digest"),
+    (_chunk_hash, "chunk 0's sha256 is not the digest of its text"),
+    (_uncovered, "characters 35-2085 of its content are in no chunk"),
+    (_big, "its content is over MAX_FILE_MB"),
+    (_big_file, "size_bytes .* over MAX_FILE_MB"),
+]
+
+
+async def test_every_hash_size_and_coverage_is_checked_and_the_index_kept(
+        tmp_path: Path) -> None:
+    config = make_config(tmp_path)
+    export = tmp_path / "e.jsonl"
+    async with running(config, embedding=fake(config)) as rt:
+        await Tools(rt).add(("doc", "Otters hold hands while they sleep."))
+        await archive.export(config.main_place(), export)
+        await Tools(rt).add(("doc", "Herons stand still for hours."))
+        db = config.store.sqlite_path
+        assert db is not None
+        before = _files(db)
+        lines = export.read_text().splitlines()
+        for change, message in REFUSALS:
+            bad = tmp_path / f"{change.__name__}.jsonl"
+            bad.write_text("\n".join(_changed(lines, change)) + "\n")
+            with pytest.raises(ImportRefused, match=f"line 2: {message}") as refused:
+                await archive.import_file(rt.writing, bad, identity=rt.services.identity,
+                                          max_bytes=2 * 2**20)
+            assert refused.value.code == "IMPORT_REFUSED" and refused.value.line == 2
+            assert "nothing was imported" in str(refused.value)
+            assert _files(db) == before, change.__name__
+        done = await archive.import_file(rt.writing, export, identity=rt.services.identity)
+        assert done.documents == 1
+
+
+async def test_a_line_that_never_ends_is_refused_at_the_cap(tmp_path: Path) -> None:
+    """/dev/zero (a first line without end) and a document line past the cap are refused
+    after reading about the cap, not read until memory runs out."""
+    config = make_config(tmp_path)
+    export = tmp_path / "e.jsonl"
+    async with running(config, embedding=fake(config)) as rt:
+        await Tools(rt).add(("doc", "Otters hold hands while they sleep."))
+        await archive.export(config.main_place(), export)
+        db = config.store.sqlite_path
+        assert db is not None
+        before = _files(db)
+        with pytest.raises(ImportRefused, match=f"line 1: longer than {HEADER_CAP} bytes"):
+            await archive.import_file(rt.writing, Path("/dev/zero"),
+                                      identity=rt.services.identity)
+        header = export.read_text().splitlines()[0]
+        long = tmp_path / "long.jsonl"
+        with open(long, "w") as out:
+            out.write(header + "\n" + '{"type": "document", "content": "' + "x" * 5_000_000)
+        with pytest.raises(ImportRefused, match="line 2: longer than") as refused:
+            await archive.import_file(rt.writing, long, identity=rt.services.identity,
+                                      max_bytes=2**20, most_chunks=10)
+        assert refused.value.line == 2
+        assert _files(db) == before
