@@ -2,7 +2,10 @@
 
 Every candidate ends in the search op's own fusion (`search.fuse`, one match per
 document); what it changes is the vector list it hands over (a second query vector, a
-document's score rolled up from several chunks) or the fusion weight of the query.
+document's score rolled up from several chunks), the keyword lists (gathered another way:
+a title weight, a headings field, a cap on the words, words added from the first
+documents), the fusion weight of the query, or a boost among the first documents
+(proximity of the query's words, its words in headings).
 
 Figures on: docs/search.md (ranking: what was tried), through quality_cv.py.
 """
@@ -20,9 +23,13 @@ import numpy as np
 from pocketmcp.core import fusion
 from pocketmcp.core.keywords import STOPWORDS
 from pocketmcp.core.metrics import hit_at, mrr_at, ndcg_at
-from pocketmcp.search.fuse import Params, Stage, fuse
+from pocketmcp.search.fuse import Params, Stage, fuse, keyword_relevance
 
 DEPTH = 200
+# Documents rank by their best chunk for words in an index of at least this many chunks a
+# document (whole-document BM25 below it), in the baseline and every candidate: None, the
+# previous default (whole-document BM25 always). quality_cv.py --rule-chunks sets it.
+RULE_CHUNKS: float | None = None
 
 
 class Corpus:
@@ -38,6 +45,9 @@ class Corpus:
                         if q in qrels and set(qrels[q]) <= indexed}
         self.qvec = {q: qvecs[i] for i, q in enumerate(cache.queries)}
         self.qrels = {q: qrels[q] for q in self.queries}
+        self.texts = {int(k): v for k, v in cache.texts.items()}
+        self.heading_lists: dict[str, Any] = {}
+        self.chunks_per_doc = len(self.ids) / max(1, len(self.names))
         self.doc_rows: dict[int, np.ndarray] = {}
         order = np.argsort(self.docs, kind="stable")
         bounds = np.flatnonzero(np.diff(self.docs[order])) + 1
@@ -58,15 +68,18 @@ class Corpus:
         top = np.argpartition(-scores, min(depth, len(scores) - 1))[:depth]
         return {int(self.ids[i]): float(scores[i]) for i in top}
 
-    def stage(self, qid: str, vector: dict[int, float]) -> Stage:
-        c = self.queries[qid]
+    def stage(self, qid: str, vector: dict[int, float], variant: str | None = None) -> Stage:
+        c = self.queries[qid] if variant is None else self.queries[qid]["variants"][variant]
+        by_chunk = RULE_CHUNKS is not None and self.chunks_per_doc >= RULE_CHUNKS
         doc_of = {int(k): int(v) for k, v in c["doc_of"].items()}
         doc_of.update({int(self.ids[i]): int(self.docs[i]) for i in
                        (self.row[k] for k in vector)})
         return Stage(vector=vector, keyword={int(k): v for k, v in c["keyword"].items()},
                      doc_of=doc_of,
-                     doc_keyword={int(k): v for k, v in c["doc_keyword"].items()},
-                     first_chunk={int(k): int(v) for k, v in c["first_chunk"].items()},
+                     doc_keyword={} if by_chunk else {
+                         int(k): v for k, v in c["doc_keyword"].items()},
+                     first_chunk={} if by_chunk else {
+                         int(k): int(v) for k, v in c["first_chunk"].items()},
                      keyword_ref=c["ref"], vector_background=self.background)
 
     @property
@@ -74,6 +87,17 @@ class Corpus:
         if not hasattr(self, "_row"):
             self._row = {int(c): i for i, c in enumerate(self.ids)}
         return self._row
+
+
+def _top_names(corpus: Corpus, stage: Stage, scores: dict[int, float]) -> list[str]:
+    out: list[str] = []
+    for chunk_id in fusion.ranked(scores):
+        name = corpus.names[stage.doc_of[chunk_id]]
+        if name not in out:
+            out.append(name)
+        if len(out) == 10:
+            break
+    return out
 
 
 def ranked_docs(corpus: Corpus, stage: Stage, params: Params) -> list[str]:
@@ -92,6 +116,44 @@ def _content_words(text: str) -> list[str]:
     return [w for w in re.findall(r"\w+", text.lower()) if w not in STOPWORDS]
 
 
+def _stems(text: str) -> list[str]:
+    """Words cut to their first five letters: a light stemmer for proximity."""
+    return [w[:5] for w in _content_words(text)]
+
+
+def _near(pairs: list[tuple[str, str]], text: str, window: int) -> set[tuple[str, str]]:
+    """The query's word pairs found in `text` within `window` words of each other, in order."""
+    words = _stems(text)
+    at: dict[str, list[int]] = {}
+    for i, w in enumerate(words):
+        at.setdefault(w, []).append(i)
+    found = set()
+    for a, b in pairs:
+        if a in at and b in at and any(0 < j - i <= window for i in at[a] for j in at[b]):
+            found.add((a, b))
+    return found
+
+
+def _mix(first: Mapping[int, float], ref_a: float, second: Mapping[int, float], ref_b: float,
+         share: float) -> dict[int, float]:
+    """Two keyword lists mixed by their relevances (`second` weighs `share`), as raw scores
+    over a reference of 1."""
+    out = {}
+    for k in set(first) | set(second):
+        r = ((1 - share) * keyword_relevance(first.get(k, 0.0), ref_a)
+             + share * keyword_relevance(second.get(k, 0.0), ref_b))
+        out[k] = r / (1.0 - r)
+    return out
+
+
+def _documents_rule(p: Mapping[str, Any], corpus: Corpus, stage: Stage) -> Stage:
+    """With `p["chunks"]`: documents rank by their best chunk for words in an index of at
+    least that many chunks per document (whole-document BM25 below it)."""
+    if "chunks" in p and corpus.chunks_per_doc >= p["chunks"]:
+        return msgspec.structs.replace(stage, doc_keyword={}, first_chunk={})
+    return stage
+
+
 def _rank(name: str, p: Mapping[str, Any], corpus: Corpus, qid: str) -> list[str]:
     q = corpus.qvec[qid]
     fields = {k: v for k, v in p.items() if k in Params.__struct_fields__}
@@ -99,6 +161,79 @@ def _rank(name: str, p: Mapping[str, Any], corpus: Corpus, qid: str) -> list[str
     vector = corpus.nearest(q)
     if name in ("baseline", "weight"):
         return ranked_docs(corpus, corpus.stage(qid, vector), params)
+    if name == "title":
+        variant = None if p["tw"] == 1.0 else f"tw{p['tw']}"
+        return ranked_docs(corpus, _documents_rule(p, corpus, corpus.stage(qid, vector,
+                                                                             variant)), params)
+    if name == "headings":
+        # Whole-document BM25 with the document's headings as a field weighing `hw`.
+        stage = corpus.stage(qid, vector)
+        if p["hw"] != 1.0 and stage.doc_keyword:
+            docs = {int(k): v for k, v in corpus.heading_lists[qid][str(p["hw"])].items()}
+            first = {**{d: int(corpus.ids[corpus.doc_rows[d][0]]) for d in docs
+                        if d in corpus.doc_rows}, **stage.first_chunk}
+            stage = msgspec.structs.replace(stage, doc_keyword=docs, first_chunk=first)
+        return ranked_docs(corpus, stage, params)
+    if name == "most":
+        variant = None if p["most"] == 12 else f"most{p['most']}"
+        return ranked_docs(corpus, corpus.stage(qid, vector, variant), params)
+    if name == "rm3":
+        # Keyword expansion: the words that best stand for the default's first 3 documents,
+        # searched on their own; their lists mixed into the query's with weight `lam`.
+        stage = corpus.stage(qid, vector)
+        more = corpus.queries[qid]["variants"][f"rm{p['k']}"]
+        extra = {int(k): v for k, v in more["keyword"].items()}
+        extra_docs = {int(k): v for k, v in more["doc_keyword"].items()}
+        doc_of = {**stage.doc_of, **{int(k): int(v) for k, v in more["doc_of"].items()}}
+        first = {**{int(k): int(v) for k, v in more["first_chunk"].items()},
+                 **stage.first_chunk}
+        lam = p["lam"]
+        stage = Stage(vector=stage.vector,
+                      keyword=_mix(stage.keyword, stage.keyword_ref, extra, more["ref"], lam),
+                      doc_of=doc_of,
+                      doc_keyword=_mix(stage.doc_keyword, stage.keyword_ref, extra_docs,
+                                       more["ref"], lam) if stage.doc_keyword else {},
+                      first_chunk=first if stage.doc_keyword else {}, keyword_ref=1.0,
+                      vector_background=stage.vector_background)
+        return ranked_docs(corpus, stage, params)
+    if name == "headmatch":
+        # A question's words in a document's title or headings: a document among the first
+        # `top` gains `beta` times the share of the query's words found in its section paths.
+        stage = _documents_rule(p, corpus, corpus.stage(qid, vector))
+        scores = fuse(stage, "hybrid", params, True)
+        words = set(_stems(corpus.queries[qid]["text"]))
+        if words:
+            for chunk_id in fusion.ranked(scores)[:p["top"]]:
+                doc = stage.doc_of[chunk_id]
+                heads: set[str] = set()
+                for row in corpus.doc_rows.get(doc, ()):
+                    text = corpus.texts.get(int(corpus.ids[row]), "")
+                    heads.update(_stems(text.split("\n", 1)[0]))
+                scores[chunk_id] += p["beta"] * len(words & heads) / len(words)
+        return _top_names(corpus, stage, scores)
+    if name == "phrase":
+        # Proximity: a document among the first `top` whose chunks hold pairs of the query's
+        # consecutive words within `window` words gains `beta` times the share of pairs held.
+        stage = corpus.stage(qid, vector)
+        scores = fuse(stage, "hybrid", params, True)
+        words = _stems(corpus.queries[qid]["text"])
+        pairs = list(dict.fromkeys(itertools.pairwise(words)))
+        if pairs:
+            for chunk_id in fusion.ranked(scores)[:p["top"]]:
+                doc = stage.doc_of[chunk_id]
+                found: set[tuple[str, str]] = set()
+                for row in corpus.doc_rows.get(doc, ()):
+                    found |= _near(pairs, corpus.texts.get(int(corpus.ids[row]), ""),
+                                   p["window"])
+                scores[chunk_id] += p["beta"] * len(found) / len(pairs)
+        out: list[str] = []
+        for chunk_id in fusion.ranked(scores):
+            doc_name = corpus.names[stage.doc_of[chunk_id]]
+            if doc_name not in out:
+                out.append(doc_name)
+            if len(out) == 10:
+                break
+        return out
     if name == "chunkwords":
         # Documents rank by their best chunk for words too, not by whole-document BM25.
         stage = msgspec.structs.replace(corpus.stage(qid, vector), doc_keyword={},
@@ -147,10 +282,29 @@ def _rank(name: str, p: Mapping[str, Any], corpus: Corpus, qid: str) -> list[str
         moved = q + p["beta"] * centroid
         moved /= np.linalg.norm(moved)
         return ranked_docs(corpus, corpus.stage(qid, corpus.nearest(moved)), params)
-    if name in ("rollup", "docvec"):
+    if name in ("longmean", "longmean_03", "longmean_all"):
+        # The rule kept (search/shape.py): from `chunks` chunks a document, documents rank
+        # by their best chunk for words, and by their best chunk's cosine blended with the
+        # mean cosine of all their chunks (weight `g`).
+        stage = _documents_rule(p, corpus, corpus.stage(qid, vector))
+        if corpus.chunks_per_doc < p["chunks"]:
+            return ranked_docs(corpus, stage, params)
+        top: dict[int, tuple[int, float]] = {}
+        for chunk, score in vector.items():
+            doc = stage.doc_of[chunk]
+            if score > top.get(doc, (0, -2.0))[1]:
+                top[doc] = (chunk, score)
+        mixed = {chunk: (1 - p["g"]) * score
+                 + p["g"] * float((corpus.vectors[corpus.doc_rows[doc]] @ q).mean())
+                 for doc, (chunk, score) in top.items()}
+        return ranked_docs(corpus, msgspec.structs.replace(stage, vector=mixed), params)
+    if name in ("rollup", "docvec", "docvec_byindex"):
         # A document's vector score: its best chunk's, blended with its second best chunk
         # (rollup) or with its mean vector (docvec); handed to the fusion as its best chunk.
-        stage = corpus.stage(qid, vector)
+        # docvec_byindex: with the documents rule (best chunk for words from `chunks` chunks
+        # a document).
+        stage = _documents_rule(p, corpus, corpus.stage(qid, vector)) if (
+            name == "docvec_byindex") else corpus.stage(qid, vector)
         best: dict[int, tuple[int, float]] = {}
         for chunk, score in vector.items():
             doc = stage.doc_of[chunk]
@@ -198,6 +352,13 @@ def run(name: str, p: Mapping[str, Any], corpus: Corpus) -> dict[str, tuple[floa
 
 
 GRIDS: dict[str, list[dict[str, Any]]] = {
+    "title": [{"tw": t} for t in (0.5, 1.0, 2.0, 4.0)],
+    "headings": [{"hw": w} for w in (1.0, 2.0, 4.0, 8.0)],
+    "most": [{"most": m} for m in (6, 8, 12, 20)],
+    "rm3": [{"k": k, "lam": lam} for k, lam in itertools.product((5, 10), (0.1, 0.2, 0.3))],
+    "headmatch": [{"top": 30, "beta": b} for b in (0.02, 0.05, 0.1, 0.2)],
+    "phrase": [{"top": 30, "window": w, "beta": b}
+               for w, b in itertools.product((1, 4, 8), (0.02, 0.05, 0.1))],
     "weight": [{"vector_weight": w} for w in (0.3, 0.4, 0.5, 0.6, 0.7)],
     "chunkwords": [{"vector_weight": w} for w in (0.4, 0.5, 0.6)],
     "wordsblend": [{"a": a} for a in (0.0, 0.25, 0.5, 0.75, 1.0)],
@@ -206,6 +367,11 @@ GRIDS: dict[str, list[dict[str, Any]]] = {
     "rocchio": [{"k": k, "beta": b} for k, b in itertools.product((1, 3, 5), (0.2, 0.4, 0.7))],
     "rollup": [{"g": g} for g in (0.1, 0.2, 0.3)],
     "docvec": [{"g": g} for g in (0.1, 0.2, 0.35, 0.5)],
+    "docvec_byindex": [{"g": g, "chunks": c} for g, c in itertools.product(
+        (0.2, 0.35, 0.5, 0.65), (6, 10_000))],
+    "longmean": [{"g": g, "chunks": 6} for g in (0.2, 0.3, 0.35, 0.5)],
+    "longmean_03": [{"g": 0.3, "chunks": 6}],  # the weight kept, fixed
+    "longmean_all": [{"g": g, "chunks": 0} for g in (0.1, 0.2, 0.3, 0.5)],  # on any index
     "length": [{"n": n, "short": s, "long": lw}
                for n, s, lw in itertools.product((3, 5), (0.3, 0.4, 0.5, 0.6),
                                                  (0.4, 0.5, 0.6))],

@@ -8,17 +8,21 @@ Each candidate then re-ranks the cached lists in numpy, with one match per docum
 (`search.fuse` with the default `Params`), so its figure is the one the eval command
 gives, within the float16 rounding of the vector file.
 
-A candidate has a small grid. On the first set (`--index`, SciFact's training split) the
-queries are split into k folds; per fold the grid point best on the other folds is scored on
-the held-out fold, against the baseline on that fold. The candidate's grid point best on
-the whole first set is then scored on the second set (`--check`, the Hatch documentation).
+A candidate has a small grid. With `--set` (repeated), each set is cross-validated on its
+own: its queries are split into k folds; per fold the grid point best on the other folds is
+scored on the held-out fold, against the baseline on that fold (mean gain, spread, folds
+won and lost, per set). Without it, the first set (`--index`) is cross-validated and the
+grid point best on it is scored on the second (`--check`).
 
     .venv/bin/pocketmcp eval ../shared/datasets/scifact-train --index DIR/scifact.db
     .venv/bin/pocketmcp eval bench/realdocs --corpus HATCH --index DIR/hatch.db
-    .venv/bin/python bench/quality_cv.py --index DIR/scifact.db \\
-        --check DIR/hatch.db bench/realdocs
+    .venv/bin/pocketmcp eval bench/realdocs-starlette --corpus STARLETTE --index DIR/starlette.db
+    .venv/bin/python bench/quality_cv.py --set scifact DIR/scifact.db \\
+        ../shared/datasets/scifact-train --set hatch DIR/hatch.db bench/realdocs \\
+        --set starlette DIR/starlette.db bench/realdocs-starlette --cache-dir DIR/cache \\
+        --out bench/results/quality_cv_fields.json
 
-Results: bench/results/quality_cv.json.
+Results: bench/results/quality_cv_fields.json (three sets), quality_cv.json (one and a check).
 
 Figures on: docs/search.md (ranking: what was tried).
 """
@@ -28,88 +32,13 @@ from __future__ import annotations
 import json
 import random
 import statistics
-import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import anyio
 import candidates
-import data
-import msgspec
-import numpy as np
 from common import DATASET, parser_for, write_results
-
-DEPTH = 200
-
-
-class Cache(msgspec.Struct):
-    names: dict[int, str]  # doc_id -> corpus id
-    chunk_ids: list[int]
-    chunk_docs: list[int]
-    background: float
-    queries: dict[str, Any]  # qid -> {"text", "keyword", "doc_keyword", "first_chunk", "ref"}
-
-
-def _chunk_ids(index: Path) -> list[int]:
-    """Every chunk id of the SQLite index at `index`, ascending (ids only grow, with gaps
-    where chunks were replaced: read, not guessed)."""
-    from pocketmcp.store.sqlite.connect import open_sync_reader
-
-    conn = open_sync_reader(index)
-    try:
-        return [row[0] for row in conn.execute("SELECT chunk_id FROM chunks ORDER BY chunk_id")]
-    finally:
-        conn.close()
-
-
-async def _gather(index: Path, dataset: Any, name_of: Callable[[str], str]
-                  ) -> tuple[Cache, np.ndarray, np.ndarray]:
-    from pocketmcp.core.paths import path_of
-    from pocketmcp.embed.background import model_background
-    from pocketmcp.search.retrieve import retrieve
-
-    async with data.reading(index) as reading:
-        index_ = reading.index
-        ids = await index_.run(lambda r: r.all_external_ids())
-        names = {d: name_of(path_of(ext, "file") or ext) for d, ext in ids}
-        every = await anyio.to_thread.run_sync(_chunk_ids, index)
-        chunk_ids, chunk_docs, vectors = await index_.run(
-            lambda r: r.vectors_by_ids(every, index_.dim))
-        background = await model_background(reading.embedder)
-        queries: dict[str, Any] = {}
-        qvecs = []
-        for n, (qid, text) in enumerate(dataset.queries.items()):
-            stage = (await retrieve(reading, text, mode="keyword", depth=DEPTH,
-                                    unique_docs=True)).stage
-            queries[qid] = {"text": text, "keyword": stage.keyword, "doc_of": stage.doc_of,
-                            "doc_keyword": stage.doc_keyword,
-                            "first_chunk": stage.first_chunk, "ref": stage.keyword_ref}
-            qvecs.append(await reading.embedder.embed_query(text))
-            if n % 200 == 0:
-                print(f"gathered {n}/{len(dataset.queries)}", file=sys.stderr, flush=True)
-    cache = Cache(names, chunk_ids.tolist(), chunk_docs.tolist(), background, queries)
-    return cache, np.asarray(vectors, dtype=np.float32), np.stack(qvecs).astype(np.float32)
-
-
-def load_set(index: Path, dataset_dir: Path, cache_dir: Path, folder_names: bool
-             ) -> candidates.Corpus:
-    """The set's cached lists (read from `index` the first time)."""
-    from pocketmcp.ops.evaluate import doc_of, load_dataset
-
-    dataset = load_dataset(dataset_dir, corpus=not folder_names)
-    base = cache_dir / index.name
-    meta, arrays = base.with_suffix(".qcache"), base.with_suffix(".qcache.npz")
-    if meta.exists() and arrays.exists():
-        cache = msgspec.msgpack.decode(meta.read_bytes(), type=Cache)
-        found = np.load(arrays)
-        vectors, qvecs = found["vectors"], found["queries"]
-    else:
-        cache, vectors, qvecs = anyio.run(_gather, index, dataset,
-                                          str if folder_names else doc_of)
-        meta.write_bytes(msgspec.msgpack.encode(cache))
-        np.savez(arrays, vectors=vectors, queries=qvecs)
-    return candidates.Corpus.make(cache, vectors, qvecs, dataset.qrels)
+from ranklists import load_set
 
 
 def folds_of(qids: list[str], k: int, seed: int) -> list[list[str]]:
@@ -120,37 +49,63 @@ def folds_of(qids: list[str], k: int, seed: int) -> list[list[str]]:
 
 def evaluate(name: str, grid: list[dict[str, Any]], first: candidates.Corpus,
              second: candidates.Corpus | None, k: int, seed: int) -> dict[str, Any]:
-    """Cross-validated figures of one candidate against the baseline."""
+    """Cross-validated figures of one candidate against the baseline, on `first`; its grid
+    point best on the whole of `first` scored on `second`."""
     per_point = {json.dumps(p, sort_keys=True): candidates.run(name, p, first) for p in grid}
     base = candidates.run("baseline", {}, first)
+    out = _folds(per_point, base, k, seed)
+    if second is not None:
+        out["second_set"] = _summary(candidates.run(name, out["chosen"], second),
+                                     candidates.run("baseline", {}, second))
+    return out
+
+
+def _folds(per_point: Mapping[str, Mapping[str, tuple[float, float, float]]],
+           base: Mapping[str, tuple[float, float, float]], k: int, seed: int
+           ) -> dict[str, Any]:
+    """Per fold, the grid point best on the other folds scored on it, against the baseline
+    (nDCG@10; hit@1 and MRR@10 beside it)."""
     parts = folds_of(list(base), k, seed)
 
     def mean(scores: Mapping[str, tuple[float, float, float]], ids: list[str],
              i: int = 0) -> float:
         return statistics.fmean(scores[q][i] for q in ids)
 
-    held, held_base, chosen = [], [], []
+    held, held_base, chosen, hits, mrrs = [], [], [], [], []
     for i, part in enumerate(parts):
         train = [q for j, p in enumerate(parts) if j != i for q in p]
         best = max(per_point, key=lambda key: (mean(per_point[key], train), key))
         chosen.append(json.loads(best))
         held.append(mean(per_point[best], part))
         held_base.append(mean(base, part))
+        hits.append(mean(per_point[best], part, 2) - mean(base, part, 2))
+        mrrs.append(mean(per_point[best], part, 1) - mean(base, part, 1))
     overall = max(per_point, key=lambda key: (mean(per_point[key], list(base)), key))
-    out: dict[str, Any] = {
+    gains = [a - b for a, b in zip(held, held_base, strict=True)]
+    return {
         "held_out_ndcg": [round(x, 4) for x in held],
         "baseline_ndcg": [round(x, 4) for x in held_base],
-        "mean_gain": round(statistics.fmean(a - b for a, b in zip(held, held_base,
-                                                                   strict=True)), 4),
-        "gain_sd": round(statistics.stdev(a - b for a, b in zip(held, held_base,
-                                                                 strict=True)), 4),
-        "folds_won": sum(a > b for a, b in zip(held, held_base, strict=True)),
+        "fold_gains": [round(x, 4) for x in gains],
+        "mean_gain": round(statistics.fmean(gains), 4),
+        "gain_sd": round(statistics.stdev(gains), 4),
+        "folds_won": sum(g > 1e-9 for g in gains),
+        "folds_lost": sum(g < -1e-9 for g in gains),
+        "hit1_gain": round(statistics.fmean(hits), 4),
+        "mrr_gain": round(statistics.fmean(mrrs), 4),
         "chosen_per_fold": chosen, "chosen": json.loads(overall),
-        "first_set": _summary(per_point[overall], base),
+        "whole_set": _summary(per_point[overall], base),
     }
-    if second is not None:
-        out["second_set"] = _summary(candidates.run(name, json.loads(overall), second),
-                                     candidates.run("baseline", {}, second))
+
+
+def evaluate_sets(name: str, grid: list[dict[str, Any]],
+                  sets: Mapping[str, candidates.Corpus], k: int, seed: int
+                  ) -> dict[str, Any]:
+    """Cross-validated figures of one candidate on each set, folds of its own questions."""
+    out = {}
+    for set_name, corpus in sets.items():
+        per_point = {json.dumps(p, sort_keys=True): candidates.run(name, p, corpus)
+                     for p in grid}
+        out[set_name] = _folds(per_point, candidates.run("baseline", {}, corpus), k, seed)
     return out
 
 
@@ -167,10 +122,13 @@ def _summary(scores: Mapping[str, tuple[float, float, float]],
 
 def main() -> None:
     parser = parser_for(__doc__, "quality_cv")
-    parser.add_argument("--index", type=Path, required=True)
+    parser.add_argument("--index", type=Path)
     parser.add_argument("--dataset", type=Path, default=DATASET)
     parser.add_argument("--check", nargs=2, metavar=("INDEX", "DATASET"),
                         help="the second set: an index of a folder and its questions")
+    parser.add_argument("--set", nargs=3, action="append", metavar=("NAME", "INDEX", "DATASET"),
+                        help="a set cross-validated on its own (repeat it); a dataset "
+                             "without corpus.jsonl is a folder's (corpus ids are paths)")
     parser.add_argument("--cache-dir", type=Path, required=True)
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=13)
@@ -180,17 +138,24 @@ def main() -> None:
     parser.add_argument("--common-share", type=float,
                         help="keyword search: drop words in more than this share of the "
                              "chunks (instead of the default); give each its own --cache-dir")
+    parser.add_argument("--rule-chunks", type=float,
+                        help="the baseline ranks documents by their best chunk for words in "
+                             "an index of at least this many chunks a document")
     args = parser.parse_args()
+    candidates.RULE_CHUNKS = args.rule_chunks
     if args.common_share is not None:
         from pocketmcp.core import keywords
 
         assert keywords.query_words.__kwdefaults__ is not None
         keywords.query_words.__kwdefaults__["common"] = args.common_share
     args.cache_dir.mkdir(parents=True, exist_ok=True)
+    wanted = args.only.split(",") if args.only else list(candidates.GRIDS)
+    if args.set:
+        _main_sets(args, wanted)
+        return
     first = load_set(args.index, args.dataset, args.cache_dir, args.folder)
     second = (load_set(Path(args.check[0]), Path(args.check[1]), args.cache_dir, True)
               if args.check else None)
-    wanted = args.only.split(",") if args.only else list(candidates.GRIDS)
     result: dict[str, Any] = {"queries": len(first.qrels), "documents": len(first.names),
                               "common_share": args.common_share, "candidates": {},
                               "baseline_per_query": {
@@ -203,10 +168,37 @@ def main() -> None:
         check = row.get("second_set", {})
         print(f"{name:>14}: gain {row['mean_gain']:+.4f} ±{row['gain_sd']:.4f}, "
               f"won {row['folds_won']}/{args.folds} folds; first set "
-              f"{row['first_set']['ndcg@10']:.4f} (base {row['first_set']['baseline_ndcg@10']:.4f})"
+              f"{row['whole_set']['ndcg@10']:.4f} (base {row['whole_set']['baseline_ndcg@10']:.4f})"
               + (f"; check {check['ndcg@10']:.4f} (base {check['baseline_ndcg@10']:.4f}), "
                  f"MRR {check['mrr@10']:.4f} (base {check['baseline_mrr@10']:.4f})"
                  if check else "") + f"  {json.dumps(row['chosen'])}", flush=True)
+    write_results(args, result)
+
+
+def _main_sets(args: Any, wanted: list[str]) -> None:
+    """Every candidate cross-validated on every set given with --set."""
+    sets = {name: load_set(Path(index), Path(dataset), args.cache_dir,
+                           not (Path(dataset) / "corpus.jsonl").exists())
+            for name, index, dataset in args.set}
+    result: dict[str, Any] = {
+        "sets": {name: {"queries": len(c.qrels), "documents": len(c.names),
+                        "chunks": len(c.ids), "chunks_per_document": round(c.chunks_per_doc, 2),
+                        "baseline": _summary(candidates.run("baseline", {}, c),
+                                             candidates.run("baseline", {}, c))}
+                 for name, c in sets.items()},
+        "candidates": {}}
+    for name in wanted:
+        rows = evaluate_sets(name, candidates.GRIDS[name], sets, args.folds, args.seed)
+        result["candidates"][name] = rows
+        print(f"{name}:", flush=True)
+        for set_name, row in rows.items():
+            print(f"  {set_name:>10}: gain {row['mean_gain']:+.4f} ±{row['gain_sd']:.4f} "
+                  f"(folds {' '.join(f'{g:+.3f}' for g in row['fold_gains'])}), won "
+                  f"{row['folds_won']} lost {row['folds_lost']}; hit@1 {row['hit1_gain']:+.3f} "
+                  f"MRR {row['mrr_gain']:+.3f}; whole set "
+                  f"{row['whole_set']['ndcg@10']:.4f} (base "
+                  f"{row['whole_set']['baseline_ndcg@10']:.4f})  {json.dumps(row['chosen'])}",
+                  flush=True)
     write_results(args, result)
 
 

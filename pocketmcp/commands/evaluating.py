@@ -131,6 +131,8 @@ def check_table(report: selfcheck.SelfCheck, kept: Path | None) -> str:
              "| mode | hit@1 | hit@5 | MRR@10 |", "| --- | --- | --- | --- |"]
     for mode, m in report.modes.items():
         lines.append(f"| {mode} | {m.hit1:.3f} | {m.hit5:.3f} | {m.mrr10:.3f} |")
+    if report.rule:
+        lines.append(report.rule)
     before = report.modes["hybrid"]
     after = report.hybrid_by_weight[f"{report.weight_suggested:.1f}"]
     if report.chunks_waiting:

@@ -35,6 +35,7 @@ from pocketmcp.core.notes import split_front_matter
 from pocketmcp.plans import Reading
 from pocketmcp.search.fuse import DEFAULT_PARAMS, Mode, Params, Stage, fuse, ranked
 from pocketmcp.search.retrieve import retrieve
+from pocketmcp.search.shape import shape_of
 from pocketmcp.store.api import Listing
 
 MAX_QUESTIONS = 1000
@@ -73,6 +74,7 @@ class SelfCheck(msgspec.Struct, frozen=True, kw_only=True):
     seconds: float
     examples: list[str]
     chunks_waiting: int = 0  # chunks without their vectors yet: vector search misses them
+    rule: str = ""  # how documents are ranked by their words in this index (search/shape.py)
 
 
 def _clean(text: str) -> str:
@@ -200,4 +202,5 @@ async def check(reading: Reading, *, most: int = 200, params: Params = DEFAULT_P
         weight_in_use=params.vector_weight, weight_suggested=best,
         hybrid_by_weight={f"{w:.1f}": f for w, f in figures.items()},
         seconds=round(time.perf_counter() - started, 2),
-        examples=[q.text for q in made[:5]], chunks_waiting=waiting)
+        examples=[q.text for q in made[:5]], chunks_waiting=waiting,
+        rule=(await shape_of(reading.index)).rule(params))

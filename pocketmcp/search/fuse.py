@@ -43,7 +43,11 @@ class Params(msgspec.Struct, frozen=True, kw_only=True):
     title_weight: float = 1.0  # BM25 weight of the section path or title against the text
     # convex: how each list is scaled; "relevance" uses the 0..1 scores described above.
     normalise: Literal["minmax", "zscore", "relevance"] = "relevance"  # chosen in every fold
-    document_keywords: bool = True  # one match per document: BM25 over whole documents
+    document_keywords: bool = True  # one match per document: BM25 over whole documents...
+    best_chunk_from: float = 6.0  # ...unless the index has this many chunks a document or
+    # more: then its best chunk's (search/shape.py; cross-validated, docs/search.md), and
+    document_mean: float = 0.3  # there, a document's mean cosine over all its chunks weighs
+    # this much in its score by meaning, its best chunk's the rest
     calibrated: bool = True  # cosines read against the model's background (False: as they are)
 
 
@@ -61,6 +65,7 @@ class Stage(msgspec.Struct, frozen=True):
     first_chunk: dict[int, int] = msgspec.field(default_factory=dict)
     keyword_ref: float = 1.0  # `reference_bm25` of the query's words
     vector_background: float = 0.0  # the model's cosine for unrelated texts
+    doc_vector: dict[int, float] = msgspec.field(default_factory=dict)  # doc -> mean cosine
 
     def __post_init__(self) -> None:
         for doc, chunk_id in self.first_chunk.items():
@@ -128,14 +133,20 @@ def _fuse(stage: Stage, mode: Mode, params: Params) -> dict[int, float]:
 
 
 def _fuse_by_document(stage: Stage, params: Params, mode: Mode) -> dict[int, float]:
-    """Scores when one match per document is wanted. A document's best chunk for meaning and
-    its BM25 as a whole (or its best chunk for words) are fused, and the document is shown
-    by its chunk that fuses best (its first chunk when only the document matched)."""
+    """Scores when one match per document is wanted. A document's best chunk for meaning
+    (blended with its mean over all its chunks, when the stage has it) and its BM25 as a
+    whole (or its best chunk for words) are fused, and the document is shown by its chunk
+    that fuses best (its first chunk when only the document matched)."""
     words = stage.doc_keyword or best_per_doc(stage.keyword, stage.doc_of)
     if mode == "keyword":
         doc_scores = words
     else:
-        doc_scores = _combine(stage, best_per_doc(stage.vector, stage.doc_of), words, params)
+        meaning = best_per_doc(stage.vector, stage.doc_of)
+        if stage.doc_vector:  # an index of long pages: the whole document's meaning too
+            share = params.document_mean
+            meaning = {doc: (1 - share) * best + share * stage.doc_vector.get(doc, best)
+                       for doc, best in meaning.items()}
+        doc_scores = _combine(stage, meaning, words, params)
     chunk_scores = _fuse(stage, mode, params)
     best: dict[int, int] = {}
     for chunk_id in fusion.ranked(chunk_scores):

@@ -21,7 +21,7 @@ from pocketmcp.blas import one_blas_thread
 from pocketmcp.embed.background import model_background
 from pocketmcp.errors import EmbeddingError, InvalidRequest
 from pocketmcp.plans import Reading
-from pocketmcp.search import deadline
+from pocketmcp.search import deadline, shape
 from pocketmcp.search.filters import Scope
 from pocketmcp.search.fuse import DEFAULT_PARAMS, MODES, Mode, Params, Stage
 from pocketmcp.store.api import Reader, ReadIndex
@@ -63,19 +63,28 @@ async def retrieve(reading: Reading, query: str, *, mode: Mode, depth: int,
     index = reading.index
     # The scope's documents, worked out once for both retrievers.
     allowed = None if scope is None else await index.run(scope.doc_ids)
-    documents = unique_docs and params.document_keywords
+    # One match per document: documents rank by their whole text's BM25; in an index of
+    # long pages (shape.py) by their best chunk's, and by their mean meaning beside their
+    # best chunk's.
+    long_pages = unique_docs and (await shape.shape_of(index)).best_chunk(params)
+    documents = unique_docs and params.document_keywords and not long_pages
+    means = long_pages and mode == "hybrid" and params.document_mean > 0
+    doc_vector: dict[int, float] = {}
     vector, base, notice = (None, 0.0, None) if again is None else (
         again.vector, again.stage.vector_background, again.notice)
     nearest: tuple[dict[int, float], dict[int, int], Waiting | None] = ({}, {}, None)
     words: tuple[Keywords, Waiting | None] = (Keywords(), None)
 
     async def by_meaning() -> None:
-        nonlocal vector, base, notice, nearest
+        nonlocal vector, base, notice, nearest, doc_vector
         if again is None:
             vector, base, notice = await _embedded(reading, query, params, fallback, mode)
         if (asked := vector) is not None:
             nearest = await index.run(lambda r: _vector_list(
                 index, r, asked, depth, allowed, params, waiting and mode == "vector"))
+            if means:
+                docs = sorted(set(nearest[1].values()))
+                doc_vector = await index.run(lambda r: index.mean_cosines(r, asked, docs))
 
     async def by_words() -> None:
         nonlocal words
@@ -83,7 +92,7 @@ async def retrieve(reading: Reading, query: str, *, mode: Mode, depth: int,
         def read(reader: Reader) -> tuple[Keywords, Waiting | None]:
             found = reader.keyword_stage(query, depth, allowed, title_weight=params.title_weight,
                                          total=index.live, documents=documents,
-                                         alone=mode == "keyword")
+                                         alone=mode == "keyword", best_chunks=long_pages)
             return found, waiting_of([*found.keyword, *found.first_chunk.values()], reader) \
                 if waiting and mode != "keyword" else None
 
@@ -98,10 +107,11 @@ async def retrieve(reading: Reading, query: str, *, mode: Mode, depth: int,
         await by_words()  # keywords alone, by their own scale
     found, counted = words
     count, hits = counted or nearest[2] or (0, set())
+    by_documents = documents or long_pages
     stage = Stage(nearest[0], dict(found.keyword), {**nearest[1], **found.doc_of},
-                  doc_keyword=found.doc_keyword if documents else {},
-                  first_chunk=found.first_chunk if documents else {},
-                  keyword_ref=found.reference, vector_background=base)
+                  doc_keyword=found.doc_keyword if by_documents else {},
+                  first_chunk=found.first_chunk if by_documents else {},
+                  keyword_ref=found.reference, vector_background=base, doc_vector=doc_vector)
     return Retrieved(stage, vector, notice, count, frozenset(hits))
 
 

@@ -95,7 +95,10 @@ class Passages(Protocol):
 class KeywordSearch(Protocol):
     def keyword_stage(self, query: str, depth: int, allowed: Sequence[int] | None, *,
                       title_weight: float, total: int, documents: bool,
-                      alone: bool = False) -> Keywords: ...
+                      alone: bool = False, best_chunks: bool = False) -> Keywords:
+        """Best chunks for the query's words; with `documents`, best documents by BM25 over
+        the whole document; with `best_chunks`, documents by their best chunk's BM25 (a
+        store whose chunk scores are that BM25 may leave it to the fusion)."""
 
 
 class StoredVectors(Protocol):
@@ -177,6 +180,11 @@ class ReadIndex(Protocol):
                 allowed: Sequence[int] | None) -> Found:
         """The k chunks nearest `query` by cosine, among `allowed` documents when given
         (blocking; on `reader`'s thread)."""
+
+    def mean_cosines(self, reader: Reader, query: F32, doc_ids: Sequence[int]
+                     ) -> dict[int, float]:
+        """Each document's mean cosine to `query` over all its chunks with vectors (blocking;
+        on `reader`'s thread); documents with none are left out."""
 
     def close(self) -> None: ...
 

@@ -13,7 +13,7 @@ returns them; keyword search finds waiting chunks at once.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from typing import Any, ClassVar
 
 import anyio
@@ -24,6 +24,14 @@ from pocketmcp.store import rows as r
 from pocketmcp.store.archive import StoredChunk, StoredDoc
 from pocketmcp.store.filters import Dialect, DocFilter, conditions
 from pocketmcp.store.related import MAX_INCOMING, Linker, LinkRow
+
+
+def mean_by_doc(cosines: Iterable[float], docs: Iterable[int]) -> dict[int, float]:
+    """Each document's mean of the cosines of its chunks (`docs`: the chunk's document)."""
+    sums: dict[int, list[float]] = {}
+    for cos, doc in zip(cosines, docs, strict=True):
+        sums.setdefault(int(doc), []).append(float(cos))
+    return {doc: sum(found) / len(found) for doc, found in sums.items()}
 
 
 async def made(identity: Callable[[], Awaitable[Identity | None]], stopping: anyio.Event,

@@ -82,6 +82,7 @@ def test_check_search_measures_each_mode_and_keeps_the_best_weight(tmp_path: Pat
     tuning = tmp_path / "idx" / "index.db.search.json"
     applied = run_cli(tmp_path, "check-search", "--apply")
     assert applied.returncode == 0, applied.stderr
+    assert "documents ranked by their whole document for words" in applied.stdout
     if report["weight_suggested"] != report["weight_in_use"]:
         assert json.loads(tuning.read_text()) == {"vector_weight": report["weight_suggested"]}
         assert "kept for this index" in applied.stdout
@@ -118,6 +119,9 @@ async def test_the_status_tool_can_check_search(tools: Tools) -> None:
     assert checked["questions"] >= len(TOPICS)
     assert checked["modes"]["hybrid"]["hit5"] == 1.0
     assert checked["weight_in_use"] == 0.5
+    # Which rule ranks this index's documents by their words, from its shape: short notes.
+    assert checked["rule"].startswith("documents ranked by their whole document for words (")
+    assert checked["rule"].endswith(" chunks per document < 6)")
 
 
 @pytest.mark.usefixtures("processes")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import msgspec
 import pytest
 
 from pocketmcp.core.keywords import query_words, reference_bm25
@@ -16,6 +17,7 @@ from pocketmcp.search.fuse import (
     truncated,
     vector_relevance,
 )
+from pocketmcp.search.shape import Shape
 
 
 @pytest.mark.parametrize("mode", ["hybrid", "vector", "keyword"])
@@ -76,3 +78,29 @@ def test_cosines_are_read_against_the_stage_background_when_calibrated() -> None
     assert raw[1] == pytest.approx(0.5 * 0.88)
     assert relevance(0.88, None, "vector", Params(), 1.0, 0.76) == pytest.approx(0.5)
     assert vector_relevance(0.7, 0.76) == 0.0
+
+
+def test_a_documents_mean_meaning_weighs_in_when_the_stage_has_it() -> None:
+    # "a" has the best chunk by meaning, "b" the better mean over all its chunks.
+    stage = Stage(vector={1: 0.80, 2: 0.75}, keyword={}, doc_of={1: 10, 2: 20})
+    params = Params(vector_weight=1.0, calibrated=False)
+    alone = fuse(stage, "hybrid", params, True)
+    assert max(alone, key=alone.__getitem__) == 1
+    means = msgspec.structs.replace(stage, doc_vector={10: 0.20, 20: 0.60})
+    mixed = fuse(means, "hybrid", params, True)
+    assert max(mixed, key=mixed.__getitem__) == 2
+    assert mixed[2] == pytest.approx(0.7 * 0.75 + 0.3 * 0.60)
+    # Chunks are ranked as before: the mean only concerns one match per document.
+    assert fuse(means, "hybrid", params, False) == fuse(stage, "hybrid", params, False)
+
+
+def test_the_index_shape_says_how_documents_rank_by_their_words() -> None:
+    params = Params()
+    abstracts, pages = Shape(documents=1000, chunks=3100), Shape(documents=80, chunks=1000)
+    assert not abstracts.best_chunk(params) and pages.best_chunk(params)
+    assert abstracts.rule(params) == ("documents ranked by their whole document for words "
+                                      "(3.1 chunks per document < 6)")
+    assert "best chunk" in pages.rule(params) and "12.5 chunks per document >= 6" in (
+        pages.rule(params))
+    assert not Shape(documents=0, chunks=0).best_chunk(params)  # an empty index
+    assert not pages.best_chunk(Params(best_chunk_from=20.0))

@@ -84,6 +84,32 @@ async def test_whole_document_keywords_find_words_spread_over_chunks(fake_tools:
     assert found[0]["doc_id"] == ids["spread"]
 
 
+async def test_an_index_of_long_pages_ranks_documents_by_their_best_chunk_for_words(
+        fake_tools: Tools) -> None:
+    tools = fake_tools
+
+    def page(topic: str, marks: dict[int, str]) -> str:
+        """Eight paragraphs of about 900 characters (a chunk each), some with a word added."""
+        body = " ".join(f"Line {j} of the {topic} page says little of note." for j in range(18))
+        return "\n\n".join(f"{marks.get(i, '')} {body}".strip() for i in range(8))
+
+    # "spread" says each word three times, never in one paragraph; "together" says both
+    # once, side by side. Over whole documents "spread" has more of the words; its best
+    # chunk has one of them, "together"'s both.
+    ids = await tools.add(
+        *((f"filler{i}", page(f"gardening {i}", {})) for i in range(4)),
+        ("spread", page("astronomy", {1: "A quasar.", 2: "A telescope.", 3: "A quasar.",
+                                      4: "A telescope.", 5: "A quasar.", 6: "A telescope."})),
+        ("together", page("optics", {4: "The quasar telescope."})))
+    spread = await tools.search("quasar", mode="keyword", top_k=10, max_per_doc=0,
+                                filter={"doc_ids": [ids["spread"]]})
+    assert len({m["idx"] for m in spread}) == 3  # the words sit in chunks of their own
+    found = await tools.search("quasar telescope", mode="keyword", unique_docs=True)
+    assert [m["doc_id"] for m in found] == [ids["together"], ids["spread"]]
+    hybrid = await tools.search("quasar telescope", unique_docs=True, score_threshold=0)
+    assert hybrid[0]["doc_id"] == ids["together"]
+
+
 async def test_unique_docs_keeps_the_best_chunk_of_each_document(tools: Tools) -> None:
     long_text = "\n\n".join(f"Section {i}. Volcanoes erupt lava and ash, part {i}." * 8
                             for i in range(6))

@@ -16,6 +16,7 @@ from support.records import unit_vectors as _vectors
 from pocketmcp.core.secret import Secret
 from pocketmcp.core.text import sha256
 from pocketmcp.messages import Chunk
+from pocketmcp.search.fuse import best_per_doc
 from pocketmcp.store.api import Place
 from pocketmcp.store.pg.place import PgPlace
 from pocketmcp.store.sqlite.place import SqlitePlace
@@ -109,3 +110,32 @@ async def test_both_stores_rank_documents_by_whole_document_bm25(
     for store in (sqlite, postgres):
         assert store[3] == pytest.approx({d: s for d, s in store[0] if d in ("short", "twice")},
                                          rel=1e-12)
+
+
+async def _best_chunks(place: Place, query: str) -> list[tuple[str, float]]:
+    """Documents by their best chunk's keyword score, best first, as one match per document
+    ranks them in an index of long pages: from the chunk list where its scores are BM25
+    (SQLite), else from the store's own documents list (Postgres)."""
+    names = _write(place)
+    index = place.reader(DIM)
+    try:
+        found = await index.run(lambda r: r.keyword_stage(
+            query, 50, None, title_weight=1.0, total=20, documents=False, best_chunks=True))
+    finally:
+        index.close()
+    scores = found.doc_keyword or best_per_doc(found.keyword, found.doc_of)
+    return [(names[d], s) for d, s in sorted(scores.items(), key=lambda i: (-i[1], names[i[0]]))]
+
+
+async def test_both_stores_rank_long_pages_by_their_best_chunk_for_words(
+        tmp_path: Path, pg_url: str, pg_schema: str) -> None:
+    sqlite = await _best_chunks(SqlitePlace(tmp_path / "index.db", tmp_path / "databases"),
+                                "herons otters")
+    postgres = await _best_chunks(PgPlace(Secret(pg_url), pg_schema), "herons otters")
+    # "twice" (one word twice in one short chunk) has the best chunk; over whole documents
+    # "long" ranks first (the test above).
+    assert sqlite[0][0] == "twice"
+    assert [d for d, _ in postgres] == [d for d, _ in sqlite]
+    # FTS5 counts a chunk's title in every chunk's length, the corpus only in the first's.
+    assert [s for _, s in postgres] == pytest.approx([s for _, s in sqlite], rel=0.2)
+

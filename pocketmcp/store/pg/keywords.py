@@ -62,14 +62,16 @@ def idf(count: int, total: int) -> float:
 
 
 def keyword_stage(rows: Rows, query: str, depth: int, allowed: Sequence[int] | None, *,
-                  title_weight: float, documents: bool = False, key: str = "") -> Keywords:
+                  title_weight: float, documents: bool = False, best_chunks: bool = False,
+                  key: str = "") -> Keywords:
     """Best chunks for the query's words (the module's docstring says how they are chosen
     and ranked), and with `documents`, best whole documents by BM25 (`document_stage`).
     The 0..1 scale's midpoint (`reference`) is the score of a text holding each searched
     word once, ten words apart, as SQLite's is the BM25 of a text of average length holding
     each word once; with `documents`, that BM25 itself (`reference_bm25`, as SQLite's), the
     scale of the documents' scores. `key` names the index (its statistics are kept a
-    while: doc_words.py)."""
+    while: doc_words.py). With `best_chunks` (an index of long pages), documents rank by
+    their best chunk's BM25 instead, as SQLite's chunks are scored (`best_chunk_stage`)."""
     found = Keywords()
     if allowed is not None and not allowed:
         return found
@@ -122,8 +124,9 @@ def keyword_stage(rows: Rows, query: str, depth: int, allowed: Sequence[int] | N
     for chunk_id, rank, doc_id in found_rows:
         found.keyword[int(chunk_id)] = float(rank)
         found.doc_of[int(chunk_id)] = int(doc_id)
-    if documents:
-        found.doc_keyword, found.first_chunk = doc_words.document_stage(
+    if documents or best_chunks:
+        stage = doc_words.best_chunk_stage if best_chunks else doc_words.document_stage
+        found.doc_keyword, found.first_chunk = stage(
             rows, [w for _, w in kept], depth, allowed, negated, title_weight, key=key)
         # As SQLite's: the BM25 of a text of average length holding each word once (a
         # count stopped at the cap is counted whole).

@@ -97,18 +97,19 @@ class PgReader(CommonReads):
 
     def keyword_stage(self, query: str, depth: int, allowed: Sequence[int] | None, *,
                       title_weight: float, total: int, documents: bool,
-                      alone: bool = False) -> Keywords:
-        """Best chunks (and with `documents`, best whole documents by BM25, as SQLite's)
+                      alone: bool = False, best_chunks: bool = False) -> Keywords:
+        """Best chunks (and with `documents`, best whole documents by BM25, as SQLite's;
+        with `best_chunks`, documents by their best chunk's BM25, as SQLite's chunks score)
         by Postgres full-text search (store/pg/keywords.py), in one read snapshot; `total`
         is not needed (the server counts the chunks), and `alone` changes nothing (the
         server runs the query)."""
-        if not documents:
+        if not (documents or best_chunks):
             return keywords.keyword_stage(self._rows, query, depth, allowed,
                                           title_weight=title_weight)
         with self.snapshot():
             return keywords.keyword_stage(self._rows, query, depth, allowed,
-                                          title_weight=title_weight, documents=True,
-                                          key=self.place.key())
+                                          title_weight=title_weight, documents=documents,
+                                          best_chunks=best_chunks, key=self.place.key())
 
     def vectors_by_ids(self, ids: Sequence[int], dim: int) -> Vectors:
         rows = self._rows("SELECT chunk_id, doc_id, embedding FROM chunks "
@@ -147,6 +148,20 @@ class PgReader(CommonReads):
         return (np.array([r[0] for r in rows], np.int64), np.array([r[1] for r in rows],
                                                                    np.float32),
                 np.array([r[2] for r in rows], np.int64))
+
+    def mean_cosines(self, query: F32, doc_ids: Sequence[int]) -> dict[int, float]:
+        """Each document's mean cosine to `query` over its chunks with vectors (exact: the
+        documents' chunks are read by their index, not the HNSW graph)."""
+        if not len(doc_ids):
+            return {}
+        try:
+            rows = self._conn.execute(
+                b"SELECT doc_id, avg(1 - (embedding <=> %s)) FROM chunks "
+                b"WHERE doc_id = ANY(%s) AND embedding IS NOT NULL GROUP BY doc_id",
+                (query, list(doc_ids))).fetchall()
+        except psycopg.Error as exc:
+            raise connect.store_error(exc, self.place) from exc
+        return {int(d): float(c) for d, c in rows}
 
     def stored_vector(self, chunk_id: int, column: Any) -> bytes | None:
         """`column`: the chunk's embedding, None while it waits for it."""
@@ -239,6 +254,11 @@ class PgIndex:
                 allowed: Sequence[int] | None) -> Found:
         assert isinstance(reader, PgReader)
         return reader.nearest(query, k, allowed)
+
+    def mean_cosines(self, reader: Reader, query: F32, doc_ids: Sequence[int]
+                     ) -> dict[int, float]:
+        assert isinstance(reader, PgReader)
+        return reader.mean_cosines(query, doc_ids)
 
     def close(self) -> None:
         self._pool.close()

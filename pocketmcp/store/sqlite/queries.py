@@ -164,9 +164,11 @@ class SqliteReader(CommonReads):
 
     def keyword_stage(self, query: str, depth: int, allowed: Sequence[int] | None, *,
                       title_weight: float, total: int, documents: bool,
-                      alone: bool = False) -> Keywords:
-        """Best chunks for the query's words (textsearch.py), in one read snapshot. The
-        words are weighed against FTS5's own count of chunks, read in that snapshot: the
+                      alone: bool = False, best_chunks: bool = False) -> Keywords:
+        """Best chunks for the query's words (textsearch.py), in one read snapshot; their
+        scores are FTS5's BM25, so `best_chunks` needs nothing more (the fusion takes each
+        document's best). The words are weighed against FTS5's own count of chunks, read in
+        that snapshot: the
         `total` given (the vector file's count as of its last sync, which a process that has
         just indexed may not have made yet) only when FTS5 has none. `alone`: nothing else
         of the search runs meanwhile, so a large chunk query may take a second core."""

@@ -11,7 +11,7 @@ import anyio
 
 from pocketmcp.core.identity import Identity
 from pocketmcp.store.api import F32, Found, Reader
-from pocketmcp.store.reads import made
+from pocketmcp.store.reads import made, mean_by_doc
 from pocketmcp.store.sqlite.files import beside
 from pocketmcp.store.sqlite.keywords.lengths import ChunkLengths
 from pocketmcp.store.sqlite.keywords.textsearch import TermCounts
@@ -119,6 +119,17 @@ class SqliteIndex:
         """The vector file's answer (SQLite's own scan while it is not there)."""
         assert isinstance(reader, SqliteReader)
         return self.vectors.search(reader.log, query, k, candidates, allowed)
+
+    def mean_cosines(self, reader: Reader, query: F32, doc_ids: Sequence[int]
+                     ) -> dict[int, float]:
+        """From every chunk of the documents, scored as a filtered search that keeps all of
+        them (from SQLite's own scan, while the vector file is not there: the nearest
+        KNN_MOST of them)."""
+        if not doc_ids:
+            return {}
+        every = 1 << 40  # no bound: all the documents' rows, each scored
+        _, cosines, docs = self.nearest(reader, query, every, every, list(doc_ids))
+        return mean_by_doc(cosines.tolist(), docs.tolist())
 
     async def open_vectors(self) -> None:
         """Map the vector file and catch up with the log (milliseconds at any size); start

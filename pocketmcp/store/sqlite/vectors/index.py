@@ -36,6 +36,7 @@ from pocketmcp.store.sqlite.vectors.file import (
 )
 from pocketmcp.store.sqlite.vectors.rowcodes import F32, I64, RowCodes, kernel
 
+KNN_MOST = 4096  # sqlite-vec's largest k
 EXACT_SCAN_LIMIT = 8192  # up to this many rows, the float16 pass alone scans them all
 DELTA_LIMIT = 50_000  # log entries followed past the file; further behind, SQLite answers
 PAGE_ENTRIES = 20000
@@ -257,7 +258,7 @@ class VectorIndex:
             self._sync(source)
             if self.reason is not None or self._cols is None or self._state is None:
                 docs = None if allowed_docs is None else list(allowed_docs)
-                return source.knn(query.astype(np.float32).tobytes(), k, docs)
+                return source.knn(query.astype(np.float32).tobytes(), min(k, KNN_MOST), docs)
             allowed = None if allowed_docs is None else np.asarray(allowed_docs, np.int64)
             found = [self._search_file(self._cols, self._state, query, k, candidates,
                                        allowed)]
