@@ -139,8 +139,9 @@ async def first_editors(root: Path, queries: list[str], runs: int, base: Path | 
     if base is not None:
         codes["base"] = str(venv_python(base))
     for name, python in codes.items():
+        # cwd: `-m` looks in the working folder first, where a checkout's package would win
         run_pocketmcp("index", "--json", "--progress", "off", python=python,
-                      env=environment(root / name))
+                      env=environment(root / name), cwd=root)
     out: dict[str, dict[str, list[float]]] = {
         name: {"initialize_ms": [], "first_search_ms": [], "later_first_search_ms": []}
         for name in codes}
