@@ -152,12 +152,12 @@ class Worker:
 
 
 def compare(db: Path, other: Path, queries: int, warm: int,
-            kernels_may_differ: bool = False) -> dict[str, Any]:
+            kernels_may_differ: bool = False, other_db: Path | None = None) -> dict[str, Any]:
     import numpy as np
 
     texts = [str(t) for t in np.load(data.BASE)["query_texts"]]
     workers = {"this": Worker(Path(sys.executable), db),
-               "other": Worker(venv_python(other), db)}
+               "other": Worker(venv_python(other), other_db or db)}
     mine, theirs = workers["this"].kernels, workers["other"].kernels
     if mine != theirs and not kernels_may_differ:
         for w in workers.values():
@@ -210,6 +210,9 @@ def main() -> None:
     parser.add_argument("--other", type=Path,
                         help="the other checkout (with its own .venv)")
     parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--other-index", type=Path, action="append",
+                        help="a copy of each --index for the other checkout, in the order "
+                             "given: when this code's schema is newer than the other's")
     parser.add_argument("--warm", type=int, default=5, help="requests not measured, first")
     parser.add_argument("--kernels-may-differ", action="store_true",
                         help="compare even when the checkouts load different library versions")
@@ -220,10 +223,13 @@ def main() -> None:
         return
     if args.index is None or args.other is None:
         parser.error("--index and --other are needed")
+    copies = args.other_index or [None] * len(args.index)
+    if len(copies) != len(args.index):
+        parser.error("one --other-index for each --index")
     results = []
-    for db in args.index:
+    for db, copy in zip(args.index, copies, strict=True):
         results.append(compare(db.resolve(), args.other.resolve(), args.queries, args.warm,
-                               args.kernels_may_differ))
+                               args.kernels_may_differ, copy.resolve() if copy else None))
         print(json.dumps(results[-1], indent=2))
     write_results(args, {"results": results})
 
