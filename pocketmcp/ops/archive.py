@@ -40,7 +40,9 @@ from __future__ import annotations
 import base64
 import json
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import overload
 
 import anyio
 import msgspec
@@ -146,12 +148,39 @@ def _record(doc: DocLine) -> DocRecord:
                      mtime_ns=doc.mtime_ns, facts=facts)
 
 
+class _Chunks(Sequence[Chunk]):
+    """A document's stored chunks, each made when it is read, its text cut from the
+    document's then: the writer takes them a row at a time, so an import holds one chunk's
+    text at a time beside the document's, not a second copy of the whole."""
+
+    def __init__(self, content: str, chunks: list[ChunkLine]) -> None:
+        self._content = content
+        self._chunks = chunks
+
+    def __len__(self) -> int:
+        return len(self._chunks)
+
+    def _chunk(self, c: ChunkLine) -> Chunk:
+        return Chunk(idx=c.idx, start=c.start, end=c.end, text=self._content[c.start:c.end],
+                     tokens=c.tokens, sha256=c.sha256, section=c.section)
+
+    @overload
+    def __getitem__(self, at: int) -> Chunk: ...
+    @overload
+    def __getitem__(self, at: slice) -> Sequence[Chunk]: ...
+    def __getitem__(self, at: int | slice) -> Chunk | Sequence[Chunk]:
+        if isinstance(at, slice):
+            return _Chunks(self._content, self._chunks[at])
+        return self._chunk(self._chunks[at])
+
+    def __iter__(self) -> Iterator[Chunk]:
+        return (self._chunk(c) for c in self._chunks)
+
+
 def _prepared(doc: DocLine, vectors: list[bytes | None]) -> PreparedDoc:
     """The document with its stored chunks and vectors, nothing embedded; when a chunk has
     no vector, the document is written waiting for them."""
-    chunks = tuple(Chunk(idx=c.idx, start=c.start, end=c.end, text=doc.content[c.start:c.end],
-                         tokens=c.tokens, sha256=c.sha256, section=c.section)
-                   for c in doc.chunks)
+    chunks = _Chunks(doc.content, doc.chunks)
     known = [v for v in vectors if v is not None]
     if len(known) < len(vectors):
         return PreparedDoc(_record(doc), chunks, b"", waiting=True)
