@@ -7,8 +7,11 @@ what the import itself holds before the writer's transaction.
 
     .venv/bin/python bench/import_memory.py --mb 100
     .venv/bin/python bench/import_memory.py --mb 100 --code ../prev --out /tmp/prev.json
+    .venv/bin/python bench/import_memory.py --mb 100 --store postgres
 
-`--code` runs another checkout's package with this interpreter and libraries.
+`--code` runs another checkout's package with this interpreter and libraries. `--store
+postgres` imports into a throwaway PostgreSQL (the tests' server): the peak is the
+`pocketmcp` process's alone, the server's memory is its own.
 
 MAX_FILE_MB is set to the document's size, so the document is within the limits.
 
@@ -21,9 +24,11 @@ import json
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from common import parser_for, run_pocketmcp, server_env, write_results
+from common import parser_for, postgres, run_pocketmcp, server_env, write_results
 
 from pocketmcp.ops.archive_check import chunk_digest
 
@@ -87,19 +92,31 @@ def read_peak(env: dict[str, str], path: Path, max_bytes: int) -> int:
     return int(done.stdout.strip())
 
 
+@contextmanager
+def _store(store: str, base: Path) -> Iterator[dict[str, str]]:
+    """The settings of each index of the run: a SQLite file each, or a Postgres schema each
+    on one throwaway server (`PG_SCHEMA` set per index by the caller)."""
+    if store == "sqlite":
+        yield {}
+        return
+    with postgres(base / "pg") as url:
+        yield {"STORE": "postgres", "DATABASE_URL": url}
+
+
 def main() -> int:
     parser = parser_for(__doc__, "import_memory")
     parser.add_argument("--mb", type=int, default=100, help="MiB of the document's text")
     parser.add_argument("--code", type=Path, default=None,
                         help="a checkout whose package imports (on PYTHONPATH)")
+    parser.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite")
     args = parser.parse_args()
     python = Path(sys.executable)  # another checkout's package: on PYTHONPATH (server_env)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir="/tmp") as tmp, _store(args.store, Path(tmp)) as store:
         base = Path(tmp)
         (base / "kb").mkdir()
         (base / "kb" / "a.md").write_text("# A\n\nA small note about moss.\n")
         env = server_env(base / "made" / "index.db", base / "kb", code=args.code,
-                         MAX_FILE_MB=str(args.mb + 1))
+                         MAX_FILE_MB=str(args.mb + 1), **store, PG_SCHEMA="made")
         run_pocketmcp("index", "--json", env=env, python=python, cwd=base)
         run_pocketmcp("export", "--json", str(base / "small.jsonl"), env=env, python=python,
                       cwd=base)
@@ -108,7 +125,8 @@ def main() -> int:
         read = read_peak(env, base / "big.jsonl", (args.mb + 1) * 2**20)
         peaks = {}
         for name in ("small.jsonl", "big.jsonl"):
-            fresh = {**env, "SQLITE_PATH": str(base / f"into-{name}" / "index.db")}
+            fresh = {**env, "SQLITE_PATH": str(base / f"into-{name}" / "index.db"),
+                     "PG_SCHEMA": f"into_{name.split('.')[0]}"}
             ran = run_pocketmcp("import", "--json", str(base / name), env=fresh, python=python,
                                 cwd=base)
             peaks[name] = round(ran.peak_rss_mib, 1)
@@ -120,7 +138,7 @@ def main() -> int:
           f"{read / 2**20:.0f} MiB at most ({read / longest:.2f} x the line); import peak "
           f"{peaks['big.jsonl']:.0f} MiB RSS, {extra:.0f} MiB over a small import: "
           f"{ratio:.2f} x the line", file=sys.stderr)
-    write_results(args, {"mb": args.mb, "code": str(args.code or "."),
+    write_results(args, {"mb": args.mb, "code": str(args.code or "."), "store": args.store,
                          "longest_line_mib": round(longest / 2**20, 1),
                          "read_peak_mib": round(read / 2**20, 1),
                          "read_times_the_line": round(read / longest, 2), "peak_rss_mib": peaks,
