@@ -256,27 +256,28 @@ class SqliteWriter(StagedWrites, CommonWrites):
         rows = self._rows_of(chunks, vectors) if vectors is not None else (
             self._known(chunks))
         if row is None:
-            doc_id = self._with_text(
-                doc.content,
+            doc_id = self._sql(
                 "INSERT INTO documents(external_id, source, uri, title, library, metadata, "
                 "content, content_sha256, size_bytes, mtime_ns, chunk_count, created_at, "
-                "updated_at) VALUES (?, ?, ?, ?, ?, ?, held_text(), ?, ?, ?, ?, ?, ?) "
-                "RETURNING doc_id",
+                "updated_at) VALUES (?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?) RETURNING doc_id",
                 (doc.external_id, doc.source, doc.uri, doc.title, doc.library, metadata,
                  doc.sha256, doc.size_bytes, doc.mtime_ns, len(chunks), at, at),
             ).fetchone()[0]
         else:
             doc_id = row[0]
             removed = self._delete_chunks(doc_id, [c.sha256 for c in chunks])
-            self._with_text(
-                doc.content,
+            self._sql(
                 "UPDATE documents SET source = ?, uri = ?, title = ?, library = ?, metadata = ?, "
-                "content = held_text(), content_sha256 = ?, size_bytes = ?, mtime_ns = ?, "
+                "content = '', content_sha256 = ?, size_bytes = ?, mtime_ns = ?, "
                 "chunk_count = ?, updated_at = ? WHERE doc_id = ?",
                 (doc.source, doc.uri, doc.title, doc.library, metadata, doc.sha256,
                  doc.size_bytes, doc.mtime_ns, len(chunks), at, doc_id),
             )
         self._write_facts(doc_id, doc, facts.dated(doc, at, row[5] if row else None))
+        # The text last, once the row has its other columns: SQLite rewrites a whole row for
+        # each change to it, a large text with it.
+        self._with_text(doc.content, "UPDATE documents SET content = held_text() "
+                        "WHERE doc_id = ?", (doc_id,))
         if row is not None:
             self._sql("DELETE FROM documents_fts WHERE rowid = ?", (doc_id,))
         self._with_text(index_text(markdown.clean(doc.content)),
