@@ -25,8 +25,10 @@ vector sizes and finite values, and the end line's counts (documents, chunks, ch
 a vector); the first problem is refused (IMPORT_REFUSED) with its line number. The
 documents are then written through the index's writer in one transaction, so an import
 interrupted at any point (a signal, a full disk, a killed process) leaves the index as it
-was. The file's documents are held in memory until that transaction: a document's text and
-its chunks' (about twice its line; the line itself is let go once decoded). When the
+was. The file's documents are held in memory until that transaction, each one's text once
+(the line is let go once decoded; its chunks cut their texts when the writer takes them, one
+at a time): a document's peak is about three times its line, with SQLite's copy of the text
+and the row it builds (bench/import_memory.py). When the
 file's model is the index's, the stored vectors are used and nothing is embedded;
 otherwise each document is chunked and embedded again, IMPORT_BATCH documents at a time,
 before the transaction. A document with a chunk that has no vector is written as
@@ -218,7 +220,7 @@ def _check_all(numbered: checks.Lines, identity: Identity, roots: tuple[Path, ..
             if ended is not None:
                 raise checks.Bad("a line after the end line")
             item = checks.decode(decoder, line)
-            del line  # the document alone is kept: memory about twice the longest line
+            del line  # the document alone is kept, its text once
             if isinstance(item, EndLine):
                 ended = item
                 continue
