@@ -67,7 +67,7 @@ class SqliteWriter(StagedWrites, CommonWrites):
         try:
             self._conn = open_sync_writer(db_path)
             self._held = ""  # the text `held_text()` gives: `_with_text`
-            self._conn.create_function("held_text", 0, lambda: self._held)
+            self._conn.create_function("held_text", 0, self._held_text)
             if rebuild:
                 schema.drop_all(self._conn)
             schema.migrate(self._conn, db_path, identity)
@@ -208,10 +208,18 @@ class SqliteWriter(StagedWrites, CommonWrites):
     def execute(self, sql: str, args: Sequence[Any] = ()) -> Any:
         return self._sql(sql, args)
 
+    def _held_text(self) -> str | bytes:
+        """The text `_with_text` holds, as SQL reads it (`CAST(held_text() AS TEXT)`): UTF-8
+        made here when it is not ASCII, and let go once SQLite has its copy (a str's own
+        UTF-8, made when it is bound, stays with the str as long as it lives)."""
+        text = self._held
+        return text if text.isascii() else text.encode()
+
     def _with_text(self, text: str, sql: str, args: Sequence[Any]) -> Any:
-        """Run `sql`, in which `held_text()` stands for `text`. SQLite copies the text once,
-        for this statement alone: a bound text would stay with the cached statement until it
-        is bound again (a large document's text held twice more, beside the next one's)."""
+        """Run `sql`, in which `CAST(held_text() AS TEXT)` stands for `text`. SQLite copies
+        the text once, for this statement alone: a bound text would stay with the cached
+        statement until it is bound again (a large document's text held twice more, beside
+        the next one's)."""
         self._held = text
         try:
             return self._sql(sql, args)
@@ -276,13 +284,13 @@ class SqliteWriter(StagedWrites, CommonWrites):
         self._write_facts(doc_id, doc, facts.dated(doc, at, row[5] if row else None))
         # The text last, once the row has its other columns: SQLite rewrites a whole row for
         # each change to it, a large text with it.
-        self._with_text(doc.content, "UPDATE documents SET content = held_text() "
-                        "WHERE doc_id = ?", (doc_id,))
+        self._with_text(doc.content, "UPDATE documents SET content = "
+                        "CAST(held_text() AS TEXT) WHERE doc_id = ?", (doc_id,))
         if row is not None:
             self._sql("DELETE FROM documents_fts WHERE rowid = ?", (doc_id,))
         self._with_text(index_text(markdown.clean(doc.content)),
                         "INSERT INTO documents_fts(rowid, title, content) "
-                        "VALUES (?, ?, held_text())", (doc_id, index_text(doc.title)))
+                        "VALUES (?, ?, CAST(held_text() AS TEXT))", (doc_id, index_text(doc.title)))
         self._insert_chunks(doc_id, doc.title, chunks, rows)
         self._many(lines.UPDATE, lines.rows(doc_id, doc.external_id, doc.source, doc.content,
                                             [(c.idx, c.start, c.end) for c in chunks]))
