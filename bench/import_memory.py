@@ -8,6 +8,7 @@ what the import itself holds before the writer's transaction.
     .venv/bin/python bench/import_memory.py --mb 100
     .venv/bin/python bench/import_memory.py --mb 100 --code ../prev --out /tmp/prev.json
     .venv/bin/python bench/import_memory.py --mb 100 --store postgres
+    .venv/bin/python bench/import_memory.py --mb 100 --accents
 
 `--code` runs another checkout's package with this interpreter and libraries. `--store
 postgres` imports into a throwaway PostgreSQL (the tests' server): the peak is the
@@ -36,22 +37,23 @@ CHUNKS = 1000  # the most one document makes
 
 
 WORDS = "lichen basalt quartz tundra heron otter comet glacier "
+ACCENTED = "lichén basalt quartz tündra héron otter comète glacier "  # --accents: not ASCII
 
 
-def _text(start: int, end: int) -> str:
-    """Characters `start` to `end` of the document: WORDS over and over."""
-    at = start % len(WORDS)
-    return (WORDS * ((end - start) // len(WORDS) + 2))[at:at + end - start]
+def _text(start: int, end: int, words: str = WORDS) -> str:
+    """Characters `start` to `end` of the document: `words` over and over."""
+    at = start % len(words)
+    return (words * ((end - start) // len(words) + 2))[at:at + end - start]
 
 
-def _export(header: str, path: Path, chars: int) -> int:
+def _export(header: str, path: Path, chars: int, words: str = WORDS) -> int:
     """An export of one document of `chars` characters, written a chunk at a time (this
     process holds no copy of it: a child forked from it would count it); the length of its
     line."""
     step = -(-chars // CHUNKS)
     spans = [(start, min(chars, start + step)) for start in range(0, chars, step)]
     chunks = [{"idx": idx, "start": start, "end": end, "tokens": 1, "section": "",
-               "sha256": chunk_digest(_text(start, end), ""), "vector": None}
+               "sha256": chunk_digest(_text(start, end, words), ""), "vector": None}
               for idx, (start, end) in enumerate(spans)]
     doc = {"type": "document", "external_id": "big", "source": "raw", "uri": None,
            "title": "Big", "library": "default", "metadata": {}, "properties": {}, "tags": [],
@@ -59,12 +61,13 @@ def _export(header: str, path: Path, chars: int) -> int:
            "sha256": "0" * 64, "size_bytes": None, "mtime_ns": None, "chunks": chunks}
     before, after = json.dumps(doc).split('"@"')
     end = {"type": "end", "documents": 1, "chunks": len(chunks), "waiting": len(chunks)}
-    with open(path, "w") as out:
+    with open(path, "w", encoding="utf-8") as out:
         out.write(f'{header}\n{before}"')
         for start, stop in spans:
-            out.write(_text(start, stop))
+            out.write(_text(start, stop, words))
         out.write(f'"{after}\n{json.dumps(end)}\n')
-    return len(before) + chars + 2 + len(after)
+    # In bytes: the file less its first and last lines and the newlines.
+    return path.stat().st_size - len(f"{header}\n{json.dumps(end)}\n".encode()) - 1
 
 
 # Run by the checkout's interpreter: the peak of Python's allocations while `_read` reads
@@ -109,6 +112,9 @@ def main() -> int:
     parser.add_argument("--code", type=Path, default=None,
                         help="a checkout whose package imports (on PYTHONPATH)")
     parser.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--accents", action="store_true",
+                        help="a text that is not ASCII (accented words: UTF-8 of 1.1 bytes a "
+                             "character)")
     args = parser.parse_args()
     python = Path(sys.executable)  # another checkout's package: on PYTHONPATH (server_env)
     with tempfile.TemporaryDirectory(dir="/tmp") as tmp, _store(args.store, Path(tmp)) as store:
@@ -121,7 +127,8 @@ def main() -> int:
         run_pocketmcp("export", "--json", str(base / "small.jsonl"), env=env, python=python,
                       cwd=base)
         header = (base / "small.jsonl").read_text().splitlines()[0]
-        longest = _export(header, base / "big.jsonl", args.mb * 2**20)
+        longest = _export(header, base / "big.jsonl", args.mb * 2**20,
+                          ACCENTED if args.accents else WORDS)
         read = read_peak(env, base / "big.jsonl", (args.mb + 1) * 2**20)
         peaks = {}
         for name in ("small.jsonl", "big.jsonl"):
@@ -139,6 +146,7 @@ def main() -> int:
           f"{peaks['big.jsonl']:.0f} MiB RSS, {extra:.0f} MiB over a small import: "
           f"{ratio:.2f} x the line", file=sys.stderr)
     write_results(args, {"mb": args.mb, "code": str(args.code or "."), "store": args.store,
+                         "accents": args.accents,
                          "longest_line_mib": round(longest / 2**20, 1),
                          "read_peak_mib": round(read / 2**20, 1),
                          "read_times_the_line": round(read / longest, 2), "peak_rss_mib": peaks,
