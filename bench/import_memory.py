@@ -9,7 +9,10 @@ what the import itself holds before the writer's transaction.
     .venv/bin/python bench/import_memory.py --mb 100 --code ../prev --out /tmp/prev.json
     .venv/bin/python bench/import_memory.py --mb 100 --store postgres
     .venv/bin/python bench/import_memory.py --mb 100 --accents
+    .venv/bin/python bench/import_memory.py --mb 100 --steps
 
+`--steps` adds the peak during each step of one import run in a process of its own
+(SQLite: reading, then each statement of the writer), over what the process held before.
 `--code` runs another checkout's package with this interpreter and libraries. `--store
 postgres` imports into a throwaway PostgreSQL (the tests' server): the peak is the
 `pocketmcp` process's alone, the server's memory is its own.
@@ -88,10 +91,63 @@ print(tracemalloc.get_traced_memory()[1])
 """
 
 
+# Run by the checkout's interpreter (`--steps`, SQLite): the file read and written by the
+# SQLite writer in this process, the peak RSS (sampled every 2 ms) during each step, over the
+# RSS before the file was read: what each statement adds to what the import holds.
+_STEPS = """
+import inspect, json, os, sys, threading, time
+from pathlib import Path
+from pocketmcp.core.identity import Identity
+from pocketmcp.ops import archive
+from pocketmcp.store.sqlite import writes
+header = json.loads(open(sys.argv[1]).readline())
+identity = Identity(model=header["model_id"], dim=header["dim"])
+writer = writes.SqliteWriter(Path(sys.argv[3]), identity)
+page, step, peaks = os.sysconf("SC_PAGE_SIZE"), ["read"], {}
+def rss():
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * page
+def sample():
+    while True:
+        name, value = step[0], rss()
+        if name == step[0]:  # a sample taken across two steps counts for neither
+            peaks[name] = max(peaks.get(name, 0), value)
+        time.sleep(0.002)
+def labelled(run):
+    def call(self, sql, args=()):
+        step[0] = " ".join(sql.split()[:4])
+        return run(self, sql, args)
+    return call
+writes.SqliteWriter._sql = labelled(writes.SqliteWriter._sql)
+writes.SqliteWriter._many = labelled(writes.SqliteWriter._many)
+given = {"path": Path(sys.argv[1]), "identity": identity, "roots": ()}
+if "limits" in inspect.signature(archive._read).parameters:
+    given["limits"] = (int(sys.argv[2]), 1000)
+base = rss()
+threading.Thread(target=sample, daemon=True).start()
+_, docs = archive._read(**given)
+with writer.transaction():
+    for doc in docs:
+        writer.upsert(doc.record, doc.chunks, None if doc.waiting else doc.vectors)
+time.sleep(0.05)
+print(json.dumps({k: round((v - base) / 2**20, 1) for k, v in peaks.items()}))
+"""
+
+
+def step_peaks(env: dict[str, str], path: Path, max_bytes: int, into: Path) -> dict[str, float]:
+    """MiB over the RSS before reading, at most, while each step of the import ran."""
+    into.parent.mkdir(parents=True)
+    done = subprocess.run([sys.executable, "-c", _STEPS, str(path), str(max_bytes), str(into)],
+                          env=env, capture_output=True, text=True, check=True, cwd=into.parent)
+    found: dict[str, float] = json.loads(done.stdout)
+    return found
+
+
 def read_peak(env: dict[str, str], path: Path, max_bytes: int) -> int:
     """Bytes Python allocated at most while `_read` read and checked `path`."""
+    # Run where no package is (`-c` puts the working folder first on the import path).
     done = subprocess.run([sys.executable, "-c", _READ, str(path), str(max_bytes)], env=env,
-                          capture_output=True, text=True, check=True)
+                          capture_output=True, text=True, check=True, cwd=path.parent)
     return int(done.stdout.strip())
 
 
@@ -112,6 +168,8 @@ def main() -> int:
     parser.add_argument("--code", type=Path, default=None,
                         help="a checkout whose package imports (on PYTHONPATH)")
     parser.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--steps", action="store_true",
+                        help="also the peak during each step (SQLite: each statement)")
     parser.add_argument("--accents", action="store_true",
                         help="a text that is not ASCII (accented words: UTF-8 of 1.1 bytes a "
                              "character)")
@@ -130,6 +188,10 @@ def main() -> int:
         longest = _export(header, base / "big.jsonl", args.mb * 2**20,
                           ACCENTED if args.accents else WORDS)
         read = read_peak(env, base / "big.jsonl", (args.mb + 1) * 2**20)
+        steps = step_peaks(env, base / "big.jsonl", (args.mb + 1) * 2**20,
+                           base / "steps" / "index.db") if args.steps else {}
+        for name, mib in steps.items():
+            print(f"{mib:6.0f} MiB  {name}", file=sys.stderr)
         peaks = {}
         for name in ("small.jsonl", "big.jsonl"):
             fresh = {**env, "SQLITE_PATH": str(base / f"into-{name}" / "index.db"),
@@ -150,7 +212,8 @@ def main() -> int:
                          "longest_line_mib": round(longest / 2**20, 1),
                          "read_peak_mib": round(read / 2**20, 1),
                          "read_times_the_line": round(read / longest, 2), "peak_rss_mib": peaks,
-                         "over_small_mib": round(extra, 1), "times_the_line": round(ratio, 2)})
+                         "over_small_mib": round(extra, 1), "times_the_line": round(ratio, 2),
+                         "steps_mib": steps})
     return 0
 
 
