@@ -7,6 +7,7 @@ after its commit. Everything here is a frozen msgspec Struct; nothing here does 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import msgspec
@@ -142,7 +143,7 @@ class PreparedDoc(msgspec.Struct, frozen=True):
     """A document cut into chunks, each with its vector, ready to be written."""
 
     record: DocRecord
-    chunks: tuple[Chunk, ...]
+    chunks: Sequence[Chunk]  # a tuple, or an import's chunks made when read (ops/archive.py)
     vectors: bytes  # float32, len(chunks) x dim, row-major
     reused: int = 0  # vectors taken from the index instead of the model
     waiting: bool = False  # no vectors yet: written for keywords, embedded once written

@@ -25,8 +25,10 @@ vector sizes and finite values, and the end line's counts (documents, chunks, ch
 a vector); the first problem is refused (IMPORT_REFUSED) with its line number. The
 documents are then written through the index's writer in one transaction, so an import
 interrupted at any point (a signal, a full disk, a killed process) leaves the index as it
-was. The file's documents are held in memory until that transaction: a document's text and
-its chunks' (about twice its line; the line itself is let go once decoded). When the
+was. The file's documents are held in memory until that transaction, each one's text once
+(the line is let go once decoded; its chunks cut their texts when the writer takes them, one
+at a time): a document's peak is about three times its line, with SQLite's copy of the text
+and the row it builds (bench/import_memory.py). When the
 file's model is the index's, the stored vectors are used and nothing is embedded;
 otherwise each document is chunked and embedded again, IMPORT_BATCH documents at a time,
 before the transaction. A document with a chunk that has no vector is written as
@@ -40,7 +42,9 @@ from __future__ import annotations
 import base64
 import json
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import overload
 
 import anyio
 import msgspec
@@ -146,12 +150,39 @@ def _record(doc: DocLine) -> DocRecord:
                      mtime_ns=doc.mtime_ns, facts=facts)
 
 
+class _Chunks(Sequence[Chunk]):
+    """A document's stored chunks, each made when it is read, its text cut from the
+    document's then: the writer takes them a row at a time, so an import holds one chunk's
+    text at a time beside the document's, not a second copy of the whole."""
+
+    def __init__(self, content: str, chunks: list[ChunkLine]) -> None:
+        self._content = content
+        self._chunks = chunks
+
+    def __len__(self) -> int:
+        return len(self._chunks)
+
+    def _chunk(self, c: ChunkLine) -> Chunk:
+        return Chunk(idx=c.idx, start=c.start, end=c.end, text=self._content[c.start:c.end],
+                     tokens=c.tokens, sha256=c.sha256, section=c.section)
+
+    @overload
+    def __getitem__(self, at: int) -> Chunk: ...
+    @overload
+    def __getitem__(self, at: slice) -> Sequence[Chunk]: ...
+    def __getitem__(self, at: int | slice) -> Chunk | Sequence[Chunk]:
+        if isinstance(at, slice):
+            return _Chunks(self._content, self._chunks[at])
+        return self._chunk(self._chunks[at])
+
+    def __iter__(self) -> Iterator[Chunk]:
+        return (self._chunk(c) for c in self._chunks)
+
+
 def _prepared(doc: DocLine, vectors: list[bytes | None]) -> PreparedDoc:
     """The document with its stored chunks and vectors, nothing embedded; when a chunk has
     no vector, the document is written waiting for them."""
-    chunks = tuple(Chunk(idx=c.idx, start=c.start, end=c.end, text=doc.content[c.start:c.end],
-                         tokens=c.tokens, sha256=c.sha256, section=c.section)
-                   for c in doc.chunks)
+    chunks = _Chunks(doc.content, doc.chunks)
     known = [v for v in vectors if v is not None]
     if len(known) < len(vectors):
         return PreparedDoc(_record(doc), chunks, b"", waiting=True)
@@ -189,7 +220,7 @@ def _check_all(numbered: checks.Lines, identity: Identity, roots: tuple[Path, ..
             if ended is not None:
                 raise checks.Bad("a line after the end line")
             item = checks.decode(decoder, line)
-            del line  # the document alone is kept: memory about twice the longest line
+            del line  # the document alone is kept, its text once
             if isinstance(item, EndLine):
                 ended = item
                 continue

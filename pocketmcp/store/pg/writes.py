@@ -270,11 +270,13 @@ class PgWriter(CommonWrites):
         """Chunks with their vectors; those without (None) wait for them."""
         if not chunks:
             return
+        # A row at a time (not a list): chunks that cut their text when read (an import's)
+        # are held one at a time.
         self._conn.cursor().executemany(
             b"INSERT INTO chunks(doc_id, idx, start_off, end_off, tokens, text_sha256, "
             b"section, title, words, embedding) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %b)",
-            [(doc_id, c.idx, c.start, c.end, c.tokens, c.sha256, _text(c.section),
-              _text(title), _text(c.keyword_text), matrix[i]) for i, c in enumerate(chunks)])
+            ((doc_id, c.idx, c.start, c.end, c.tokens, c.sha256, _text(c.section),
+              _text(title), _text(c.keyword_text), matrix[i]) for i, c in enumerate(chunks)))
 
     def delete_doc(self, doc_id: int) -> tuple[int, int] | None:
         row = self._sql("SELECT doc_id FROM documents WHERE doc_id = %s FOR UPDATE",

@@ -25,7 +25,7 @@ exported copy's totals differ.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from pocketmcp.messages import Chunk
@@ -49,7 +49,7 @@ class StagedWrites:
     def _sql(self, sql: str, args: Sequence[Any] = ()) -> Any:
         raise NotImplementedError
 
-    def _many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+    def _many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         raise NotImplementedError
 
     _fresh: dict[int, tuple[int, bytes]]  # chunk id -> (doc id, vector) of this transaction
@@ -67,14 +67,18 @@ class StagedWrites:
 
     def _write_vectors(self, doc_id: int, ids: Sequence[int], chunks: Sequence[Chunk],
                        vectors: Sequence[bytes | None]) -> None:
-        """The vec_chunks rows of these chunks (ids as written), those with a vector."""
-        rows = [(i, v, doc_id, c.idx, c.start, c.end, c.text)
-                for i, c, v in zip(ids, chunks, vectors, strict=True) if v is not None]
-        for chunk_id, vector, *_ in rows:
-            self._fresh[chunk_id] = (doc_id, vector)
+        """The vec_chunks rows of these chunks (ids as written), those with a vector; a row
+        at a time, so chunks that cut their text when read (an import's) are held one at a
+        time."""
+        def rows() -> Iterator[tuple[Any, ...]]:
+            for i, c, v in zip(ids, chunks, vectors, strict=True):
+                if v is not None:
+                    self._fresh[i] = (doc_id, v)
+                    yield (i, v, doc_id, c.idx, c.start, c.end, c.text)
+
         self._many(
             "INSERT INTO vec_chunks(chunk_id, embedding, doc_id, idx, start_off, end_off, text) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+            "VALUES (?, ?, ?, ?, ?, ?, ?)", rows())
 
     def add_vectors(self, doc_id: int, sha256: str, chunks: Sequence[Chunk],
                     vectors: bytes) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -66,6 +66,8 @@ class SqliteWriter(StagedWrites, CommonWrites):
             raise WriterBusyError(db_path) from None
         try:
             self._conn = open_sync_writer(db_path)
+            self._held = ""  # the text `held_text()` gives: `_with_text`
+            self._conn.create_function("held_text", 0, self._held_text)
             if rebuild:
                 schema.drop_all(self._conn)
             schema.migrate(self._conn, db_path, identity)
@@ -206,7 +208,25 @@ class SqliteWriter(StagedWrites, CommonWrites):
     def execute(self, sql: str, args: Sequence[Any] = ()) -> Any:
         return self._sql(sql, args)
 
-    def _many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+    def _held_text(self) -> str | bytes:
+        """The text `_with_text` holds, as SQL reads it (`CAST(held_text() AS TEXT)`): UTF-8
+        made here when it is not ASCII, and let go once SQLite has its copy (a str's own
+        UTF-8, made when it is bound, stays with the str as long as it lives)."""
+        text = self._held
+        return text if text.isascii() else text.encode()
+
+    def _with_text(self, text: str, sql: str, args: Sequence[Any]) -> Any:
+        """Run `sql`, in which `CAST(held_text() AS TEXT)` stands for `text`. SQLite copies
+        the text once, for this statement alone: a bound text would stay with the cached
+        statement until it is bound again (a large document's text held twice more, beside
+        the next one's)."""
+        self._held = text
+        try:
+            return self._sql(sql, args)
+        finally:
+            self._held = ""
+
+    def _many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         try:
             self._conn.executemany(sql, rows)
         except sqlite_errors() as exc:
@@ -247,25 +267,30 @@ class SqliteWriter(StagedWrites, CommonWrites):
             doc_id = self._sql(
                 "INSERT INTO documents(external_id, source, uri, title, library, metadata, "
                 "content, content_sha256, size_bytes, mtime_ns, chunk_count, created_at, "
-                "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING doc_id",
+                "updated_at) VALUES (?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?) RETURNING doc_id",
                 (doc.external_id, doc.source, doc.uri, doc.title, doc.library, metadata,
-                 doc.content, doc.sha256, doc.size_bytes, doc.mtime_ns, len(chunks), at, at),
+                 doc.sha256, doc.size_bytes, doc.mtime_ns, len(chunks), at, at),
             ).fetchone()[0]
         else:
             doc_id = row[0]
             removed = self._delete_chunks(doc_id, [c.sha256 for c in chunks])
             self._sql(
                 "UPDATE documents SET source = ?, uri = ?, title = ?, library = ?, metadata = ?, "
-                "content = ?, content_sha256 = ?, size_bytes = ?, mtime_ns = ?, chunk_count = ?, "
-                "updated_at = ? WHERE doc_id = ?",
-                (doc.source, doc.uri, doc.title, doc.library, metadata, doc.content, doc.sha256,
+                "content = '', content_sha256 = ?, size_bytes = ?, mtime_ns = ?, "
+                "chunk_count = ?, updated_at = ? WHERE doc_id = ?",
+                (doc.source, doc.uri, doc.title, doc.library, metadata, doc.sha256,
                  doc.size_bytes, doc.mtime_ns, len(chunks), at, doc_id),
             )
         self._write_facts(doc_id, doc, facts.dated(doc, at, row[5] if row else None))
+        # The text last, once the row has its other columns: SQLite rewrites a whole row for
+        # each change to it, a large text with it.
+        self._with_text(doc.content, "UPDATE documents SET content = "
+                        "CAST(held_text() AS TEXT) WHERE doc_id = ?", (doc_id,))
         if row is not None:
             self._sql("DELETE FROM documents_fts WHERE rowid = ?", (doc_id,))
-        self._sql("INSERT INTO documents_fts(rowid, title, content) VALUES (?, ?, ?)",
-                  (doc_id, index_text(doc.title), index_text(markdown.clean(doc.content))))
+        self._with_text(index_text(markdown.clean(doc.content)),
+                        "INSERT INTO documents_fts(rowid, title, content) "
+                        "VALUES (?, ?, CAST(held_text() AS TEXT))", (doc_id, index_text(doc.title)))
         self._insert_chunks(doc_id, doc.title, chunks, rows)
         self._many(lines.UPDATE, lines.rows(doc_id, doc.external_id, doc.source, doc.content,
                                             [(c.idx, c.start, c.end) for c in chunks]))
@@ -292,9 +317,11 @@ class SqliteWriter(StagedWrites, CommonWrites):
         )
         ids = dict(self._sql("SELECT idx, chunk_id FROM chunks WHERE doc_id = ?",
                              (doc_id,)).fetchall())
+        # A row at a time (not a list): chunks that cut their text when read (an import's)
+        # are held one at a time.
         self._many("INSERT INTO chunks_fts(rowid, title, text) VALUES (?, ?, ?)",
-                   [(ids[c.idx], index_text(c.section or title), index_text(c.keyword_text))
-                    for c in chunks])
+                   ((ids[c.idx], index_text(c.section or title), index_text(c.keyword_text))
+                    for c in chunks))
         self._write_vectors(doc_id, [ids[c.idx] for c in chunks], chunks, vectors)
 
     def _delete_chunks(self, doc_id: int, after: Sequence[str] = ()) -> int:
