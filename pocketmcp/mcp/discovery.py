@@ -25,6 +25,7 @@ from pocketmcp.core.secret import Secret
 from pocketmcp.errors import StoreError
 
 if TYPE_CHECKING:  # numpy: a bridge names the index's place and loads none of it
+    from pocketmcp.config import Config
     from pocketmcp.store.api import Place
 
 log = logs.get("pocketmcp.discovery")
@@ -41,7 +42,7 @@ class Published(msgspec.Struct, frozen=True, kw_only=True):
     token_file: str | None  # None: the server's token came from POCKETMCP_TOKEN
     version: str
     started_by: str = "user"  # or "editor": a shared server that exits once idle
-    # The settings of the index it serves with (mcp/serve.py index_settings): its embedding
+    # The settings of the index it serves with (index_settings): its embedding
     # model (provider:model) and watched folder. None: not said (or no folder watched).
     model: str | None = None
     folder: str | None = None
@@ -215,3 +216,14 @@ def alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def index_settings(config: Config) -> tuple[str, str | None]:
+    """What of `config` belongs to the index, as its server publishes it: the embedding
+    model (provider:model) and the watched folder (None: it watches none)."""
+    from pocketmcp.embed.settings import DEFAULT_MODEL_ID
+
+    embed = config.embed
+    model = embed.model or (DEFAULT_MODEL_ID if embed.provider == "local" else "(its default)")
+    watching = config.watched.given or config.watched.root.is_dir()
+    return f"{embed.provider}:{model}", str(config.watched.root.resolve()) if watching else None

@@ -24,7 +24,6 @@ from pocketmcp.errors import AlreadyServing, ListenFailed, PocketError
 from pocketmcp.mcp import discovery
 from pocketmcp.mcp.collector import collect_again
 from pocketmcp.mcp.lines import stdin_lines, stdout_lines
-from pocketmcp.mcp.serve import index_settings
 from pocketmcp.plans import serving
 from pocketmcp.runtime import Runtime, on_signals, open_runtime
 
@@ -162,7 +161,7 @@ async def host_http(config: Config, title: str, instructions: str | None) -> int
             runtime.readiness.serving = "shared"
             runtime.readiness.clients = lambda: attached.streams
             listener = http.listener(attached, grace_s=GRACE_S)  # type: ignore[arg-type]
-            model, folder = index_settings(config)
+            model, folder = discovery.index_settings(config)
             itself = discovery.Published(
                 url=url, pid=os.getpid(), index=place.describe(),
                 token_file=str(token_path.resolve()) if token_path else None,

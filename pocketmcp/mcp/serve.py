@@ -103,22 +103,11 @@ async def running_upstream(config: Config) -> tuple[discovery.Published, Secret]
     return found.server, found.token
 
 
-def index_settings(config: Config) -> tuple[str, str | None]:
-    """What of `config` belongs to the index, as its server publishes it: the embedding
-    model (provider:model) and the watched folder (None: it watches none)."""
-    from pocketmcp.embed.settings import DEFAULT_MODEL_ID
-
-    embed = config.embed
-    model = embed.model or (DEFAULT_MODEL_ID if embed.provider == "local" else "(its default)")
-    watching = config.watched.given or config.watched.root.is_dir()
-    return f"{embed.provider}:{model}", str(config.watched.root.resolve()) if watching else None
-
-
 def check_index_settings(config: Config, server: discovery.Published) -> None:
     """SettingsMismatch when the server of the index was started with another model or
     watches another folder than this process's settings name (a server that publishes
     neither, started by an older version, is not judged)."""
-    model, folder = index_settings(config)
+    model, folder = discovery.index_settings(config)
     for name, mine, its in (("EMBED_PROVIDER/EMBED_MODEL", model, server.model),
                             ("WATCH_DIR", folder, server.folder)):
         if mine is not None and its is not None and mine != its:
