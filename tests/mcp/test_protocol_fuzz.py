@@ -106,7 +106,10 @@ def test_search_still_works_over_http_after_the_fuzzing(http_peer: HttpPeer) -> 
     assert "bikes.md" in paths, json.dumps(found)[:500]
 
 
-async def test_an_http_body_over_the_limit_is_answered_without_being_read_whole() -> None:
+@pytest.mark.parametrize("kind", [b"application/json", b"text/plain"])
+async def test_an_http_body_over_the_limit_is_answered_without_being_read_whole(
+        kind: bytes) -> None:
+    """Chunked, of any content type: the JSON 413, after reading just past the limit."""
     seen: list[Any] = []
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
@@ -125,10 +128,11 @@ async def test_an_http_body_over_the_limit_is_answered_without_being_read_whole(
         sent.append(message)
 
     scope = {"type": "http", "method": "POST", "path": "/mcp",
-             "headers": [(b"content-type", b"application/json")]}
+             "headers": [(b"content-type", kind)]}
     await screened(scope, receive, send)
     assert not seen and len(received) == 2
     assert sent[0]["status"] == 413
+    assert (b"content-type", b"application/json") in sent[0]["headers"]
     reply = json.loads(sent[1]["body"])
     assert reply["id"] is None and reply["error"]["code"] == -32700
     assert "1000 bytes" in reply["error"]["message"]
