@@ -67,7 +67,7 @@ def load(url: str, schema: str, src: Any, ids: np.ndarray, vectors: np.ndarray,
 
     from pocketmcp.core.identity import Identity
     from pocketmcp.core.secret import Secret
-    from pocketmcp.store.pg import schema
+    from pocketmcp.store.pg import schema as pg_schema
     from pocketmcp.store.pg.place import PgPlace
     from pocketmcp.store.pg.writes import PgWriter
 
@@ -110,7 +110,7 @@ def load(url: str, schema: str, src: Any, ids: np.ndarray, vectors: np.ndarray,
             conn.execute(f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'), "
                          f"(SELECT max({column}) FROM {table}))".encode())
         started = time.perf_counter()
-        schema.fill_chunk_terms(conn)  # the words as SQLite's FTS5 holds them
+        pg_schema.fill_chunk_terms(conn)  # the words as SQLite's FTS5 holds them
         out["terms_s"] = time.perf_counter() - started
         started = time.perf_counter()
         conn.execute(b"CREATE INDEX chunks_tsv ON chunks USING gin (tsv)")

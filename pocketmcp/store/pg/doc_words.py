@@ -87,33 +87,28 @@ def chunk_scores(rows: Rows, phrases: Sequence[Sequence[str]], allowed: Sequence
     chunks, terms = chunk_totals(rows, key)
     if not phrases or not chunks or not terms:
         return {}, {}
+    # Each phrase's occurrences in a chunk's title column and in its text, counted by
+    # ts_rank_cd with every weight 1 over the phrase restricted to those columns (each
+    # occurrence is one cover of weight 1), one index lookup per phrase.
     found = rows(
-        "WITH m AS (SELECT c.chunk_id, c.doc_id, c.title_terms + c.text_terms AS len, c.tsv "
-        "FROM chunks c WHERE c.tsv @@ %(any)s::tsquery LIMIT %(limit)s) "
-        "SELECT m.chunk_id, m.doc_id, m.len, u.lexeme, u.positions, u.weights "
-        "FROM m, unnest(m.tsv) u WHERE u.lexeme = ANY(%(words)s)",
-        {"any": " | ".join(f"({tokens.query_of(p, tokens.CHUNK_WEIGHTS)})" for p in phrases),
-         "words": sorted({t for p in phrases for t in p}), "limit": POSTINGS})
-    at: dict[int, dict[str, dict[int, str]]] = {}  # chunk -> term -> position -> weight
+        "SELECT c.chunk_id, c.doc_id, c.title_terms + c.text_terms, t.i, "
+        "ts_rank_cd('{1,1,1,1}', c.tsv, t.title::tsquery, 0), "
+        "ts_rank_cd('{1,1,1,1}', c.tsv, t.text::tsquery, 0) "
+        "FROM unnest(%(any)s::text[], %(title)s::text[], %(text)s::text[]) WITH ORDINALITY "
+        "AS t(q, title, text, i), LATERAL (SELECT c.chunk_id, c.doc_id, c.title_terms, "
+        "c.text_terms, c.tsv FROM chunks c WHERE c.tsv @@ t.q::tsquery LIMIT %(limit)s) c",
+        {"any": [tokens.query_of(p, tokens.CHUNK_WEIGHTS) for p in phrases],
+         "title": [tokens.query_of(p, "AB") for p in phrases],
+         "text": [tokens.query_of(p, "C") for p in phrases], "limit": POSTINGS})
+    counts: list[dict[int, tuple[int, int]]] = [{} for _ in phrases]
     doc_of: dict[int, int] = {}
     length: dict[int, int] = {}
-    for chunk_id, doc_id, size, word, positions, weights in found:
-        at.setdefault(int(chunk_id), {})[str(word)] = dict(zip(positions, weights, strict=True))
-        doc_of[int(chunk_id)] = int(doc_id)
-        length[int(chunk_id)] = int(size or 0)
-    # Each phrase's occurrences in each chunk's title column and text: (title, text).
-    counts: list[dict[int, tuple[int, int]]] = []
-    for phrase in phrases:
-        per_chunk = {}
-        for chunk, words in at.items():
-            title = text = 0
-            for pos, column in words.get(phrase[0], {}).items():
-                if column != "D" and all(words.get(t, {}).get(pos + k) == column
-                                         for k, t in enumerate(phrase[1:], 1)):
-                    title, text = (title, text + 1) if column == "C" else (title + 1, text)
-            if title or text:
-                per_chunk[chunk] = (title, text)
-        counts.append(per_chunk)
+    for chunk_id, doc_id, size, i, title, text in found:
+        chunk = int(chunk_id)
+        doc_of[chunk] = int(doc_id)
+        length[chunk] = int(size or 0)
+        if title or text:
+            counts[int(i) - 1][chunk] = (round(title), round(text))
     ranked = {c for per_chunk in counts for c in per_chunk}
     if allowed is not None:
         keep = set(allowed)
