@@ -30,6 +30,7 @@ Rows = Callable[[str, Sequence[Any] | Mapping[str, Any]], list[Any]]
 K1, B = 1.2, 0.75  # BM25's constants, FTS5's (store/sqlite/keywords/bm25.py)
 POSTINGS = 20_000  # matching chunks read for one query, at most
 STATS_SECONDS = 30.0  # how long an index's totals are kept
+TITLE_SHARE = 1024  # a title column's occurrence in ts_rank_cd's count: 1/TITLE_SHARE
 
 _stats_lock = threading.Lock()
 # index -> (read at, documents, chunks, terms of every chunk, terms of every document)
@@ -87,28 +88,29 @@ def chunk_scores(rows: Rows, phrases: Sequence[Sequence[str]], allowed: Sequence
     chunks, terms = chunk_totals(rows, key)
     if not phrases or not chunks or not terms:
         return {}, {}
-    # Each phrase's occurrences in a chunk's title column and in its text, counted by
-    # ts_rank_cd with every weight 1 over the phrase restricted to those columns (each
-    # occurrence is one cover of weight 1), one index lookup per phrase.
+    # Each phrase's occurrences in a chunk's SQLite columns, counted by ts_rank_cd over the
+    # phrase restricted to them: each occurrence is one cover, worth its column's weight,
+    # 1 in the text and 1/TITLE_SHARE in the title column. A tsvector keeps at most 256
+    # positions of a term, so both counts read back exactly. One index lookup a phrase.
     found = rows(
         "SELECT c.chunk_id, c.doc_id, c.title_terms + c.text_terms, t.i, "
-        "ts_rank_cd('{1,1,1,1}', c.tsv, t.title::tsquery, 0), "
-        "ts_rank_cd('{1,1,1,1}', c.tsv, t.text::tsquery, 0) "
-        "FROM unnest(%(any)s::text[], %(title)s::text[], %(text)s::text[]) WITH ORDINALITY "
-        "AS t(q, title, text, i), LATERAL (SELECT c.chunk_id, c.doc_id, c.title_terms, "
-        "c.text_terms, c.tsv FROM chunks c WHERE c.tsv @@ t.q::tsquery LIMIT %(limit)s) c",
+        "ts_rank_cd(%(weights)s::float4[], c.tsv, t.q::tsquery, 0) "
+        "FROM unnest(%(any)s::text[]) WITH ORDINALITY AS t(q, i), LATERAL (SELECT c.chunk_id, "
+        "c.doc_id, c.title_terms, c.text_terms, c.tsv FROM chunks c WHERE c.tsv @@ "
+        "t.q::tsquery LIMIT %(limit)s) c",
         {"any": [tokens.query_of(p, tokens.CHUNK_WEIGHTS) for p in phrases],
-         "title": [tokens.query_of(p, "AB") for p in phrases],
-         "text": [tokens.query_of(p, "C") for p in phrases], "limit": POSTINGS})
+         "weights": [1.0, 1.0, 1.0 / TITLE_SHARE, 1.0 / TITLE_SHARE], "limit": POSTINGS})
     counts: list[dict[int, tuple[int, int]]] = [{} for _ in phrases]
     doc_of: dict[int, int] = {}
     length: dict[int, int] = {}
-    for chunk_id, doc_id, size, i, title, text in found:
+    for chunk_id, doc_id, size, i, rank in found:
         chunk = int(chunk_id)
         doc_of[chunk] = int(doc_id)
         length[chunk] = int(size or 0)
+        text = int(rank + 0.5 / TITLE_SHARE)
+        title = round((rank - text) * TITLE_SHARE)
         if title or text:
-            counts[int(i) - 1][chunk] = (round(title), round(text))
+            counts[int(i) - 1][chunk] = (title, text)
     ranked = {c for per_chunk in counts for c in per_chunk}
     if allowed is not None:
         keep = set(allowed)
