@@ -1,50 +1,33 @@
-"""The keyword retriever on Postgres: full-text search over the chunks' weighted tsvector,
-ranked in the manner of BM25, as SQLite's FTS5 ranks (store/sqlite/keywords/textsearch.py).
+"""The keyword retriever on Postgres: BM25 as SQLite's FTS5 computes it (store/sqlite/keywords/),
+over the same terms and lengths (tokens.py).
 
-A query's words are looked up one by one (how many chunks hold each, counted up to a cap),
-and the rarer ones are searched for together, any of them: at most MAX_WORDS, none held by
-more than COMMON_WORD chunks (the rarest word always), and no more than CANDIDATES
-matching chunks in all, so every matching chunk is ranked and the cost stays bounded
-however common the query's words are. A chunk's score sums, over the words it holds, the
-word's idf times its ts_rank_cd in the chunk (title, section path and text weighted;
-normalised as rank / (rank + 1), which saturates as BM25's term frequency does). A chunk
-holding every word of the query as websearch_to_tsquery reads it (quotes, `or`) has its
-score multiplied by ALL_WORDS_BOOST. Words written as `-word` (or `-"a phrase"`) exclude
-the chunks that hold them.
+The query's words are chosen as SQLite's are (core/keywords.py's `query_words`: stop words
+dropped, the rarest first, at most MAX_QUERY_TERMS), each counted in the chunks up to
+COMMON_WORD + 1: none held by more than COMMON_WORD chunks (the rarest word always), and no
+more than CANDIDATES matching chunks in all, so the cost stays bounded however common the
+query's words are. The chunks holding any of them are scored by FTS5's BM25 (doc_words.py)
+and the best `depth` kept. Words written as `-word` (or `-"a phrase"`) exclude the chunks
+that hold them.
 
 With one match per document (`documents`), documents rank as SQLite's do, by BM25 over the
-whole document (doc_words.py)."""
+whole document (doc_words.py); in an index of long pages, by their best chunk, which the
+chunks' list already says (as SQLite's)."""
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pocketmcp.core.keywords import reference_bm25
-from pocketmcp.store.pg import doc_words, schema
+from pocketmcp.core.keywords import query_words, reference_bm25, terms, vocab_terms
+from pocketmcp.store.pg import doc_words, tokens
 from pocketmcp.store.rows import Keywords
 
 Rows = Callable[[str, Sequence[Any] | Mapping[str, Any]], list[Any]]
 
-# ts_rank_cd's weights of D, C (text), B (section path), A (title); at most 1 each.
-_TEXT_WEIGHT = 0.5
 COMMON_WORD = 2000  # chunks holding a word beyond which it is too common to search alone
 CANDIDATES = 5000  # matching chunks ranked for one query, at most
-MAX_WORDS = 12  # rarest words searched, as SQLite's keyword search keeps
-ALL_WORDS_BOOST = 1.0  # score factor of a chunk holding every word (bench/pg_keywords.py)
-NORMALISATION = 32  # ts_rank_cd's: rank / (rank + 1)
 _NEGATED = re.compile(r'(?:^|(?<=\s))-("[^"]*"?|[^\s"]+)')
-
-
-def _weights(title_weight: float) -> str:
-    title = min(1.0, _TEXT_WEIGHT * title_weight)
-    return "{" + f"0.1,{_TEXT_WEIGHT},{title},{title}" + "}"
-
-
-def _literal(word: str) -> str:
-    return "'" + word.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 def split_negated(query: str) -> tuple[str, str]:
@@ -54,91 +37,57 @@ def split_negated(query: str) -> tuple[str, str]:
     return _NEGATED.sub(" ", query), " or ".join(negated)
 
 
-def idf(count: int, total: int) -> float:
-    """BM25's idf in the form that stays above 0 (Lucene's): a word in half the chunks of
-    a small index still counts."""
-    total = max(total, count)
-    return math.log(1 + (total - count + 0.5) / (count + 0.5))
+def negated_query(query: str) -> str:
+    """The tsquery of a query's `-word` and `-"phrase"` parts (any of them); '' for none."""
+    parts = [m.group(1).strip('"') for m in _NEGATED.finditer(query)]
+    return " | ".join(f"({tokens.query_of(found)})" for found in tokens.terms(parts) if found)
+
+
+def _key_query(key: str) -> str:
+    """The tsquery of one of `vocab_terms`'s terms: "x*" is any term starting with x."""
+    if key.endswith("*") and len(key) > 1:
+        return tokens.literal(key[:-1]) + ":*" + tokens.CHUNK_WEIGHTS
+    return tokens.query_of([key], tokens.CHUNK_WEIGHTS)
 
 
 def keyword_stage(rows: Rows, query: str, depth: int, allowed: Sequence[int] | None, *,
-                  title_weight: float, documents: bool = False, best_chunks: bool = False,
-                  key: str = "") -> Keywords:
-    """Best chunks for the query's words (the module's docstring says how they are chosen
-    and ranked), and with `documents`, best whole documents by BM25 (`document_stage`).
-    The 0..1 scale's midpoint (`reference`) is the score of a text holding each searched
-    word once, ten words apart, as SQLite's is the BM25 of a text of average length holding
-    each word once; with `documents`, that BM25 itself (`reference_bm25`, as SQLite's), the
-    scale of the documents' scores. `key` names the index (its statistics are kept a
-    while: doc_words.py). With `best_chunks` (an index of long pages), documents rank by
-    their best chunk's BM25 instead, as SQLite's chunks are scored (`best_chunk_stage`)."""
+                  title_weight: float, documents: bool = False, key: str = "") -> Keywords:
+    """Best chunks for the query's words by FTS5's BM25 (the module's docstring says which
+    words), and with `documents`, best whole documents by BM25 (`document_stage`). The 0..1
+    scale's midpoint (`reference`) is SQLite's: the BM25 of a text of average length
+    holding each word once. `key` names the index (its totals are kept a while:
+    doc_words.py)."""
     found = Keywords()
     if allowed is not None and not allowed:
         return found
-    cfg = schema.TEXT_CONFIG
-    positive, negated = split_negated(query)
-    counted = rows(  # each lexeme's chunks, counted up to COMMON_WORD + 1
-        "SELECT w, (SELECT count(*) FROM (SELECT 1 FROM chunks c WHERE c.tsv @@ "
-        "quote_literal(w)::tsquery LIMIT %s) s) FROM unnest(tsvector_to_array("
-        f"to_tsvector('{cfg}', %s))) w", (COMMON_WORD + 1, positive))
-    present = sorted((int(n), str(w)) for w, n in counted if n)
-    if not present:
+    positive, _ = split_negated(query)
+    words = terms(positive)
+    if not words:
         return found
-    kept = present[:1]
-    spent = present[0][0]
-    for n, w in present[1:MAX_WORDS]:
-        if n > COMMON_WORD or spent + n > CANDIDATES:
-            break
-        kept.append((n, w))
-        spent += n
-    total = _chunk_count(rows)
-    weights = _weights(title_weight)
-    score = " + ".join(f"{idf(n, total)!r} * ts_rank_cd(%(w)s::float4[], {{tsv}}, "
-                       f"quote_literal(%(l{i})s)::tsquery, {NORMALISATION})"
-                       for i, (n, _) in enumerate(kept))
-    boost = (f"CASE WHEN {{tsv}} @@ q.a THEN {ALL_WORDS_BOOST!r} ELSE 1 END"
-             if ALL_WORDS_BOOST != 1.0 else "1")
-    where = "" if allowed is None else " AND c.doc_id = ANY(%(allowed)s)"
-    if negated:
-        where += f" AND NOT c.tsv @@ websearch_to_tsquery('{cfg}', %(negated)s)"
-    args = {"w": weights, "query": query, "negated": negated, "depth": depth,
-            "limit": CANDIDATES, "any": " | ".join(_literal(w) for _, w in kept),
-            "allowed": None if allowed is None else list(allowed),
-            **{f"l{i}": w for i, (_, w) in enumerate(kept)}}
-    found_rows = rows(
-        f"WITH q AS (SELECT %(any)s::tsquery AS q, websearch_to_tsquery('{cfg}', %(query)s) "
-        "AS a), m AS (SELECT c.chunk_id, c.doc_id, c.tsv FROM chunks c, q "
-        f"WHERE c.tsv @@ q.q{where} LIMIT %(limit)s) "
-        f"SELECT m.chunk_id, ({score.replace('{tsv}', 'm.tsv')}) * "
-        f"{boost.replace('{tsv}', 'm.tsv')} AS r, m.doc_id FROM m, q "
-        "ORDER BY r DESC, m.chunk_id LIMIT %(depth)s", args)
-    if not found_rows:
+    spelled = dict(zip(words, tokens.terms(words), strict=True))  # as the index holds them
+    looked = sorted(set(vocab_terms(words)) | {t for found in spelled.values() for t in found})
+    counted = rows(  # chunks holding each term, counted up to COMMON_WORD + 1
+        "SELECT t.w, (SELECT count(*) FROM (SELECT 1 FROM chunks c WHERE c.tsv @@ t.q::tsquery "
+        "LIMIT %s) s) FROM unnest(%s::text[], %s::text[]) AS t(w, q)",
+        (COMMON_WORD + 1, looked, [_key_query(k) for k in looked]))
+    df = {str(w): int(n) for w, n in counted if n}
+    total, _ = doc_words.chunk_totals(rows, key)
+    kept = query_words(positive, df, total, common=0.0, budget=CANDIDATES)
+    phrases = list(dict.fromkeys(tuple(spelled[w]) for w, _ in kept if spelled.get(w)))
+    if not phrases:
         return found
-    spread = ("(SELECT string_agg(quote_literal(w) || ':' || (n * 10) || 'C', ' ') FROM "
-              "unnest(%(words)s::text[]) WITH ORDINALITY AS t(w, n))::tsvector")
-    ref = rows(f"WITH q AS (SELECT websearch_to_tsquery('{cfg}', %(query)s) AS a) "
-               f"SELECT ({score.replace('{tsv}', spread)}) * "
-               f"{boost.replace('{tsv}', spread)} FROM q",
-               {**args, "words": [w for _, w in kept]})[0]
-    found.reference = max(float(ref[0] or 0.0), 1e-6)
-    for chunk_id, rank, doc_id in found_rows:
-        found.keyword[int(chunk_id)] = float(rank)
-        found.doc_of[int(chunk_id)] = int(doc_id)
-    if documents or best_chunks:
-        stage = doc_words.best_chunk_stage if best_chunks else doc_words.document_stage
-        found.doc_keyword, found.first_chunk = stage(
-            rows, [w for _, w in kept], depth, allowed, negated, title_weight, key=key)
-        # As SQLite's: the BM25 of a text of average length holding each word once (a
-        # count stopped at the cap is counted whole).
-        found.reference = reference_bm25(
-            doc_words.chunks_holding(rows, kept, COMMON_WORD), total)
+    lexemes = list(dict.fromkeys(t for p in phrases for t in p))
+    negated = negated_query(query)
+    scores, doc_of = doc_words.chunk_scores(rows, phrases, allowed, negated, title_weight,
+                                            key=key)
+    for chunk_id in sorted(scores, key=lambda c: (-scores[c], c))[:depth]:
+        found.keyword[chunk_id] = scores[chunk_id]
+        found.doc_of[chunk_id] = doc_of[chunk_id]
+    # As SQLite's: the BM25 of a text of average length holding each word once (a count
+    # stopped at the cap is counted whole).
+    found.reference = reference_bm25(doc_words.chunks_holding(
+        rows, [(n, _key_query(vocab_terms([w])[0])) for w, n in kept], COMMON_WORD), total)
+    if documents:
+        found.doc_keyword, found.first_chunk = doc_words.document_stage(
+            rows, lexemes, depth, allowed, negated, title_weight, key=key)
     return found
-
-
-def _chunk_count(rows: Rows) -> int:
-    """The chunks in the index: the planner's estimate (free) once the table has been
-    analysed, else counted."""
-    estimate = rows("SELECT reltuples FROM pg_class WHERE oid = 'chunks'::regclass", ())
-    if estimate and estimate[0][0] is not None and float(estimate[0][0]) > 0:
-        return int(float(estimate[0][0]))
-    return int(rows("SELECT count(*) FROM chunks", ())[0][0])

@@ -98,18 +98,14 @@ class PgReader(CommonReads):
     def keyword_stage(self, query: str, depth: int, allowed: Sequence[int] | None, *,
                       title_weight: float, total: int, documents: bool,
                       alone: bool = False, best_chunks: bool = False) -> Keywords:
-        """Best chunks (and with `documents`, best whole documents by BM25, as SQLite's;
-        with `best_chunks`, documents by their best chunk's BM25, as SQLite's chunks score)
-        by Postgres full-text search (store/pg/keywords.py), in one read snapshot; `total`
-        is not needed (the server counts the chunks), and `alone` changes nothing (the
-        server runs the query)."""
-        if not (documents or best_chunks):
-            return keywords.keyword_stage(self._rows, query, depth, allowed,
-                                          title_weight=title_weight)
+        """Best chunks by BM25 (and with `documents`, best whole documents), as SQLite's
+        FTS5 ranks them (store/pg/keywords.py), in one read snapshot; `total` is not needed
+        (the server counts the chunks), `alone` changes nothing (the server runs the query),
+        and `best_chunks` needs nothing more (the fusion takes each document's best)."""
         with self.snapshot():
             return keywords.keyword_stage(self._rows, query, depth, allowed,
                                           title_weight=title_weight, documents=documents,
-                                          best_chunks=best_chunks, key=self.place.key())
+                                          key=self.place.key())
 
     def vectors_by_ids(self, ids: Sequence[int], dim: int) -> Vectors:
         rows = self._rows("SELECT chunk_id, doc_id, embedding FROM chunks "

@@ -20,13 +20,15 @@ from pocketmcp.core.paths import path_of
 from pocketmcp.errors import ModelMismatchError, SchemaTooNewError
 from pocketmcp.messages import Link
 from pocketmcp.store import lines
-from pocketmcp.store.pg import connect
+from pocketmcp.store.pg import connect, tokens
 from pocketmcp.store.pg.target import PgTarget
 
 LOCK_MIGRATE = 7401  # advisory lock namespace: migrating a schema
-# Text search configuration of the tsvector and the queries (stemming, stop words).
+# Text search configuration of the first versions' tsvector; since then the words are
+# tokenized as SQLite's (tokens.py) and read with tokens.WORDS.
 TEXT_CONFIG = "english"
-
+CHUNK_TERMS = ("UPDATE chunks SET tsv = " + tokens.TSV + ", title_terms = %s, "
+               "text_terms = %s WHERE chunk_id = %s")
 
 
 def _links_of_documents(conn: psycopg.Connection[Any]) -> None:
@@ -80,6 +82,18 @@ def _chunk_lines(conn: psycopg.Connection[Any]) -> None:
     lines.fill(documents(), lambda doc_id: conn.execute(
         "SELECT idx, start_off, end_off FROM chunks WHERE doc_id = %s", (doc_id,)).fetchall(),
         lambda rows: conn.cursor().executemany(lines.UPDATE.replace("?", "%s"), rows))
+
+
+def fill_chunk_terms(conn: psycopg.Connection[Any]) -> None:
+    """The words of chunks written without them (before, or copied in by hand), as SQLite's
+    FTS5 tokenizes them."""
+    after = 0
+    while found := conn.execute(
+            "SELECT chunk_id, title, section, words FROM chunks WHERE chunk_id > %s "
+            "ORDER BY chunk_id LIMIT 500", (after,)).fetchall():
+        after = found[-1][0]
+        conn.cursor().executemany(CHUNK_TERMS, [(*tokens.chunk_row(*row[1:]), row[0])
+                                                for row in found])
 
 
 # Each migration is a list of steps: SQL statements (`{dim}`: the embedding dimension,
@@ -181,6 +195,16 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
                embedding public.vector({dim}) NOT NULL,
                kept_at double precision NOT NULL)""",
         "CREATE INDEX kept_vectors_at ON kept_vectors(kept_at)",
+    ),
+    (
+        # The words as SQLite's FTS5 holds them (tokens.py): the same terms, stop words kept,
+        # and each chunk's length in them, so that BM25 is FTS5's over the same terms and
+        # lengths. The tsvector is written with the chunk from then on.
+        *tokens.MIGRATION,
+        "ALTER TABLE chunks ALTER COLUMN tsv DROP EXPRESSION",
+        "ALTER TABLE chunks ADD COLUMN title_terms integer NOT NULL DEFAULT 0",
+        "ALTER TABLE chunks ADD COLUMN text_terms integer NOT NULL DEFAULT 0",
+        fill_chunk_terms,
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

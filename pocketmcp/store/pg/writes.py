@@ -28,7 +28,7 @@ from pocketmcp.core.notes import doc_keys
 from pocketmcp.errors import StoreError
 from pocketmcp.messages import Chunk, DocFacts, DocRecord, Written
 from pocketmcp.store import facts, lines
-from pocketmcp.store.pg import connect, schema
+from pocketmcp.store.pg import connect, schema, tokens
 from pocketmcp.store.pg.reads import PgIndex, stored_vectors
 from pocketmcp.store.pg.target import PgTarget
 from pocketmcp.store.writes import CommonWrites, check_vectors, now, without_successor
@@ -271,12 +271,16 @@ class PgWriter(CommonWrites):
         if not chunks:
             return
         # A row at a time (not a list): chunks that cut their text when read (an import's)
-        # are held one at a time.
+        # are held one at a time; with the words as SQLite's FTS5 holds them (tokens.py),
+        # and how many.
         self._conn.cursor().executemany(
-            b"INSERT INTO chunks(doc_id, idx, start_off, end_off, tokens, text_sha256, "
-            b"section, title, words, embedding) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %b)",
-            ((doc_id, c.idx, c.start, c.end, c.tokens, c.sha256, _text(c.section),
-              _text(title), _text(c.keyword_text), matrix[i]) for i, c in enumerate(chunks)))
+            ("INSERT INTO chunks(doc_id, idx, start_off, end_off, tokens, text_sha256, section, "
+             "title, words, embedding, tsv, title_terms, text_terms) VALUES (%s, %s, %s, %s, %s, "
+             f"%s, %s, %s, %s, %b, {tokens.TSV}, %s, %s)").encode(),
+            ((doc_id, c.idx, c.start, c.end, c.tokens, c.sha256, _text(c.section), _text(title),
+              _text(c.keyword_text), matrix[i],
+              *tokens.chunk_row(_text(title), _text(c.section), _text(c.keyword_text)))
+             for i, c in enumerate(chunks)))
 
     def delete_doc(self, doc_id: int) -> tuple[int, int] | None:
         row = self._sql("SELECT doc_id FROM documents WHERE doc_id = %s FOR UPDATE",
