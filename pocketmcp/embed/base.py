@@ -40,6 +40,12 @@ class Usage(msgspec.Struct, kw_only=True):
     last_error: str | None = None
     retry_at: float | None = None  # time.time() before which calls fail at once (provider down)
 
+    def answered(self, texts: int, started: float) -> None:
+        """One call answered: its `texts`, and the time since `started` (perf_counter)."""
+        self.calls += 1
+        self.inputs += texts
+        self.seconds += time.perf_counter() - started
+
     def retry_in(self) -> float | None:
         """Seconds until the provider is tried again, while it is taken to be down."""
         if self.retry_at is None:

@@ -96,7 +96,7 @@ class LocalEmbedder:
                 return await self._lowered.run(self.embed, texts)
         finally:
             self.model_state.end()
-            self._count(len(texts), started)
+            self.usage.answered(len(texts), started)
 
     async def embed_query(self, text: str) -> F32:
         started = time.perf_counter()
@@ -104,12 +104,7 @@ class LocalEmbedder:
             return await anyio.to_thread.run_sync(self.embed_query_now, text,
                                                   limiter=self._query_limiter)
         finally:
-            self._count(1, started)
-
-    def _count(self, texts: int, started: float) -> None:
-        self.usage.calls += 1
-        self.usage.inputs += texts
-        self.usage.seconds += time.perf_counter() - started
+            self.usage.answered(1, started)
 
     async def aclose(self) -> None:
         if self._idle is not None:

@@ -90,19 +90,14 @@ class ModelView:
         try:
             return await self._model.embed_documents(texts)
         finally:
-            self._count(len(texts), started)
+            self.usage.answered(len(texts), started)
 
     async def embed_query(self, text: str) -> F32:
         started = time.perf_counter()
         try:
             return await self._model.embed_query(text)
         finally:
-            self._count(1, started)
-
-    def _count(self, texts: int, started: float) -> None:
-        self.usage.calls += 1
-        self.usage.inputs += texts
-        self.usage.seconds += time.perf_counter() - started
+            self.usage.answered(1, started)
 
     async def load_documents(self) -> None:
         await self._model.load_documents()
