@@ -228,9 +228,6 @@ class SettingsMismatch(PocketError):
 
     code = "SETTINGS_MISMATCH"
 
-    def __str__(self) -> str:
-        return f"{self.code}: {super().__str__()}"
-
 
 class InputRejected(EmbeddingError):
     """The provider refused some texts while it took others. `rejected`: position -> reason;

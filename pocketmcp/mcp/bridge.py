@@ -44,7 +44,7 @@ from pocketmcp import logs
 from pocketmcp.core.secret import Secret
 from pocketmcp.errors import PocketError
 from pocketmcp.mcp import early
-from pocketmcp.mcp.discovery import Published, alive
+from pocketmcp.mcp.discovery import Published, alive, answers
 from pocketmcp.mcp.lines import OVERSIZE, stdin_lines, stdout_lines
 from pocketmcp.mcp.presented import Presentation, refused_call
 from pocketmcp.mcp.relay import (
@@ -107,23 +107,9 @@ async def bridge(upstream: Upstream | None, *, reconnect: Reconnect | None = Non
                 how = await _relay(relay, *current, lines, first)
                 if how == "stdin closed":
                     break
-                pid = current[0].pid
-                if how == "server hung":
-                    await relay.fail_pending(
-                        f"the server (pid {pid}) has not answered for {HUNG_S:.0f} s (stopped, "
-                        "or stuck); this request may not have been carried out: send it again "
-                        "(another server is found or started for it)", "SERVER_NOT_ANSWERING")
                 # A server that went away costs no read: each in flight goes to the next.
                 again = relay.take_reads() if how == "server gone" and reconnect else []
-                if how == "server gone":
-                    await relay.fail_pending(
-                        f"the server (pid {pid}) went away while this request was in flight, "
-                        "after it reached the server and before any answer: whether it was "
-                        "applied is not known; look (get_document, list_documents) before "
-                        "sending it again", "WRITE_UNCONFIRMED")
-                await relay.fail_pending(
-                    f"the server (pid {pid}) ended this session while this request was in "
-                    "flight; it may not have been carried out: send it again")
+                await _fail_in_flight(relay, how, current[0].pid)
                 if how == "session gone":  # the same server, on a new session
                     first, current = await _next_server(relay, lines, reconnect or _same(current),
                                                         how)
@@ -142,6 +128,27 @@ async def bridge(upstream: Upstream | None, *, reconnect: Reconnect | None = Non
         life.start_soon(run, name="pocketmcp.bridge")
     log.info("bridge_stopped", reason=ended)
     return 1 if ended == "server gone" else 0
+
+
+GONE = {  # how a server left the requests in flight: what happened, and the reads' code
+    "server hung": (f"has not answered for {HUNG_S:.0f} s (stopped, or stuck)",
+                    "SERVER_NOT_ANSWERING"),
+    "server gone": ("went away", "SERVER_UNAVAILABLE"),
+    "session gone": ("ended this session", "SERVER_UNAVAILABLE"),
+}
+
+
+async def _fail_in_flight(relay: Relay, how: str, pid: int) -> None:
+    """Answer the requests still in flight on a server that left them (`how`): a read was
+    not answered and may be sent again (another server is found or started for it); a write
+    reached the server, which may have applied it (stopped and resumed, or died after)."""
+    what, code = GONE[how]
+    said = f"the server (pid {pid}) {what} while this request was in flight"
+    await relay.fail_pending(
+        f"{said}: it was not answered; send it again", code,
+        writes=(f"{said}, after it reached the server and before any answer: whether it was "
+                "applied is not known; look (get_document, list_documents) before sending it "
+                "again"))
 
 
 class Starting:
@@ -263,6 +270,7 @@ async def _relay(relay: Relay, upstream: Published, token: Secret, lines: Lines,
     send once the client's `initialize` is repeated."""
     url = upstream.mcp_url
     log.info("bridging", url=url, pid=upstream.pid)
+    relay.hold(first)  # answered even when this server is lost before they are posted
     how = "server gone"
     auth = {"Authorization": f"Bearer {token.reveal()}"}
     try:
@@ -286,6 +294,7 @@ async def _relay(relay: Relay, upstream: Published, token: Secret, lines: Lines,
                             refused = relay.presentation and refused_call(
                                 message["id"], message, relay.presentation)
                             if refused:  # a tool outside this client's profile
+                                relay.pending.pop(message["id"], None)  # held if first
                                 await relay.out.send(refused)
                                 return
                             tg.start_soon(connection.relayed, line, message)
@@ -322,7 +331,9 @@ async def _relay(relay: Relay, upstream: Published, token: Secret, lines: Lines,
                             if not relay.pending:
                                 answered = now
                             elif now - probed >= PROBE_S:
-                                if await _answers(client, upstream.url):
+                                # Its own connection: the relay's pool may be full of
+                                # streams in flight, which says nothing of the server.
+                                if await answers(upstream.url, timeout_s=PROBE_S) is not None:
                                     answered = time.monotonic()
                                 probed = time.monotonic()
                                 if probed - answered >= HUNG_S:
@@ -344,17 +355,6 @@ async def _relay(relay: Relay, upstream: Published, token: Secret, lines: Lines,
         # the server went meanwhile
         log.warning("server_unreachable", url=url, error=str(group.exceptions[0])[:200])
     return how
-
-
-async def _answers(client: httpx2.AsyncClient, url: str) -> bool:
-    """Whether the server at `url` answers its health within PROBE_S (any HTTP answer: its
-    loop runs)."""
-    try:
-        with anyio.fail_after(PROBE_S):
-            await client.get(url + "/health", timeout=PROBE_S)
-    except (httpx2.HTTPError, TimeoutError):
-        return False
-    return True
 
 
 async def _replay(relay: Relay, connection: Connection, tg: anyio.abc.TaskGroup,

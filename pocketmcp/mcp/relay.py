@@ -174,6 +174,8 @@ class Relay:
                 self._note_version(message)
                 return True
             line = self.pending.pop(ident, None) if isinstance(ident, str | int) else None
+            if line is not None:
+                self.resent.discard(ident)  # answered: its id may come again
             if self.init is not None and ident == self.init.get("id"):
                 self._note_version(message)
             result = message.get("result")
@@ -192,11 +194,26 @@ class Relay:
         version = result.get("protocolVersion") if isinstance(result, dict) else None
         self.version = version if isinstance(version, str) else None
 
-    async def fail_pending(self, why: str, code: str = "SERVER_UNAVAILABLE") -> None:
-        """Answer every request still in flight: its server has gone."""
-        for request_id in sorted(self.pending, key=str):
-            await self.out.send(error_reply(request_id, why, code))
+    async def fail_pending(self, why: str, code: str = "SERVER_UNAVAILABLE", *,
+                           writes: str | None = None) -> None:
+        """Answer every request still in flight: its server has gone. With `writes`, the
+        requests that change something are answered so, as WRITE_UNCONFIRMED."""
+        for request_id, line in sorted(self.pending.items(), key=lambda kv: str(kv[0])):
+            if writes is not None and not is_read(parsed(line)):
+                await self.out.send(error_reply(request_id, writes, "WRITE_UNCONFIRMED"))
+            else:
+                await self.out.send(error_reply(request_id, why, code))
+            self.resent.discard(request_id)  # answered: its id may come again
         self.pending.clear()
+
+    def hold(self, lines: list[str]) -> None:
+        """The requests among `lines` are in flight from now (before they are posted: a
+        server lost meanwhile answers them too)."""
+        for line in lines:
+            message = parsed(line)
+            if is_request(message):
+                assert message is not None
+                self.pending.setdefault(message["id"], line)
 
 
 class SessionGone(Exception):

@@ -85,8 +85,8 @@ def check_start_lock(place: Place) -> None:
     no shared server could be started): checked before a bridge answers a handshake while
     one starts."""
     path = lock_file(place)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    private.folder(path.parent)
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, private.FILE_MODE))
 
 
 def spawn(place: Place, command: list[str], env: dict[str, str], cwd: Path

@@ -19,13 +19,12 @@ if TYPE_CHECKING:  # numpy: a bridge names the index's place and loads none of i
 @dataclass(frozen=True)
 class Upstream:
     """A server found beside the index: usable (`token` set), or `problem` says why not and
-    `fix` what to do; `status` is its HTTP answer to the token, when it gave one."""
+    `fix` what to do."""
 
     server: discovery.Published
     token: Secret | None
     problem: str | None = None
     fix: str | None = None
-    status: int | None = None
 
     def said(self) -> str:
         """The problem and its fix, as one sentence."""
@@ -61,7 +60,7 @@ async def locate(place: Place, token: Secret | None) -> Upstream | None:
     if status is None:
         return None
     if status == 200:
-        return Upstream(found, token, status=status)
+        return Upstream(found, token)
     if status == 401:
         refused = "the POCKETMCP_TOKEN set here" if mine is not None else (
             f"the token in {found.token_file}")
@@ -71,6 +70,5 @@ async def locate(place: Place, token: Secret | None) -> Upstream | None:
                "or set it to the token the server was started with"
                if mine is not None else
                "set POCKETMCP_TOKEN here to the token the server was started with")
-        return Upstream(found, None, f"{where} runs but refused {refused} (HTTP 401)", fix,
-                        status)
-    return Upstream(found, None, f"{where} answered HTTP {status}", None, status)
+        return Upstream(found, None, f"{where} runs but refused {refused} (HTTP 401)", fix)
+    return Upstream(found, None, f"{where} answered HTTP {status}")

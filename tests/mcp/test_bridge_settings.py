@@ -125,6 +125,7 @@ async def test_an_editor_with_another_folder_than_the_servers_gets_a_coded_error
     said = done.stderr.decode()
     assert done.returncode == 1, said[-2000:]
     assert "SETTINGS_MISMATCH: WATCH_DIR is " + str(elsewhere.resolve()) in said
+    assert said.count("SETTINGS_MISMATCH") == 1, said[-2000:]  # the code said once
     assert f"was started with {(root / 'kb').resolve()}" in said
 
 
