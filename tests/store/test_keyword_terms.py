@@ -144,3 +144,13 @@ async def test_a_postgres_index_written_before_gets_its_words_as_fts5_holds_them
     finally:
         index.close()
     assert list(found.doc_of.values()) == [row[0]]
+
+
+def test_a_text_that_fails_to_tokenize_leaves_later_ones_tokenized() -> None:
+    """A lone surrogate fails its batch; the next batch is tokenized as ever (no row of the
+    failed one left behind to collide with)."""
+    from pocketmcp.store.pg import tokens
+
+    with pytest.raises(UnicodeEncodeError):
+        tokens.terms(["good words here", "bad \ud800 text"])
+    assert tokens.terms(["again words"]) == [["again", "word"]]

@@ -18,6 +18,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import msgspec
 
+from pocketmcp import private
 from pocketmcp.core.secret import Secret
 from pocketmcp.store.home import data_dir
 
@@ -60,7 +61,7 @@ class PgTarget(msgspec.Struct, frozen=True):
         # Made private when first named; a folder that cannot be made fails the file's own
         # write later (the OCR cache then reads images again), not the naming.
         with contextlib.suppress(OSError):
-            home.mkdir(mode=0o700, parents=True, exist_ok=True)
+            private.folder(home)
         return home / name
 
 

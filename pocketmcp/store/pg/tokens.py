@@ -79,9 +79,10 @@ def terms(texts: Sequence[str]) -> list[list[str]]:
                              [(i, index_text(t)) for i, t in enumerate(texts) if t])
             for doc, term in conn.execute("SELECT doc, term FROM v ORDER BY doc, offset"):
                 out[int(doc)].append(str(term))
-            conn.execute("DELETE FROM t")
         finally:
-            conn.execute("COMMIT")
+            # Left empty whatever happened: a failed insert must not leave rows that every
+            # later call's rowids would collide with.
+            conn.execute("ROLLBACK")
     return out
 
 

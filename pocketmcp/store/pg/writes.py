@@ -211,11 +211,11 @@ class PgWriter(CommonWrites):
                 (doc.source, doc.uri, _text(doc.title), doc.library, _text(meta_json), content,
                  doc.sha256, doc.size_bytes, doc.mtime_ns, len(chunks), at, doc_id))
         self._write_facts(doc_id, doc, facts.dated(doc, at, row[5] if row else None))
-        self._insert_chunks(doc_id, doc.title, chunks, rows)
-        self._conn.cursor().executemany(
-            lines.UPDATE.replace("?", "%s").encode(),
-            lines.rows(doc_id, doc.external_id, doc.source, doc.content,
-                       [(c.idx, c.start, c.end) for c in chunks]))
+        # Each chunk's lines written with it: an update after would write every row again,
+        # its vector into the vector index a second time.
+        places = lines.rows(doc_id, doc.external_id, doc.source, doc.content,
+                            [(c.idx, c.start, c.end) for c in chunks])
+        self._insert_chunks(doc_id, doc.title, chunks, rows, [p[:4] for p in places])
         self._sql("DELETE FROM embed_queue WHERE doc_id = %s", (doc_id,))
         waiting = sum(1 for r in rows if r is None)
         if waiting:
@@ -266,8 +266,9 @@ class PgWriter(CommonWrites):
             doc.external_id, doc.source, {**found.properties, **doc.metadata}))
 
     def _insert_chunks(self, doc_id: int, title: str, chunks: Sequence[Chunk],
-                       matrix: Sequence[Any]) -> None:
-        """Chunks with their vectors; those without (None) wait for them."""
+                       matrix: Sequence[Any], places: Sequence[tuple[Any, ...]]) -> None:
+        """Chunks with their vectors (those without, None, wait for them) and their lines
+        and pages (`places`, store/lines.py's)."""
         if not chunks:
             return
         # A row at a time (not a list): chunks that cut their text when read (an import's)
@@ -275,12 +276,13 @@ class PgWriter(CommonWrites):
         # and how many.
         self._conn.cursor().executemany(
             ("INSERT INTO chunks(doc_id, idx, start_off, end_off, tokens, text_sha256, section, "
-             "title, words, embedding, tsv, title_terms, text_terms) VALUES (%s, %s, %s, %s, %s, "
-             f"%s, %s, %s, %s, %b, {tokens.TSV}, %s, %s)").encode(),
+             "title, words, embedding, tsv, title_terms, text_terms, start_line, end_line, "
+             "start_page, end_page) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %b, "
+             f"{tokens.TSV}, %s, %s, %s, %s, %s, %s)").encode(),
             ((doc_id, c.idx, c.start, c.end, c.tokens, c.sha256, _text(c.section), _text(title),
               _text(c.keyword_text), matrix[i],
-              *tokens.chunk_row(_text(title), _text(c.section), _text(c.keyword_text)))
-             for i, c in enumerate(chunks)))
+              *tokens.chunk_row(_text(title), _text(c.section), _text(c.keyword_text)),
+              *places[i]) for i, c in enumerate(chunks)))
 
     def delete_doc(self, doc_id: int) -> tuple[int, int] | None:
         row = self._sql("SELECT doc_id FROM documents WHERE doc_id = %s FOR UPDATE",
