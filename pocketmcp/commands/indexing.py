@@ -16,9 +16,8 @@ from pocketmcp import logs
 from pocketmcp.commands.progress import Rechecked, Style, style_of, until_fed
 from pocketmcp.commands.unfinished import unfinished
 from pocketmcp.config import Config
-from pocketmcp.embed.models import canonical_id
-from pocketmcp.embed.settings import DEFAULT_MODEL_ID
 from pocketmcp.errors import PocketError, WriterBusyError
+from pocketmcp.ops.index import model_named
 from pocketmcp.pipeline.state import Stats
 from pocketmcp.plans import INDEXING, WATCHING, Plan
 from pocketmcp.runtime import Runtime, on_signals, open_runtime
@@ -195,7 +194,7 @@ async def watch(config: Config) -> int:
     log = logs.get("pocketmcp.watch")
     log.info("watching", folder=str(config.watched.root), index=config.main_place().describe(),
              provider=config.embed.provider,
-             model=canonical_id(config.embed.model or DEFAULT_MODEL_ID))
+             model=model_named(config.embed.provider, config.embed.model))
     runtime = await fed(config, WATCHING, on_event=logs.events("pocketmcp.watch"))
     assert runtime.feed is not None
     # The first scan was reported when it ended (initial_indexing_done); this is what

@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from pocketmcp.core import dates, markdown
+from pocketmcp.core import dates
 from pocketmcp.core.chunking import stored_chunk
 from pocketmcp.core.notes import split_front_matter
 from pocketmcp.core.safe import safe_text
@@ -185,8 +185,7 @@ def _count(value: int | None, what: str) -> None:
 
 def chunk_digest(text: str, section: str) -> str:
     """The digest a chunk of `text` in `section` has: of the text it is embedded as."""
-    made = stored_chunk(0, 0, len(text), text, 0, "", section)
-    return sha256(made.prefix + markdown.clean(made.text))
+    return sha256(stored_chunk(0, 0, len(text), text, 0, "", section).embed_text)
 
 
 def _size(doc: DocLine, max_bytes: int, most_chunks: int) -> None:

@@ -70,12 +70,11 @@ class Ask:
 
 @dataclass(frozen=True)
 class Answer:
-    """What one ask found, its notices, and whether its hits are all under the threshold."""
+    """What one ask found, and its notices."""
 
     hits: list[Hit]
     notice: str | None
     pending: str | None
-    floored: bool
 
 
 async def search(reading: Reading, query: str, *, top_k: int = 8, scope: Scope | None = None,
@@ -171,8 +170,7 @@ async def answer(reading: Reading, ask: Ask) -> Answer:
     notice = found.notice
     if removed.under and not any(h.score >= removed.threshold for h in hits):
         notice = joined(notice, floor.notice(removed, len(hits)))
-    return Answer(hits, notice, render.pending_notice(found.waiting, ask.mode),
-                  selection.floored and bool(hits))
+    return Answer(hits, notice, render.pending_notice(found.waiting, ask.mode))
 
 
 async def _ranked(reading: Reading, ask: Ask, found: Retrieved
