@@ -21,6 +21,7 @@ from pocketmcp.embed.base import F32, Batching, EmbedderSource, Usage
 from pocketmcp.embed.local import LocalEmbedder
 from pocketmcp.plans import Plan, serving
 from pocketmcp.runtime import Runtime, open_runtime
+from pocketmcp.store.sqlite.writes import SqliteWriter
 from support.fake_embedder import FakeEmbedding
 from support.provider_server import ProviderServer
 
@@ -152,3 +153,22 @@ async def running(config: Config, plan: Plan | None = None, *, embedding: Embedd
         with anyio.fail_after(60):
             await rt.started()
         yield rt
+
+
+async def vector_file_settled(rt: Runtime) -> None:
+    """Until the main index's vector file holds every commit: the check that runs in the
+    background from the start leaves the commits made meanwhile to its end, where it
+    appends their rows (a SQLite index)."""
+    pipeline = rt.services.main.pipeline
+    assert pipeline is not None
+    writer = pipeline.writer._writer
+    assert isinstance(writer, SqliteWriter)
+    vectors = writer.vectors
+
+    def settled() -> None:
+        give_up = time.monotonic() + 30
+        while vectors.wants_repair or not vectors._idle.wait(0.01):
+            assert time.monotonic() < give_up, "the vector file's check never ended"
+            time.sleep(0.01)
+
+    await anyio.to_thread.run_sync(settled)
