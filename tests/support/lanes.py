@@ -6,11 +6,12 @@
   `scripts/test.sh --fast` runs the tests with none of these marks.
 - The one-second rule: a test with none of these marks fails when its effort passes
   `UNMARKED_LIMIT_S`. Its effort is its wall time (setup and call; fixtures of a wider scope
-  than the test are not counted) less the time the threads of this process and of the
-  processes it started (conversion workers) waited for a CPU (Linux counts that wait per
-  thread: /proc/PID/task/TID/schedstat), and less the time the garbage collector spent in
-  this process (its passes cost with the size of the whole run's heap, not the test's).
-  Work, sleeps and waits on timers count; a machine busy with other work does not.
+  than the test are not counted) less the time the garbage collector spent in this process
+  (its passes cost with the size of the whole run's heap, not the test's), times the share
+  of CPU time in the CPU time and waits for a CPU of the threads of this process and of the
+  processes it started (conversion workers; Linux counts both per thread:
+  /proc/PID/task/TID/schedstat). Work, sleeps and waits on timers count on a quiet machine;
+  a machine busy with other work stretches the wall time, and the share takes it back.
 - Skips on CI: under CI=true a skipped test fails the run unless `SKIPS_ALLOWED_ON_CI` names
   it, with its reason.
 - `REAL_MODEL_PROCESSES`: the end-to-end tests whose processes run the real model (the
@@ -23,6 +24,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
+import threading
 import time
 from collections.abc import Generator
 
@@ -98,13 +100,20 @@ def _read(path: str) -> bytes:
         return b""
 
 
-Waits = dict[tuple[str, str], int]
+Times = dict[tuple[str, str], tuple[int, int]]
+_ended: Times = {}  # this process's threads that ended: their times, noted as they ended
 
 
-def _waits() -> Waits:
-    """Nanoseconds each live thread of this process and of its live descendants has waited
-    for a CPU, by (process, thread) (none off Linux)."""
-    waits: Waits = {}
+def _thread_times(path: str) -> tuple[int, int] | None:
+    """Nanoseconds a thread has run on a CPU and waited for one (Linux's schedstat)."""
+    fields = _read(path).split()
+    return (int(fields[0]), int(fields[1])) if len(fields) > 1 else None
+
+
+def _times() -> Times:
+    """Each thread's times, by (process, thread): this process's threads, live or ended
+    (noted as they ended), and the live threads of its live descendants (none off Linux)."""
+    times: Times = dict(_ended)
     pids = [str(os.getpid())]
     while pids:
         pid = pids.pop()
@@ -113,11 +122,27 @@ def _waits() -> Waits:
         except OSError:
             continue
         for tid in tids:
-            fields = _read(f"/proc/{pid}/task/{tid}/schedstat").split()
-            if len(fields) > 1:
-                waits[pid, tid] = int(fields[1])
+            found = _thread_times(f"/proc/{pid}/task/{tid}/schedstat")
+            if found is not None:
+                times[pid, tid] = found
             pids += [child.decode() for child in _read(f"/proc/{pid}/task/{tid}/children").split()]
-    return waits
+    return times
+
+
+def _note_times_at_exit() -> None:
+    """Python threads note their times as they end (their /proc entry goes with them)."""
+    run = threading.Thread._bootstrap_inner  # type: ignore[attr-defined]
+
+    def bootstrap(thread: threading.Thread) -> None:
+        try:
+            run(thread)
+        finally:
+            tid = str(threading.get_native_id())
+            found = _thread_times(f"/proc/self/task/{tid}/schedstat")
+            if found is not None:
+                _ended[str(os.getpid()), tid] = found
+
+    threading.Thread._bootstrap_inner = bootstrap  # type: ignore[attr-defined]
 
 
 _collecting = [0.0, 0.0]  # seconds the garbage collector has run, when its pass began
@@ -130,17 +155,22 @@ def _on_gc(phase: str, info: dict[str, int]) -> None:
         _collecting[0] += time.perf_counter() - _collecting[1]
 
 
-def _now() -> tuple[float, Waits, float]:
-    return time.perf_counter(), _waits(), _collecting[0]
+def _now() -> tuple[float, Times, float]:
+    return time.perf_counter(), _times(), _collecting[0]
 
 
-def _effort(since: tuple[float, Waits, float]) -> float:
-    """Wall time since `since`, less what the threads alive now waited for a CPU since then
-    (a thread that ended meanwhile takes its waits with it: the effort only grows) and the
-    garbage collector's time."""
-    wall, waits, collected = _now()
-    waited = sum(ns - since[1].get(key, 0) for key, ns in waits.items())
-    return (wall - since[0]) - max(0, waited) / 1e9 - (collected - since[2])
+def _effort(since: tuple[float, Times, float]) -> float:
+    """Wall time since `since`, less the garbage collector's time, times the share the
+    threads' time on a CPU takes of their time on a CPU or waiting for one: 1 on a quiet
+    machine; on a busy one, the wall time stretched by the waits is taken back (threads
+    that wait side by side overlap: their waits cannot simply be subtracted)."""
+    wall, times, collected = _now()
+    ran = waited = 0
+    for key, (run_ns, wait_ns) in times.items():
+        run_then, wait_then = since[1].get(key, (0, 0))
+        ran, waited = ran + run_ns - run_then, waited + wait_ns - wait_then
+    share = ran / (ran + waited) if ran + waited > 0 else 1.0
+    return (wall - since[0] - (collected - since[2])) * share
 
 
 _EFFORT = pytest.StashKey[float]()
@@ -149,6 +179,7 @@ _wider: list[float] = []  # effort in fixtures of a wider scope, during this tes
 
 def pytest_configure(config: pytest.Config) -> None:
     gc.callbacks.append(_on_gc)
+    _note_times_at_exit()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
