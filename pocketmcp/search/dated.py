@@ -6,12 +6,13 @@
 week, and the reply's notice says how the phrase was taken. When no document of that span
 reaches the threshold, a query that asks about something ("Lisbon trip last week") is
 answered from every date, with the query as it was said, and the notice says so; a query
-that asks for little more than the time ("what did I write yesterday": at most one word
-besides the date and stop words) gets the span's best documents, under the threshold as the
-notice says. When the span's answer stands, every document of the span is kept whatever its
-score (up to top_k): those reaching the threshold first, then the others, then those no
-retriever brought (`rest_of_span`), each with the created date that placed it there. A
-caller that gave date filters of its own keeps them, and the query is then left as it is.
+that asks for little more than the time ("what did I write yesterday", "notes created last
+week": at most one word besides the date, stop words and words asking for notes, `ASKING`)
+gets the span's best documents, under the threshold as the notice says. When the span's
+answer stands, every document of the span is kept whatever its score (up to top_k): those
+reaching the threshold first, then the others, then those no retriever brought
+(`rest_of_span`), each with the created date that placed it there. A caller that gave date
+filters of its own keeps them, and the query is then left as it is.
 """
 
 from __future__ import annotations
@@ -30,6 +31,30 @@ from pocketmcp.store.api import Reader
 from pocketmcp.store.filters import DocFilter
 
 VAGUE_WORDS = 1  # content words besides the date, at most, of a query asking for a time
+# Words that ask for the notes of a time, not for a subject ("which notes did I create",
+# "was habe ich geschrieben"), with the function words English's stop words leave, in each
+# language the date reader knows: not counted as content words.
+_ASKING = """
+    note notes write wrote written writing create created add added change changed edit
+    edited modify modified save saved make made file files document documents doc docs page
+    pages entry entries
+    qu quoi que quel quelle quels quelles est ce ai je mes ma mon les le la de du des un une
+    écrit écrits ecrit créé créés cree modifié modifie ajouté ajoute fichier fichiers fait
+    entrée entrées
+    was welche welcher welches habe hab hat ich mein meine meinen meiner die der das den dem
+    von vom notiz notizen geschrieben schrieb erstellt angelegt geändert bearbeitet
+    gespeichert hinzugefügt datei dateien dokument dokumente seite seiten eintrag einträge
+    gemacht
+    qué escribí escribi escrito notas nota mis mi las los el del creé creado modificado
+    añadido archivo archivos documento página páginas hice he
+    cosa che ho scritto le gli il mie miei mio mia di della dei creato modificato aggiunto
+    pagina pagine fatto
+    escrevi minhas meus minha meu da do das dos na no criei criado adicionado arquivo
+    arquivos fiz
+    wat heb ik mijn van het een notities notitie geschreven schreef gemaakt aangemaakt
+    gewijzigd bewerkt bestand bestanden documenten paginas
+"""
+ASKING = frozenset(_ASKING.split())
 REST_LOOKED = 4  # documents looked at for each place left to fill (`rest_of_span`)
 
 
@@ -79,10 +104,16 @@ def under(hits: Sequence[Hit], threshold: float | None) -> list[Hit]:
     return [] if threshold is None else [h for h in hits if h.score < threshold]
 
 
+def asks_for_the_time(span: Span) -> bool:
+    """Whether the query asks for little more than the notes of its time: at most
+    VAGUE_WORDS words besides the date, its stop words and the words of `ASKING`."""
+    return len([t for t in terms(span.query) if t not in ASKING]) <= VAGUE_WORDS
+
+
 def stands(span: Span, found: bool, under: bool) -> bool:
     """Whether the span's own answer stands: it `found` matches that reach the threshold,
     or (all `under` it) the query asks for little more than the time."""
-    return found and (not under or len(terms(span.query)) <= VAGUE_WORDS)
+    return found and (not under or asks_for_the_time(span))
 
 
 def said(span: Span, stood: bool, under: int = 0, threshold: float | None = None, *,

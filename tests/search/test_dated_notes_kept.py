@@ -95,12 +95,15 @@ async def test_every_note_of_the_week_is_kept_whatever_its_score_with_its_date(
     assert all(m["matched_date"] is None for m in plain["matches"])
 
 
+@pytest.mark.parametrize("query", [QUERY, "notes created this week",
+                                   "was habe ich diese Woche geschrieben"])
 async def test_a_question_of_the_week_with_no_match_over_the_threshold_shows_the_week(
-        week: tuple[Runtime, dict[str, str]]) -> None:
+        week: tuple[Runtime, dict[str, str]], query: str) -> None:
     rt, _ = week
-    reply = await Tools(rt)("search", query=QUERY, unique_docs=True, score_threshold=0.99)
+    reply = await Tools(rt)("search", query=query, unique_docs=True, score_threshold=0.99)
     assert {m["path"] for m in reply["matches"]} == {"draft.md", "letters.md", "garden.md"}
     assert "no match reached score_threshold 0.99" in reply["notice"], reply["notice"]
+    assert "the documents of that time are shown anyway" in reply["notice"], reply["notice"]
 
 
 async def test_a_note_of_the_week_no_retriever_brings_is_kept_too(
@@ -118,6 +121,30 @@ async def test_a_note_of_the_week_no_retriever_brings_is_kept_too(
     # Never more than top_k.
     one = await Tools(rt)("search", query=QUERY, mode="keyword", unique_docs=True, top_k=1)
     assert len(one["matches"]) == 1
+
+
+@pytest.mark.parametrize(("query", "asks"), [
+    ("notes created last week", True),
+    ("files I changed yesterday", True),
+    ("which pages did I edit today", True),
+    ("meeting notes from last week", True),  # one subject: its best notes of the week
+    ("welche Notizen habe ich letzte Woche geschrieben", True),
+    ("Dateien die ich gestern geändert habe", True),
+    ("qu'est-ce que j'ai écrit la semaine dernière", True),
+    ("qué escribí la semana pasada", True),
+    ("cosa ho scritto la settimana scorsa", True),
+    ("o que escrevi na semana passada", True),
+    ("wat heb ik vorige week geschreven", True),
+    ("Lisbon trip last week", False),  # a subject: answered from any date when none match
+    ("Lisbon trip notes last week", False),
+    ("Reise nach Lissabon letzte Woche", False),
+    ("voyage à Lisbonne la semaine dernière", False),
+])
+def test_words_that_ask_for_the_notes_of_a_time_are_no_subject_in_any_language_read(
+        query: str, asks: bool) -> None:
+    span = understand(query, dt.date(2026, 11, 29))
+    assert span is not None, query
+    assert dated.asks_for_the_time(span) is asks, dated.terms(span.query)
 
 
 @pytest.mark.usefixtures("processes")
