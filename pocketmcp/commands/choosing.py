@@ -36,6 +36,11 @@ def choose(config: Config, command: str | None) -> tuple[Config, indexes.Seen | 
     return config, seen
 
 
+def not_a_folder(path: Path) -> str:
+    """Why `path` (not a folder) cannot be indexed."""
+    return f"{path} is a file, not a folder" if path.exists() else f"no folder {path}"
+
+
 def no_index(config: Config, seen: indexes.Seen | None) -> PocketError:
     """What to say when the index a command needs is not there; `seen`: the indexes `choose`
     looked at (None: it looked at none, and they are looked at now)."""
@@ -46,6 +51,8 @@ def no_index(config: Config, seen: indexes.Seen | None) -> PocketError:
                            "makes it")
     if config.watched.given:
         folder = config.watched.root.absolute()
+        if not folder.is_dir():
+            return PocketError(f"{not_a_folder(folder)}, and no index of it is there")
         return PocketError(f"no index of {folder} yet (it would be {where}); "
                            f"`pocketmcp index {folder}` makes it")
     every = indexes.pick(Path.cwd())[1] if seen is None else seen

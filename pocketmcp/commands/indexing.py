@@ -13,6 +13,7 @@ import anyio
 import msgspec
 
 from pocketmcp import logs
+from pocketmcp.commands.choosing import not_a_folder
 from pocketmcp.commands.progress import Rechecked, Style, style_of, until_fed
 from pocketmcp.commands.unfinished import unfinished
 from pocketmcp.config import Config
@@ -99,7 +100,7 @@ async def wait_for_lock(place: Place, wait_s: float) -> bool:
 
 async def index(config: Config, args: argparse.Namespace) -> int:
     if not config.watched.root.is_dir():
-        raise PocketError(f"WATCH_DIR={config.watched.root} is not a folder")
+        raise PocketError(not_a_folder(config.watched.root.absolute()))
     started = time.perf_counter()
     plan = msgspec.structs.replace(INDEXING, rebuild=args.rebuild, force=args.force,
                                    keywords_first=getattr(args, "keywords_first", False))
@@ -190,7 +191,7 @@ async def index(config: Config, args: argparse.Namespace) -> int:
 
 async def watch(config: Config) -> int:
     if not config.watched.root.is_dir():
-        raise PocketError(f"WATCH_DIR={config.watched.root} is not a folder")
+        raise PocketError(not_a_folder(config.watched.root.absolute()))
     log = logs.get("pocketmcp.watch")
     log.info("watching", folder=str(config.watched.root), index=config.main_place().describe(),
              provider=config.embed.provider,

@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 from support.cli import A, B, run_cli
 
+from pocketmcp import logs
+from pocketmcp.cli import main
+
 
 @pytest.mark.usefixtures("processes")
 def test_index_then_search_finds_the_right_file(tmp_path: Path) -> None:
@@ -125,11 +128,26 @@ def test_a_second_index_run_waits_for_the_writer_or_exits_busy(tmp_path: Path) -
     assert json.loads(out)["added"] == 1
 
 
-@pytest.mark.usefixtures("processes")
-def test_index_fails_with_code_1_when_the_folder_is_missing(tmp_path: Path) -> None:
-    done = run_cli(tmp_path, "index")
-    assert done.returncode == 1
-    assert "is not a folder" in done.stderr
+def test_a_folder_that_is_not_there_or_is_a_file_is_named_as_such(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Code 1 and what is wrong with the folder given: not "WATCH_DIR=... is not a
+    folder" for a setting never set, nor advice to index a folder that does not exist."""
+    for name in ("WATCH_DIR", "SQLITE_PATH", "STORE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "home" / "data"))
+    monkeypatch.setattr(logs, "configure", lambda level: None)  # see tests/commands/test_setup
+    missing, file = tmp_path / "notez", tmp_path / "a.md"
+    file.write_text("# A\n")
+    for command, said in [(["index", str(missing)], f"no folder {missing}"),
+                          (["watch", str(missing)], f"no folder {missing}"),
+                          (["index", str(file)], f"{file} is a file, not a folder"),
+                          (["search", "dns", str(missing)],
+                           f"no folder {missing}, and no index of it is there")]:
+        assert main(command) == 1, command
+        err = capsys.readouterr().err
+        assert said in err and "WATCH_DIR" not in err and "makes it" not in err, err
 
 
 def test_another_model_on_an_existing_index_is_refused_with_advice(
