@@ -131,10 +131,15 @@ async def host_http(config: Config, title: str, instructions: str | None) -> int
     http.check_token(token.reveal(), config.serve.host)  # a short token only on loopback
     running = discovery.find(place)
     if running is not None and await discovery.answers(running.url) is not None:
+        whose = "a PocketMCP HTTP server"
+        if running.started_by == "editor":
+            whose = ("the server an editor started, which every editor of this index shares "
+                     "(it exits when no client has used it for SERVER_IDLE_EXIT_S, "
+                     f"{config.serve.server_idle_exit_s} s by these settings),")
         raise AlreadyServing(
-            f"a PocketMCP HTTP server (pid {running.pid}) already serves {place.describe()} "
-            f"at {running.url}: connect to it, stop it first, or serve another index (--db, "
-            "or PG_SCHEMA for Postgres)")
+            f"{whose} pid {running.pid}, already serves {place.describe()} at {running.url}: "
+            f"connect to it, stop it first (kill {running.pid}), or serve another index "
+            "(--db, or PG_SCHEMA for Postgres)")
     sock = _listen(config.serve.host, config.serve.port)
     port = sock.getsockname()[1]
     url = f"http://{http.url_host(_reachable(config.serve.host))}:{port}"

@@ -14,7 +14,7 @@ import anyio
 import pytest
 from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
-from support.mcp_harness import call, mcp_session, until
+from support.mcp_harness import call, mcp_session, server_env, until
 from support.processes import provider_settings
 from support.provider_server import Fault, ProviderServer
 
@@ -140,7 +140,19 @@ async def test_an_editor_started_server_stays_while_a_client_is_attached(root: P
                                SERVER_IDLE_EXIT_S="1") as session:
             await search(session)
             server = published(root)
-            await anyio.sleep(4)  # idle, attached: four times the idle time
+            started = anyio.current_time()
+            # Meanwhile the user would serve the index over HTTP: the editor's server is
+            # named, with when it goes and how to stop it.
+            refused = await anyio.to_thread.run_sync(lambda: subprocess.run(
+                [sys.executable, "-m", "pocketmcp", "serve", "--transport", "http"],
+                env=server_env(root, SERVER_IDLE_EXIT_S="1"), capture_output=True, text=True,
+                timeout=60))
+            assert refused.returncode == 1, refused.stderr
+            assert "ALREADY_SERVING: the server an editor started" in refused.stderr
+            assert f"kill {server.pid}" in refused.stderr and "SERVER_IDLE_EXIT_S" in (
+                refused.stderr)
+            # idle, attached: four times the idle time
+            await anyio.sleep(max(0.0, 4 - (anyio.current_time() - started)))
             assert alive(server.pid)
             status = await call(session, "status")
             assert status["sharing"]["serving"] == "shared"
