@@ -144,6 +144,7 @@ async def index(config: Config, args: argparse.Namespace) -> int:
         "provider_calls": usage.calls, "provider_tokens": usage.tokens,
         "provider_retries": usage.retries, "provider_s": round(usage.seconds, 3),
         "skipped_files": [{"path": path, "reason": why} for path, why in s.recent_skips],
+        "cut_files": [{"path": path, "left": left} for path, left in s.cut],
     }
     if args.force:
         summary["rechecked"] = s.added + s.updated + s.unchanged  # every file read
@@ -176,6 +177,9 @@ async def index(config: Config, args: argparse.Namespace) -> int:
             shown = "" if s.skipped <= len(s.recent_skips) else (
                 f" (the last {len(s.recent_skips)} of {s.skipped})")
             print(f"skipped{shown}:", *(f"  {path}: {why}" for path, why in s.recent_skips),  # noqa: T201
+                  sep="\n")
+        if s.cut:
+            print("indexed in part:", *(f"  {path}: {left}" for path, left in s.cut),  # noqa: T201
                   sep="\n")
         if signals:
             more = " (and more)" if summary["unfinished_listed_in_full"] is False else ""

@@ -162,8 +162,10 @@ async def _pass_on(ahead: _Ahead, outbox: MemoryObjectSendStream[Chunked], *,
         log.info("left_for_next_start", path=item.rel, reason="stopping")
         return
     if covered < len(item.text):
+        reason = (f"the text makes more than {most} chunks, the most one document makes: "
+                  "the rest is not indexed")
         log.warning("cut", path=item.rel, chunks=len(chunks), indexed_chars=covered,
-                    chars=len(item.text),
-                    reason=f"the text makes more than {most} chunks, the most one "
-                           "document makes: the rest is not indexed")
+                    chars=len(item.text), reason=reason)
+        stats.cut_short(item.rel, f"characters {covered:,} to {len(item.text):,} not "
+                        f"indexed: {reason.split(':')[0]}")
     await outbox.send(FileChunked(item, chunks))

@@ -65,12 +65,18 @@ class Stats(msgspec.Struct, kw_only=True):
     scan_done: bool = False
     last_error: str | None = None
     recent_skips: list[tuple[str, str]] = msgspec.field(default_factory=list)  # (path, why)
+    cut: list[tuple[str, str]] = msgspec.field(default_factory=list)  # (path, what was left)
 
     def skip(self, rel: str, reason: str) -> None:
         """Count a file that is not indexed, and keep why among the latest few."""
         self.skipped += 1
         self.recent_skips.append((rel, reason))
         del self.recent_skips[:-RECENT_SKIPS]
+
+    def cut_short(self, rel: str, left: str) -> None:
+        """Note a file indexed only in part, and what of it was left, among the latest few."""
+        self.cut.append((rel, left))
+        del self.cut[:-RECENT_SKIPS]
 
     def counts(self) -> dict[str, int]:
         """The run's counts, as every report gives them (`index`'s summary, the log lines,

@@ -4,6 +4,7 @@ the most chunks one document makes, and tools refuse texts beyond it with a clea
 from __future__ import annotations
 
 import random
+import re
 import time
 from pathlib import Path
 
@@ -74,6 +75,13 @@ async def test_a_million_column_csv_and_a_300_kb_line_are_cut_and_other_files_in
     assert set(cuts) == {"wide.csv", "line.txt"}
     assert all("the most one document makes" in e["reason"] and e["chunks"] == 20
                for e in cuts.values())
+    # The run names them with what was left out (the index command's summary prints them).
+    left = dict(pipeline.stats.cut)
+    assert set(left) == {"wide.csv", "line.txt"}
+    assert all(re.match(r"characters [\d,]+ to [\d,]+ not indexed: the text makes more than "
+                        r"20 chunks, the most one document makes$", why)
+               for why in left.values()), left
+    assert " to 300,000 not indexed" in left["line.txt"]
     assert len(capped.embedded) <= 20 + 20 + 1
     assert elapsed < 60, elapsed
 
