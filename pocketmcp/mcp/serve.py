@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 from collections.abc import Awaitable
 from pathlib import Path
 
@@ -41,6 +42,11 @@ async def serve(config: Config, title: str = "pocketmcp", instructions: str | No
 
         collect_again()
         return await host_http(config, title, instructions)
+    if sys.stdin.isatty():  # a person at a terminal, where an editor was expected
+        print("pocketmcp: this is the MCP server an editor starts: it reads MCP messages on "  # noqa: T201
+              "stdin (Ctrl-D ends it). To index a folder: `pocketmcp index FOLDER`; to "
+              "search it: `pocketmcp search \"QUERY\"`; to set up an editor: `pocketmcp "
+              "init FOLDER`", file=sys.stderr, flush=True)
     if config.serve.share == "on":  # off: served by this process alone, whatever runs
         def reconnect() -> Awaitable[tuple[discovery.Published, Secret]]:
             return shared_upstream(config, title, instructions)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import select
 import subprocess
 import sys
@@ -144,10 +145,20 @@ async def test_index_search_elsewhere_init_and_the_editors_server_share_one_inde
 
 @pytest.mark.usefixtures("processes")
 def test_a_bare_pocketmcp_in_an_empty_folder_leaves_nothing_there(tmp_path: Path) -> None:
+    """Typed at a terminal (stdin a terminal, Ctrl-D typed): it says what it is and what to
+    type instead, ends at Ctrl-D, and leaves nothing in the folder."""
     empty = tmp_path / "empty"
     empty.mkdir()
-    done = run_as_user(tmp_path / "home", empty, stdin=subprocess.DEVNULL)  # stdin closed
+    typed, terminal = pty.openpty()
+    try:
+        os.write(typed, b"\x04")  # Ctrl-D, read as the end of input
+        done = run_as_user(tmp_path / "home", empty, stdin=terminal)
+    finally:
+        os.close(typed)
+        os.close(terminal)
     assert done.returncode == 0, done.stderr
+    assert "this is the MCP server an editor starts" in done.stderr
+    assert "`pocketmcp index FOLDER`" in done.stderr
     assert list(empty.iterdir()) == []
 
 
