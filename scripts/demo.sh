@@ -3,8 +3,8 @@
 # three searches, saying what it does and how long each step took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-echo "demo: setting up .venv (scripts/setup.sh; the first time takes a minute or two)" >&2
-scripts/setup.sh
+echo "demo: setting up .venv (scripts/setup.sh --app; the first time takes a minute or two)" >&2
+scripts/setup.sh --app
 # The sample notes' index is kept inside the clone (SQLITE_PATH, when set, names another),
 # not among your folders' indexes in the user data folder: a `pocketmcp search` from any
 # directory then finds your own folder's index when it is the only one you have indexed.

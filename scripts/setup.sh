@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# Creates .venv (if missing) and installs PocketMCP with its test tools into it. Says what it
-# does and how long each step took, on stderr (the first install takes a minute or two).
+# Creates .venv (if missing) and installs PocketMCP with its test tools into it (Chromium and
+# the MCP Inspector too, when missing); `--app`: PocketMCP alone, as the demo needs it. Says
+# what it does and how long each step took, on stderr (the first install takes a minute or
+# two).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mode=dev
+if [ "${1:-}" = "--app" ]; then
+  mode=app
+fi
 PYTHON="${PYTHON:-python3}"
 step_started=$SECONDS
 step() { step_started=$SECONDS; echo "setup: $*..." >&2; }
@@ -24,7 +30,13 @@ stamp=.venv/.pocketmcp-installed
 made_from=$(cat pyproject.toml scripts/setup.sh | .venv/bin/python -c \
     "import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())")
 installed() {
-  [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$made_from" ] || return 1
+  # A test install holds what the app needs; an app install lacks the test tools.
+  [ -f "$stamp" ] || return 1
+  case "$(cat "$stamp")" in
+    "$made_from dev") ;;
+    "$made_from app") [ "$mode" = app ] || return 1 ;;
+    *) return 1 ;;
+  esac
   # pip check's complaints, but rapidocr's about the GUI OpenCV, and cv2 from headless alone
   ! .venv/bin/python -m pip check --disable-pip-version-check 2>&1 \
       | grep -v -e "^No broken requirements found" \
@@ -41,7 +53,11 @@ else
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
   done_step
   step "installing PocketMCP and its dependencies (the model comes with them) into .venv"
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[dev]" >&2
+  if [ "$mode" = app ]; then
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e . >&2
+  else
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[dev]" >&2
+  fi
   done_step
   # The OCR extra's rapidocr asks for OpenCV's GUI build (it needs libGL); only the headless
   # one, which the extra names too, may provide cv2: both write the same files.
@@ -55,13 +71,17 @@ else
         "opencv-python-headless==$cv" >&2
     done_step
   fi
-  echo "$made_from" > "$stamp"
+  echo "$made_from $mode" > "$stamp"
 fi
 # The package is installed editable, so pip compiles none of its modules: compile them now,
 # or the first server start pays for it (a few tenths of a second) before its first answer.
 step "compiling PocketMCP's modules"
 .venv/bin/python -m compileall -q pocketmcp >&2
 done_step
+if [ "$mode" = app ]; then
+  echo "setup: ready in $SECONDS s ($(.venv/bin/pocketmcp --version))" >&2
+  exit 0
+fi
 # The browser tests (tests/web) drive Debian's Chromium through Playwright; Playwright never
 # downloads a browser here. Installed as root with apt when missing; otherwise those tests
 # skip with the reason (and fail under CI=true).
