@@ -89,7 +89,7 @@ def _check_folder(config: Config, report: Report, seen: indexes.Seen | None) -> 
         report.warn(f"folder {folder}: no file matches INCLUDE_GLOBS",
                     "check INCLUDE_GLOBS, IGNORE_PATTERNS and the folder's .gitignore")
     else:
-        report.ok(f"folder {folder}: {files} files to index")
+        report.ok(f"folder {folder}: {files} files the index takes")
     return folder
 
 

@@ -25,6 +25,11 @@ class Read(msgspec.Struct, frozen=True):
     problem: str | None = None
 
 
+
+def too_large(max_bytes: int) -> str:
+    """Why a file over `max_bytes` is skipped, with the setting that raises the limit."""
+    return f"larger than the limit of {max_bytes / 2**20:g} MB (MAX_FILE_MB)"
+
 def read_file(path: Path, max_bytes: int, known: DocState | None, force: bool,
               kind: str | None) -> Read | None:
     """Stat and read one file (blocking). None when it is not a regular file any more.
@@ -38,7 +43,7 @@ def read_file(path: Path, max_bytes: int, known: DocState | None, force: bool,
         return None
     if st.st_size > max_bytes:
         return Read(st.st_size, st.st_mtime_ns, None,
-                    f"larger than the limit of {max_bytes} bytes")
+                    too_large(max_bytes))
     if not force and known is not None and (known.size, known.mtime_ns) == (
         st.st_size, st.st_mtime_ns
     ):
@@ -47,7 +52,7 @@ def read_file(path: Path, max_bytes: int, known: DocState | None, force: bool,
         data = handle.read(max_bytes + 1)
     if len(data) > max_bytes:
         return Read(len(data), st.st_mtime_ns, None,
-                    f"larger than the limit of {max_bytes} bytes")
+                    too_large(max_bytes))
     if kind not in kinds.CONVERTED and looks_binary(data):
         problem = "binary content" if kind else kinds.refused_binary(path.name)
         return Read(len(data), st.st_mtime_ns, None, problem)

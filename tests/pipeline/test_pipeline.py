@@ -145,6 +145,8 @@ async def test_bad_files_are_skipped_and_the_rest_indexed(fake_index: Index, wri
     pipeline = await index.index_once()
     s = pipeline.stats
     assert s.skipped == 2  # the binary file and the huge one
+    mb = index.config.pipeline.max_file_bytes / 2**20
+    assert ("huge.txt", f"larger than the limit of {mb:g} MB (MAX_FILE_MB)") in s.recent_skips
     assert s.added == 3  # good.md, latin1.txt (decoded with replacement) and empty.md
     assert "latin1.txt" in index.search("blowtorch dessert")
 
