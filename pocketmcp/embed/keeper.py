@@ -144,4 +144,4 @@ class StillLoading:
         pass
 
 
-LOADING = "the model is still loading (the server is starting); it is ready in a moment"
+LOADING = "the model is still loading, as the server is starting; it is ready in a moment"

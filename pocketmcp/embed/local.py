@@ -227,8 +227,8 @@ class LocalEmbedder:
         state = self.model_state
         if state.state != "loaded":
             self._reload_soon()
-            raise ModelLoading("the model is being loaded again (it was unloaded after "
-                               "MODEL_IDLE_UNLOAD_S unused); it is ready in a moment")
+            raise ModelLoading("the model is being loaded again, unloaded after "
+                               "MODEL_IDLE_UNLOAD_S unused; it is ready in a moment")
         state.begin()
         try:
             vector = self._embed_query(text)
