@@ -220,7 +220,8 @@ async def _check_server(config: Config, report: Report) -> Upstream | None:
         report.fail(f"{found.problem}", f"{fix}, then `pocketmcp doctor` again")
     else:
         report.ok(f"HTTP server at {found.server.url} (pid {found.server.pid}) serves this "
-                  "index and takes this shell's token (`pocketmcp open` opens its page)")
+                  "index and takes this shell's token (`pocketmcp open` prints a login link "
+                  "to its page)")
     return found
 
 
