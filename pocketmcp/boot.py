@@ -72,12 +72,16 @@ class Boot:
         self.readiness.status.phase = "loading_model"
         identity = await self._identity()
         # Where `file:` documents are: the folder this process feeds the index from, else
-        # the one the index records (a search from anywhere, a server without WATCH_DIR).
+        # the one the index records (a search from anywhere, a server without WATCH_DIR),
+        # else the one given; none known (an imported index searched from elsewhere): no
+        # file is compared, rather than every one marked changed against WATCH_DIR's default.
         recorded = await anyio.to_thread.run_sync(self.place.folder)
-        watched = self.pipeline_settings.watched.root.absolute()
+        settings = self.pipeline_settings.watched
+        watched = settings.root.absolute()
         feeding = (self.plan.feed != "none" and self.plan.writer != "never"
                    and watched.is_dir())
-        root = watched if feeding or recorded is None else recorded.root
+        root = watched if feeding else recorded.root if recorded is not None else (
+            watched if settings.given else None)
         main_index = self.place.reader(identity.dim, root=root)
         loaded: list[tuple[Embedder, Chunker]] = []
         opened: list[WriterActor] = []  # filled in its thread: a cancelled wait loses nothing

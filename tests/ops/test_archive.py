@@ -15,7 +15,7 @@ from support.tools import Tools
 from support.vault import write_vault
 
 from pocketmcp.commands import archiving
-from pocketmcp.config import Config
+from pocketmcp.config import Config, load
 from pocketmcp.embed.base import EmbedderSource
 from pocketmcp.embed.local import LocalEmbedder
 from pocketmcp.errors import InvalidRequest, NotSupported
@@ -106,6 +106,25 @@ async def test_export_then_import_gives_identical_results_with_no_embedding(
         assert (result.documents, result.chunks, result.chunks_embedded) == (7, 7, 0)
         assert calls == []
         assert await _snapshot(rt) == before
+
+
+async def test_an_imported_index_searched_without_its_folder_marks_no_file_changed(
+    tmp_path: Path
+) -> None:
+    """The export's files are the vault's; an index made by import records no folder, and a
+    search with none given compares no file (WATCH_DIR's default, `kb` under the working
+    directory, marked every hit changed since indexed), while the folder given compares."""
+    export_file, _ = await _source(tmp_path)
+    index = tmp_path / "b" / "index.db"
+    for given, stale in (({}, None), ({"WATCH_DIR": str(tmp_path / "a" / "kb")}, False)):
+        config = load({}, environ={"SQLITE_PATH": str(index), **given})
+        async with running(config, embedding=fake(config)) as rt:
+            if not given:
+                await archive.import_file(rt.writing, export_file,
+                                          identity=rt.services.identity)
+            matches = await Tools(rt).search("launch window", mode="keyword")
+            files = [m for m in matches if m["path"] and not m["path"].startswith("raw")]
+            assert files and {m["stale"] for m in files} == {stale}, matches
 
 
 async def test_a_postgres_index_exports_and_imports_with_identical_results(
