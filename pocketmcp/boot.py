@@ -20,7 +20,7 @@ from pocketmcp.core.chunking import Chunker
 from pocketmcp.core.identity import Identity
 from pocketmcp.embed.background import model_background
 from pocketmcp.embed.base import Embedder, EmbedderSource
-from pocketmcp.errors import ModelMismatchError, ProviderError, WriterBusyError
+from pocketmcp.errors import ModelMismatchError, OtherFolder, ProviderError, WriterBusyError
 from pocketmcp.hosts import Hosts, IndexHost, open_writer
 from pocketmcp.pipeline.precedence import Precedence
 from pocketmcp.pipeline.settings import PipelineSettings
@@ -80,6 +80,14 @@ class Boot:
         watched = settings.root.absolute()
         feeding = (self.plan.feed != "none" and self.plan.writer != "never"
                    and watched.is_dir())
+        if feeding and not self.plan.rebuild and recorded is not None and (
+                recorded.other_than(watched.resolve())):
+            raise OtherFolder(
+                f"{self.place.describe()} is the index of {recorded.path}; {watched} is "
+                "another folder of this machine, and indexing it here would remove that "
+                "folder's documents from the index. Give it an index of its own (leave out "
+                "--db and SQLITE_PATH: each folder gets its own; or another PG_SCHEMA), or "
+                "run with --rebuild to make this index that folder's alone")
         root = watched if feeding else recorded.root if recorded is not None else (
             watched if settings.given else None)
         main_index = self.place.reader(identity.dim, root=root)

@@ -110,6 +110,13 @@ class Stopping(PocketError):
     code = "STOPPING"
 
 
+class OtherFolder(PocketError):
+    """The index holds another folder of this machine: feeding it this one would remove
+    that one's documents."""
+
+    code = "OTHER_FOLDER"
+
+
 class AlreadyServing(PocketError):
     """An HTTP server of this index runs already."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import anyio
+import msgspec
 import pytest
 from support.provider_server import ProviderServer
 from support.runtime import (
@@ -21,7 +22,7 @@ from support.tools import Tools, refused
 from pocketmcp import readiness, runtime
 from pocketmcp.embed import background
 from pocketmcp.embed.local import LocalEmbedder
-from pocketmcp.errors import ReadOnly, WriterBusyError
+from pocketmcp.errors import OtherFolder, ReadOnly, WriterBusyError
 from pocketmcp.plans import INDEXING, READING, WATCHING, Plan
 from pocketmcp.runtime import Runtime, open_runtime
 from pocketmcp.store.sqlite.reads import recorded_identity
@@ -172,3 +173,36 @@ async def test_a_followed_folder_is_scanned_before_the_documents_model_loads(
         with anyio.fail_after(60):
             while embedder._model is None:  # noqa: ASYNC110 - loaded in a worker thread
                 await anyio.sleep(0.05)
+
+
+async def test_another_folder_of_this_machine_is_refused_one_moved_is_taken(
+        tmp_path: Path) -> None:
+    """An index holding one folder is fed another only when asked (--rebuild) or when the
+    first is gone (moved): a mistyped folder would remove the first one's documents."""
+    index = {"SQLITE_PATH": str(tmp_path / "idx" / "index.db")}
+    first, other = tmp_path / "notes", tmp_path / "other"
+    for folder, text in ((first, "Otters hold hands."), (other, "Herons stand still.")):
+        folder.mkdir()
+        (folder / "a.md").write_text(f"# A\n\n{text}\n")
+
+    async def index_once(folder: Path, plan: Plan = INDEXING) -> dict[str, int]:
+        config = make_config(tmp_path, {**index, "WATCH_DIR": str(folder)})
+        async with open_runtime(config, plan, embedding=fake(config)) as rt:
+            with anyio.fail_after(60):
+                await rt.fed.wait()
+            feed = rt.feed  # None when the start failed: leaving the block raises why
+            return {} if feed is None else feed.stats.counts()
+
+    await index_once(first)
+    with pytest.raises(OtherFolder, match=f"is the index of {first}; {other} is another "
+                                          "folder of this machine") as refused_:
+        await index_once(other)
+    assert refused_.value.code == "OTHER_FOLDER"
+    config = make_config(tmp_path, {**index, "WATCH_DIR": str(first)})
+    async with running(config, embedding=fake(config)) as rt:  # nothing was removed
+        assert [m["path"] for m in await Tools(rt).search("otters", mode="keyword")] == ["a.md"]
+    moved = tmp_path / "notes-moved"
+    first.rename(moved)
+    assert (await index_once(moved))["unchanged"] == 1
+    assert (await index_once(other, msgspec.structs.replace(INDEXING, rebuild=True))
+            )["added"] == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Annotated, ClassVar
 
@@ -97,4 +98,4 @@ class PipelineSettings(msgspec.Struct, frozen=True, kw_only=True):
 def folder_record(watched: Watched) -> FolderRecord:
     """What an index fed from `watched` records of it."""
     return FolderRecord(path=str(watched.root.resolve()), library_from=watched.library_from,
-                        default_library=watched.default_library)
+                        default_library=watched.default_library, host=socket.gethostname())

@@ -5,6 +5,7 @@ against it. Kept as one meta row, `folder`, in either store."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import msgspec
@@ -20,6 +21,15 @@ class FolderRecord(msgspec.Struct, frozen=True, kw_only=True):
     path: str  # the indexed folder, absolute
     library_from: str = "folder"  # how LIBRARY put files in libraries when it was indexed
     default_library: str = "default"
+    host: str = ""  # the machine it was indexed on ("": not recorded, an older index)
+
+    def other_than(self, folder: Path) -> bool:
+        """Whether `folder` (resolved) is another folder than this one that still exists on
+        this machine: indexing it into this index would remove this one's documents. A
+        folder indexed on another machine (a team's index) or no longer there (moved) is
+        not told apart."""
+        return (self.host == socket.gethostname() and Path(self.path) != folder
+                and Path(self.path).is_dir())
 
     @property
     def root(self) -> Path:
