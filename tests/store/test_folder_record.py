@@ -5,6 +5,7 @@ file paths against that record."""
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 import anyio
@@ -28,7 +29,8 @@ async def test_a_reader_elsewhere_resolves_files_against_the_recorded_folder(
             await rt.pipeline.scan_done.wait()
     record = config.main_place().folder()
     assert record == FolderRecord(path=str(config.watched.root.resolve()),
-                                  library_from="folder", default_library="default")
+                                  library_from="folder", default_library="default",
+                                  host=socket.gethostname())
 
     # Another process, told another folder (one that does not even exist) and reading only.
     elsewhere = config.fed_from(tmp_path / "nowhere")
