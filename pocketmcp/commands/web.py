@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import argparse
 
+import anyio
 import httpx2
 
+from pocketmcp.commands.choosing import no_index
 from pocketmcp.config import Config
 from pocketmcp.errors import PocketError
 from pocketmcp.mcp.upstream import locate
@@ -15,6 +17,8 @@ from pocketmcp.mcp.upstream import locate
 
 async def login_link(config: Config, args: argparse.Namespace) -> int:
     place = config.main_place()
+    if not await anyio.to_thread.run_sync(place.exists):  # the indexes there are, named
+        raise no_index(config, args.indexes_seen)
     found = await locate(place, config.serve.token)
     if found is None:
         raise PocketError(

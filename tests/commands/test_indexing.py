@@ -128,7 +128,7 @@ def test_a_second_index_run_waits_for_the_writer_or_exits_busy(tmp_path: Path) -
     assert json.loads(out)["added"] == 1
 
 
-def test_a_folder_that_is_not_there_or_is_a_file_is_named_as_such(
+def test_a_folder_that_is_not_there_or_is_a_file_or_no_index_is_named_as_such(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     """Code 1 and what is wrong with the folder given: not "WATCH_DIR=... is not a
@@ -138,13 +138,16 @@ def test_a_folder_that_is_not_there_or_is_a_file_is_named_as_such(
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "home" / "data"))
     monkeypatch.setattr(logs, "configure", lambda level: None)  # see tests/commands/test_setup
+    monkeypatch.chdir(tmp_path)
     missing, file = tmp_path / "notez", tmp_path / "a.md"
     file.write_text("# A\n")
     for command, said in [(["index", str(missing)], f"no folder {missing}"),
                           (["watch", str(missing)], f"no folder {missing}"),
                           (["index", str(file)], f"{file} is a file, not a folder"),
                           (["search", "dns", str(missing)],
-                           f"no folder {missing}, and no index of it is there")]:
+                           f"no folder {missing}, and no index of it is there"),
+                          # no folder named and no index at all: the indexes looked at
+                          (["open"], f"no index found for {tmp_path} (nor any other)")]:
         assert main(command) == 1, command
         err = capsys.readouterr().err
         assert said in err and "WATCH_DIR" not in err and "makes it" not in err, err
