@@ -49,6 +49,7 @@ from typing import overload
 import anyio
 import msgspec
 
+from pocketmcp import private
 from pocketmcp.core import dates
 from pocketmcp.core.identity import Identity
 from pocketmcp.core.safe import safe_text
@@ -93,6 +94,8 @@ def _write(reader: Archive, identity: Identity, out: Path) -> tuple[int, int, in
     encoder = msgspec.json.Encoder()
     docs = chunks = waiting = 0
     try:
+        partial.unlink(missing_ok=True)
+        private.file(partial)  # the documents' text: 0600, as the index's own files
         with reader.snapshot(), open(partial, "wb") as handle:
             handle.write(encoder.encode(Header(FORMAT, VERSION, identity.model, identity.dim,
                                                exported_at=dates.iso(dates.now()),
@@ -115,7 +118,7 @@ def _identity(place: Place, out: Path) -> Identity:
     """What the index at `place` records of its embeddings (blocking); InvalidRequest when
     `out` is the index itself, StoreError when there is no index yet."""
     if place.holds(out):
-        raise InvalidRequest("the export must go to another file than the index itself")
+        raise InvalidRequest("the export must go to another file than the index's own")
     identity = place.identity()
     if identity is None:
         raise StoreError(f"no index at {place.describe()}; run `pocketmcp index` first")
@@ -283,7 +286,7 @@ async def backup(place: Place, out: Path) -> BackupResult:
     started = time.perf_counter()
     def copy() -> int:
         if place.holds(out):
-            raise InvalidRequest("the backup must go to another file than the index itself")
+            raise InvalidRequest("the backup must go to another file than the index's own")
         return place.backup(out)
 
     size = await anyio.to_thread.run_sync(copy)

@@ -10,7 +10,7 @@ from typing import Any
 
 import anyio
 import pytest
-from support.runtime import fake, make_config, running, shared
+from support.runtime import fake, make_config, running, shared, vector_file_settled
 from support.tools import Tools
 from support.vault import write_vault
 
@@ -194,9 +194,22 @@ async def test_a_backup_made_while_the_server_writes_is_consistent(tmp_path: Pat
                 target = tmp_path / f"backup{len(copies)}.db"
                 await archive.backup(config.main_place(), target)
                 copies.append(target)
-        with pytest.raises(InvalidRequest, match="another file"):
-            await archive.backup(config.main_place(), config.store.sqlite_path)
+        db = config.store.sqlite_path
+        assert db is not None
+        await vector_file_settled(rt)  # its start-up check writes nothing after this
+        # Neither the index nor any file of its own (its vector file, its log) is written over.
+        for own in (db, Path(f"{db}.vectors"), Path(f"{db}-wal")):
+            before = own.stat().st_mtime_ns
+            with pytest.raises(InvalidRequest, match="another file than the index's own"):
+                await archive.backup(config.main_place(), own)
+            with pytest.raises(InvalidRequest, match="another file than the index's own"):
+                await archive.export(config.main_place(), own)
+            assert own.stat().st_mtime_ns == before
+        exported = await archive.export(config.main_place(), tmp_path / "e.jsonl")
     assert copies
+    # The copies hold the documents' text: private as the index's files are.
+    for path in (*copies, Path(exported.path)):
+        assert path.stat().st_mode & 0o777 == 0o600, path
     for copy in copies:
         reader = SqliteReader(copy)
         try:

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from pocketmcp import private
 from pocketmcp.errors import StoreError
 from pocketmcp.store.sqlite.connect import open_sync_reader, sqlite_errors, sqlite_module
 
@@ -20,6 +21,7 @@ def backup(source: Path, target: Path) -> int:
     src = open_sync_reader(source)
     try:
         partial.unlink(missing_ok=True)
+        private.file(partial)  # 0600, as the index's own files
         dst: Any = sqlite_module().connect(str(partial))
         try:
             src.backup(dst)  # one step: one read transaction, so one committed state

@@ -101,7 +101,8 @@ class SqlitePlace(msgspec.Struct, frozen=True):
         return size
 
     def holds(self, path: Path) -> bool:
-        return path.resolve() == self.path.resolve()
+        return path.resolve() in {self.path.resolve(), *(
+            beside(self.path, suffix).resolve() for suffix in BESIDE)}
 
     def backup(self, target: Path) -> int:
         from pocketmcp.store.sqlite.archive import backup  # the engine, see above
