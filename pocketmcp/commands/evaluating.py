@@ -124,8 +124,13 @@ async def check_search(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
+def counted(n: int, kind: str) -> str:
+    """`n` questions of `kind`, in words: "1 alias", "3 aliases", "2 titles"."""
+    return f"{n} {kind if n == 1 else kind + 'es' if kind.endswith('s') else kind + 's'}"
+
+
 def check_table(report: selfcheck.SelfCheck, kept: Path | None) -> str:
-    kinds = ", ".join(f"{n} {k}s" for k, n in sorted(report.kinds.items()))
+    kinds = ", ".join(counted(n, k) for k, n in sorted(report.kinds.items()))
     lines = [f"{report.questions} questions from {report.documents} documents ({kinds}), "
              f"{report.seconds:.1f} s",
              "| mode | hit@1 | hit@5 | MRR@10 |", "| --- | --- | --- | --- |"]

@@ -11,6 +11,7 @@ import pytest
 from support.cli import run_cli
 from support.tools import Tools
 
+from pocketmcp.commands.evaluating import counted
 from pocketmcp.ops.selfcheck import questions_of
 
 NOTE = """---
@@ -63,6 +64,12 @@ def test_a_note_gives_questions_from_what_names_it() -> None:
 
 
 @pytest.mark.usefixtures("processes")
+def test_the_kinds_of_questions_are_counted_in_words() -> None:
+    assert [counted(n, k) for n, k in ((1, "alias"), (3, "alias"), (2, "title"),
+                                       (1, "heading"))] == [
+        "1 alias", "3 aliases", "2 titles", "1 heading"]
+
+
 def test_check_search_measures_each_mode_and_keeps_the_best_weight(tmp_path: Path) -> None:
     kb = tmp_path / "kb"
     kb.mkdir()
