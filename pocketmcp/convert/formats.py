@@ -22,7 +22,7 @@ from pocketmcp.convert import ocr as ocr_module
 from pocketmcp.convert.kinds import ZIP_KINDS, Converted
 from pocketmcp.convert.ocr import OcrRefused, OcrSpec
 from pocketmcp.core import dates
-from pocketmcp.core.text import decode
+from pocketmcp.core.text import OCR_MARK, decode
 
 # Members parsed as XML, and how much of each is read for a DTD (it can only sit in the prolog).
 _XML_MEMBERS = (".xml", ".rels", ".opf", ".ncx", ".xhtml", ".html", ".htm")
@@ -92,7 +92,7 @@ def pdf(data: bytes, ocr: OcrSpec | None = None) -> Converted:
                     page, "".join(line for _, line in page_lines)):
                 scanned.append(index + 1)
             if index + 1 in read:
-                page_lines = [(_KEEP, f"## Page {index + 1} (OCR)"), (_KEEP, "")] + [
+                page_lines = [(_KEEP, f"## Page {index + 1} {OCR_MARK}"), (_KEEP, "")] + [
                     (_KEEP, line) for line in read[index + 1]]
             elif read and any(line.strip() for _, line in page_lines):
                 page_lines = [(_KEEP, f"## Page {index + 1}"), (_KEEP, ""), *page_lines]

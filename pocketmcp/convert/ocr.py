@@ -23,6 +23,7 @@ from typing import Any
 import msgspec
 
 from pocketmcp.convert.kinds import Converted
+from pocketmcp.core.text import OCR_MARK
 
 ENGINE = "rapidocr-onnxruntime"
 EXTRA_HINT = "install the OCR extra: pip install 'pocketmcp[ocr]'"
@@ -263,7 +264,8 @@ def read_image(data: bytes, spec: OcrSpec) -> Converted:
         lines = read_lines(ocr, frame)
         done += 1
         if any(line.strip() for line in lines):
-            heading = f"## Page {number} (OCR)" if frames > 1 else "## Image text (OCR)"
+            heading = (f"## Page {number} {OCR_MARK}" if frames > 1
+                       else f"## Image text {OCR_MARK}")
             parts.append("\n".join([heading, "", *lines]))
     unread = len(spec.pages) - done
     note = _note(done, frames, time.monotonic() - started) + stopped(unread, spec)

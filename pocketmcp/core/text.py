@@ -58,11 +58,16 @@ def clean(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
 
 
+OCR_MARK = "(OCR)"  # ends the headings OCR's text is put under ("## Page 2 (OCR)")
+
+
 def title_of(text: str, fallback: str) -> str:
-    """The first Markdown heading within the first lines, else `fallback`."""
-    match = _HEADING.search(text[:4000])
-    if match:
-        return match.group(1).strip()[:200]
+    """The first Markdown heading within the first lines (not one of OCR's own), else
+    `fallback`."""
+    for match in _HEADING.finditer(text[:4000]):
+        heading = match.group(1).strip()
+        if not heading.endswith(OCR_MARK):
+            return heading[:200]
     return fallback
 
 

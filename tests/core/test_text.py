@@ -34,6 +34,11 @@ def test_clean_normalises_line_endings_and_drops_nul() -> None:
 def test_title_is_the_first_heading_or_the_fallback() -> None:
     assert title_of("intro\n\n## Getting started ##\ntext", "x") == "Getting started"
     assert title_of("no heading here", "notes") == "notes"
+    # OCR's own headings name no document: an image is titled by its file's name, a scan by
+    # its first heading of its own.
+    assert title_of("## Image text (OCR)\n\nwifi password rotation", "whiteboard") == (
+        "whiteboard")
+    assert title_of("## Page 1 (OCR)\n\nx\n\n# Minutes\n", "scan") == "Minutes"
 
 
 @pytest.mark.parametrize(
