@@ -198,6 +198,31 @@ async def test_text_with_nul_characters_is_stored_with_its_offsets(store) -> Non
     assert parts[1][3] == "tail." and len(parts[0][3]) == len(text)
 
 
+def test_a_user_who_may_not_install_pgvector_is_told_who_may(pg_url: str, pg_schema: str
+                                                             ) -> None:
+    """A database without pgvector, and a user who may not create extensions in it: the
+    error says what to ask of its administrator, and nothing is made."""
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    database, role = pg_schema, f"{pg_schema}_user"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{database}"')
+        conn.execute(f"CREATE ROLE \"{role}\" LOGIN PASSWORD 'plain'")
+    try:
+        url = make_conninfo(pg_url, user=role, password="plain", dbname=database)
+        with pytest.raises(StoreError, match="ask its administrator to run `CREATE "
+                                             "EXTENSION vector;`"):
+            _open_writer(PgPlace(Secret(url), "notes"))
+        with psycopg.connect(make_conninfo(pg_url, dbname=database)) as conn:
+            assert conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = 'notes'"
+                                ).fetchone() == (0,)
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE "{database}" WITH (FORCE)')
+            conn.execute(f'DROP ROLE "{role}"')
+
+
 def test_an_index_refuses_another_model(where: Place) -> None:
     _open_writer(where).close()
     with pytest.raises(ModelMismatchError):

@@ -48,8 +48,14 @@ def ensure_extension(conn: psycopg.Connection[Any]) -> None:
     have it created by its administrator)."""
     if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone():
         return
-    with contextlib.suppress(pgerrors.UniqueViolation):  # made meanwhile by another process
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
+    try:
+        with contextlib.suppress(pgerrors.UniqueViolation):  # made meanwhile by another one
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public")
+    except pgerrors.InsufficientPrivilege as exc:
+        raise StoreError(
+            f"{str(exc).strip().splitlines()[0]}: pgvector is not installed in this database "
+            "and this user may not install it; ask its administrator to run `CREATE "
+            "EXTENSION vector;` in it (pgvector 0.8 or newer), then run this again") from None
 
 
 def schema_ident(place: PgTarget) -> sql.Identifier:
