@@ -82,12 +82,21 @@ class Lines:
 
 def header(line: bytes, path: Path, number: int) -> Header:
     try:
-        found = msgspec.json.decode(line, type=Header)
+        loose = msgspec.json.decode(line)
     except msgspec.DecodeError:
-        found = None
-    if found is None or found.format != FORMAT:
+        loose = None
+    if not isinstance(loose, dict) or loose.get("format") != FORMAT:
         raise ImportRefused(f"{path} is not a PocketMCP export: its first line is not the "
                             f"{FORMAT} header", number)
+    version = loose.get("version")
+    if isinstance(version, int) and version > VERSION:  # whatever else a later one holds
+        raise ImportRefused(f"{path} is export format version {version}; this PocketMCP "
+                            f"reads version {VERSION}", number)
+    try:
+        found = msgspec.json.decode(line, type=Header)
+    except msgspec.DecodeError as exc:
+        raise ImportRefused(f"{path}, line {number}: the {FORMAT} header does not hold "
+                            f"what it must: {exc}", number) from None
     if found.version > VERSION or found.vector != "float32-le-base64":
         raise ImportRefused(f"{path} is export format version {found.version} "
                             f"({found.vector}); this PocketMCP reads version {VERSION}", number)

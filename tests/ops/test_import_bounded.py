@@ -18,7 +18,7 @@ from pocketmcp.core.identity import Identity
 from pocketmcp.errors import ImportRefused
 from pocketmcp.messages import PreparedDoc
 from pocketmcp.ops import archive
-from pocketmcp.ops.archive_check import HEADER_CAP, chunk_digest
+from pocketmcp.ops.archive_check import HEADER_CAP, chunk_digest, header
 
 
 def _files(db: Path) -> dict[str, bytes]:
@@ -172,3 +172,17 @@ def test_the_documents_read_hold_each_text_once(tmp_path: Path) -> None:
         (i, s, e, text[s:e]) for i, (s, e) in enumerate(spans)]
     assert prepared.chunks[3].text == text[spans[3][0]:spans[3][1]]
     assert [c.idx for c in prepared.chunks[1:3]] == [1, 2]
+
+
+@pytest.mark.parametrize(("line", "said"), [
+    (b'{"format": "pocketmcp-export", "version": 2}',
+     "is export format version 2; this PocketMCP reads version 1"),
+    (b'{"format": "pocketmcp-export", "version": 1, "model_id": "m"}',
+     "line 1: the pocketmcp-export header does not hold what it must: .*dim"),
+    (b"# README\n", "is not a PocketMCP export: its first line is not the pocketmcp-export"),
+    (b'{"format": "other", "version": 1}', "is not a PocketMCP export"),
+])
+def test_a_header_says_what_is_wrong_with_it(line: bytes, said: str) -> None:
+    with pytest.raises(ImportRefused, match=said) as refused:
+        header(line, Path("e.jsonl"), 1)
+    assert refused.value.code == "IMPORT_REFUSED" and refused.value.line == 1
