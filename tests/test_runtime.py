@@ -20,6 +20,7 @@ from support.runtime import (
 from support.tools import Tools, refused
 
 from pocketmcp import readiness, runtime
+from pocketmcp.commands.choosing import choose
 from pocketmcp.embed import background
 from pocketmcp.embed.local import LocalEmbedder
 from pocketmcp.errors import OtherFolder, ReadOnly, WriterBusyError
@@ -198,6 +199,10 @@ async def test_another_folder_of_this_machine_is_refused_one_moved_is_taken(
                                           "folder of this machine") as refused_:
         await index_once(other)
     assert refused_.value.code == "OTHER_FOLDER"
+    # Nor is it searched as that folder's index: its answers would be the first one's.
+    with pytest.raises(OtherFolder, match=f"is the index of {first}, not of {other}"):
+        choose(make_config(tmp_path, {**index, "WATCH_DIR": str(other)}), "search")
+    assert choose(make_config(tmp_path, {**index, "WATCH_DIR": str(first)}), "search")
     config = make_config(tmp_path, {**index, "WATCH_DIR": str(first)})
     async with running(config, embedding=fake(config)) as rt:  # nothing was removed
         assert [m["path"] for m in await Tools(rt).search("otters", mode="keyword")] == ["a.md"]

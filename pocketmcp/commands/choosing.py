@@ -8,8 +8,8 @@ from pathlib import Path
 
 from pocketmcp import indexes
 from pocketmcp.config import Config
-from pocketmcp.errors import PocketError
-from pocketmcp.settings import ON_AN_INDEX
+from pocketmcp.errors import OtherFolder, PocketError, StoreError
+from pocketmcp.settings import ON_AN_INDEX, WRITING
 
 
 def choose(config: Config, command: str | None) -> tuple[Config, indexes.Seen | None]:
@@ -20,6 +20,8 @@ def choose(config: Config, command: str | None) -> tuple[Config, indexes.Seen | 
         return config, None
     if config.store.named:  # SQLITE_PATH, or a Postgres schema
         if config.watched.given:
+            if command not in (*WRITING, "doctor"):  # feeding it checks at its start;
+                _same_folder(config)  # doctor reports
             return config, None
         folder = indexes.recorded_folder(config.main_place())
         return (config if folder is None else config.fed_from(folder)), None
@@ -34,6 +36,20 @@ def choose(config: Config, command: str | None) -> tuple[Config, indexes.Seen | 
         raise PocketError(f"which folder? `pocketmcp {command} FOLDER` (or set WATCH_DIR); "
                           f"no index was found for {Path.cwd()}")
     return config, seen
+
+
+def _same_folder(config: Config) -> None:
+    """OtherFolder when the named index holds another folder of this machine than the one
+    given: its answers would be that folder's (a Postgres schema holds one folder)."""
+    try:
+        record = config.main_place().folder()
+    except StoreError:
+        return  # the command that opens the index says why
+    folder = config.watched.root.resolve()
+    if record is not None and record.other_than(folder):
+        raise OtherFolder(f"{config.main_place().describe()} is the index of {record.path}, "
+                          f"not of {folder}: name that folder's own index (leave out --db "
+                          "and SQLITE_PATH, or its PG_SCHEMA), or leave out the folder")
 
 
 def not_a_folder(path: Path) -> str:
