@@ -63,13 +63,13 @@ def test_a_note_gives_questions_from_what_names_it() -> None:
     assert len(found) == 4
 
 
-@pytest.mark.usefixtures("processes")
 def test_the_kinds_of_questions_are_counted_in_words() -> None:
     assert [counted(n, k) for n, k in ((1, "alias"), (3, "alias"), (2, "title"),
                                        (1, "heading"))] == [
         "1 alias", "3 aliases", "2 titles", "1 heading"]
 
 
+@pytest.mark.usefixtures("processes")
 def test_check_search_measures_each_mode_and_keeps_the_best_weight(tmp_path: Path) -> None:
     kb = tmp_path / "kb"
     kb.mkdir()
