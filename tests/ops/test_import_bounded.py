@@ -186,3 +186,20 @@ def test_a_header_says_what_is_wrong_with_it(line: bytes, said: str) -> None:
     with pytest.raises(ImportRefused, match=said) as refused:
         header(line, Path("e.jsonl"), 1)
     assert refused.value.code == "IMPORT_REFUSED" and refused.value.line == 1
+
+
+def test_a_refused_import_into_a_new_index_leaves_no_index_behind(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`pocketmcp import` of a cut file, told an index that is not there yet: refused, and
+    the index it made to take the documents is gone with the refusal."""
+    from pocketmcp import logs
+    from pocketmcp.cli import main
+
+    monkeypatch.setattr(logs, "configure", lambda level: None)  # see tests/commands/test_setup
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text('{"format": "pocketmcp-export", "version": 1, "model_id": "m", "dim": 4}\n'
+                   '{"type": "document", "external_id": "a", "cont')
+    folder = tmp_path / "new"
+    monkeypatch.setenv("SQLITE_PATH", str(folder / "index.db"))
+    assert main(["import", str(cut)]) == 1
+    assert not folder.exists() or list(folder.iterdir()) == []
