@@ -42,6 +42,14 @@ def file(path: Path) -> None:
     os.close(fd)
 
 
+def new_file(path: Path) -> None:
+    """`path` made empty and 0600 (truncated when it is there), its folder as it is: a copy
+    of the documents' text (an export, a backup) no other user may read. OSError when its
+    folder is not there."""
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE))
+    os.chmod(path, FILE_MODE)  # one that was there keeps its mode otherwise
+
+
 def exposed(paths: list[Path]) -> list[Path]:
     """Those of `paths` (files or folders that exist) that users other than the owner may
     read or enter (POSIX modes; none on Windows, where modes do not say it)."""

@@ -44,6 +44,15 @@ installed() {
       | grep -q . \
     && ! .venv/bin/python -m pip show --quiet opencv-python >/dev/null 2>&1
 }
+# A test install stays one: the demo's setup over it installs the test tools' packages too
+# (pip would otherwise leave them behind a newer PocketMCP, at odds with it).
+installs=$mode
+if [ "$mode" = app ] && [ -f "$stamp" ]; then
+  case "$(cat "$stamp")" in
+    *" app") ;;
+    *) installs=dev ;;
+  esac
+fi
 if installed; then
   echo "setup: PocketMCP and its dependencies are installed as pyproject.toml says" \
        "(pip not run; delete $stamp to run it)" >&2
@@ -53,7 +62,7 @@ else
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
   done_step
   step "installing PocketMCP and its dependencies (the model comes with them) into .venv"
-  if [ "$mode" = app ]; then
+  if [ "$installs" = app ]; then
     .venv/bin/python -m pip install --quiet --disable-pip-version-check -e . >&2
   else
     .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[dev]" >&2
@@ -71,7 +80,7 @@ else
         "opencv-python-headless==$cv" >&2
     done_step
   fi
-  echo "$made_from $mode" > "$stamp"
+  echo "$made_from $installs" > "$stamp"
 fi
 # The package is installed editable, so pip compiles none of its modules: compile them now,
 # or the first server start pays for it (a few tenths of a second) before its first answer.

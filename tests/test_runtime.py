@@ -202,7 +202,8 @@ async def test_another_folder_of_this_machine_is_refused_one_moved_is_taken(
     # Nor is it searched as that folder's index: its answers would be the first one's.
     with pytest.raises(OtherFolder, match=f"is the index of {first}, not of {other}"):
         choose(make_config(tmp_path, {**index, "WATCH_DIR": str(other)}), "search")
-    assert choose(make_config(tmp_path, {**index, "WATCH_DIR": str(first)}), "search")
+    chosen, _ = choose(make_config(tmp_path, {**index, "WATCH_DIR": str(first)}), "search")
+    assert chosen.watched.root == first
     config = make_config(tmp_path, {**index, "WATCH_DIR": str(first)})
     async with running(config, embedding=fake(config)) as rt:  # nothing was removed
         assert [m["path"] for m in await Tools(rt).search("otters", mode="keyword")] == ["a.md"]

@@ -10,7 +10,6 @@ import anyio
 from pydantic import BaseModel
 
 from pocketmcp.config import Config
-from pocketmcp.errors import ImportRefused
 from pocketmcp.ops import archive
 from pocketmcp.plans import Plan
 from pocketmcp.runtime import open_runtime
@@ -41,20 +40,16 @@ async def backup(config: Config, args: argparse.Namespace) -> int:
 
 
 async def restore(config: Config, args: argparse.Namespace) -> int:
-    place = config.main_place()
-    existed = await anyio.to_thread.run_sync(place.exists)
-    try:
-        async with open_runtime(config, IMPORTING) as runtime:
-            await runtime.started()
-            result = await archive.import_file(runtime.writing, Path(args.file),
-                                               identity=runtime.services.identity,
-                                               roots=config.ingest.roots(),
-                                               max_bytes=config.pipeline.max_file_bytes,
-                                               most_chunks=config.pipeline.max_chunks_per_doc)
-    except ImportRefused:
-        if not existed:  # made for this import alone: nothing is left of it
-            await anyio.to_thread.run_sync(place.drop)
-        raise
+    path, roots = Path(args.file), config.ingest.roots()
+    limits = (config.pipeline.max_file_bytes, config.pipeline.max_chunks_per_doc)
+    if not await anyio.to_thread.run_sync(config.main_place().exists):
+        # Checked before an index is made to take it: a file refused leaves no index behind.
+        await anyio.to_thread.run_sync(archive.check, path, roots, limits)
+    async with open_runtime(config, IMPORTING) as runtime:
+        await runtime.started()
+        result = await archive.import_file(runtime.writing, path,
+                                           identity=runtime.services.identity, roots=roots,
+                                           max_bytes=limits[0], most_chunks=limits[1])
     how = "vectors reused" if result.same_model else (
         f"another model: {result.chunks_embedded} chunks embedded again")
     if result.chunks_waiting:

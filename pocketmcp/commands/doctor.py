@@ -184,8 +184,13 @@ async def _check_index(config: Config, report: Report, folder: Path | None,
                     f"for {want.identity.provider} {want.identity.model}",
                     "set the index's model again, or "
                     f"`pocketmcp index {_shown(folder)} --rebuild`")
+    elif recorded is not None and folder is not None and recorded.other_than(folder):
+        report.fail(f"index {index} is the index of {recorded.root}, not of {folder}: "
+                    "indexing or searching it as that folder's is refused (OTHER_FOLDER)",
+                    f"`pocketmcp index {folder}` (without --db) keeps {folder}'s own index")
     elif recorded is not None and folder is not None and recorded.root != folder:
-        report.warn(f"index {index} records the folder {recorded.root}, not {folder}",
+        report.warn(f"index {index} records the folder {recorded.root}, not {folder} (indexed "
+                    "from another machine, or moved)",
                     f"`pocketmcp index {folder}` (without --db) keeps {folder}'s own index")
     else:
         of = f", of {recorded.root}" if recorded is not None else ""

@@ -179,8 +179,10 @@ async def index(config: Config, args: argparse.Namespace) -> int:
             print(f"skipped{shown}:", *(f"  {path}: {why}" for path, why in s.recent_skips),  # noqa: T201
                   sep="\n")
         if s.cut:
-            print("indexed in part:", *(f"  {path}: {left}" for path, left in s.cut),  # noqa: T201
-                  sep="\n")
+            shown = "" if s.cut_files <= len(s.cut) else (
+                f" (the last {len(s.cut)} of {s.cut_files})")
+            print(f"indexed in part{shown}:",  # noqa: T201
+                  *(f"  {path}: {left}" for path, left in s.cut), sep="\n")
         if signals:
             more = " (and more)" if summary["unfinished_listed_in_full"] is False else ""
             waiting = (f" and {s.chunks_waiting} chunks waiting for vectors"

@@ -59,14 +59,16 @@ def clean(text: str) -> str:
 
 
 OCR_MARK = "(OCR)"  # ends the headings OCR's text is put under ("## Page 2 (OCR)")
+# The headings conversion writes itself: a page of a PDF read in part by OCR, an image's text.
+_OWN_HEADING = re.compile(rf"Page \d+(?: {re.escape(OCR_MARK)})?|Image text {re.escape(OCR_MARK)}")
 
 
 def title_of(text: str, fallback: str) -> str:
-    """The first Markdown heading within the first lines (not one of OCR's own), else
+    """The first Markdown heading within the first lines (not one conversion wrote), else
     `fallback`."""
     for match in _HEADING.finditer(text[:4000]):
         heading = match.group(1).strip()
-        if not heading.endswith(OCR_MARK):
+        if not _OWN_HEADING.fullmatch(heading):
             return heading[:200]
     return fallback
 

@@ -133,9 +133,11 @@ async def host_http(config: Config, title: str, instructions: str | None) -> int
     if running is not None and await discovery.answers(running.url) is not None:
         whose = "a PocketMCP HTTP server"
         if running.started_by == "editor":
+            after = config.serve.server_idle_exit_s
             whose = ("the server an editor started, which every editor of this index shares "
-                     "(it exits when no client has used it for SERVER_IDLE_EXIT_S, "
-                     f"{config.serve.server_idle_exit_s} s by these settings),")
+                     + (f"(it exits when no client has used it for SERVER_IDLE_EXIT_S, {after} "
+                        "s by these settings)," if after else "(SERVER_IDLE_EXIT_S=0 here: it "
+                        "may not exit by itself),"))
         raise AlreadyServing(
             f"{whose} pid {running.pid}, already serves {place.describe()} at {running.url}: "
             f"connect to it, stop it first (kill {running.pid}), or serve another index "

@@ -42,7 +42,7 @@ async def serve(config: Config, title: str = "pocketmcp", instructions: str | No
 
         collect_again()
         return await host_http(config, title, instructions)
-    if sys.stdin.isatty():  # a person at a terminal, where an editor was expected
+    if sys.stdin is not None and sys.stdin.isatty():  # a person, where an editor was expected
         print("pocketmcp: this is the MCP server an editor starts: it reads MCP messages on "  # noqa: T201
               "stdin (Ctrl-D ends it). To index a folder: `pocketmcp index FOLDER`; to "
               "search it: `pocketmcp search \"QUERY\"`; to set up an editor: `pocketmcp "

@@ -95,7 +95,7 @@ def _write(reader: Archive, identity: Identity, out: Path) -> tuple[int, int, in
     docs = chunks = waiting = 0
     try:
         partial.unlink(missing_ok=True)
-        private.file(partial)  # the documents' text: 0600, as the index's own files
+        private.new_file(partial)  # the documents' text: 0600, as the index's own files
         with reader.snapshot(), open(partial, "wb") as handle:
             handle.write(encoder.encode(Header(FORMAT, VERSION, identity.model, identity.dim,
                                                exported_at=dates.iso(dates.now()),
@@ -203,8 +203,19 @@ def _read(path: Path, identity: Identity, roots: tuple[Path, ...], limits: tuple
         numbered.close()
 
 
-def _check_all(numbered: checks.Lines, identity: Identity, roots: tuple[Path, ...],
-               max_bytes: int, most_chunks: int) -> tuple[bool, list[PreparedDoc | DocRecord]]:
+def check(path: Path, roots: tuple[Path, ...], limits: tuple[int, int]) -> None:
+    """Every line of the export checked as an import checks it, whatever the index's model,
+    nothing kept (blocking): before an index is made to take it, a file refused makes none."""
+    numbered = checks.Lines(path)
+    try:
+        _check_all(numbered, None, roots, *limits, keep=False)
+    finally:
+        numbered.close()
+
+
+def _check_all(numbered: checks.Lines, identity: Identity | None, roots: tuple[Path, ...],
+               max_bytes: int, most_chunks: int, *, keep: bool = True
+               ) -> tuple[bool, list[PreparedDoc | DocRecord]]:
     path = numbered.path
     first = numbered.next(checks.HEADER_CAP)
     if first is None:
@@ -235,16 +246,17 @@ def _check_all(numbered: checks.Lines, identity: Identity, roots: tuple[Path, ..
             raise ImportRefused(f"{path}, line {number}: {exc}; nothing was imported",
                                 number) from None
         ids.add(item.external_id)
-        docs.append(_prepared(item, vectors) if same_model else _record(item))
+        if keep:
+            docs.append(_prepared(item, vectors) if same_model else _record(item))
         chunks += len(item.chunks)
         waiting += vectors.count(None)
     if ended is None or (ended.documents, ended.chunks, ended.waiting) != (
-            len(docs), chunks, waiting):
+            len(ids), chunks, waiting):
         raise ImportRefused(
             f"{path} is cut short or altered: its end line is missing or does not match "
-            f"({len(docs)} documents and {chunks} chunks read, {waiting} of them without a "
+            f"({len(ids)} documents and {chunks} chunks read, {waiting} of them without a "
             "vector); nothing was imported", numbered.number)
-    if same_model and header.dim != identity.dim:
+    if identity is not None and same_model and header.dim != identity.dim:
         raise ImportRefused(f"{path}: its vectors have {header.dim} dimensions, the index's "
                             f"{identity.dim}; nothing was imported", 1)
     return same_model, docs

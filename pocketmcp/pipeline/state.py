@@ -66,6 +66,7 @@ class Stats(msgspec.Struct, kw_only=True):
     last_error: str | None = None
     recent_skips: list[tuple[str, str]] = msgspec.field(default_factory=list)  # (path, why)
     cut: list[tuple[str, str]] = msgspec.field(default_factory=list)  # (path, what was left)
+    cut_files: int = 0  # files indexed in part (`cut` keeps the latest few)
 
     def skip(self, rel: str, reason: str) -> None:
         """Count a file that is not indexed, and keep why among the latest few."""
@@ -75,6 +76,7 @@ class Stats(msgspec.Struct, kw_only=True):
 
     def cut_short(self, rel: str, left: str) -> None:
         """Note a file indexed only in part, and what of it was left, among the latest few."""
+        self.cut_files += 1
         self.cut.append((rel, left))
         del self.cut[:-RECENT_SKIPS]
 

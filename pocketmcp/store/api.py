@@ -283,8 +283,8 @@ class Place(Protocol):
         """Bytes the index takes on this machine (0 where a server holds it; blocking)."""
 
     def holds(self, path: Path) -> bool:
-        """Whether `path` is one of the index's own files (none an export or a backup may
-        overwrite)."""
+        """Whether `path` is one of the index's own files, there or to come (none an export or
+        a backup may write over)."""
 
     def backup(self, target: Path) -> int:
         """A consistent copy of the index at `target`, made while its writer writes; its

@@ -5,6 +5,7 @@ against it. Kept as one meta row, `folder`, in either store."""
 
 from __future__ import annotations
 
+import os
 import socket
 from pathlib import Path
 
@@ -28,8 +29,12 @@ class FolderRecord(msgspec.Struct, frozen=True, kw_only=True):
         this machine: indexing it into this index would remove this one's documents. A
         folder indexed on another machine (a team's index) or no longer there (moved) is
         not told apart."""
-        return (self.host == socket.gethostname() and Path(self.path) != folder
-                and Path(self.path).is_dir())
+        if self.host != socket.gethostname() or not os.path.isdir(self.path):
+            return False
+        try:  # one folder by two names (a case-insensitive disk, a link) is the same one
+            return not os.path.samefile(self.path, folder)
+        except OSError:  # `folder` is not there (yet)
+            return Path(self.path) != folder
 
     @property
     def root(self) -> Path:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import select
 import subprocess
 import sys
@@ -147,6 +146,8 @@ async def test_index_search_elsewhere_init_and_the_editors_server_share_one_inde
 def test_a_bare_pocketmcp_in_an_empty_folder_leaves_nothing_there(tmp_path: Path) -> None:
     """Typed at a terminal (stdin a terminal, Ctrl-D typed): it says what it is and what to
     type instead, ends at Ctrl-D, and leaves nothing in the folder."""
+    import pty  # POSIX alone
+
     empty = tmp_path / "empty"
     empty.mkdir()
     typed, terminal = pty.openpty()

@@ -39,6 +39,8 @@ def test_title_is_the_first_heading_or_the_fallback() -> None:
     assert title_of("## Image text (OCR)\n\nwifi password rotation", "whiteboard") == (
         "whiteboard")
     assert title_of("## Page 1 (OCR)\n\nx\n\n# Minutes\n", "scan") == "Minutes"
+    assert title_of("## Page 2\n\ntext\n", "report") == "report"  # a PDF's text page
+    assert title_of("# Receipt (OCR)\n", "r") == "Receipt (OCR)"  # the user's own heading
 
 
 @pytest.mark.parametrize(

@@ -168,6 +168,8 @@ def _effort(since: tuple[float, Times, float]) -> float:
     ran = waited = 0
     for key, (run_ns, wait_ns) in times.items():
         run_then, wait_then = since[1].get(key, (0, 0))
+        if run_ns < run_then or wait_ns < wait_then:  # a thread id taken again: a new thread
+            run_then = wait_then = 0
         ran, waited = ran + run_ns - run_then, waited + wait_ns - wait_then
     share = ran / (ran + waited) if ran + waited > 0 else 1.0
     return (wall - since[0] - (collected - since[2])) * share
@@ -256,7 +258,8 @@ def pytest_runtest_makereport(item: pytest.Item,
         if effort > UNMARKED_LIMIT_S:
             report.outcome = "failed"
             report.longrepr = (
-                f"took {effort:.2f} s (wall time less waits for a CPU) with no mark: an "
+                f"took {effort:.2f} s (its wall time, less what waits for a CPU stretched "
+                f"it) with no mark: an "
                 f"unmarked test takes at most {UNMARKED_LIMIT_S:g} s. Make it faster, or "
                 "let it ask for the fixture of what makes it slow (tests/support/lanes.py)")
     if (report.skipped and not hasattr(report, "wasxfail") and os.environ.get("CI") == "true"

@@ -9,8 +9,10 @@ from pathlib import Path
 import httpx2
 import pytest
 from support.mcp_harness import server_env
+from support.records import IDENTITY
 from support.web import Site
 
+from pocketmcp.store.places import at_file
 from pocketmcp.web import auth
 from pocketmcp.web.auth import Logins
 from pocketmcp.web.routes import is_web_path
@@ -83,7 +85,12 @@ def test_pocketmcp_open_prints_a_login_link_that_signs_in(site: Site) -> None:
 
 @pytest.mark.usefixtures("processes")
 def test_pocketmcp_open_without_a_server_says_how_to_start_one(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "pocketmcp", "open"], cwd=tmp_path,
-                          env=server_env(tmp_path), capture_output=True, text=True,
+    env = server_env(tmp_path)
+    open_ = [sys.executable, "-m", "pocketmcp", "open"]
+    done = subprocess.run(open_, cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 1 and "no index at" in done.stderr  # nothing to serve yet
+    at_file(Path(env["SQLITE_PATH"])).writer(IDENTITY).close()  # an index, no server
+    done = subprocess.run(open_, cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 1 and "pocketmcp serve --transport http" in done.stderr

@@ -21,7 +21,7 @@ def backup(source: Path, target: Path) -> int:
     src = open_sync_reader(source)
     try:
         partial.unlink(missing_ok=True)
-        private.file(partial)  # 0600, as the index's own files
+        private.new_file(partial)  # 0600, as the index's own files
         dst: Any = sqlite_module().connect(str(partial))
         try:
             src.backup(dst)  # one step: one read transaction, so one committed state

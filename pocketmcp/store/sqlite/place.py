@@ -101,8 +101,12 @@ class SqlitePlace(msgspec.Struct, frozen=True):
         return size
 
     def holds(self, path: Path) -> bool:
-        return path.resolve() in {self.path.resolve(), *(
-            beside(self.path, suffix).resolve() for suffix in BESIDE)}
+        # The index, what it is made of, and any file named after it that is there (its
+        # token, discovery file, locks, log, tuning: `beside`).
+        path, own = path.resolve(), self.path.resolve()
+        return path == own or path in {beside(own, suffix) for suffix in BESIDE} or (
+            path.parent == own.parent and path.name.startswith(own.name + ".")
+            and path.exists())
 
     def backup(self, target: Path) -> int:
         from pocketmcp.store.sqlite.archive import backup  # the engine, see above
