@@ -76,6 +76,24 @@ async def test_removing_documents_names_what_was_not_there(store) -> None:
     assert await index.run(lambda r: r.counts()) == {"documents": 0, "chunks": 0, "waiting": 0}
 
 
+def test_a_removed_documents_id_is_never_given_again(where: Place) -> None:
+    """A client may still hold the id of a document removed (a resource, a search's
+    doc_id): the next document never gets it, not even after a restart."""
+    writer = _open_writer(where)
+    a = _put(writer, _doc("a", "x."), _chunks("x."), _vectors(1))
+    b = _put(writer, _doc("b", "y."), _chunks("y."), _vectors(1))
+    writer.batch(lambda: writer.remove([b.doc_id], []), [])
+    writer.close()
+    writer = _open_writer(where)
+    try:
+        c = _put(writer, _doc("c", "z."), _chunks("z."), _vectors(1))
+        writer.batch(lambda: writer.remove([a.doc_id], []), [])
+        d = _put(writer, _doc("d", "w."), _chunks("w."), _vectors(1))
+    finally:
+        writer.close()
+    assert a.doc_id < b.doc_id < c.doc_id < d.doc_id
+
+
 async def test_the_nearest_chunk_to_a_stored_vector_is_its_own(store) -> None:
     writer, index = store
     vectors = _vectors(6, seed=1)

@@ -40,6 +40,9 @@ VIEW_READERS = 4  # connections of the pipeline's own view of its index
 LOG_KEEP = 200_000  # chunk changes kept for vector files (and their readers) to follow
 
 
+LAST_DOC_ID = "last_deleted_doc_id"  # meta key: the highest doc_id deleted, never given again
+
+
 class SqliteWriter(StagedWrites, CommonWrites):
     """Holds the writer lock of one index file and its only writing connection (its writes
     alike on every store: store/writes.py)."""
@@ -265,9 +268,12 @@ class SqliteWriter(StagedWrites, CommonWrites):
             self._known(chunks))
         if row is None:
             doc_id = self._sql(
-                "INSERT INTO documents(external_id, source, uri, title, library, metadata, "
-                "content, content_sha256, size_bytes, mtime_ns, chunk_count, created_at, "
-                "updated_at) VALUES (?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?) RETURNING doc_id",
+                "INSERT INTO documents(doc_id, external_id, source, uri, title, library, "
+                "metadata, content, content_sha256, size_bytes, mtime_ns, chunk_count, "
+                "created_at, updated_at) VALUES (max(coalesce((SELECT max(doc_id) FROM "
+                "documents), 0), coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key "
+                f"= '{LAST_DOC_ID}'), 0)) + 1, ?, ?, ?, ?, ?, ?, '', ?, ?, ?, ?, ?, ?) "
+                "RETURNING doc_id",
                 (doc.external_id, doc.source, doc.uri, doc.title, doc.library, metadata,
                  doc.sha256, doc.size_bytes, doc.mtime_ns, len(chunks), at, at),
             ).fetchone()[0]
@@ -360,4 +366,9 @@ class SqliteWriter(StagedWrites, CommonWrites):
         facts.remove(self._sql, doc_id)
         self._sql("DELETE FROM documents_fts WHERE rowid = ?", (doc_id,))
         self._sql("DELETE FROM documents WHERE doc_id = ?", (doc_id,))
+        # SQLite would give the highest id to the next document: a client still holding it
+        # (a resource, a search's doc_id) would read another one. Ids are never given twice.
+        self._sql("INSERT INTO meta VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = "
+                  "max(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER))",
+                  (LAST_DOC_ID, str(doc_id)))
         return doc_id, removed
