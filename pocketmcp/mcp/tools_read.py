@@ -94,14 +94,15 @@ def register(mcp: MCPServer, rt: Runtime) -> None:
             counts.update(outgoing=len(result.outgoing), incoming=len(result.incoming))
             return render(result)
 
-    @mcp.tool(name="get_document", title="Get a whole document", annotations=READ_ONLY)
+    @mcp.tool(name="get_document", title="Get a document", annotations=READ_ONLY)
     async def get_tool(
         doc_id: DocId,
         chunk_id: Annotated[int | None, Field(description="A match's chunk_id: read it in place.",
                                               json_schema_extra=doc(PASSAGE))] = None,
-        max_tokens: Annotated[int, Field(json_schema_extra=doc(
-            "With chunk_id: the passage's model tokens at most (the chunk alone when it "
-            "holds more), 1 to 20000."))] = documents.PASSAGE_TOKENS,
+        max_tokens: Annotated[int, Field(
+            ge=1, le=documents.MAX_PASSAGE_TOKENS, json_schema_extra=doc(
+                "With chunk_id: the passage's model tokens at most (the chunk alone when it "
+                "holds more); without it, the whole text is given."))] = documents.PASSAGE_TOKENS,
     ) -> Document:
         """One document's whole text and metadata."""
         async with tool_call("get_document", doc_id=doc_id, chunk_id=chunk_id) as counts:
