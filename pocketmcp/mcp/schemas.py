@@ -8,7 +8,8 @@ tool, or the whole list, is then dropped). Every tool's definition is sent to th
 model on every turn, so this rewrites each schema once:
 
 - `$ref`s are inlined (no model here is recursive) and `$defs` dropped;
-- generated titles, `default: null` and `additionalProperties: true` are dropped, and so
+- generated titles, `default: null` and `additionalProperties` are dropped (the server
+  still refuses a field a filter does not have), and so
   are the length bounds of strings (the SDK still checks them: they refuse what no model
   sends, a 5,000-character query, an empty path);
 - descriptions have their line breaks and indentation folded into single spaces;
@@ -92,7 +93,7 @@ def _walk(node: Schema, defs: dict[str, Schema], *, output: bool, root: bool = F
             continue
         if bare and (key == DOC or (output and key in ("description", "required"))):
             continue
-        if (key == "additionalProperties" and value is True) or key in _LENGTHS:
+        if (key == "additionalProperties" and isinstance(value, bool)) or key in _LENGTHS:
             continue
         if key == "description":
             out[key] = folded(value)

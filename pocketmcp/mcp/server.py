@@ -13,7 +13,10 @@ from mcp_types import Tool
 from pydantic import ValidationError
 
 from pocketmcp import __version__
+from pocketmcp.core.safe import safe_text
+from pocketmcp.errors import InvalidRequest
 from pocketmcp.mcp import schemas, tools_index, tools_read, tools_write
+from pocketmcp.mcp.calllog import error_text
 from pocketmcp.mcp.calls import schema_refusal
 from pocketmcp.mcp.settings import TOOL_NAMES
 from pocketmcp.mcp.texts import instructions_for
@@ -45,6 +48,13 @@ class PocketServer(MCPServer):
                         context: Any = None) -> Any:
         """The SDK's call; arguments its schema refuses are a coded tool error naming each
         field and its limit (not pydantic's text and link)."""
+        schema = {t.name: t.input_schema for t in await self.list_tools()}.get(name)
+        unknown = sorted(set(arguments or {}) - set(
+            (schema or {}).get("properties", {}))) if schema is not None else []
+        if unknown:  # a misspelt argument would otherwise be dropped without a word
+            raise ToolError(error_text(InvalidRequest(
+                f"the arguments of {name} do not fit its schema: " + "; ".join(
+                    f"{safe_text(key[:80])}: not an argument of {name}" for key in unknown))))
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, Field, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from pocketmcp.core.argdoc import DOC, doc
 
@@ -39,6 +39,8 @@ MetadataFilter = Annotated[dict[str, Scalar | list[Scalar] | Range] | None, With
 
 class SearchFilter(BaseModel):
     """All given must hold. Dates: ISO, or back from now (12h, 7d, 2w, 3m, 1y)."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is refused, not dropped
 
     doc_ids: list[int] | None = Field(None, json_schema_extra=doc("Only these documents."))
     path_glob: str | None = Field(None, description="Glob, e.g. 'notes/**/*.md'.",

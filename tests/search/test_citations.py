@@ -159,8 +159,8 @@ async def test_get_document_reads_a_match_with_its_neighbours_within_a_budget(
         await tools("get_document", doc_id=m["doc_id"], chunk_id=other["chunk_id"])
     with refused(NotFound, "no chunk"):
         await tools("get_document", doc_id=m["doc_id"], chunk_id=10**9)
-    for bad in (0, 20001):
-        with refused(InvalidRequest, "max_tokens must be from 1 to 20000"):
+    for bad, said in ((0, "at least 1"), (20001, "at most 20000")):  # as its schema says
+        with refused(InvalidRequest, f"get_document do not fit its schema: max_tokens: {said}"):
             await tools("get_document", doc_id=m["doc_id"], chunk_id=m["chunk_id"],
                         max_tokens=bad)
     with refused(InvalidRequest, "chunk_id holds 0"):
