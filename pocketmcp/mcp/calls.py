@@ -80,6 +80,7 @@ _LIMITS = {
     "less_than": "less than {lt}",
     "finite_number": "a finite number (not NaN or infinite)",
     "missing": "required",
+    "extra_forbidden": "no such field (misspelt?)",
 }
 
 

@@ -25,7 +25,7 @@ SCHEMA = "INVALID_REQUEST: the arguments of search do not fit its schema: "
     # A misspelt argument or filter field is refused, not dropped (the search would run
     # unfiltered, the caller none the wiser).
     ({"query": "otters", "topk": 3}, "topk: not an argument of search"),
-    ({"query": "otters", "filter": {"tag": ["birds"]}}, "filter.tag: "),
+    ({"query": "otters", "filter": {"tag": ["birds"]}}, "filter.tag: no such field"),
 ])
 async def test_schema_violations_name_the_field_and_its_limit(
         fake_tools: Tools, arguments: dict[str, Any], said: str) -> None:
