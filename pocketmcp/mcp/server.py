@@ -28,6 +28,7 @@ class PocketServer(MCPServer):
     (mcp/schemas.py)."""
 
     _published: list[Tool] | None = None
+    _schemas: dict[str, dict[str, Any]] = {}  # noqa: RUF012 - replaced whole, with _published
 
     def add_tool(self, *args: Any, **kwargs: Any) -> None:
         self._published = None
@@ -42,16 +43,19 @@ class PocketServer(MCPServer):
         forty times the SDK's own listing)."""
         if self._published is None:
             self._published = schemas.published(await super().list_tools())
+            self._schemas = {t.name: t.input_schema for t in self._published}
         return list(self._published)
 
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Any = None) -> Any:
-        """The SDK's call; arguments its schema refuses are a coded tool error naming each
-        field and its limit (not pydantic's text and link)."""
-        schema = {t.name: t.input_schema for t in await self.list_tools()}.get(name)
-        unknown = sorted(set(arguments or {}) - set(
-            (schema or {}).get("properties", {}))) if schema is not None else []
-        if unknown:  # a misspelt argument would otherwise be dropped without a word
+        """The SDK's call; arguments its schema refuses (or it has not: a misspelt one would
+        be dropped without a word) are a coded tool error naming each field and its limit
+        (not pydantic's text and link)."""
+        await self.list_tools()  # the schemas, made once
+        schema = self._schemas.get(name)
+        unknown = sorted(set(arguments or {}) - set(schema.get("properties", {}))) if (
+            schema is not None) else []
+        if unknown:
             raise ToolError(error_text(InvalidRequest(
                 f"the arguments of {name} do not fit its schema: " + "; ".join(
                     f"{safe_text(key[:80])}: not an argument of {name}" for key in unknown))))
@@ -61,8 +65,7 @@ class PocketServer(MCPServer):
             if not isinstance(exc.__cause__, ValidationError) or isinstance(
                     exc, UnexpectedToolError):
                 raise
-            published = {t.name: t.input_schema for t in await self.list_tools()}
-            raise ToolError(schema_refusal(name, exc.__cause__, published.get(name, {}))
+            raise ToolError(schema_refusal(name, exc.__cause__, self._schemas.get(name, {}))
                             ) from exc.__cause__
 
     async def sdk_tools(self) -> list[Tool]:

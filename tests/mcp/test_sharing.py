@@ -14,28 +14,14 @@ import anyio
 import pytest
 from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
-from support.mcp_harness import call, mcp_session, server_env, until
+from support.mcp_harness import call, index_of, mcp_session, server_env, until
 from support.processes import provider_settings
 from support.provider_server import Fault, ProviderServer
 
 from pocketmcp.mcp import discovery, sharing
 from pocketmcp.mcp.relay import READ_TOOLS
-from pocketmcp.store.api import Place
-from pocketmcp.store.places import at_file
 
 SHARED = {"SHARE": "on", "SERVER_IDLE_EXIT_S": "2"}
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    (tmp_path / "kb").mkdir()
-    (tmp_path / "kb" / "tea.md").write_text("# Tea\n\nGreen tea brews best at 80 °C for two "
-                                            "minutes.\n")
-    return tmp_path
-
-
-def index(root: Path) -> Place:
-    return at_file(root / "data" / "index.db")
 
 
 def alive(pid: int) -> bool:
@@ -44,7 +30,7 @@ def alive(pid: int) -> bool:
 
 def starts(root: Path) -> int:
     """How many times a shared server was started for the index (its log says each)."""
-    path = sharing.log_file(index(root))
+    path = sharing.log_file(index_of(root))
     return path.read_text().count("--- started") if path.exists() else 0
 
 
@@ -64,7 +50,7 @@ async def search(session: ClientSession, query: str = "green tea") -> dict[str, 
 
 
 def published(root: Path) -> discovery.Published:
-    found = discovery.find(index(root))
+    found = discovery.find(index_of(root))
     assert found is not None
     return found
 
@@ -94,11 +80,11 @@ async def test_two_editors_starting_at_once_start_exactly_one_server(root: Path)
         # Detached from the editors: a session of its own, its output in the log beside the
         # index.
         assert os.getsid(server.pid) == server.pid != os.getsid(0)
-        assert '"serving"' in sharing.log_file(index(root)).read_text()
+        assert '"serving"' in sharing.log_file(index_of(root)).read_text()
         # Its clients gone, the server exits once SERVER_IDLE_EXIT_S have passed.
         assert await gone(server.pid, 30), "the idle shared server did not exit"
-    assert discovery.find(index(root)) is None
-    assert '"idle_exit"' in sharing.log_file(index(root)).read_text()
+    assert discovery.find(index_of(root)) is None
+    assert '"idle_exit"' in sharing.log_file(index_of(root)).read_text()
 
 
 @pytest.mark.usefixtures("processes")
@@ -113,7 +99,7 @@ async def test_a_server_killed_with_sigkill_is_replaced_at_the_next_request(
             os.kill(first.pid, signal.SIGKILL)
             assert await gone(first.pid, 10)
             # Nothing can start meanwhile (its log file's place is taken): a clear error.
-            log = sharing.log_file(index(root))
+            log = sharing.log_file(index_of(root))
             log.rename(log.with_name("kept.log"))
             log.mkdir()
             with pytest.raises(MCPError, match="none could be started") as refused:
@@ -256,13 +242,13 @@ async def test_a_request_in_flight_when_the_server_dies_is_answered_at_once(
 
 @pytest.mark.usefixtures("processes")
 async def test_an_editor_serves_on_its_own_when_no_shared_server_can_start(root: Path) -> None:
-    sharing.lock_file(index(root)).mkdir(parents=True)  # the start lock cannot be taken
+    sharing.lock_file(index_of(root)).mkdir(parents=True)  # the start lock cannot be taken
     with anyio.fail_after(90):
         async with mcp_session(root, stderr_name="one.err", **SHARED) as session:
             assert (await search(session))["matches"][0]["path"] == "tea.md"
             status = await call(session, "status")
     assert status["sharing"]["serving"] == "alone" and status["role"] == "writer"
-    assert discovery.find(index(root)) is None and starts(root) == 0
+    assert discovery.find(index_of(root)) is None and starts(root) == 0
     assert '"not_sharing"' in (root / "one.err").read_text()
 
 

@@ -15,31 +15,25 @@ from typing import Any
 import anyio
 import pytest
 from mcp.shared.exceptions import MCPError
-from support.mcp_harness import call, mcp_session, server_env, start_http, stop_http, until
+from support.mcp_harness import (
+    call,
+    index_of,
+    mcp_session,
+    server_env,
+    start_http,
+    stop_http,
+    until,
+)
 
 from pocketmcp.core.secret import Secret
 from pocketmcp.mcp import discovery, sharing
 from pocketmcp.mcp.upstream import locate
-from pocketmcp.store.api import Place
-from pocketmcp.store.places import at_file
 
 pytestmark = pytest.mark.usefixtures("processes")
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    (tmp_path / "kb").mkdir()
-    (tmp_path / "kb" / "tea.md").write_text("# Tea\n\nGreen tea brews best at 80 °C for two "
-                                            "minutes.\n")
-    return tmp_path
-
-
-def index(root: Path) -> Place:
-    return at_file(root / "data" / "index.db")
-
-
 async def named(root: Path) -> int | None:
-    found = discovery.published(index(root))
+    found = discovery.published(index_of(root))
     return found.pid if found is not None and discovery.alive(found.pid) else None
 
 
@@ -84,7 +78,7 @@ async def test_a_server_started_beside_one_that_already_serves_leaves_that_one_u
     first one's server publishes itself; the new one exits (one already serves), and the
     editor is given the one that serves, not left to serve on its own."""
     served = start_http(root)
-    place = index(root)
+    place = index_of(root)
     looks: list[Any] = []
 
     async def find() -> tuple[discovery.Published, Secret] | None:
@@ -111,7 +105,7 @@ async def test_a_server_started_beside_one_that_already_serves_leaves_that_one_u
 async def test_a_server_publishes_itself_again_when_the_file_is_gone_or_names_a_dead_one(
         root: Path) -> None:
     served = start_http(root)
-    place = index(root)
+    place = index_of(root)
     try:
         with anyio.fail_after(60):
             discovery.server_file(place).unlink()
@@ -129,7 +123,7 @@ async def test_a_first_editor_whose_server_cannot_start_says_why_and_tries_again
         root: Path) -> None:
     """The handshake is answered while the server starts; when that start fails, the request
     that waited for it says why, and the next one starts a server."""
-    log = sharing.log_file(index(root))
+    log = sharing.log_file(index_of(root))
     log.mkdir(parents=True)  # the server's log cannot be opened: it cannot start
     with anyio.fail_after(120):
         async with mcp_session(root, stderr_name="editor.err", SHARE="on",

@@ -8,20 +8,9 @@ from pathlib import Path
 
 import anyio
 import pytest
-from support.index import Index
+from support.index import A, B, Index
 
 from pocketmcp.pipeline import embedder
-
-A = """# Sourdough baking
-
-Sourdough bread rises with a wild yeast starter. Feed the starter with flour and
-water every day, and bake when it has doubled in size.
-"""
-B = """# Kubernetes networking
-
-Pods talk to each other over a flat network. A Service gives a set of pods a stable
-virtual IP address and a DNS name.
-"""
 
 
 def _paragraph(i: int) -> str:

@@ -25,6 +25,19 @@ class QueryNow(Embedder, Protocol):
     def embed_query_now(self, text: str) -> F32: ...
 
 
+# Two short notes on unrelated topics, as the pipeline tests write them.
+A = """# Sourdough baking
+
+Sourdough bread rises with a wild yeast starter. Feed the starter with flour and
+water every day, and bake when it has doubled in size.
+"""
+B = """# Kubernetes networking
+
+Pods talk to each other over a flat network. A Service gives a set of pods a stable
+virtual IP address and a DNS name.
+"""
+
+
 class Index:
     """A test's index: the real writer, with helpers to run the pipeline."""
 

@@ -227,6 +227,7 @@ def pytest_fixture_setup(fixturedef: pytest.FixtureDef[object],
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
     _wider.clear()
+    _ended.clear()  # threads that ended before this test: nothing of theirs is counted in it
     since = _now()
     try:
         return (yield)

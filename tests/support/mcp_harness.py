@@ -21,11 +21,17 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from pocketmcp.mcp import discovery
+from pocketmcp.store.api import Place
 from pocketmcp.store.places import at_file
 from support.cli import command_for
 from support.processes import embedding_env
 
 T = TypeVar("T")
+
+
+def index_of(tmp_path: Path) -> Place:
+    """The index of the servers `server_env` sets up under `tmp_path`."""
+    return at_file(tmp_path / "data" / "index.db")
 
 
 def server_env(tmp_path: Path, **extra: str) -> dict[str, str]:
